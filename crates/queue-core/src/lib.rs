@@ -1,0 +1,1 @@
+//! Pure data structures behind the queues: no async, no clock reads.

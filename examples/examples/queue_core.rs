@@ -1,0 +1,2 @@
+//! Placeholder: filled in with the queue-core tour.
+fn main() {}
