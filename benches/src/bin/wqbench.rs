@@ -1,0 +1,54 @@
+//! `wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S]`: runs one
+//! workload of `WORKLOADS.md` and prints its JSON line.
+
+use benches::common::Overrides;
+use benches::workloads;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match parse(&args) {
+        Ok((id, params)) => match workloads::run(&id, &params) {
+            Some(report) => {
+                println!("{}", report.to_json());
+                ExitCode::SUCCESS
+            }
+            None => {
+                eprintln!(
+                    "unknown workload {id:?}; known: {}",
+                    workloads::IDS.join(", ")
+                );
+                ExitCode::from(2)
+            }
+        },
+        Err(msg) => {
+            eprintln!("{msg}");
+            eprintln!(
+                "usage: wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S]"
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Parses the command line; flags left out keep the workload's defaults.
+fn parse(args: &[String]) -> Result<(String, Overrides), String> {
+    let mut it = args.iter();
+    let id = it.next().ok_or("missing WORKLOAD")?.clone();
+    let mut p = Overrides::default();
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let value: u64 = value
+            .parse()
+            .map_err(|_| format!("{flag}: {value:?} is not a whole number"))?;
+        match flag.as_str() {
+            "--n" => p.n = Some(value),
+            "--workers" => p.workers = Some(value),
+            "--producers" => p.producers = Some(value),
+            "--keys" => p.keys = Some(value),
+            "--seed" => p.seed = Some(value),
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    Ok((id, p))
+}

@@ -1,0 +1,229 @@
+//! What every workload shares: parameters, keys, the seeded generator, CPU time and the report.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// Parameters of one workload run, as given on the `wqbench` command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    /// Number of items, calls or adds (meaning per workload).
+    pub n: u64,
+    /// Worker tasks.
+    pub workers: u64,
+    /// Producer tasks.
+    pub producers: u64,
+    /// Distinct keys.
+    pub keys: u64,
+    /// Seed of the splitmix64 sequences.
+    pub seed: u64,
+}
+
+impl Params {
+    /// The defaults shared by most workloads; each workload overrides what it defines.
+    pub const fn defaults() -> Self {
+        Params {
+            n: 1_000_000,
+            workers: 4,
+            producers: 4,
+            keys: 1_000,
+            seed: 1,
+        }
+    }
+}
+
+/// The splitmix64 generator of `WORKLOADS.md`, so that the Go side draws the same numbers.
+#[derive(Debug, Clone)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    /// A generator starting from `state`.
+    pub const fn new(state: u64) -> Self {
+        SplitMix64 { state }
+    }
+
+    /// The next number of the sequence.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// The workload key for index `i`: `"ns-<i % 100>/obj-<i>"`.
+pub fn key(i: u64) -> String {
+    format!("ns-{}/obj-{}", i % 100, i)
+}
+
+/// Process user + system CPU time so far (`getrusage(RUSAGE_SELF)`).
+pub fn cpu_time() -> Duration {
+    let usage = usage();
+    let tv = |t: nix::sys::time::TimeVal| {
+        Duration::new(
+            t.tv_sec().max(0) as u64,
+            (t.tv_usec().max(0) as u32) * 1_000,
+        )
+    };
+    tv(usage.user_time()) + tv(usage.system_time())
+}
+
+fn usage() -> nix::sys::resource::Usage {
+    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+        .expect("getrusage(RUSAGE_SELF) cannot fail on Linux")
+}
+
+/// Peak resident set size of the process in bytes (`ru_maxrss`).
+pub fn max_rss_bytes() -> u64 {
+    (usage().max_rss().max(0) as u64) * 1024
+}
+
+/// A multi-thread tokio runtime with 2 worker threads, as every workload uses.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("the benchmark runtime must start")
+}
+
+/// The flags given on the command line; each workload fills the rest from its own defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// `--n`.
+    pub n: Option<u64>,
+    /// `--workers`.
+    pub workers: Option<u64>,
+    /// `--producers`.
+    pub producers: Option<u64>,
+    /// `--keys`.
+    pub keys: Option<u64>,
+    /// `--seed`.
+    pub seed: Option<u64>,
+}
+
+impl Overrides {
+    /// `defaults` with every flag that was given applied on top.
+    pub fn resolve(&self, defaults: Params) -> Params {
+        Params {
+            n: self.n.unwrap_or(defaults.n),
+            workers: self.workers.unwrap_or(defaults.workers),
+            producers: self.producers.unwrap_or(defaults.producers),
+            keys: self.keys.unwrap_or(defaults.keys),
+            seed: self.seed.unwrap_or(defaults.seed),
+        }
+    }
+}
+
+/// One value of the `extra` object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Extra {
+    /// A number.
+    Num(f64),
+    /// A boolean (the `ok` check).
+    Bool(bool),
+    /// A nested object, for example latency percentiles.
+    Obj(Vec<(&'static str, f64)>),
+}
+
+/// The result of one workload run, printed as one JSON line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The workload id.
+    pub workload: &'static str,
+    /// The parameters it ran with.
+    pub params: Params,
+    /// Seconds of the timed region.
+    pub seconds: f64,
+    /// Throughput as the workload defines it.
+    pub ops_per_sec: f64,
+    /// Workload figures; always carries `ok` and `cpu_s`.
+    pub extra: Vec<(&'static str, Extra)>,
+}
+
+impl Report {
+    /// The JSON line of `WORKLOADS.md`.
+    pub fn to_json(&self) -> String {
+        let p = &self.params;
+        let mut s = format!(
+            "{{\"workload\": \"{}\", \"params\": {{\"n\": {}, \"workers\": {}, \"producers\": {}, \"keys\": {}, \"seed\": {}}}, \"seconds\": {}, \"ops_per_sec\": {}, \"extra\": {{",
+            self.workload,
+            p.n,
+            p.workers,
+            p.producers,
+            p.keys,
+            p.seed,
+            num(self.seconds),
+            num(self.ops_per_sec)
+        );
+        for (i, (name, value)) in self.extra.iter().enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            let _ = write!(s, "\"{name}\": ");
+            match value {
+                Extra::Num(v) => s.push_str(&num(*v)),
+                Extra::Bool(b) => s.push_str(if *b { "true" } else { "false" }),
+                Extra::Obj(fields) => {
+                    s.push('{');
+                    for (j, (k, v)) in fields.iter().enumerate() {
+                        if j > 0 {
+                            s.push_str(", ");
+                        }
+                        let _ = write!(s, "\"{k}\": {}", num(*v));
+                    }
+                    s.push('}');
+                }
+            }
+        }
+        s.push_str("}}");
+        s
+    }
+}
+
+fn num(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.6}")
+    } else {
+        "null".to_owned()
+    }
+}
+
+/// Nearest-rank percentile `p` (0..=100) of sorted `values`.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splitmix64_matches_the_reference_sequence() {
+        // Reference values of splitmix64 from state 1234567.
+        let mut g = SplitMix64::new(1_234_567);
+        assert_eq!(g.next(), 6_457_827_717_110_365_317);
+        assert_eq!(g.next(), 3_203_168_211_198_807_973);
+    }
+
+    #[test]
+    fn percentile_is_nearest_rank() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(percentile(&v, 50.0), 2.0);
+        assert_eq!(percentile(&v, 99.0), 4.0);
+        assert_eq!(percentile(&v, 0.0), 1.0);
+    }
+
+    #[test]
+    fn keys_follow_the_contract() {
+        assert_eq!(key(0), "ns-0/obj-0");
+        assert_eq!(key(1234), "ns-34/obj-1234");
+    }
+}
