@@ -1,8 +1,59 @@
-//! Retry limiters for work queues (client-go's `default_rate_limiters`, on `governor`).
+//! Retry limiters for work queues: client-go's `util/workqueue/default_rate_limiters.go`, on
+//! `governor`, driven by tokio's (pausable) clock.
 //!
-//! The [`RateLimiter`] trait decides how long a failed key waits before its next try.
+//! A [`RateLimiter`] decides how long a failed key waits before its next try:
+//!
+//! | limiter | behaviour |
+//! |---|---|
+//! | [`BucketRateLimiter`] | one token bucket for all keys; Go's `Reserve().Delay()` (never an error) |
+//! | [`ItemBucketRateLimiter`] | one bucket per key, idle buckets reclaimed |
+//! | [`ExponentialRateLimiter`] | `base · 2^failures` per key, capped at `max`, overflow safe |
+//! | [`FastSlowRateLimiter`] | `fast` for the first n failures, then `slow` |
+//! | [`MaxOfRateLimiter`] | the longest delay of several limiters (all are charged) |
+//! | [`WithMaxWaitRateLimiter`] | caps another limiter |
+//!
+//! [`default_controller_rate_limiter`] and [`default_item_based_rate_limiter`] are client-go's
+//! defaults. Differences from Go, all deliberate: bad parameters are a [`ConfigError`] instead of
+//! a hot loop or a panic; per-item maps are bounded (kubernetes/kubernetes#138743); the buckets
+//! read `tokio::time::Instant`, never the wall clock.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use ratelimit::{RateLimiter, default_controller_rate_limiter};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let limiter: Arc<dyn RateLimiter<String>> = Arc::new(default_controller_rate_limiter());
+//! let key = "ns/name".to_string();
+//! assert_eq!(limiter.when(&key), Duration::from_millis(5));
+//! limiter.forget(&key);
+//! assert_eq!(limiter.num_requeues(&key), 0);
+//! # }
+//! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod bucket;
+mod clock;
+mod defaults;
+mod error;
+mod exponential;
+mod fast_slow;
+mod item_bucket;
 mod limiter;
+mod max_of;
+mod max_wait;
+mod shards;
 
+pub use bucket::{BucketRateLimiter, MAX_PERIOD, MAX_RESERVATION};
+pub use defaults::{default_controller_rate_limiter, default_item_based_rate_limiter};
+pub use error::ConfigError;
+pub use exponential::ExponentialRateLimiter;
+pub use fast_slow::FastSlowRateLimiter;
+pub use item_bucket::ItemBucketRateLimiter;
 pub use limiter::RateLimiter;
+pub use max_of::MaxOfRateLimiter;
+pub use max_wait::WithMaxWaitRateLimiter;
+pub use shards::DEFAULT_MAX_KEYS;

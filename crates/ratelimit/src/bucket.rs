@@ -1,0 +1,227 @@
+//! [`BucketRateLimiter`]: one token bucket shared by every key, with Go's `Reserve().Delay()`.
+//!
+//! # Why the reservation is exact
+//!
+//! governor implements GCRA: with period `T`, burst `b` and tolerance `τ = (b − 1)·T`, a check at
+//! instant `t` conforms iff `t ≥ TAT − τ`, and on success sets `TAT ← max(TAT, t) + T`. A failed
+//! check changes nothing and reports `earliest_possible() = TAT − τ`. Since governor 0.8 this is
+//! exactly x/time/rate's bucket (capacity `b`, starting full, refilled at `1/T`), whose
+//! `Reserve()` returns `delay = max(0, TAT − τ − now)` and sets `TAT ← max(TAT, now) + T`.
+//!
+//! governor has no reservations, so `when` builds one: it checks at `now`; if that fails it checks
+//! again *at* `t = earliest_possible()` (the clock is overridden for that one call, see
+//! `clock.rs`). At that instant `t = TAT − τ ≥ now`, so the check conforms and sets
+//! `TAT ← TAT + T`: the same update as Go's, and the delay is `t − now`. If another thread moved
+//! `TAT` in between, the second check fails and the loop retries from the new earliest instant;
+//! each retry means another caller's CAS succeeded, so the loop is lock-free and the outcome is
+//! the serial order of the successful CASes. "Check, and on failure return the wait" would be
+//! wrong: it records no debt, so a burst of rejected callers would all get the same delay.
+
+use std::num::NonZeroU32;
+use std::time::{Duration, Instant};
+
+use governor::Quota;
+use governor::middleware::NoOpMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+
+use crate::clock::TokioClock;
+use crate::{ConfigError, RateLimiter};
+
+/// The governor limiter used by the buckets.
+pub(crate) type Direct =
+    governor::RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Instant>>;
+
+/// The longest refill period accepted (one token per day at least).
+pub const MAX_PERIOD: Duration = Duration::from_secs(24 * 3600);
+
+/// The longest delay a reservation returns; beyond it no token is claimed (a documented clamp
+/// that keeps governor's nanosecond state far from its 584-year limit).
+pub const MAX_RESERVATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A token bucket shared by all keys: client-go's `BucketRateLimiter` (`rate.NewLimiter(qps,
+/// burst)`), built on governor and driven by tokio's clock.
+///
+/// Every [`when`](RateLimiter::when) takes a token now or reserves one in the future and returns
+/// the wait, so a burst of calls gets increasing delays and never an error: at 10/s with burst
+/// 100, the first 100 calls wait 0, then 100 ms, 200 ms, ... The bucket starts full and refills
+/// continuously. `forget` does nothing and `num_requeues` is always 0 (no per-key state), as in Go.
+///
+/// Time is read from `tokio::time::Instant`, so `tokio::time::pause()` drives it.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ratelimit::{BucketRateLimiter, RateLimiter};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let bucket = BucketRateLimiter::per_second(10, 2).unwrap();
+/// assert_eq!(bucket.when("a"), Duration::ZERO);
+/// assert_eq!(bucket.when("b"), Duration::ZERO);
+/// assert_eq!(bucket.when("c"), Duration::from_millis(100));
+/// assert_eq!(bucket.when("d"), Duration::from_millis(200));
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct BucketRateLimiter {
+    limiter: Direct,
+    period: Duration,
+    burst: u32,
+}
+
+impl BucketRateLimiter {
+    /// A bucket refilled with `rate` tokens per second, holding at most `burst`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] if `rate` or `burst` is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ratelimit::BucketRateLimiter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// assert!(BucketRateLimiter::per_second(10, 100).is_ok());
+    /// assert!(BucketRateLimiter::per_second(0, 100).is_err());
+    /// # }
+    /// ```
+    pub fn per_second(rate: u32, burst: u32) -> Result<Self, ConfigError> {
+        if rate == 0 {
+            return Err(ConfigError::Zero { name: "rate" });
+        }
+        Self::with_period(Duration::from_secs(1) / rate, burst)
+    }
+
+    /// A bucket gaining one token every `period`, holding at most `burst`.
+    ///
+    /// Periods are whole nanoseconds (governor's resolution).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::ZeroDuration`] for a zero period, [`ConfigError::Zero`] for a zero burst,
+    /// [`ConfigError::PeriodTooLong`] beyond [`MAX_PERIOD`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::BucketRateLimiter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let b = BucketRateLimiter::with_period(Duration::from_millis(100), 1).unwrap();
+    /// assert_eq!(b.period(), Duration::from_millis(100));
+    /// # }
+    /// ```
+    pub fn with_period(period: Duration, burst: u32) -> Result<Self, ConfigError> {
+        let burst_nz = NonZeroU32::new(burst).ok_or(ConfigError::Zero { name: "burst" })?;
+        if period > MAX_PERIOD {
+            return Err(ConfigError::PeriodTooLong {
+                period,
+                max: MAX_PERIOD,
+            });
+        }
+        let quota = Quota::with_period(period)
+            .ok_or(ConfigError::ZeroDuration { name: "period" })?
+            .allow_burst(burst_nz);
+        Ok(Self {
+            limiter: governor::RateLimiter::direct_with_clock(quota, TokioClock),
+            period,
+            burst,
+        })
+    }
+
+    /// A bucket of `RATE` per second and burst `BURST`, checked at compile time (both non-zero).
+    pub(crate) fn per_second_const<const RATE: u32, const BURST: u32>() -> Self {
+        let rate = const { NonZeroU32::new(RATE).expect("RATE > 0") };
+        let burst = const { NonZeroU32::new(BURST).expect("BURST > 0") };
+        let quota = Quota::per_second(rate).allow_burst(burst);
+        Self {
+            limiter: governor::RateLimiter::direct_with_clock(quota, TokioClock),
+            period: Duration::from_secs(1) / RATE,
+            burst: BURST,
+        }
+    }
+
+    /// The refill period (time per token).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let b = ratelimit::BucketRateLimiter::per_second(10, 100).unwrap();
+    /// assert_eq!(b.period(), std::time::Duration::from_millis(100));
+    /// # }
+    /// ```
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// The bucket capacity.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let b = ratelimit::BucketRateLimiter::per_second(10, 100).unwrap();
+    /// assert_eq!(b.burst(), 100);
+    /// # }
+    /// ```
+    pub fn burst(&self) -> u32 {
+        self.burst
+    }
+
+    /// Takes a token at tokio's current instant (now or reserved in the future); returns the wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let b = ratelimit::BucketRateLimiter::per_second(1, 1).unwrap();
+    /// assert!(b.reserve().is_zero());
+    /// assert_eq!(b.reserve(), std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
+    pub fn reserve(&self) -> Duration {
+        reserve(&self.limiter, TokioClock::tokio_now())
+    }
+}
+
+/// Go's `Reserve().DelayFrom(now)` on a governor direct limiter (see the module docs).
+pub(crate) fn reserve(limiter: &Direct, now: Instant) -> Duration {
+    let mut t = now;
+    loop {
+        match TokioClock::at(t, || limiter.check()) {
+            Ok(()) => return t.saturating_duration_since(now),
+            Err(not_until) => {
+                let next = not_until.earliest_possible();
+                let wait = next.saturating_duration_since(now);
+                if wait > MAX_RESERVATION {
+                    tracing::debug!(?wait, "bucket reservation clamped");
+                    return MAX_RESERVATION;
+                }
+                // NOTE: `next > t` always (a failed check at t means TAT − τ > t), so this
+                // terminates; `max` guards against a non-advancing clock anyway.
+                t = next.max(t + Duration::from_nanos(1));
+            }
+        }
+    }
+}
+
+impl<K: ?Sized> RateLimiter<K> for BucketRateLimiter {
+    fn when(&self, _key: &K) -> Duration {
+        self.reserve()
+    }
+
+    fn forget(&self, _key: &K) {}
+
+    fn num_requeues(&self, _key: &K) -> usize {
+        0
+    }
+}

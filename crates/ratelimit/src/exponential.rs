@@ -1,0 +1,178 @@
+//! [`ExponentialRateLimiter`]: per-item `base · 2^failures`, capped at `max`.
+
+use std::hash::Hash;
+use std::time::Duration;
+
+use crate::shards::{DEFAULT_MAX_KEYS, Shards};
+use crate::{ConfigError, RateLimiter};
+
+/// Per-item exponential backoff: client-go's `ItemExponentialFailureRateLimiter`.
+///
+/// The n-th `when` of a key (counting from 0) returns `min(base · 2^n, max)`. The arithmetic is
+/// integer and saturating: 1000 failures give `max`, never an overflowed zero
+/// (kubernetes/kubernetes#31396). `forget` resets the key.
+///
+/// Memory is bounded: at most about [`max_keys`](Self::with_max_keys) keys (default 2^20) are
+/// tracked; when full, one arbitrary key is evicted (it restarts at `base`). Keys are spread over
+/// 16 locked shards, so threads working on different keys rarely contend.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ratelimit::{ExponentialRateLimiter, RateLimiter};
+///
+/// let ms = Duration::from_millis;
+/// let limiter = ExponentialRateLimiter::new(ms(1), Duration::from_secs(1)).unwrap();
+/// assert_eq!(limiter.when(&"a"), ms(1));
+/// assert_eq!(limiter.when(&"a"), ms(2));
+/// assert_eq!(limiter.when(&"a"), ms(4));
+/// assert_eq!(limiter.num_requeues(&"a"), 3);
+/// limiter.forget(&"a");
+/// assert_eq!(limiter.when(&"a"), ms(1));
+/// ```
+#[derive(Debug)]
+pub struct ExponentialRateLimiter<K> {
+    base_ns: u128,
+    max_ns: u128,
+    failures: Shards<K, u32>,
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
+    /// Backoff from `base` doubling up to `max`, tracking at most 2^20 keys.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::ZeroDuration`] if `base` is zero, [`ConfigError::BaseAboveMax`] if
+    /// `base > max`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::ExponentialRateLimiter;
+    ///
+    /// assert!(ExponentialRateLimiter::<u64>::new(Duration::ZERO, Duration::from_secs(1)).is_err());
+    /// ```
+    pub fn new(base: Duration, max: Duration) -> Result<Self, ConfigError> {
+        Self::with_max_keys(base, max, DEFAULT_MAX_KEYS)
+    }
+
+    /// Like [`new`](Self::new), tracking at most about `max_keys` keys (rounded up to a multiple
+    /// of 16); a full shard evicts one arbitrary key, which then restarts at `base`.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new), plus [`ConfigError::ZeroCapacity`] if `max_keys` is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::{ExponentialRateLimiter, RateLimiter};
+    ///
+    /// let l = ExponentialRateLimiter::with_max_keys(Duration::from_millis(1), Duration::from_secs(1), 16)
+    ///     .unwrap();
+    /// for i in 0..1000u32 {
+    ///     l.when(&i);
+    /// }
+    /// assert!(l.len() <= 16);
+    /// ```
+    pub fn with_max_keys(
+        base: Duration,
+        max: Duration,
+        max_keys: usize,
+    ) -> Result<Self, ConfigError> {
+        if base.is_zero() {
+            return Err(ConfigError::ZeroDuration { name: "base" });
+        }
+        if base > max {
+            return Err(ConfigError::BaseAboveMax { base, max });
+        }
+        if max_keys == 0 {
+            return Err(ConfigError::ZeroCapacity);
+        }
+        Ok(Self::new_unchecked(base, max, max_keys))
+    }
+
+    /// Builds without validation; callers guarantee `0 < base <= max` and `max_keys > 0`.
+    pub(crate) fn new_unchecked(base: Duration, max: Duration, max_keys: usize) -> Self {
+        Self {
+            base_ns: base.as_nanos(),
+            max_ns: max.as_nanos(),
+            failures: Shards::new(max_keys),
+        }
+    }
+
+    /// Number of keys tracked.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::{ExponentialRateLimiter, RateLimiter};
+    ///
+    /// let l = ExponentialRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1)).unwrap();
+    /// l.when(&1);
+    /// assert_eq!(l.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.failures.len()
+    }
+
+    /// Whether no key is tracked.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::ExponentialRateLimiter;
+    ///
+    /// let l = ExponentialRateLimiter::<u8>::new(Duration::from_millis(1), Duration::from_secs(1)).unwrap();
+    /// assert!(l.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// `min(base · 2^exp, max)` without overflow.
+pub(crate) fn backoff(base_ns: u128, max_ns: u128, exp: u32) -> Duration {
+    // base_ns < 2^94 (Duration::MAX), so the shift cannot lose bits when exp < leading_zeros.
+    let ns = if exp >= base_ns.leading_zeros() {
+        max_ns
+    } else {
+        (base_ns << exp).min(max_ns)
+    };
+    nanos_to_duration(ns)
+}
+
+/// A nanosecond count that fits a `Duration` (it is at most a `Duration`'s own `as_nanos`).
+pub(crate) fn nanos_to_duration(ns: u128) -> Duration {
+    const NS: u128 = 1_000_000_000;
+    let secs = u64::try_from(ns / NS).unwrap_or(u64::MAX);
+    Duration::new(secs, (ns % NS) as u32)
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync> RateLimiter<K> for ExponentialRateLimiter<K> {
+    fn when(&self, key: &K) -> Duration {
+        let exp = self.failures.with_entry(
+            key,
+            || 0,
+            |n| {
+                let exp = *n;
+                *n = n.saturating_add(1);
+                exp
+            },
+        );
+        backoff(self.base_ns, self.max_ns, exp)
+    }
+
+    fn forget(&self, key: &K) {
+        self.failures.remove(key);
+    }
+
+    fn num_requeues(&self, key: &K) -> usize {
+        self.failures.get(key, |n| *n as usize).unwrap_or(0)
+    }
+}

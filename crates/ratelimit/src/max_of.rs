@@ -1,0 +1,85 @@
+//! [`MaxOfRateLimiter`]: the longest delay of several limiters.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::{ConfigError, RateLimiter};
+
+/// client-go's `MaxOfRateLimiter`: asks every child (so every counter advances and every bucket
+/// is charged), returns the longest delay; `forget` forgets in all; `num_requeues` is the largest
+/// of the children's.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use ratelimit::{ExponentialRateLimiter, FastSlowRateLimiter, MaxOfRateLimiter, RateLimiter};
+///
+/// let ms = Duration::from_millis;
+/// let l = MaxOfRateLimiter::new(vec![
+///     Box::new(FastSlowRateLimiter::new(ms(5), Duration::from_secs(3), 3).unwrap())
+///         as Box<dyn RateLimiter<&str>>,
+///     Box::new(ExponentialRateLimiter::new(ms(1), Duration::from_secs(1)).unwrap()),
+/// ])
+/// .unwrap();
+/// assert_eq!(l.when(&"a"), ms(5));
+/// ```
+pub struct MaxOfRateLimiter<K: ?Sized> {
+    pub(crate) limiters: Vec<Box<dyn RateLimiter<K>>>,
+}
+
+impl<K: ?Sized> MaxOfRateLimiter<K> {
+    /// The maximum of `limiters`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::NoLimiters`] if `limiters` is empty (it would always return zero: a hot
+    /// loop).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ratelimit::MaxOfRateLimiter;
+    ///
+    /// assert!(MaxOfRateLimiter::<str>::new(Vec::new()).is_err());
+    /// ```
+    pub fn new(limiters: Vec<Box<dyn RateLimiter<K>>>) -> Result<Self, ConfigError> {
+        if limiters.is_empty() {
+            return Err(ConfigError::NoLimiters);
+        }
+        Ok(Self { limiters })
+    }
+}
+
+impl<K: ?Sized> fmt::Debug for MaxOfRateLimiter<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MaxOfRateLimiter")
+            .field("limiters", &self.limiters.len())
+            .finish()
+    }
+}
+
+impl<K: ?Sized> RateLimiter<K> for MaxOfRateLimiter<K> {
+    fn when(&self, key: &K) -> Duration {
+        // NOTE: no short-circuit: every child must record the failure.
+        self.limiters
+            .iter()
+            .map(|l| l.when(key))
+            .fold(Duration::ZERO, Duration::max)
+    }
+
+    fn forget(&self, key: &K) {
+        for l in &self.limiters {
+            l.forget(key);
+        }
+    }
+
+    fn num_requeues(&self, key: &K) -> usize {
+        self.limiters
+            .iter()
+            .map(|l| l.num_requeues(key))
+            .max()
+            .unwrap_or(0)
+    }
+}
