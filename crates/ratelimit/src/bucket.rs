@@ -75,7 +75,8 @@ impl BucketRateLimiter {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Zero`] if `rate` or `burst` is zero.
+    /// [`ConfigError::Zero`] if `rate` or `burst` is zero. Rates above 10^9 per second are
+    /// clamped to 10^9 (governor counts whole nanoseconds).
     ///
     /// # Examples
     ///
@@ -92,7 +93,10 @@ impl BucketRateLimiter {
         if rate == 0 {
             return Err(ConfigError::Zero { name: "rate" });
         }
-        Self::with_period(Duration::from_secs(1) / rate, burst)
+        Self::with_period(
+            (Duration::from_secs(1) / rate).max(Duration::from_nanos(1)),
+            burst,
+        )
     }
 
     /// A bucket gaining one token every `period`, holding at most `burst`.

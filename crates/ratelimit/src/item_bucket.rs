@@ -56,7 +56,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Zero`] if `rate` or `burst` is zero.
+    /// [`ConfigError::Zero`] if `rate` or `burst` is zero. Rates above 10^9 per second are
+    /// clamped to 10^9 (governor counts whole nanoseconds).
     ///
     /// # Examples
     ///
@@ -69,7 +70,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
         if rate == 0 {
             return Err(ConfigError::Zero { name: "rate" });
         }
-        Self::with_period(Duration::from_secs(1) / rate, burst, DEFAULT_MAX_KEYS)
+        Self::with_period(
+            (Duration::from_secs(1) / rate).max(Duration::from_nanos(1)),
+            burst,
+            DEFAULT_MAX_KEYS,
+        )
     }
 
     /// Per-key buckets gaining a token every `period`, holding `burst`, at most about `max_keys`
