@@ -2,8 +2,10 @@
 
 use crate::common::{Overrides, Report};
 
+pub mod ratelimited;
+
 /// The workload ids this binary knows, in `WORKLOADS.md` order.
-pub const IDS: &[&str] = &[];
+pub const IDS: &[&str] = &["ratelimited-exp", "ratelimited-default"];
 
 /// Runs workload `id` with the given flags over its defaults, or returns `None` for an unknown id.
 ///
@@ -13,6 +15,8 @@ pub const IDS: &[&str] = &[];
 pub fn run(id: &str, flags: &Overrides) -> Option<Report> {
     let _ = flags;
     match id {
+        "ratelimited-exp" => Some(ratelimited::run_exp(flags)),
+        "ratelimited-default" => Some(ratelimited::run_default(flags)),
         _ => None,
     }
 }

@@ -1,0 +1,108 @@
+//! `ratelimited-exp` and `ratelimited-default`: `when` over K keys, then `forget` each key.
+//!
+//! Single-threaded figures come from one thread doing all n calls; the contended figures from
+//! 2 threads sharing one limiter, each doing n / 2 calls over all keys (offset by half the keys so
+//! they mostly touch different keys at any instant, as two queue workers would).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ratelimit::{RateLimiter, default_controller_rate_limiter};
+
+use crate::common::{Extra, Overrides, Params, Report, cpu_time, key};
+
+/// The defaults of both workloads: n = 1,000,000 calls, keys = 10,000.
+fn defaults() -> Params {
+    Params {
+        keys: 10_000,
+        ..Params::defaults()
+    }
+}
+
+/// Runs `ratelimited-exp`: the per-item exponential limiter (5 ms, 1000 s).
+pub fn run_exp(flags: &Overrides) -> Report {
+    run("ratelimited-exp", flags, || {
+        Arc::new(
+            ratelimit::ExponentialRateLimiter::new(
+                Duration::from_millis(5),
+                Duration::from_secs(1000),
+            )
+            .expect("valid parameters"),
+        )
+    })
+}
+
+/// Runs `ratelimited-default`: the default controller limiter.
+pub fn run_default(flags: &Overrides) -> Report {
+    run("ratelimited-default", flags, || {
+        Arc::new(default_controller_rate_limiter::<String>())
+    })
+}
+
+fn run(
+    id: &'static str,
+    flags: &Overrides,
+    make: impl Fn() -> Arc<dyn RateLimiter<String>>,
+) -> Report {
+    let params = flags.resolve(defaults());
+    let keys: Arc<Vec<String>> = Arc::new((0..params.keys.max(1)).map(key).collect());
+    let k = keys.len();
+    let n = params.n as usize;
+    let cpu0 = cpu_time();
+
+    // Single thread.
+    let limiter = make();
+    let start = Instant::now();
+    for i in 0..n {
+        std::hint::black_box(limiter.when(&keys[i % k]));
+    }
+    let when_s = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    for key in keys.iter() {
+        limiter.forget(key);
+    }
+    let forget_s = start.elapsed().as_secs_f64();
+    let ok = keys.iter().all(|key| limiter.num_requeues(key) == 0);
+
+    // Two contending threads.
+    let limiter = make();
+    let start = Instant::now();
+    let threads: Vec<_> = (0..2usize)
+        .map(|t| {
+            let (limiter, keys) = (limiter.clone(), keys.clone());
+            std::thread::spawn(move || {
+                for i in 0..n / 2 {
+                    std::hint::black_box(limiter.when(&keys[(i + t * k / 2) % k]));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("bench thread");
+    }
+    let when2_s = start.elapsed().as_secs_f64();
+    for key in keys.iter() {
+        limiter.forget(key);
+    }
+    let ok2 = keys.iter().all(|key| limiter.num_requeues(key) == 0);
+
+    let per_call = |s: f64, calls: usize| s * 1e9 / calls.max(1) as f64;
+    Report {
+        workload: id,
+        params,
+        seconds: when_s + forget_s,
+        ops_per_sec: n as f64 / when_s,
+        extra: vec![
+            ("ns_per_when", Extra::Num(per_call(when_s, n))),
+            ("ns_per_forget", Extra::Num(per_call(forget_s, k))),
+            // Wall time per call of each of the 2 threads, and the pair's combined rate.
+            ("ns_per_when_2threads", Extra::Num(per_call(when2_s, n / 2))),
+            (
+                "ops_per_sec_2threads",
+                Extra::Num((n / 2 * 2) as f64 / when2_s),
+            ),
+            ("ok", Extra::Bool(ok && ok2)),
+            ("cpu_s", Extra::Num((cpu_time() - cpu0).as_secs_f64())),
+        ],
+    }
+}
