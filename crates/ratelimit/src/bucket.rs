@@ -16,8 +16,15 @@
 //! each retry means another caller's CAS succeeded, so the loop is lock-free and the outcome is
 //! the serial order of the successful CASes. "Check, and on failure return the wait" would be
 //! wrong: it records no debt, so a burst of rejected callers would all get the same delay.
+//!
+//! A bucket in debt would fail the first check on every call. To save that check, the bucket
+//! keeps a hint `h = t_claimed + T − τ` from the last claim. `TAT` only grows and after that claim
+//! `TAT ≥ t_claimed + T`, so `h ≤ TAT − τ` forever after: a lower bound of the earliest instant.
+//! Checking first at `max(now, h)` therefore claims at exactly `max(now, TAT − τ)` when the hint
+//! is fresh (one check), and merely fails and falls back to the loop above when it is stale.
 
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use governor::Quota;
@@ -68,6 +75,10 @@ pub struct BucketRateLimiter {
     limiter: Direct,
     period: Duration,
     burst: u32,
+    /// Instant the hint counts from.
+    base: Instant,
+    /// Nanoseconds after `base` before which no check can conform (see the module docs).
+    hint: AtomicU64,
 }
 
 impl BucketRateLimiter {
@@ -131,11 +142,7 @@ impl BucketRateLimiter {
         let quota = Quota::with_period(period)
             .ok_or(ConfigError::ZeroDuration { name: "period" })?
             .allow_burst(burst_nz);
-        Ok(Self {
-            limiter: governor::RateLimiter::direct_with_clock(quota, TokioClock),
-            period,
-            burst,
-        })
+        Ok(Self::from_quota(quota, period, burst))
     }
 
     /// A bucket of `RATE` per second and burst `BURST`, checked at compile time (both non-zero).
@@ -143,10 +150,16 @@ impl BucketRateLimiter {
         let rate = const { NonZeroU32::new(RATE).expect("RATE > 0") };
         let burst = const { NonZeroU32::new(BURST).expect("BURST > 0") };
         let quota = Quota::per_second(rate).allow_burst(burst);
+        Self::from_quota(quota, Duration::from_secs(1) / RATE, BURST)
+    }
+
+    fn from_quota(quota: Quota, period: Duration, burst: u32) -> Self {
         Self {
             limiter: governor::RateLimiter::direct_with_clock(quota, TokioClock),
-            period: Duration::from_secs(1) / RATE,
-            burst: BURST,
+            period,
+            burst,
+            base: TokioClock::tokio_now(),
+            hint: AtomicU64::new(0),
         }
     }
 
@@ -193,13 +206,33 @@ impl BucketRateLimiter {
     /// # }
     /// ```
     pub fn reserve(&self) -> Duration {
-        reserve(&self.limiter, TokioClock::tokio_now())
+        let now = TokioClock::tokio_now();
+        let hint = self.base + Duration::from_nanos(self.hint.load(Ordering::Relaxed));
+        let delay = reserve_from(&self.limiter, now, now.max(hint));
+        if delay < MAX_RESERVATION {
+            // After claiming at now + delay: the earliest next claim is at least
+            // now + delay + T − τ = now + delay − (burst − 2)·T.
+            let claimed = (now + delay).saturating_duration_since(self.base);
+            let back = self.period * self.burst.saturating_sub(2);
+            let next = (claimed + self.period * u32::from(self.burst < 2)).saturating_sub(back);
+            let next_ns = u64::try_from(next.as_nanos()).unwrap_or(u64::MAX);
+            self.hint.store(next_ns, Ordering::Relaxed);
+        }
+        delay
     }
 }
 
 /// Go's `Reserve().DelayFrom(now)` on a governor direct limiter (see the module docs).
 pub(crate) fn reserve(limiter: &Direct, now: Instant) -> Duration {
-    let mut t = now;
+    reserve_from(limiter, now, now)
+}
+
+/// [`reserve`], trying first at `start ≥ now`, a lower bound of the earliest conforming instant.
+fn reserve_from(limiter: &Direct, now: Instant, start: Instant) -> Duration {
+    if start.saturating_duration_since(now) > MAX_RESERVATION {
+        return MAX_RESERVATION;
+    }
+    let mut t = start;
     loop {
         match TokioClock::at(t, || limiter.check()) {
             Ok(()) => return t.saturating_duration_since(now),

@@ -27,7 +27,8 @@ fn model_exp(base: Duration, max: Duration, n: u32) -> Duration {
             return max;
         }
     }
-    Duration::from_nanos_u128(d.min(max.as_nanos()))
+    let d = d.min(max.as_nanos());
+    Duration::new((d / 1_000_000_000) as u64, (d % 1_000_000_000) as u32)
 }
 
 fn duration_ns() -> impl Strategy<Value = Duration> {
