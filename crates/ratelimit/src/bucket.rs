@@ -18,10 +18,13 @@
 //! wrong: it records no debt, so a burst of rejected callers would all get the same delay.
 //!
 //! A bucket in debt would fail the first check on every call. To save that check, the bucket
-//! keeps a hint `h = t_claimed + T − τ` from the last claim. `TAT` only grows and after that claim
-//! `TAT ≥ t_claimed + T`, so `h ≤ TAT − τ` forever after: a lower bound of the earliest instant.
-//! Checking first at `max(now, h)` therefore claims at exactly `max(now, TAT − τ)` when the hint
-//! is fresh (one check), and merely fails and falls back to the loop above when it is stale.
+//! keeps a hint `h`, a lower bound of the earliest conforming instant `TAT − τ`, and checks first
+//! at `max(now, h)`. A check at an instant `t > now` that is at most `TAT − τ` conforms only if
+//! `t = TAT − τ` exactly, so a claim with a positive delay happened at exactly `TAT − τ`, which
+//! makes the new `TAT = t + τ + T`: the hint becomes exactly `t + T`. A claim at `now` only tells
+//! `TAT ≥ now + T`, so the hint becomes `now + T − τ`. `TAT` never decreases, so a hint stays a
+//! lower bound forever: a fresh hint claims in one check, a stale one (another thread claimed
+//! since) merely fails that check and falls back to the loop above.
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -210,11 +213,16 @@ impl BucketRateLimiter {
         let hint = self.base + Duration::from_nanos(self.hint.load(Ordering::Relaxed));
         let delay = reserve_from(&self.limiter, now, now.max(hint));
         if delay < MAX_RESERVATION {
-            // After claiming at now + delay: the earliest next claim is at least
-            // now + delay + T − τ = now + delay − (burst − 2)·T.
             let claimed = (now + delay).saturating_duration_since(self.base);
-            let back = self.period * self.burst.saturating_sub(2);
-            let next = (claimed + self.period * u32::from(self.burst < 2)).saturating_sub(back);
+            let next = if delay.is_zero() {
+                // Claimed at `now`: TAT' ≥ now + T, so the next claim is at or after now + T − τ.
+                let tau = self.period * (self.burst - 1);
+                (claimed + self.period).saturating_sub(tau)
+            } else {
+                // Claimed in the future: that instant was exactly TAT − τ, so TAT' = t + τ + T
+                // and the next claim is at exactly t + T.
+                claimed + self.period
+            };
             let next_ns = u64::try_from(next.as_nanos()).unwrap_or(u64::MAX);
             self.hint.store(next_ns, Ordering::Relaxed);
         }
