@@ -28,10 +28,11 @@
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use governor::Quota;
 use governor::middleware::NoOpMiddleware;
+use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
 
 use crate::clock::TokioClock;
@@ -39,7 +40,7 @@ use crate::{ConfigError, RateLimiter};
 
 /// The governor limiter used by the buckets.
 pub(crate) type Direct =
-    governor::RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Instant>>;
+    governor::RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Nanos>>;
 
 /// The longest refill period accepted (one token per day at least).
 pub const MAX_PERIOD: Duration = Duration::from_secs(24 * 3600);
@@ -78,9 +79,9 @@ pub struct BucketRateLimiter {
     limiter: Direct,
     period: Duration,
     burst: u32,
-    /// Instant the hint counts from.
-    base: Instant,
-    /// Nanoseconds after `base` before which no check can conform (see the module docs).
+    /// The limiter's clock (kept to read it without going through governor).
+    clock: TokioClock,
+    /// Clock reading before which no check can conform (see the module docs).
     hint: AtomicU64,
 }
 
@@ -157,11 +158,12 @@ impl BucketRateLimiter {
     }
 
     fn from_quota(quota: Quota, period: Duration, burst: u32) -> Self {
+        let clock = TokioClock::new();
         Self {
-            limiter: governor::RateLimiter::direct_with_clock(quota, TokioClock),
+            limiter: governor::RateLimiter::direct_with_clock(quota, clock),
             period,
             burst,
-            base: TokioClock::tokio_now(),
+            clock,
             hint: AtomicU64::new(0),
         }
     }
@@ -209,51 +211,59 @@ impl BucketRateLimiter {
     /// # }
     /// ```
     pub fn reserve(&self) -> Duration {
-        let now = TokioClock::tokio_now();
-        let hint = self.base + Duration::from_nanos(self.hint.load(Ordering::Relaxed));
+        let now = self.clock.elapsed_ns();
+        let hint = self.hint.load(Ordering::Relaxed);
         let delay = reserve_from(&self.limiter, now, now.max(hint));
-        if delay < MAX_RESERVATION {
-            let claimed = (now + delay).saturating_duration_since(self.base);
-            let next = if delay.is_zero() {
+        if delay < MAX_RESERVATION_NS {
+            let claimed = now + delay;
+            let period = duration_ns(self.period);
+            let next = if delay == 0 {
                 // Claimed at `now`: TAT' ≥ now + T, so the next claim is at or after now + T − τ.
-                let tau = self.period * (self.burst - 1);
-                (claimed + self.period).saturating_sub(tau)
+                let tau = period.saturating_mul(u64::from(self.burst - 1));
+                (claimed + period).saturating_sub(tau)
             } else {
                 // Claimed in the future: that instant was exactly TAT − τ, so TAT' = t + τ + T
                 // and the next claim is at exactly t + T.
-                claimed + self.period
+                claimed + period
             };
-            let next_ns = u64::try_from(next.as_nanos()).unwrap_or(u64::MAX);
-            self.hint.store(next_ns, Ordering::Relaxed);
+            self.hint.store(next, Ordering::Relaxed);
         }
-        delay
+        Duration::from_nanos(delay)
     }
 }
 
-/// Go's `Reserve().DelayFrom(now)` on a governor direct limiter (see the module docs).
-pub(crate) fn reserve(limiter: &Direct, now: Instant) -> Duration {
+/// [`MAX_RESERVATION`] in nanoseconds.
+const MAX_RESERVATION_NS: u64 = MAX_RESERVATION.as_secs() * 1_000_000_000;
+
+/// A duration in whole nanoseconds (saturating; our periods are at most a day).
+pub(crate) fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Go's `Reserve().DelayFrom(now)` on a governor direct limiter (see the module docs); clock
+/// readings and the delay in nanoseconds.
+pub(crate) fn reserve(limiter: &Direct, now: u64) -> u64 {
     reserve_from(limiter, now, now)
 }
 
 /// [`reserve`], trying first at `start ≥ now`, a lower bound of the earliest conforming instant.
-fn reserve_from(limiter: &Direct, now: Instant, start: Instant) -> Duration {
-    if start.saturating_duration_since(now) > MAX_RESERVATION {
-        return MAX_RESERVATION;
+fn reserve_from(limiter: &Direct, now: u64, start: u64) -> u64 {
+    if start - now > MAX_RESERVATION_NS {
+        return MAX_RESERVATION_NS;
     }
     let mut t = start;
     loop {
         match TokioClock::at(t, || limiter.check()) {
-            Ok(()) => return t.saturating_duration_since(now),
+            Ok(()) => return t - now,
             Err(not_until) => {
-                let next = not_until.earliest_possible();
-                let wait = next.saturating_duration_since(now);
-                if wait > MAX_RESERVATION {
-                    tracing::debug!(?wait, "bucket reservation clamped");
-                    return MAX_RESERVATION;
+                let next = not_until.earliest_possible().as_u64();
+                if next.saturating_sub(now) > MAX_RESERVATION_NS {
+                    tracing::debug!(wait_ns = next - now, "bucket reservation clamped");
+                    return MAX_RESERVATION_NS;
                 }
                 // NOTE: `next > t` always (a failed check at t means TAT − τ > t), so this
                 // terminates; `max` guards against a non-advancing clock anyway.
-                t = next.max(t + Duration::from_nanos(1));
+                t = next.max(t + 1);
             }
         }
     }

@@ -3,11 +3,11 @@
 use std::hash::Hash;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use governor::Quota;
 
-use crate::bucket::{Direct, MAX_PERIOD, reserve};
+use crate::bucket::{Direct, MAX_PERIOD, duration_ns, reserve};
 use crate::clock::TokioClock;
 use crate::shards::{DEFAULT_MAX_KEYS, Shards};
 use crate::{ConfigError, RateLimiter};
@@ -16,7 +16,8 @@ use crate::{ConfigError, RateLimiter};
 #[derive(Debug)]
 struct Entry {
     limiter: Direct,
-    full_at: Instant,
+    /// Clock reading (ns) from which the bucket is full again.
+    full_at: u64,
 }
 
 /// One token bucket per key (client-go v0.18's `ItemBucketRateLimiter`), each with the semantics
@@ -45,7 +46,8 @@ struct Entry {
 #[derive(Debug)]
 pub struct ItemBucketRateLimiter<K> {
     quota: Quota,
-    period: Duration,
+    period_ns: u64,
+    clock: TokioClock,
     buckets: Shards<K, Entry>,
     calls: AtomicUsize,
     next_sweep: AtomicUsize,
@@ -109,7 +111,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
             .allow_burst(burst);
         Ok(Self {
             quota,
-            period,
+            period_ns: duration_ns(period),
+            clock: TokioClock::new(),
             buckets: Shards::new(max_keys),
             calls: AtomicUsize::new(0),
             next_sweep: AtomicUsize::new(MIN_SWEEP_INTERVAL),
@@ -164,7 +167,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
     /// # }
     /// ```
     pub fn retain_recent(&self) {
-        let now = TokioClock::tokio_now();
+        let now = self.clock.elapsed_ns();
         self.buckets.retain(|e| e.full_at > now);
     }
 
@@ -187,19 +190,20 @@ const MIN_SWEEP_INTERVAL: usize = 1024;
 impl<K: Hash + Eq + Clone + Send + Sync> RateLimiter<K> for ItemBucketRateLimiter<K> {
     fn when(&self, key: &K) -> Duration {
         self.maybe_sweep();
-        let now = TokioClock::tokio_now();
-        self.buckets.with_entry(
+        let now = self.clock.elapsed_ns();
+        let delay = self.buckets.with_entry(
             key,
             || Entry {
-                limiter: governor::RateLimiter::direct_with_clock(self.quota, TokioClock),
+                limiter: governor::RateLimiter::direct_with_clock(self.quota, self.clock),
                 full_at: now,
             },
             |e| {
                 let delay = reserve(&e.limiter, now);
-                e.full_at = e.full_at.max(now + delay) + self.period;
+                e.full_at = e.full_at.max(now + delay) + self.period_ns;
                 delay
             },
-        )
+        );
+        Duration::from_nanos(delay)
     }
 
     fn forget(&self, key: &K) {
