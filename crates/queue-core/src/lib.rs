@@ -27,6 +27,9 @@ mod compare;
 pub mod keyed_heap;
 mod work_state;
 
+#[cfg(test)]
+mod model_tests;
+
 pub use compare::{Compare, MaxOrder, MinOrder};
 pub use keyed_heap::KeyedHeap;
 pub use work_state::{AddOutcome, DoneOutcome, PopOutcome, WorkState};
