@@ -551,13 +551,12 @@ where
             return;
         }
         let bucket = self.bucket_of(start);
+        // In 1-based numbering the ancestor of node `i` that is `k` levels up is `i >> k`.
+        let (start1, end1) = (start + 1, end + 1);
+        let levels = end1.ilog2() - start1.ilog2();
         let mut pos = start;
-        while pos != end {
-            // The next step towards `end` is the ancestor of `end` one level below `pos`.
-            let mut child = end;
-            while (child - 1) / 2 != pos {
-                child = (child - 1) / 2;
-            }
+        for up in (0..levels).rev() {
+            let child = (end1 >> up) - 1;
             self.entries.swap(pos, child);
             // The former child now sits at `pos`; its slot still says `child`. Only the moving
             // entry's slot (found up front by bucket) ever holds a stale duplicate value.
