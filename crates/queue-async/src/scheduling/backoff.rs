@@ -35,15 +35,16 @@ impl<K: Hash + Eq + Clone, T, C: Compare<QueuedItem<K, T>>> BackoffQueue<K, T, C
         }
     }
 
-    /// Inserts an item whose `backoff_expiry` is set; true if it became the earliest.
+    /// Inserts an item whose `backoff_expiry` is set; true if the earliest expiry got earlier.
     pub(crate) fn push(&mut self, item: QueuedItem<K, T>) -> bool {
         debug_assert!(
             item.backoff_expiry.is_some(),
             "a backoff item has an expiry"
         );
-        let key = item.key.clone();
-        self.heap.add(key.clone(), item);
-        self.heap.peek().is_some_and(|(head, _)| *head == key)
+        let earliest = self.next_expiry();
+        let expiry = item.backoff_expiry;
+        self.heap.add(item.key.clone(), item);
+        earliest.is_none_or(|e| expiry < Some(e))
     }
 
     /// The earliest expiry, for the flush timer.

@@ -242,7 +242,7 @@ impl<K, T> Hooks<K, T> {
 
     /// Runs the gates (the one that held the item last goes first); the first that refuses.
     pub(crate) fn gate(&self, item: &QueuedItem<K, T>) -> Option<PluginId> {
-        if let Some(last) = item.gating {
+        if let Some(last) = item.inner.gating {
             let refused = self
                 .gates
                 .iter()
@@ -254,7 +254,7 @@ impl<K, T> Hooks<K, T> {
         }
         self.gates
             .iter()
-            .filter(|(p, _, _)| Some(*p) != item.gating)
+            .filter(|(p, _, _)| Some(*p) != item.inner.gating)
             .find(|(_, _, gate)| !gate(item))
             .map(|(p, _, _)| *p)
     }
@@ -272,12 +272,34 @@ impl<K, T> Hooks<K, T> {
     where
         K: PartialEq,
     {
-        if let Some(t) = target {
-            if *t != item.key {
-                return Strategy::Skip;
-            }
+        self.strategy_with(&self.hints_for(event), item, event, target)
+    }
+
+    /// The hints registered for events matching `event`, in registration order; computed once
+    /// per event so a move over many items does not re-match every registration per item.
+    pub(crate) fn hints_for(&self, event: &ClusterEvent) -> Vec<(PluginId, &HintFn<K, T>)> {
+        self.hints
+            .iter()
+            .filter(|(reg, _, _)| reg.matches(event))
+            .map(|(_, plugin, hint)| (*plugin, hint))
+            .collect()
+    }
+
+    /// [`strategy`](Self::strategy) with the matching hints already selected.
+    pub(crate) fn strategy_with(
+        &self,
+        hints: &[(PluginId, &HintFn<K, T>)],
+        item: &QueuedItem<K, T>,
+        event: &ClusterEvent,
+        target: Option<&K>,
+    ) -> Strategy
+    where
+        K: PartialEq,
+    {
+        if target.is_some_and(|t| *t != item.key) {
+            return Strategy::Skip;
         }
-        if let Some(gate) = item.gating {
+        if let Some(gate) = item.inner.gating {
             return if self.ungates(gate, event) {
                 Strategy::AfterBackoff
             } else {
@@ -287,33 +309,37 @@ impl<K, T> Hooks<K, T> {
         if item.has_no_rejectors() || event.is_wildcard() {
             return Strategy::AfterBackoff;
         }
-        self.ask_hints(item, event)
+        ask_hints(hints, item, event)
     }
+}
 
-    /// Asks the rejectors' hints in registration order; the strongest answer wins.
-    fn ask_hints(&self, item: &QueuedItem<K, T>, event: &ClusterEvent) -> Strategy {
-        let mut found = Strategy::Skip;
-        for (reg, plugin, hint) in &self.hints {
-            let pending = item.pending.contains(plugin);
-            if !reg.matches(event) || !(pending || item.rejectors.contains(plugin)) {
-                continue;
-            }
-            let answer = match hint(item, event) {
-                Ok(answer) => answer,
-                Err(error) => {
-                    tracing::debug!(plugin, event = event.label, %error, "hint failed; treated as queue");
-                    QueueingHint::Queue
-                }
-            };
-            match answer {
-                QueueingHint::Skip => {}
-                QueueingHint::Queue if pending => return Strategy::Immediately,
-                QueueingHint::Queue if item.pending.is_empty() => return Strategy::AfterBackoff,
-                QueueingHint::Queue => found = Strategy::AfterBackoff,
-            }
+/// Asks the rejectors' hints in registration order; the strongest answer wins.
+fn ask_hints<K, T>(
+    hints: &[(PluginId, &HintFn<K, T>)],
+    item: &QueuedItem<K, T>,
+    event: &ClusterEvent,
+) -> Strategy {
+    let mut found = Strategy::Skip;
+    for (plugin, hint) in hints {
+        let pending = item.inner.pending.contains(plugin);
+        if !(pending || item.inner.rejectors.contains(plugin)) {
+            continue;
         }
-        found
+        let answer = match hint(item, event) {
+            Ok(answer) => answer,
+            Err(error) => {
+                tracing::debug!(plugin, event = event.label, %error, "hint failed; treated as queue");
+                QueueingHint::Queue
+            }
+        };
+        match answer {
+            QueueingHint::Skip => {}
+            QueueingHint::Queue if pending => return Strategy::Immediately,
+            QueueingHint::Queue if item.inner.pending.is_empty() => return Strategy::AfterBackoff,
+            QueueingHint::Queue => found = Strategy::AfterBackoff,
+        }
     }
+    found
 }
 
 impl<K, T> fmt::Debug for Hooks<K, T> {

@@ -40,12 +40,22 @@ pub type PluginId = &'static str;
 /// [`add_unschedulable_if_not_present`]: super::SchedulingQueue::add_unschedulable_if_not_present
 #[derive(Debug, Clone)]
 pub struct QueuedItem<K, T> {
+    // What the orderings read stays inline (heap sifts compare without a pointer chase); the
+    // rest is boxed, so the heaps move a small entry.
     pub(crate) key: K,
     pub(crate) data: T,
     /// When the item was last queued (add, or requeue after a failure).
     pub(crate) timestamp: Instant,
     /// Insertion sequence: the last tiebreak of every ordering, so ties are FIFO and deterministic.
     pub(crate) seq: u64,
+    /// Set while the item is in the backoff sub-queue: its position there.
+    pub(crate) backoff_expiry: Option<Instant>,
+    pub(crate) inner: Box<Inner>,
+}
+
+/// The bookkeeping of a [`QueuedItem`] that no ordering reads.
+#[derive(Debug, Clone)]
+pub(crate) struct Inner {
     pub(crate) attempts: u32,
     pub(crate) unschedulable_count: u32,
     pub(crate) consecutive_errors: u32,
@@ -53,8 +63,6 @@ pub struct QueuedItem<K, T> {
     pub(crate) rejectors: Vec<PluginId>,
     pub(crate) pending: Vec<PluginId>,
     pub(crate) gating: Option<PluginId>,
-    /// Set while the item is in the backoff sub-queue: its position there.
-    pub(crate) backoff_expiry: Option<Instant>,
     /// Last time the leftover flush re-evaluated this gated item.
     pub(crate) flushed_at: Option<Instant>,
 }
@@ -101,11 +109,7 @@ pub struct PriorityOrder;
 
 impl<K, T> QueuedItem<K, T> {
     pub(crate) fn new(key: K, data: T, now: Instant, seq: u64) -> Self {
-        QueuedItem {
-            key,
-            data,
-            timestamp: now,
-            seq,
+        let inner = Inner {
             attempts: 0,
             unschedulable_count: 0,
             consecutive_errors: 0,
@@ -113,8 +117,15 @@ impl<K, T> QueuedItem<K, T> {
             rejectors: Vec::new(),
             pending: Vec::new(),
             gating: None,
-            backoff_expiry: None,
             flushed_at: None,
+        };
+        QueuedItem {
+            key,
+            data,
+            timestamp: now,
+            seq,
+            backoff_expiry: None,
+            inner: Box::new(inner),
         }
     }
 
@@ -145,66 +156,66 @@ impl<K, T> QueuedItem<K, T> {
 
     /// How many times the item was popped.
     pub fn attempts(&self) -> u32 {
-        self.attempts
+        self.inner.attempts
     }
 
     /// How many attempts ended with a rejection (a non-empty rejector or pending set).
     pub fn unschedulable_count(&self) -> u32 {
-        self.unschedulable_count
+        self.inner.unschedulable_count
     }
 
     /// How many attempts in a row ended with an error (no rejectors); reset by a rejection.
     pub fn consecutive_errors(&self) -> u32 {
-        self.consecutive_errors
+        self.inner.consecutive_errors
     }
 
     /// When the item first entered the active sub-queue (not while it was gated).
     pub fn initial_attempt(&self) -> Option<Instant> {
-        self.initial_attempt
+        self.inner.initial_attempt
     }
 
     /// The plugins that rejected the last attempt (including a gate that rejected it).
     pub fn rejectors(&self) -> &[PluginId] {
-        &self.rejectors
+        &self.inner.rejectors
     }
 
     /// The plugins that answered "pending" on the last attempt; a `Queue` hint from one of them
     /// skips the backoff.
     pub fn pending(&self) -> &[PluginId] {
-        &self.pending
+        &self.inner.pending
     }
 
     /// The gate holding the item back, if it is gated.
     pub fn gating_plugin(&self) -> Option<PluginId> {
-        self.gating
+        self.inner.gating
     }
 
     /// Whether a gate holds the item back.
     pub fn is_gated(&self) -> bool {
-        self.gating.is_some()
+        self.inner.gating.is_some()
     }
 
     /// Replaces the rejecting plugins (duplicates are kept once).
     pub fn set_rejectors(&mut self, plugins: impl IntoIterator<Item = PluginId>) {
-        self.rejectors = dedup(plugins);
+        self.inner.rejectors = dedup(plugins);
     }
 
     /// Replaces the pending plugins (duplicates are kept once).
     pub fn set_pending(&mut self, plugins: impl IntoIterator<Item = PluginId>) {
-        self.pending = dedup(plugins);
+        self.inner.pending = dedup(plugins);
     }
 
     /// True when nobody rejected the last attempt: it failed with an error.
     pub(crate) fn has_no_rejectors(&self) -> bool {
-        self.rejectors.is_empty() && self.pending.is_empty()
+        self.inner.rejectors.is_empty() && self.inner.pending.is_empty()
     }
 
     /// The count that drives the backoff: errors if any, else rejections.
     pub(crate) fn backoff_count(&self) -> u32 {
-        if self.consecutive_errors > 0 {
-            self.consecutive_errors
+        if self.inner.consecutive_errors > 0 {
+            self.inner.consecutive_errors
         } else {
-            self.unschedulable_count
+            self.inner.unschedulable_count
         }
     }
 }

@@ -64,8 +64,12 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        // Fast path: something is there; no need to register with the `Notify`.
+        if let Some(out) = this.shared.try_pop() {
+            return Poll::Ready(out);
+        }
         loop {
-            // Register interest before looking, so an insertion after the look wakes us.
+            // Register interest before looking again, so an insertion after the look wakes us.
             this.notified.as_mut().enable();
             if let Some(out) = this.shared.try_pop() {
                 return Poll::Ready(out);

@@ -61,7 +61,8 @@ use super::state::{self, Dest, Shared, Wake, lock};
 ///
 /// queue.move_all(&NODE_ADD); // backoff (1 s) not over yet
 /// assert_eq!(queue.where_is(&"pod-a"), Some(SubQueue::Backoff));
-/// tokio::time::sleep(Duration::from_secs(1)).await; // the flush runs at the exact expiry
+/// // The flush task moves it at the exact expiry (1 s); sleep 1 ms longer so it has run.
+/// tokio::time::sleep(Duration::from_millis(1001)).await;
 /// assert_eq!(queue.where_is(&"pod-a"), Some(SubQueue::Active));
 /// # }
 /// ```
@@ -295,10 +296,10 @@ where
             events
         };
         if item.has_no_rejectors() {
-            item.consecutive_errors = item.consecutive_errors.saturating_add(1);
+            item.inner.consecutive_errors = item.inner.consecutive_errors.saturating_add(1);
         } else {
-            item.unschedulable_count = item.unschedulable_count.saturating_add(1);
-            item.consecutive_errors = 0;
+            item.inner.unschedulable_count = item.inner.unschedulable_count.saturating_add(1);
+            item.inner.consecutive_errors = 0;
         }
         item.timestamp = now;
         item.seq = s.next_seq();
@@ -439,11 +440,12 @@ where
         let mut main = lock(&s.main);
         main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::SeqCst));
         let mut strategies = Vec::new();
+        let hints = s.hooks.hints_for(event);
         let items = main.unschedulable.extract(|item| {
             if !pre_check(item) {
                 return false;
             }
-            let strategy = s.hooks.strategy(item, event, None);
+            let strategy = s.hooks.strategy_with(&hints, item, event, None);
             strategies.push(strategy);
             strategy != Strategy::Skip
         });

@@ -146,13 +146,13 @@ where
         if run_gates {
             match self.hooks.gate(&item) {
                 Some(plugin) => {
-                    item.gating = Some(plugin);
-                    if !item.rejectors.contains(&plugin) {
-                        item.rejectors.push(plugin);
+                    item.inner.gating = Some(plugin);
+                    if !item.inner.rejectors.contains(&plugin) {
+                        item.inner.rejectors.push(plugin);
                     }
                     return Dest::Unschedulable(item);
                 }
-                None => item.gating = None,
+                None => item.inner.gating = None,
             }
         }
         if strategy == Strategy::AfterBackoff {
@@ -224,7 +224,7 @@ where
                 None if self.config.pop_from_backoff => {
                     let (_, mut item) = hot.backoff.heap.pop()?;
                     item.backoff_expiry = None;
-                    item.initial_attempt.get_or_insert_with(Instant::now);
+                    item.inner.initial_attempt.get_or_insert_with(Instant::now);
                     item
                 }
                 None => return None,
@@ -234,7 +234,7 @@ where
                 debug!("discarding a duplicate of an item in flight");
                 continue;
             }
-            item.attempts = item.attempts.saturating_add(1);
+            item.inner.attempts = item.inner.attempts.saturating_add(1);
             self.cycle.fetch_add(1, AtomicOrdering::SeqCst);
             hot.active.in_flight.start(item.key.clone());
             return Some(Some(item));
@@ -253,7 +253,7 @@ where
         for (item, strategy) in moved {
             match self.prepare(item, strategy, now, true) {
                 Dest::Unschedulable(mut item) => {
-                    item.flushed_at = Some(now);
+                    item.inner.flushed_at = Some(now);
                     main.unschedulable.insert(item);
                 }
                 dest => ready.push(dest),
@@ -305,8 +305,8 @@ where
         let stale = |since: Instant| now.saturating_duration_since(since) > max;
         let moved: Vec<_> = main
             .unschedulable
-            .extract(|item| match item.gating {
-                Some(_) => stale(item.flushed_at.unwrap_or(item.timestamp)),
+            .extract(|item| match item.inner.gating {
+                Some(_) => stale(item.inner.flushed_at.unwrap_or(item.timestamp)),
                 None => stale(item.timestamp),
             })
             .into_iter()
@@ -360,10 +360,7 @@ async fn flush_loop<K, T, C>(
 {
     let mut leftover = tokio::time::interval_at(Instant::now() + period, period);
     leftover.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    loop {
-        let Some(next) = weak.upgrade().map(|s| s.next_backoff_expiry()) else {
-            break;
-        };
+    while let Some(next) = weak.upgrade().map(|s| s.next_backoff_expiry()) {
         let deadline = next.unwrap_or_else(|| backoff::far_future(Instant::now()));
         tokio::select! {
             biased;
