@@ -1,4 +1,4 @@
-//! [`SchedulingQueue`]: the handle, its builder and its reports.
+//! [`SchedulingQueue`]: the handle and its operations.
 
 use std::fmt;
 use std::hash::Hash;
@@ -9,12 +9,14 @@ use queue_core::Compare;
 use tokio::time::Instant;
 
 use super::active::InFlightEntry;
+use super::builder::SchedulingQueueBuilder;
 use super::config::SchedulingQueueConfig;
 use super::error::AlreadyQueuedError;
-use super::hints::{ClusterEvent, HintError, Hooks, QueueingHint, Strategy};
-use super::item::{PluginId, PriorityOrder, QueuedItem};
+use super::hints::{ClusterEvent, Hooks, Strategy};
+use super::item::{PriorityOrder, QueuedItem};
+use super::pending::{Pending, SubQueue};
 use super::pop::Pop;
-use super::state::{self, Dest, Shared, Wake, lock};
+use super::state::{Dest, Shared, Wake, lock};
 
 /// A scheduler's queue: pops the most important pending item, and decides on each failure
 /// whether the item retries after a backoff, waits for an event that could help, or goes
@@ -75,82 +77,6 @@ pub struct SchedulingQueue<K, T, C = PriorityOrder> {
     shared: Arc<Shared<K, T, C>>,
 }
 
-/// Builds a [`SchedulingQueue`] with hints, gates and an ordering.
-///
-/// # Examples
-///
-/// ```
-/// use std::cmp::Ordering;
-/// use queue_async::scheduling::{QueuedItem, SchedulingQueue, SchedulingQueueConfig};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// // Shortest name first.
-/// let queue = SchedulingQueue::<String, ()>::builder(SchedulingQueueConfig::default())
-///     .order(|a: &QueuedItem<String, ()>, b: &QueuedItem<String, ()>| -> Ordering {
-///         a.key().len().cmp(&b.key().len())
-///     })
-///     .build();
-/// queue.add("ccc".to_owned(), ());
-/// queue.add("a".to_owned(), ());
-/// assert_eq!(queue.pop().await.unwrap().key(), "a");
-/// # }
-/// ```
-pub struct SchedulingQueueBuilder<K, T, C = PriorityOrder> {
-    config: SchedulingQueueConfig,
-    hooks: Hooks<K, T>,
-    order: C,
-}
-
-/// Where a queued key is.
-///
-/// # Examples
-///
-/// ```
-/// use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig, SubQueue};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
-/// queue.add("a", 1);
-/// assert_eq!(queue.where_is(&"a"), Some(SubQueue::Active));
-/// # }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SubQueue {
-    /// Ready to pop.
-    Active,
-    /// Waiting out a backoff.
-    Backoff,
-    /// Waiting for an event (rejected or gated).
-    Unschedulable,
-}
-
-/// The keys of every queued item, by sub-queue (each in arbitrary order); `Display` gives the
-/// original's summary line.
-///
-/// # Examples
-///
-/// ```
-/// use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
-/// queue.add("a", 1);
-/// assert_eq!(queue.pending().to_string(), "activeQ:1; backoffQ:0; unschedulablePods:0");
-/// # }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pending<K> {
-    /// Keys in the active sub-queue.
-    pub active: Vec<K>,
-    /// Keys in the backoff sub-queue.
-    pub backoff: Vec<K>,
-    /// Keys in the unschedulable sub-queue.
-    pub unschedulable: Vec<K>,
-}
-
 // ===== impl SchedulingQueue =====
 
 impl<K, T> SchedulingQueue<K, T, PriorityOrder>
@@ -175,6 +101,12 @@ where
     /// ```
     pub fn new(config: SchedulingQueueConfig) -> Self {
         Self::builder(config).build()
+    }
+}
+
+impl<K, T, C> SchedulingQueue<K, T, C> {
+    pub(crate) fn from_shared(shared: Arc<Shared<K, T, C>>) -> Self {
+        SchedulingQueue { shared }
     }
 }
 
@@ -577,92 +509,6 @@ impl<K, T, C> fmt::Debug for SchedulingQueue<K, T, C> {
             .field("in_flight", &hot.active.in_flight.len())
             .field("closed", &hot.closed)
             .finish()
-    }
-}
-
-// ===== impl SchedulingQueueBuilder =====
-
-impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
-    /// Registers a queueing hint of `plugin` for `event`: when an item that `plugin` rejected
-    /// sees a matching event, `hint` says whether the event may help. Hints run in
-    /// registration order; they must not call back into the queue.
-    #[must_use]
-    pub fn hint<F>(mut self, event: ClusterEvent, plugin: PluginId, hint: F) -> Self
-    where
-        F: Fn(&QueuedItem<K, T>, &ClusterEvent) -> Result<QueueingHint, HintError>
-            + Send
-            + Sync
-            + 'static,
-    {
-        self.hooks.add_hint(event, plugin, Arc::new(hint));
-        self
-    }
-
-    /// Registers a pre-enqueue gate: items it refuses (`false`) wait in unschedulable until
-    /// one of `events` (or the leftover flush) lets the gates run again. Gates run in
-    /// registration order, the one that refused an item last going first; they must not call
-    /// back into the queue.
-    #[must_use]
-    pub fn gate<F>(
-        mut self,
-        plugin: PluginId,
-        events: impl IntoIterator<Item = ClusterEvent>,
-        gate: F,
-    ) -> Self
-    where
-        F: Fn(&QueuedItem<K, T>) -> bool + Send + Sync + 'static,
-    {
-        self.hooks
-            .add_gate(plugin, events.into_iter().collect(), Arc::new(gate));
-        self
-    }
-
-    /// Orders the active sub-queue with `order` (`Less` pops first) instead of
-    /// [`PriorityOrder`]. Equal items pop in queueing order.
-    ///
-    /// `order` must be a strict weak order; one that is not yields a wrong order (debug builds
-    /// assert antisymmetry) but never a corrupt queue.
-    pub fn order<C2>(self, order: C2) -> SchedulingQueueBuilder<K, T, C2> {
-        SchedulingQueueBuilder {
-            config: self.config,
-            hooks: self.hooks,
-            order,
-        }
-    }
-
-    /// Builds the queue and spawns its flush task (call it inside a tokio runtime).
-    pub fn build(self) -> SchedulingQueue<K, T, C>
-    where
-        K: Hash + Eq + Clone + Send + Sync + 'static,
-        T: Send + 'static,
-        C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-    {
-        let shared = Arc::new(Shared::new(self.config, self.hooks, self.order));
-        state::spawn_flush_loop(&shared);
-        SchedulingQueue { shared }
-    }
-}
-
-impl<K, T, C> fmt::Debug for SchedulingQueueBuilder<K, T, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SchedulingQueueBuilder")
-            .field("config", &self.config)
-            .field("hooks", &self.hooks)
-            .finish_non_exhaustive()
-    }
-}
-
-// ===== impl Pending =====
-
-impl<K> fmt::Display for Pending<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "activeQ:{}; backoffQ:{}; unschedulablePods:{}",
-            self.active.len(),
-            self.backoff.len(),
-            self.unschedulable.len()
-        )
     }
 }
 
