@@ -60,8 +60,8 @@ pub(crate) struct Inner {
     pub(crate) unschedulable_count: u32,
     pub(crate) consecutive_errors: u32,
     pub(crate) initial_attempt: Option<Instant>,
-    pub(crate) rejectors: Vec<PluginId>,
-    pub(crate) pending: Vec<PluginId>,
+    pub(crate) rejectors: PluginSet,
+    pub(crate) pending: PluginSet,
     pub(crate) gating: Option<PluginId>,
     /// Last time the leftover flush re-evaluated this gated item.
     pub(crate) flushed_at: Option<Instant>,
@@ -114,8 +114,8 @@ impl<K, T> QueuedItem<K, T> {
             unschedulable_count: 0,
             consecutive_errors: 0,
             initial_attempt: None,
-            rejectors: Vec::new(),
-            pending: Vec::new(),
+            rejectors: PluginSet::default(),
+            pending: PluginSet::default(),
             gating: None,
             flushed_at: None,
         };
@@ -176,13 +176,13 @@ impl<K, T> QueuedItem<K, T> {
 
     /// The plugins that rejected the last attempt (including a gate that rejected it).
     pub fn rejectors(&self) -> &[PluginId] {
-        &self.inner.rejectors
+        self.inner.rejectors.as_slice()
     }
 
     /// The plugins that answered "pending" on the last attempt; a `Queue` hint from one of them
     /// skips the backoff.
     pub fn pending(&self) -> &[PluginId] {
-        &self.inner.pending
+        self.inner.pending.as_slice()
     }
 
     /// The gate holding the item back, if it is gated.
@@ -197,12 +197,12 @@ impl<K, T> QueuedItem<K, T> {
 
     /// Replaces the rejecting plugins (duplicates are kept once).
     pub fn set_rejectors(&mut self, plugins: impl IntoIterator<Item = PluginId>) {
-        self.inner.rejectors = dedup(plugins);
+        self.inner.rejectors = plugins.into_iter().collect();
     }
 
     /// Replaces the pending plugins (duplicates are kept once).
     pub fn set_pending(&mut self, plugins: impl IntoIterator<Item = PluginId>) {
-        self.inner.pending = dedup(plugins);
+        self.inner.pending = plugins.into_iter().collect();
     }
 
     /// True when nobody rejected the last attempt: it failed with an error.
@@ -220,14 +220,60 @@ impl<K, T> QueuedItem<K, T> {
     }
 }
 
-fn dedup(plugins: impl IntoIterator<Item = PluginId>) -> Vec<PluginId> {
-    let mut out: Vec<PluginId> = Vec::new();
-    for p in plugins {
-        if !out.contains(&p) {
-            out.push(p);
+// ===== impl PluginSet =====
+
+/// A set of plugin ids, inline up to two (the common case), so reading an item's rejectors
+/// during a move costs no extra pointer chase.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PluginSet {
+    inline: [PluginId; 2],
+    len: u8,
+    /// All the ids once there are more than two.
+    spill: Vec<PluginId>,
+}
+
+impl PluginSet {
+    pub(crate) fn as_slice(&self) -> &[PluginId] {
+        if self.spill.is_empty() {
+            &self.inline[..usize::from(self.len)]
+        } else {
+            &self.spill
         }
     }
-    out
+
+    pub(crate) fn contains(&self, plugin: &PluginId) -> bool {
+        self.as_slice().contains(plugin)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0 && self.spill.is_empty()
+    }
+
+    /// Adds `plugin` unless present.
+    pub(crate) fn push(&mut self, plugin: PluginId) {
+        if self.contains(&plugin) {
+            return;
+        }
+        if !self.spill.is_empty() {
+            self.spill.push(plugin);
+        } else if usize::from(self.len) < self.inline.len() {
+            self.inline[usize::from(self.len)] = plugin;
+            self.len += 1;
+        } else {
+            self.spill.extend_from_slice(&self.inline);
+            self.spill.push(plugin);
+        }
+    }
+}
+
+impl FromIterator<PluginId> for PluginSet {
+    fn from_iter<I: IntoIterator<Item = PluginId>>(iter: I) -> Self {
+        let mut set = PluginSet::default();
+        for plugin in iter {
+            set.push(plugin);
+        }
+        set
+    }
 }
 
 // ===== impl PriorityOrder =====

@@ -147,9 +147,7 @@ where
             match self.hooks.gate(&item) {
                 Some(plugin) => {
                     item.inner.gating = Some(plugin);
-                    if !item.inner.rejectors.contains(&plugin) {
-                        item.inner.rejectors.push(plugin);
-                    }
+                    item.inner.rejectors.push(plugin);
                     return Dest::Unschedulable(item);
                 }
                 None => item.inner.gating = None,
