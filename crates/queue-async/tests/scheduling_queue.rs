@@ -803,3 +803,53 @@ fn handles_and_futures_should_be_send_sync_unpin() {
     send::<queue_async::scheduling::Pop<'static, &'static str, i64, PriorityOrder>>();
     send_sync::<queue_async::scheduling::AlreadyQueuedError<String, i64>>();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_targeted_wildcard_should_affect_only_its_target() {
+    let q = queue();
+    q.add("a", 2);
+    q.add("b", 1);
+    let mut a = q.pop().await.unwrap();
+    let mut b = q.pop().await.unwrap();
+    q.activate(["a"]); // both in flight: recorded for "a" only
+    a.set_rejectors(["x"]);
+    b.set_rejectors(["x"]);
+    q.add_unschedulable_if_not_present(b, q.scheduling_cycle())
+        .unwrap();
+    q.add_unschedulable_if_not_present(a, q.scheduling_cycle())
+        .unwrap();
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+    assert_eq!(q.where_is(&"b"), Some(SubQueue::Unschedulable));
+}
+
+/// Reproducer shape of kube-scheduler's `TestConcurrentUpdateAndPop`: no deadlock, and the only
+/// item is handed out whole every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_update_and_pop_should_not_deadlock() {
+    let q = queue();
+    q.add("pod", 0);
+    let popper = tokio::spawn({
+        let q = q.clone();
+        async move {
+            for _ in 0..2_000 {
+                let item = q.pop().await.expect("open");
+                assert_eq!(*item.key(), "pod");
+                q.done(item.key());
+                q.add("pod", 0);
+            }
+        }
+    });
+    let updater = tokio::spawn({
+        let q = q.clone();
+        async move {
+            for i in 0..2_000 {
+                let _ = q.update("pod", i % 7, &[ITEM_UPDATE]);
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+    popper.await.unwrap();
+    updater.await.unwrap();
+    assert_eq!(q.len(), 1);
+    q.close();
+}
