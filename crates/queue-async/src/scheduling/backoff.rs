@@ -47,6 +47,14 @@ impl<K: Hash + Eq + Clone, T, C: Compare<QueuedItem<K, T>>> BackoffQueue<K, T, C
         earliest.is_none_or(|e| expiry < Some(e))
     }
 
+    /// Pre-sizes an empty heap for a large batch, so the batch does not re-hash as it grows.
+    pub(crate) fn presize(&mut self, incoming: usize) {
+        if self.heap.is_empty() && incoming >= super::active::PRESIZE_MIN {
+            let order = BackoffOrder(self.heap.comparator().0.clone());
+            self.heap = KeyedHeap::with_capacity(order, incoming);
+        }
+    }
+
     /// The earliest expiry, for the flush timer.
     pub(crate) fn next_expiry(&self) -> Option<Instant> {
         self.heap.peek().and_then(|(_, item)| item.backoff_expiry)

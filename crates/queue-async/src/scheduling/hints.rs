@@ -4,6 +4,8 @@ use std::fmt;
 use std::ops::BitOr;
 use std::sync::Arc;
 
+use hashbrown::HashMap;
+
 use super::item::{PluginId, QueuedItem};
 
 /// What happened in the world, as far as the queue cares: a resource kind and an action set.
@@ -275,20 +277,27 @@ impl<K, T> Hooks<K, T> {
         self.strategy_with(&self.hints_for(event), item, event, target)
     }
 
-    /// The hints registered for events matching `event`, in registration order; computed once
-    /// per event so a move over many items does not re-match every registration per item.
-    pub(crate) fn hints_for(&self, event: &ClusterEvent) -> Vec<(PluginId, &HintFn<K, T>)> {
-        self.hints
+    /// The hints registered for events matching `event`, indexed by plugin; computed once per
+    /// event so a move over many items looks up each item's few plugins instead of scanning
+    /// every registration per item.
+    pub(crate) fn hints_for(&self, event: &ClusterEvent) -> EventHints<'_, K, T> {
+        let list: Vec<_> = self
+            .hints
             .iter()
             .filter(|(reg, _, _)| reg.matches(event))
             .map(|(_, plugin, hint)| (*plugin, hint))
-            .collect()
+            .collect();
+        let mut by_plugin: HashMap<PluginId, Vec<usize>> = HashMap::new();
+        for (i, (plugin, _)) in list.iter().enumerate() {
+            by_plugin.entry(*plugin).or_default().push(i);
+        }
+        EventHints { list, by_plugin }
     }
 
     /// [`strategy`](Self::strategy) with the matching hints already selected.
     pub(crate) fn strategy_with(
         &self,
-        hints: &[(PluginId, &HintFn<K, T>)],
+        hints: &EventHints<'_, K, T>,
         item: &QueuedItem<K, T>,
         event: &ClusterEvent,
         target: Option<&K>,
@@ -313,18 +322,42 @@ impl<K, T> Hooks<K, T> {
     }
 }
 
+/// The hints matching one event, in registration order, and their positions by plugin.
+pub(crate) struct EventHints<'a, K, T> {
+    list: Vec<(PluginId, &'a HintFn<K, T>)>,
+    by_plugin: HashMap<PluginId, Vec<usize>>,
+}
+
 /// Asks the rejectors' hints in registration order; the strongest answer wins.
 fn ask_hints<K, T>(
-    hints: &[(PluginId, &HintFn<K, T>)],
+    hints: &EventHints<'_, K, T>,
     item: &QueuedItem<K, T>,
     event: &ClusterEvent,
 ) -> Strategy {
-    let mut found = Strategy::Skip;
-    for (plugin, hint) in hints {
-        let pending = item.inner.pending.contains(plugin);
-        if !(pending || item.inner.rejectors.contains(plugin)) {
-            continue;
+    let (rejectors, pending) = (
+        item.inner.rejectors.as_slice(),
+        item.inner.pending.as_slice(),
+    );
+    let lookup = |p: &PluginId| hints.by_plugin.get(p).map_or(&[][..], Vec::as_slice);
+    let mut order: Vec<usize>;
+    let positions: &[usize] = match (rejectors, pending) {
+        ([one], []) | ([], [one]) => lookup(one),
+        _ => {
+            order = rejectors
+                .iter()
+                .chain(pending)
+                .flat_map(lookup)
+                .copied()
+                .collect();
+            order.sort_unstable();
+            order.dedup();
+            &order
         }
+    };
+    let mut found = Strategy::Skip;
+    for &i in positions {
+        let (plugin, hint) = &hints.list[i];
+        let pending = item.inner.pending.contains(plugin);
         let answer = match hint(item, event) {
             Ok(answer) => answer,
             Err(error) => {

@@ -258,10 +258,16 @@ where
             }
         }
         let count = ready.len();
+        let to_backoff = ready
+            .iter()
+            .filter(|d| matches!(d, Dest::Backoff(_)))
+            .count();
         let mut wake = Wake::default();
         let mut ready = ready.into_iter().peekable();
         let mut hot = lock(&self.hot);
         hot.active.in_flight.record(*event, None);
+        hot.active.presize(count - to_backoff);
+        hot.backoff.presize(to_backoff);
         loop {
             for dest in ready.by_ref().take(CHUNK) {
                 self.commit_hot(&mut hot, dest, now, &mut wake);
