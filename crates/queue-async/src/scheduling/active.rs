@@ -135,11 +135,17 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
         self.markers.contains_key(key)
     }
 
-    /// Marks `key` in flight (the caller checked it was not).
-    pub(crate) fn start(&mut self, key: K) {
+    /// Marks `key` in flight; false (and nothing changes) if it already is.
+    pub(crate) fn start(&mut self, key: &K) -> bool {
         let pos = self.head + self.slots.len() as u64;
-        self.slots.push_back(Slot::Marker(key.clone()));
-        self.markers.insert(key, pos);
+        match self.markers.entry(key.clone()) {
+            hashbrown::hash_map::Entry::Occupied(_) => false,
+            hashbrown::hash_map::Entry::Vacant(slot) => {
+                slot.insert(pos);
+                self.slots.push_back(Slot::Marker(key.clone()));
+                true
+            }
+        }
     }
 
     /// Records an event if anything is in flight (nobody could replay it otherwise).
@@ -212,11 +218,12 @@ mod tests {
     fn done_prunes_the_head_and_keeps_the_middle() {
         let mut f = InFlight::new();
         f.record(PV_ADD, None); // nothing in flight: dropped
-        f.start("p1");
+        assert!(f.start(&"p1"));
+        assert!(!f.start(&"p1"), "already in flight");
         f.record(PV_ADD, None);
-        f.start("p2");
+        f.start(&"p2");
         f.record(PV_ADD.with_label("n"), None);
-        f.start("p3");
+        f.start(&"p3");
         assert!(f.done(&"p2"));
         assert_eq!(f.entries().len(), 4, "a middle marker leaves its events");
         assert_eq!(f.events_for(&"p1").unwrap().len(), 2);

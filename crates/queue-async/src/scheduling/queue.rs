@@ -336,7 +336,7 @@ where
                 hot.active
                     .in_flight
                     .record(ClusterEvent::FORCE_ACTIVATE, Some(key));
-                main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::SeqCst));
+                main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::Acquire));
             }
         }
         drop(hot);
@@ -370,7 +370,7 @@ where
         }
         let now = Instant::now();
         let mut main = lock(&s.main);
-        main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::SeqCst));
+        main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::Acquire));
         let mut strategies = Vec::new();
         let hints = s.hooks.hints_for(event);
         let items = main.unschedulable.extract(|item| {
@@ -470,7 +470,7 @@ where
 impl<K, T, C> SchedulingQueue<K, T, C> {
     /// The scheduling cycle: how many items were popped so far.
     pub fn scheduling_cycle(&self) -> u64 {
-        self.shared.cycle.load(AtomicOrdering::SeqCst)
+        self.shared.cycle.load(AtomicOrdering::Acquire)
     }
 
     /// Closes the queue: pending and future `pop`s return `None`, every flight ends, and the

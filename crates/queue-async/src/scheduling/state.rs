@@ -227,14 +227,15 @@ where
                 }
                 None => return None,
             };
-            if hot.active.in_flight.contains(&item.key) {
+            if !hot.active.in_flight.start(&item.key) {
                 // kubernetes/kubernetes#118226: a second marker would leak the first.
                 debug!("discarding a duplicate of an item in flight");
                 continue;
             }
             item.inner.attempts = item.inner.attempts.saturating_add(1);
-            self.cycle.fetch_add(1, AtomicOrdering::SeqCst);
-            hot.active.in_flight.start(item.key.clone());
+            // Only pops write the cycle, under `hot`: a plain store, no read-modify-write.
+            let cycle = self.cycle.load(AtomicOrdering::Relaxed) + 1;
+            self.cycle.store(cycle, AtomicOrdering::Release);
             return Some(Some(item));
         }
     }
