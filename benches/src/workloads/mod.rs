@@ -3,20 +3,29 @@
 use crate::common::{Overrides, Report};
 
 pub mod ratelimited;
+pub mod sched_backoff;
+pub mod sched_move;
+pub mod sched_pop;
 
 /// The workload ids this binary knows, in `WORKLOADS.md` order.
-pub const IDS: &[&str] = &["ratelimited-exp", "ratelimited-default"];
+pub const IDS: &[&str] = &[
+    "ratelimited-exp",
+    "ratelimited-default",
+    "sched-pop",
+    "sched-move",
+    "sched-backoff",
+];
 
 /// Runs workload `id` with the given flags over its defaults, or returns `None` for an unknown id.
 ///
 /// Each workload module has `pub fn run(flags: &Overrides) -> Report`.
-// One arm per workload module: `"fifo" => Some(fifo::run(flags)),`.
-#[allow(clippy::match_single_binding)]
 pub fn run(id: &str, flags: &Overrides) -> Option<Report> {
-    let _ = flags;
     match id {
         "ratelimited-exp" => Some(ratelimited::run_exp(flags)),
         "ratelimited-default" => Some(ratelimited::run_default(flags)),
+        "sched-pop" => Some(sched_pop::run(flags)),
+        "sched-move" => Some(sched_move::run(flags)),
+        "sched-backoff" => Some(sched_backoff::run(flags)),
         _ => None,
     }
 }

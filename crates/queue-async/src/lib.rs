@@ -2,3 +2,11 @@
 //!
 //! This crate is a skeleton: the work queue, the delaying and rate-limiting queues and the
 //! scheduling queue are being built on top of [`queue_core`]. Nothing is exported yet.
+//!
+//! [`SchedulingQueue`] is kube-scheduler's scheduling queue for any keyed item: pop the most
+//! important item, and on failure let the queue decide between a backoff, waiting for an event
+//! that could help (queueing hints, pre-enqueue gates), or going straight back.
+
+pub mod scheduling;
+
+pub use scheduling::SchedulingQueue;

@@ -1,0 +1,99 @@
+//! `sched-move`: 10,000 and 100,000 items in unschedulable, moved to active or backoff by one
+//! event.
+//!
+//! Like kube-scheduler's `BenchmarkMoveAllToActiveOrBackoffQueue` "worst" case: 20 plugins all
+//! registered for the event (every hint answers `Queue`); item j was rejected by plugin j % 20.
+//! Keys are `Arc<str>`. The median of 3 moves per size is reported.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use queue_async::scheduling::{
+    ActionType, ClusterEvent, QueueingHint, SchedulingQueue, SchedulingQueueConfig,
+};
+
+use crate::common::{Extra, Overrides, Params, Report, cpu_time, key, runtime};
+
+const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
+const PLUGINS: [&str; 20] = [
+    "p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9", "p10", "p11", "p12", "p13", "p14",
+    "p15", "p16", "p17", "p18", "p19",
+];
+
+type Queue = SchedulingQueue<Arc<str>, i64>;
+
+/// A queue holding `keys` in unschedulable, each rejected by one plugin.
+pub async fn unschedulable_queue(keys: &[Arc<str>]) -> Queue {
+    let mut builder = Queue::builder(SchedulingQueueConfig::default().pop_from_backoff(false));
+    for p in PLUGINS {
+        builder = builder.hint(NODE_ADD, p, |_, _| Ok(QueueingHint::Queue));
+    }
+    let queue = builder.build();
+    for (j, k) in keys.iter().enumerate() {
+        queue.add(k.clone(), (j % 4) as i64);
+        let mut item = queue.pop().await.expect("the queue is open");
+        item.set_rejectors([PLUGINS[j % 20]]);
+        let cycle = queue.scheduling_cycle();
+        queue
+            .add_unschedulable_if_not_present(item, cycle)
+            .expect("not queued");
+    }
+    queue
+}
+
+/// Moves everything once; the seconds it took and whether every item moved.
+pub async fn move_once(queue: &Queue, n: usize) -> (f64, bool) {
+    let t = Instant::now();
+    let moved = queue.move_all(&NODE_ADD);
+    (
+        t.elapsed().as_secs_f64(),
+        moved == n && queue.num_unschedulable() == 0,
+    )
+}
+
+/// Runs the workload (`--n` is the larger size; the smaller is n / 10).
+pub fn run(flags: &Overrides) -> Report {
+    let params = flags.resolve(Params {
+        n: 100_000,
+        ..Params::defaults()
+    });
+    let big: Vec<Arc<str>> = (0..params.n).map(|i| Arc::from(key(i))).collect();
+    runtime().block_on(async move {
+        let mut ok = true;
+        let mut cpu = 0.0;
+        let mut medians = Vec::new();
+        for n in [big.len() / 10, big.len()] {
+            let mut times = Vec::new();
+            for _ in 0..3 {
+                let queue = unschedulable_queue(&big[..n]).await;
+                let cpu0 = cpu_time();
+                let (s, moved) = move_once(&queue, n).await;
+                cpu += (cpu_time() - cpu0).as_secs_f64();
+                ok &= moved;
+                times.push(s);
+            }
+            times.sort_by(f64::total_cmp);
+            medians.push((n, times[1]));
+        }
+        let (small_n, small_s) = medians[0];
+        let (big_n, big_s) = medians[1];
+        Report {
+            workload: "sched-move",
+            params,
+            seconds: big_s,
+            ops_per_sec: big_n as f64 / big_s,
+            extra: vec![
+                ("ok", Extra::Bool(ok)),
+                ("cpu_s", Extra::Num(cpu)),
+                ("ms_small", Extra::Num(small_s * 1e3)),
+                ("ms_large", Extra::Num(big_s * 1e3)),
+                (
+                    "us_per_item_small",
+                    Extra::Num(small_s * 1e6 / small_n as f64),
+                ),
+                ("us_per_item_large", Extra::Num(big_s * 1e6 / big_n as f64)),
+                ("growth", Extra::Num(big_s / small_s)),
+            ],
+        }
+    })
+}

@@ -1,0 +1,236 @@
+//! The active sub-queue (a keyed heap in the caller's order) and the in-flight record.
+//!
+//! # In-flight events
+//!
+//! A popped item leaves a marker at the back of one list; every interesting event seen while
+//! anything is in flight is appended after it. When the item fails, the events after its
+//! marker are replayed through the hints. `done` turns the marker into a hole, then drops
+//! holes and events from the head up to the first live marker: nobody can replay those. Events
+//! in the middle stay for the items in flight before them.
+
+use std::cmp::Ordering;
+use std::collections::VecDeque;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use hashbrown::HashMap;
+use queue_core::{Compare, KeyedHeap};
+
+use super::hints::ClusterEvent;
+use super::item::QueuedItem;
+
+/// Batches at least this large pre-size an empty heap (smaller ones grow as usual).
+pub(crate) const PRESIZE_MIN: usize = 1024;
+
+/// The active order: the caller's comparison, then the queueing sequence (FIFO among equals).
+#[derive(Debug)]
+pub(crate) struct ActiveOrder<C>(pub(crate) Arc<C>);
+
+/// One entry of the in-flight list, as [`SchedulingQueue::in_flight_events`] reports it.
+///
+/// # Examples
+///
+/// ```
+/// use queue_async::scheduling::{InFlightEntry, SchedulingQueue, SchedulingQueueConfig};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+/// queue.add("a", 1);
+/// let _item = queue.pop().await.unwrap();
+/// assert_eq!(queue.in_flight_events(), vec![InFlightEntry::Item("a")]);
+/// # }
+/// ```
+///
+/// [`SchedulingQueue::in_flight_events`]: super::SchedulingQueue::in_flight_events
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InFlightEntry<K> {
+    /// The marker of an item popped and not yet done.
+    Item(K),
+    /// An event seen while items were in flight, and the key it targets, if any.
+    Event(ClusterEvent, Option<K>),
+}
+
+#[derive(Debug)]
+enum Slot<K> {
+    Marker(K),
+    Event(ClusterEvent, Option<K>),
+    Hole,
+}
+
+/// The in-flight list and the index of markers by key.
+#[derive(Debug)]
+pub(crate) struct InFlight<K> {
+    slots: VecDeque<Slot<K>>,
+    /// Absolute position of `slots[0]`.
+    head: u64,
+    markers: HashMap<K, u64>,
+}
+
+/// The active heap and the in-flight record; guarded by the queue's hot lock.
+#[derive(Debug)]
+pub(crate) struct ActiveQueue<K, T, C> {
+    pub(crate) heap: KeyedHeap<K, QueuedItem<K, T>, ActiveOrder<C>>,
+    pub(crate) in_flight: InFlight<K>,
+}
+
+// ===== impl ActiveOrder =====
+
+impl<K, T, C: Compare<QueuedItem<K, T>>> Compare<QueuedItem<K, T>> for ActiveOrder<C> {
+    fn compare(&self, a: &QueuedItem<K, T>, b: &QueuedItem<K, T>) -> Ordering {
+        let ord = self.0.compare(a, b);
+        debug_assert_eq!(
+            ord,
+            self.0.compare(b, a).reverse(),
+            "the active ordering must be a strict weak order (antisymmetric)"
+        );
+        ord.then(a.seq.cmp(&b.seq))
+    }
+}
+
+// ===== impl ActiveQueue =====
+
+impl<K: Hash + Eq + Clone, T, C: Compare<QueuedItem<K, T>>> ActiveQueue<K, T, C> {
+    pub(crate) fn new(order: Arc<C>) -> Self {
+        ActiveQueue {
+            heap: KeyedHeap::new(ActiveOrder(order)),
+            in_flight: InFlight::new(),
+        }
+    }
+
+    /// Pre-sizes an empty heap for a large batch, so the batch does not re-hash as it grows.
+    pub(crate) fn presize(&mut self, incoming: usize) {
+        if self.heap.is_empty() && incoming >= PRESIZE_MIN {
+            let order = ActiveOrder(self.heap.comparator().0.clone());
+            self.heap = KeyedHeap::with_capacity(order, incoming);
+        }
+    }
+
+    /// Inserts (or replaces) an item; the first entry sets its initial attempt time.
+    pub(crate) fn push(&mut self, mut item: QueuedItem<K, T>, now: tokio::time::Instant) {
+        item.backoff_expiry = None;
+        item.inner.initial_attempt.get_or_insert(now);
+        self.heap.add(item.key.clone(), item);
+    }
+}
+
+// ===== impl InFlight =====
+
+impl<K> InFlight<K> {
+    pub(crate) fn len(&self) -> usize {
+        self.markers.len()
+    }
+}
+
+impl<K: Hash + Eq + Clone> InFlight<K> {
+    fn new() -> Self {
+        InFlight {
+            slots: VecDeque::new(),
+            head: 0,
+            markers: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn contains(&self, key: &K) -> bool {
+        self.markers.contains_key(key)
+    }
+
+    /// Marks `key` in flight; false (and nothing changes) if it already is.
+    pub(crate) fn start(&mut self, key: &K) -> bool {
+        let pos = self.head + self.slots.len() as u64;
+        match self.markers.entry(key.clone()) {
+            hashbrown::hash_map::Entry::Occupied(_) => false,
+            hashbrown::hash_map::Entry::Vacant(slot) => {
+                slot.insert(pos);
+                self.slots.push_back(Slot::Marker(key.clone()));
+                true
+            }
+        }
+    }
+
+    /// Records an event if anything is in flight (nobody could replay it otherwise).
+    pub(crate) fn record(&mut self, event: ClusterEvent, target: Option<K>) {
+        if !self.markers.is_empty() {
+            self.slots.push_back(Slot::Event(event, target));
+        }
+    }
+
+    /// The events recorded after `key`'s marker, or `None` if `key` is not in flight.
+    pub(crate) fn events_for(&self, key: &K) -> Option<Vec<(ClusterEvent, Option<K>)>> {
+        let pos = *self.markers.get(key)?;
+        let start = usize::try_from(pos - self.head).expect("a marker is inside the list");
+        let events = self
+            .slots
+            .iter()
+            .skip(start + 1)
+            .filter_map(|s| match s {
+                Slot::Event(e, t) => Some((*e, t.clone())),
+                _ => None,
+            })
+            .collect();
+        Some(events)
+    }
+
+    /// Ends `key`'s flight, then prunes the head up to the first live marker. No-op if unknown.
+    pub(crate) fn done(&mut self, key: &K) -> bool {
+        let Some(pos) = self.markers.remove(key) else {
+            return false;
+        };
+        let idx = usize::try_from(pos - self.head).expect("a marker is inside the list");
+        self.slots[idx] = Slot::Hole;
+        while matches!(self.slots.front(), Some(Slot::Hole | Slot::Event(..))) {
+            self.slots.pop_front();
+            self.head += 1;
+        }
+        true
+    }
+
+    /// Ends every flight (on close).
+    pub(crate) fn clear(&mut self) {
+        self.head += self.slots.len() as u64;
+        self.slots.clear();
+        self.markers.clear();
+    }
+
+    pub(crate) fn keys(&self) -> Vec<K> {
+        self.markers.keys().cloned().collect()
+    }
+
+    pub(crate) fn entries(&self) -> Vec<InFlightEntry<K>> {
+        self.slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Marker(k) => Some(InFlightEntry::Item(k.clone())),
+                Slot::Event(e, t) => Some(InFlightEntry::Event(*e, t.clone())),
+                Slot::Hole => None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PV_ADD: ClusterEvent = ClusterEvent::new("Pv", super::super::hints::ActionType::ADD);
+
+    #[test]
+    fn done_prunes_the_head_and_keeps_the_middle() {
+        let mut f = InFlight::new();
+        f.record(PV_ADD, None); // nothing in flight: dropped
+        assert!(f.start(&"p1"));
+        assert!(!f.start(&"p1"), "already in flight");
+        f.record(PV_ADD, None);
+        f.start(&"p2");
+        f.record(PV_ADD.with_label("n"), None);
+        f.start(&"p3");
+        assert!(f.done(&"p2"));
+        assert_eq!(f.entries().len(), 4, "a middle marker leaves its events");
+        assert_eq!(f.events_for(&"p1").unwrap().len(), 2);
+        assert!(f.done(&"p1"));
+        assert_eq!(f.entries(), vec![InFlightEntry::Item("p3")]);
+        assert!(!f.done(&"p1"), "done of an unknown key is a no-op");
+        assert!(f.done(&"p3"));
+        assert!(f.entries().is_empty() && f.slots.is_empty());
+    }
+}

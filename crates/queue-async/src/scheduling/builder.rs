@@ -1,0 +1,112 @@
+//! [`SchedulingQueueBuilder`]: hints, gates and the active order of a new queue.
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use queue_core::Compare;
+
+use super::config::SchedulingQueueConfig;
+use super::hints::{ClusterEvent, HintError, Hooks, QueueingHint};
+use super::item::{PluginId, PriorityOrder, QueuedItem};
+use super::queue::SchedulingQueue;
+use super::state::{self, Shared};
+
+/// Builds a [`SchedulingQueue`] with hints, gates and an ordering.
+///
+/// # Examples
+///
+/// ```
+/// use std::cmp::Ordering;
+/// use queue_async::scheduling::{QueuedItem, SchedulingQueue, SchedulingQueueConfig};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// // Shortest name first.
+/// let queue = SchedulingQueue::<String, ()>::builder(SchedulingQueueConfig::default())
+///     .order(|a: &QueuedItem<String, ()>, b: &QueuedItem<String, ()>| -> Ordering {
+///         a.key().len().cmp(&b.key().len())
+///     })
+///     .build();
+/// queue.add("ccc".to_owned(), ());
+/// queue.add("a".to_owned(), ());
+/// assert_eq!(queue.pop().await.unwrap().key(), "a");
+/// # }
+/// ```
+pub struct SchedulingQueueBuilder<K, T, C = PriorityOrder> {
+    pub(crate) config: SchedulingQueueConfig,
+    pub(crate) hooks: Hooks<K, T>,
+    pub(crate) order: C,
+}
+
+// ===== impl SchedulingQueueBuilder =====
+
+impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
+    /// Registers a queueing hint of `plugin` for `event`: when an item that `plugin` rejected
+    /// sees a matching event, `hint` says whether the event may help. Hints run in
+    /// registration order; they must not call back into the queue.
+    #[must_use]
+    pub fn hint<F>(mut self, event: ClusterEvent, plugin: PluginId, hint: F) -> Self
+    where
+        F: Fn(&QueuedItem<K, T>, &ClusterEvent) -> Result<QueueingHint, HintError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.hooks.add_hint(event, plugin, Arc::new(hint));
+        self
+    }
+
+    /// Registers a pre-enqueue gate: items it refuses (`false`) wait in unschedulable until
+    /// one of `events` (or the leftover flush) lets the gates run again. Gates run in
+    /// registration order, the one that refused an item last going first; they must not call
+    /// back into the queue.
+    #[must_use]
+    pub fn gate<F>(
+        mut self,
+        plugin: PluginId,
+        events: impl IntoIterator<Item = ClusterEvent>,
+        gate: F,
+    ) -> Self
+    where
+        F: Fn(&QueuedItem<K, T>) -> bool + Send + Sync + 'static,
+    {
+        self.hooks
+            .add_gate(plugin, events.into_iter().collect(), Arc::new(gate));
+        self
+    }
+
+    /// Orders the active sub-queue with `order` (`Less` pops first) instead of
+    /// [`PriorityOrder`]. Equal items pop in queueing order.
+    ///
+    /// `order` must be a strict weak order; one that is not yields a wrong order (debug builds
+    /// assert antisymmetry) but never a corrupt queue.
+    pub fn order<C2>(self, order: C2) -> SchedulingQueueBuilder<K, T, C2> {
+        SchedulingQueueBuilder {
+            config: self.config,
+            hooks: self.hooks,
+            order,
+        }
+    }
+
+    /// Builds the queue and spawns its flush task (call it inside a tokio runtime).
+    pub fn build(self) -> SchedulingQueue<K, T, C>
+    where
+        K: Hash + Eq + Clone + Send + Sync + 'static,
+        T: Send + 'static,
+        C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+    {
+        let shared = Arc::new(Shared::new(self.config, self.hooks, self.order));
+        state::spawn_flush_loop(&shared);
+        SchedulingQueue::from_shared(shared)
+    }
+}
+
+impl<K, T, C> fmt::Debug for SchedulingQueueBuilder<K, T, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchedulingQueueBuilder")
+            .field("config", &self.config)
+            .field("hooks", &self.hooks)
+            .finish_non_exhaustive()
+    }
+}

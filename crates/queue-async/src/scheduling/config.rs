@@ -1,0 +1,160 @@
+//! The scheduling queue's settings, with kube-scheduler's defaults.
+
+use std::time::Duration;
+
+/// Settings of a [`SchedulingQueue`]; `Default` has kube-scheduler's values.
+///
+/// | Setting | Default |
+/// |---|---|
+/// | initial backoff | 1 s |
+/// | max backoff (zero disables backoff) | 10 s |
+/// | max time in unschedulable before the leftover flush moves an item | 5 min |
+/// | leftover flush period | 30 s (clamped to at least 1 ms) |
+/// | pop from backoff when active is empty | on |
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use queue_async::scheduling::SchedulingQueueConfig;
+///
+/// let config = SchedulingQueueConfig::default()
+///     .initial_backoff(Duration::from_secs(2))
+///     .max_backoff(Duration::from_secs(20));
+/// assert_eq!(config.backoff_duration(1), Duration::from_secs(2));
+/// assert_eq!(config.backoff_duration(3), Duration::from_secs(8));
+/// assert_eq!(config.backoff_duration(60), Duration::from_secs(20));
+/// ```
+///
+/// [`SchedulingQueue`]: super::SchedulingQueue
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchedulingQueueConfig {
+    pub(crate) initial_backoff: Duration,
+    pub(crate) max_backoff: Duration,
+    pub(crate) max_in_unschedulable: Duration,
+    pub(crate) unschedulable_flush_period: Duration,
+    pub(crate) pop_from_backoff: bool,
+}
+
+impl SchedulingQueueConfig {
+    /// The first backoff; each further failure doubles it.
+    #[must_use]
+    pub fn initial_backoff(mut self, d: Duration) -> Self {
+        self.initial_backoff = d;
+        self
+    }
+
+    /// The longest backoff; zero disables backoff altogether.
+    #[must_use]
+    pub fn max_backoff(mut self, d: Duration) -> Self {
+        self.max_backoff = d;
+        self
+    }
+
+    /// How long an item may stay unschedulable before the leftover flush moves it (strictly
+    /// longer than this).
+    #[must_use]
+    pub fn max_in_unschedulable(mut self, d: Duration) -> Self {
+        self.max_in_unschedulable = d;
+        self
+    }
+
+    /// How often the leftover flush runs (clamped to at least 1 ms).
+    #[must_use]
+    pub fn unschedulable_flush_period(mut self, d: Duration) -> Self {
+        self.unschedulable_flush_period = d.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Whether `pop` takes the head of the backoff sub-queue, backoff or not, when active is
+    /// empty (kube-scheduler's `SchedulerPopFromBackoffQ`, on by default there).
+    #[must_use]
+    pub fn pop_from_backoff(mut self, on: bool) -> Self {
+        self.pop_from_backoff = on;
+        self
+    }
+
+    /// The backoff after `count` failures: `initial · 2^(count − 1)` capped at the max; zero
+    /// for a count of zero or a zero max. Never overflows.
+    pub fn backoff_duration(&self, count: u32) -> Duration {
+        if count == 0 || self.max_backoff.is_zero() {
+            return Duration::ZERO;
+        }
+        let initial = self.initial_backoff.as_nanos();
+        let max = self.max_backoff.as_nanos();
+        let shift = count - 1;
+        // `max >> shift` is zero for shift >= 128, so any non-zero initial caps at max.
+        if initial > max.checked_shr(shift).unwrap_or(0) {
+            return self.max_backoff;
+        }
+        let nanos = initial << shift; // cannot overflow: initial <= max >> shift
+        Duration::from_nanos_u128_saturating(nanos)
+    }
+}
+
+impl Default for SchedulingQueueConfig {
+    fn default() -> Self {
+        SchedulingQueueConfig {
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(10),
+            max_in_unschedulable: Duration::from_secs(5 * 60),
+            unschedulable_flush_period: Duration::from_secs(30),
+            pop_from_backoff: true,
+        }
+    }
+}
+
+trait FromNanosU128 {
+    fn from_nanos_u128_saturating(nanos: u128) -> Duration;
+}
+
+impl FromNanosU128 for Duration {
+    fn from_nanos_u128_saturating(nanos: u128) -> Duration {
+        let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
+        Duration::new(secs, (nanos % 1_000_000_000) as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(initial: u64, max: u64) -> SchedulingQueueConfig {
+        SchedulingQueueConfig::default()
+            .initial_backoff(Duration::from_nanos(initial))
+            .max_backoff(Duration::from_nanos(max))
+    }
+
+    #[test]
+    fn backoff_duration_matches_the_originals_cases() {
+        assert_eq!(config(1, 32).backoff_duration(0), Duration::ZERO);
+        assert_eq!(config(1, 32).backoff_duration(16), Duration::from_nanos(32));
+        let max32 = i32::MAX as u64;
+        assert_eq!(
+            config(1, max32).backoff_duration(32),
+            Duration::from_nanos(max32)
+        );
+        let max64 = i64::MAX as u64;
+        assert_eq!(
+            config(1, max64).backoff_duration(64),
+            Duration::from_nanos(max64)
+        );
+        assert_eq!(
+            config(1, max64).backoff_duration(u32::MAX),
+            Duration::from_nanos(max64)
+        );
+    }
+
+    #[test]
+    fn backoff_duration_doubles_to_the_cap_and_zero_max_disables() {
+        let c = SchedulingQueueConfig::default();
+        let seq: Vec<u64> = (1..=7).map(|n| c.backoff_duration(n).as_secs()).collect();
+        assert_eq!(seq, [1, 2, 4, 8, 10, 10, 10]);
+        assert_eq!(
+            c.max_backoff(Duration::ZERO).backoff_duration(3),
+            Duration::ZERO
+        );
+        let huge = c.max_backoff(Duration::MAX).initial_backoff(Duration::MAX);
+        assert_eq!(huge.backoff_duration(200), Duration::MAX);
+    }
+}

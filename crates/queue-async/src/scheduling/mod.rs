@@ -1,0 +1,24 @@
+//! The scheduling queue: kube-scheduler's queue for any keyed item (see [`SchedulingQueue`]).
+
+mod active;
+mod backoff;
+mod builder;
+mod config;
+mod error;
+mod hints;
+mod item;
+mod pending;
+mod pop;
+mod queue;
+mod state;
+mod unschedulable;
+
+pub use active::InFlightEntry;
+pub use builder::SchedulingQueueBuilder;
+pub use config::SchedulingQueueConfig;
+pub use error::AlreadyQueuedError;
+pub use hints::{ActionType, ClusterEvent, GateFn, HintError, HintFn, QueueingHint};
+pub use item::{PluginId, Priority, PriorityOrder, QueuedItem};
+pub use pending::{Pending, SubQueue};
+pub use pop::Pop;
+pub use queue::SchedulingQueue;

@@ -1,0 +1,87 @@
+//! The future returned by [`SchedulingQueue::pop`](super::SchedulingQueue::pop).
+
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use pin_project_lite::pin_project;
+use queue_core::Compare;
+use tokio::sync::futures::Notified;
+
+use super::item::QueuedItem;
+use super::state::Shared;
+
+pin_project! {
+    /// Future of [`SchedulingQueue::pop`]: the most important item, or `None` once closed.
+    ///
+    /// Equivalent to `async fn pop(&self) -> Option<QueuedItem<K, T>>`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the item leaves the queue only in the `poll` that returns it, so dropping
+    /// the future never loses an item.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+    /// let pop = queue.pop(); // waits until something is added
+    /// queue.add("a", 1);
+    /// assert_eq!(*pop.await.unwrap().key(), "a");
+    /// # }
+    /// ```
+    ///
+    /// [`SchedulingQueue::pop`]: super::SchedulingQueue::pop
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct Pop<'a, K, T, C> {
+        shared: &'a Shared<K, T, C>,
+        #[pin]
+        notified: Notified<'a>,
+    }
+}
+
+impl<'a, K, T, C> Pop<'a, K, T, C> {
+    pub(crate) fn new(shared: &'a Shared<K, T, C>) -> Self {
+        Pop {
+            shared,
+            notified: shared.pop_wake.notified(),
+        }
+    }
+}
+
+impl<K, T, C> Future for Pop<'_, K, T, C>
+where
+    K: Hash + Eq + Clone,
+    C: Compare<QueuedItem<K, T>>,
+{
+    type Output = Option<QueuedItem<K, T>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        // Fast path: something is there; no need to register with the `Notify`.
+        if let Some(out) = this.shared.try_pop() {
+            return Poll::Ready(out);
+        }
+        loop {
+            // Register interest before looking again, so an insertion after the look wakes us.
+            this.notified.as_mut().enable();
+            if let Some(out) = this.shared.try_pop() {
+                return Poll::Ready(out);
+            }
+            ready!(this.notified.as_mut().poll(cx));
+            this.notified.set(this.shared.pop_wake.notified());
+        }
+    }
+}
+
+impl<K, T, C> fmt::Debug for Pop<'_, K, T, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pop").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,529 @@
+//! [`SchedulingQueue`]: the handle and its operations.
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::sync::atomic::Ordering as AtomicOrdering;
+
+use queue_core::Compare;
+use tokio::time::Instant;
+
+use super::active::InFlightEntry;
+use super::builder::SchedulingQueueBuilder;
+use super::config::SchedulingQueueConfig;
+use super::error::AlreadyQueuedError;
+use super::hints::{ClusterEvent, Hooks, Strategy};
+use super::item::{PriorityOrder, QueuedItem};
+use super::pending::{Pending, SubQueue};
+use super::pop::Pop;
+use super::state::{Dest, Shared, Wake, lock};
+
+/// A scheduler's queue: pops the most important pending item, and decides on each failure
+/// whether the item retries after a backoff, waits for an event that could help, or goes
+/// straight back (kube-scheduler's scheduling queue, for any keyed item).
+///
+/// Three sub-queues hold every queued item, each in exactly one: *active* (a heap in the
+/// caller's order; by default higher [`Priority`] first, then earlier timestamp), *backoff*
+/// (a heap by backoff expiry) and *unschedulable* (rejected or gated items waiting for an
+/// event). Popped items are *in flight* until [`done`] or
+/// [`add_unschedulable_if_not_present`]; the events seen meanwhile are replayed through the
+/// hints when the item fails.
+///
+/// Compared with the original: backoff-completed items move to active at their exact expiry
+/// (one timer, not a 1 s poll); `pop` never waits behind a scan of unschedulable items; ties
+/// are FIFO and hints run in registration order, so runs are deterministic; gated items get
+/// the leftover flush as a failsafe.
+///
+/// The handle is a cheap `Clone`. A background task (spawned by the constructor, so one must
+/// be called inside a tokio runtime) runs the flushes; it ends on [`close`] and when the last
+/// handle drops.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use queue_async::scheduling::{
+///     ActionType, ClusterEvent, QueueingHint, SchedulingQueue, SchedulingQueueConfig, SubQueue,
+/// };
+///
+/// const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let queue = SchedulingQueue::<&str, i64>::builder(SchedulingQueueConfig::default())
+///     // Only a new node can help an item that did not fit.
+///     .hint(NODE_ADD, "Fit", |_item, _event| Ok(QueueingHint::Queue))
+///     .build();
+///
+/// queue.add("pod-a", 10);
+/// let mut item = queue.pop().await.unwrap();
+/// item.set_rejectors(["Fit"]); // the attempt failed
+/// queue.add_unschedulable_if_not_present(item, queue.scheduling_cycle()).unwrap();
+/// assert_eq!(queue.where_is(&"pod-a"), Some(SubQueue::Unschedulable));
+///
+/// queue.move_all(&NODE_ADD); // backoff (1 s) not over yet
+/// assert_eq!(queue.where_is(&"pod-a"), Some(SubQueue::Backoff));
+/// // The flush task moves it at the exact expiry (1 s); sleep 1 ms longer so it has run.
+/// tokio::time::sleep(Duration::from_millis(1001)).await;
+/// assert_eq!(queue.where_is(&"pod-a"), Some(SubQueue::Active));
+/// # }
+/// ```
+///
+/// [`Priority`]: super::Priority
+/// [`done`]: SchedulingQueue::done
+/// [`add_unschedulable_if_not_present`]: SchedulingQueue::add_unschedulable_if_not_present
+/// [`close`]: SchedulingQueue::close
+pub struct SchedulingQueue<K, T, C = PriorityOrder> {
+    shared: Arc<Shared<K, T, C>>,
+}
+
+// ===== impl SchedulingQueue =====
+
+impl<K, T> SchedulingQueue<K, T, PriorityOrder>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: super::Priority + Send + 'static,
+{
+    /// A queue with the default order, no hints and no gates.
+    ///
+    /// Must be called inside a tokio runtime (it spawns the flush task), like `tokio::spawn`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+    /// assert!(queue.pending().active.is_empty());
+    /// # }
+    /// ```
+    pub fn new(config: SchedulingQueueConfig) -> Self {
+        Self::builder(config).build()
+    }
+}
+
+impl<K, T, C> SchedulingQueue<K, T, C> {
+    pub(crate) fn from_shared(shared: Arc<Shared<K, T, C>>) -> Self {
+        SchedulingQueue { shared }
+    }
+}
+
+impl<K, T> SchedulingQueue<K, T, PriorityOrder> {
+    /// A builder for hints, gates and a custom order (see [`SchedulingQueueBuilder`]).
+    pub fn builder(config: SchedulingQueueConfig) -> SchedulingQueueBuilder<K, T, PriorityOrder> {
+        SchedulingQueueBuilder {
+            config,
+            hooks: Hooks::new(),
+            order: PriorityOrder,
+        }
+    }
+}
+
+impl<K, T, C> SchedulingQueue<K, T, C>
+where
+    K: Hash + Eq + Clone,
+    C: Compare<QueuedItem<K, T>>,
+{
+    /// Queues an item: to active, unless a gate refuses it (then to unschedulable).
+    ///
+    /// Adding a key that is already queued replaces its data, refreshes its timestamp, keeps
+    /// its counters and moves it to active (as the original's `Add` does). Adding a key that
+    /// is in flight queues a second copy, which `pop` discards while the first is in flight.
+    pub fn add(&self, key: K, data: T) {
+        let s = &*self.shared;
+        let now = Instant::now();
+        let mut main = lock(&s.main);
+        let existing = s.take(&mut main, &mut lock(&s.hot), &key);
+        let item = match existing {
+            Some(mut item) => {
+                item.data = data;
+                item.timestamp = now;
+                item.seq = s.next_seq();
+                item
+            }
+            None => QueuedItem::new(key, data, now, s.next_seq()),
+        };
+        let dest = s.prepare(item, Strategy::Immediately, now, true);
+        let mut wake = Wake::default();
+        s.commit(&mut main, &mut lock(&s.hot), dest, now, &mut wake);
+        drop(main);
+        s.wake(wake);
+    }
+
+    /// Waits for the most important item and hands it out: the head of active, or (with the
+    /// pop-from-backoff option) of backoff when active is empty. Returns `None` once closed.
+    ///
+    /// Every pop increments the scheduling cycle and the item's attempts, and marks the item
+    /// in flight until [`done`](Self::done) or a requeue. A stale copy of a key that is in
+    /// flight is discarded.
+    ///
+    /// Equivalent to `async fn pop(&self) -> Option<QueuedItem<K, T>>`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future never loses an item.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+    /// queue.add("low", 1);
+    /// queue.add("high", 9);
+    /// let item = queue.pop().await.unwrap();
+    /// assert_eq!((*item.key(), queue.scheduling_cycle()), ("high", 1));
+    /// queue.done(item.key());
+    /// # }
+    /// ```
+    pub fn pop(&self) -> Pop<'_, K, T, C> {
+        Pop::new(&self.shared)
+    }
+
+    /// [`pop`](Self::pop) without waiting: `None` if nothing can be popped now or if closed.
+    pub fn try_pop(&self) -> Option<QueuedItem<K, T>> {
+        self.shared.try_pop().flatten()
+    }
+
+    /// Hands back an item whose attempt failed, popped in scheduling cycle `cycle`.
+    ///
+    /// Always ends the item's flight (as [`done`](Self::done)). An attempt with rejectors or
+    /// pending plugins counts as unschedulable (and resets the error count); one with neither
+    /// counts as an error. The timestamp is refreshed. Then the events seen during the flight
+    /// are replayed through the hints: the strongest answer decides between unschedulable,
+    /// backoff (or active if the backoff is already over) and active. An item that was not in
+    /// flight goes to backoff if a move was requested in or after `cycle`, else to
+    /// unschedulable. An error always goes to backoff.
+    ///
+    /// The caller sets [`set_rejectors`](QueuedItem::set_rejectors) and
+    /// [`set_pending`](QueuedItem::set_pending) for each attempt: a popped item keeps the
+    /// previous attempt's sets.
+    ///
+    /// # Errors
+    ///
+    /// [`AlreadyQueuedError`] with the item, changing nothing else, if its key is queued.
+    pub fn add_unschedulable_if_not_present(
+        &self,
+        mut item: QueuedItem<K, T>,
+        cycle: u64,
+    ) -> Result<(), AlreadyQueuedError<K, T>> {
+        let s = &*self.shared;
+        let now = Instant::now();
+        let mut main = lock(&s.main);
+        let events = {
+            let mut hot = lock(&s.hot);
+            let events = hot.active.in_flight.events_for(&item.key);
+            hot.active.in_flight.done(&item.key);
+            let key = &item.key;
+            if hot.active.heap.contains_key(key)
+                || hot.backoff.heap.contains_key(key)
+                || main.unschedulable.map.contains_key(key)
+            {
+                return Err(AlreadyQueuedError(item));
+            }
+            events
+        };
+        if item.has_no_rejectors() {
+            item.inner.consecutive_errors = item.inner.consecutive_errors.saturating_add(1);
+        } else {
+            item.inner.unschedulable_count = item.inner.unschedulable_count.saturating_add(1);
+            item.inner.consecutive_errors = 0;
+        }
+        item.timestamp = now;
+        item.seq = s.next_seq();
+        let strategy = if item.has_no_rejectors() {
+            Strategy::AfterBackoff
+        } else if let Some(events) = events {
+            replay(&s.hooks, &item, &events)
+        } else if main.move_request_cycle.is_some_and(|m| m >= cycle) {
+            Strategy::AfterBackoff
+        } else {
+            Strategy::Skip
+        };
+        let dest = s.prepare(item, strategy, now, true);
+        let mut wake = Wake::default();
+        s.commit(&mut main, &mut lock(&s.hot), dest, now, &mut wake);
+        drop(main);
+        s.wake(wake);
+        Ok(())
+    }
+
+    /// Ends the flight of `key` after a successful attempt; prunes the in-flight events nobody
+    /// can replay any more. A key that is not in flight is ignored.
+    pub fn done(&self, key: &K) {
+        lock(&self.shared.hot).active.in_flight.done(key);
+    }
+
+    /// Replaces the data of `key`, with the `events` the change amounts to.
+    ///
+    /// In flight: the events are recorded for it (it is judged when it comes back) and the
+    /// data is handed back, since the queue holds no copy. In active or backoff: the data is
+    /// replaced in place (re-ordered). In unschedulable: the data is replaced and the events
+    /// are judged like [`move_all`](Self::move_all)'s, targeted at this item. Not queued: added
+    /// as new.
+    pub fn update(&self, key: K, data: T, events: &[ClusterEvent]) -> Option<T> {
+        let s = &*self.shared;
+        let now = Instant::now();
+        let mut main = lock(&s.main);
+        {
+            let mut hot = lock(&s.hot);
+            if hot.active.in_flight.contains(&key) {
+                for event in events.iter().filter(|e| s.hooks.is_of_interest(e)) {
+                    hot.active.in_flight.record(*event, Some(key.clone()));
+                }
+                return Some(data);
+            }
+            if hot.active.heap.contains_key(&key) {
+                hot.active.heap.update(&key, |item| item.data = data);
+                return None;
+            }
+            if hot.backoff.heap.contains_key(&key) {
+                hot.backoff.heap.update(&key, |item| item.data = data);
+                return None;
+            }
+        }
+        let Some(mut item) = main.unschedulable.map.remove(&key) else {
+            drop(main);
+            self.add(key, data);
+            return None;
+        };
+        item.data = data;
+        let strategy = events
+            .iter()
+            .map(|e| s.hooks.strategy(&item, e, Some(&key)))
+            .find(|st| *st != Strategy::Skip)
+            .unwrap_or(Strategy::Skip);
+        let dest = s.prepare(item, strategy, now, true);
+        let mut wake = Wake::default();
+        s.commit(&mut main, &mut lock(&s.hot), dest, now, &mut wake);
+        drop(main);
+        s.wake(wake);
+        None
+    }
+
+    /// Removes `key` from whichever sub-queue holds it and returns its data. Does not touch
+    /// the in-flight record (`done` does).
+    pub fn delete(&self, key: &K) -> Option<T> {
+        let s = &*self.shared;
+        let mut main = lock(&s.main);
+        let item = s.take(&mut main, &mut lock(&s.hot), key);
+        item.map(|item| item.data)
+    }
+
+    /// Moves `keys` from backoff or unschedulable to active at once (gates still apply to
+    /// unschedulable ones). A key in flight gets a `FORCE_ACTIVATE` event targeted at it, so it
+    /// goes back to active if it fails. Unknown keys are ignored. Returns how many moved.
+    pub fn activate(&self, keys: impl IntoIterator<Item = K>) -> usize {
+        let s = &*self.shared;
+        let now = Instant::now();
+        let mut main = lock(&s.main);
+        let mut hot = lock(&s.hot);
+        let mut wake = Wake::default();
+        let mut moved = 0;
+        for key in keys {
+            if let Some((_, item)) = hot.backoff.heap.delete(&key) {
+                s.commit(&mut main, &mut hot, Dest::Active(item), now, &mut wake);
+                moved += 1;
+            } else if let Some(item) = main.unschedulable.map.remove(&key) {
+                let dest = s.prepare(item, Strategy::Immediately, now, true);
+                moved += usize::from(matches!(dest, Dest::Active(_)));
+                s.commit(&mut main, &mut hot, dest, now, &mut wake);
+            } else if hot.active.in_flight.contains(&key) {
+                hot.active
+                    .in_flight
+                    .record(ClusterEvent::FORCE_ACTIVATE, Some(key));
+                main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::Acquire));
+            }
+        }
+        drop(hot);
+        drop(main);
+        s.wake(wake);
+        moved
+    }
+
+    /// [`move_matching`](Self::move_matching) with every unschedulable item as a candidate.
+    pub fn move_all(&self, event: &ClusterEvent) -> usize {
+        self.move_matching(event, |_| true)
+    }
+
+    /// Tells the queue `event` happened: each unschedulable item that `pre_check` accepts and
+    /// whose rejectors' hints answer `Queue` moves to backoff, or to active if its backoff is
+    /// over (or a pending plugin answered). Returns how many moved.
+    ///
+    /// An event no hint or gate registered for is dropped at once: `pre_check` is not called
+    /// and nothing is scanned or recorded. A wildcard moves every non-gated candidate without
+    /// asking hints. A gated item moves only on an event its gate registered for, and only if
+    /// the gates then let it in. The event is recorded for the items in flight.
+    pub fn move_matching(
+        &self,
+        event: &ClusterEvent,
+        mut pre_check: impl FnMut(&QueuedItem<K, T>) -> bool,
+    ) -> usize {
+        let s = &*self.shared;
+        if !s.hooks.is_of_interest(event) {
+            tracing::trace!(event = event.label, "event of no interest dropped");
+            return 0;
+        }
+        let now = Instant::now();
+        let mut main = lock(&s.main);
+        main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::Acquire));
+        let mut strategies = Vec::new();
+        let hints = s.hooks.hints_for(event);
+        let items = main.unschedulable.extract(|item| {
+            if !pre_check(item) {
+                return false;
+            }
+            let strategy = s.hooks.strategy_with(&hints, item, event, None);
+            strategies.push(strategy);
+            strategy != Strategy::Skip
+        });
+        strategies.retain(|st| *st != Strategy::Skip);
+        let moved = items.into_iter().zip(strategies).collect();
+        s.move_out(&mut main, moved, event, now)
+    }
+
+    /// Moves every backoff item whose expiry is at or before `now` to active; returns how
+    /// many. The background task calls this at each exact expiry; tests may call it directly.
+    pub fn flush_backoff_completed(&self, now: Instant) -> usize {
+        self.shared.flush_backoff_completed(now)
+    }
+
+    /// Moves unschedulable items queued more than the configured maximum before `now`
+    /// (strictly) to backoff or active; gated ones are re-checked by their gates, at most once
+    /// per maximum. Returns how many moved. The background task calls this periodically.
+    pub fn flush_unschedulable_leftover(&self, now: Instant) -> usize {
+        self.shared.flush_unschedulable_leftover(now)
+    }
+}
+
+impl<K, T, C> SchedulingQueue<K, T, C>
+where
+    K: Hash + Eq + Clone,
+    C: Compare<QueuedItem<K, T>>,
+{
+    /// The keys in each sub-queue, with the original's summary as `Display`.
+    pub fn pending(&self) -> Pending<K> {
+        let s = &*self.shared;
+        let main = lock(&s.main);
+        let hot = lock(&s.hot);
+        Pending {
+            active: hot.active.heap.iter().map(|(k, _)| k.clone()).collect(),
+            backoff: hot.backoff.heap.iter().map(|(k, _)| k.clone()).collect(),
+            unschedulable: main.unschedulable.map.keys().cloned().collect(),
+        }
+    }
+
+    /// Which sub-queue holds `key`, if any.
+    pub fn where_is(&self, key: &K) -> Option<SubQueue> {
+        let s = &*self.shared;
+        let main = lock(&s.main);
+        let hot = lock(&s.hot);
+        if hot.active.heap.contains_key(key) {
+            Some(SubQueue::Active)
+        } else if hot.backoff.heap.contains_key(key) {
+            Some(SubQueue::Backoff)
+        } else if main.unschedulable.map.contains_key(key) {
+            Some(SubQueue::Unschedulable)
+        } else {
+            None
+        }
+    }
+
+    /// Whether `key` is in flight (popped, not yet done or handed back).
+    pub fn is_in_flight(&self, key: &K) -> bool {
+        lock(&self.shared.hot).active.in_flight.contains(key)
+    }
+
+    /// The keys in flight, in arbitrary order.
+    pub fn in_flight(&self) -> Vec<K> {
+        lock(&self.shared.hot).active.in_flight.keys()
+    }
+
+    /// The in-flight list: markers of items in flight and the events recorded after them, in
+    /// order (for diagnostics and tests).
+    pub fn in_flight_events(&self) -> Vec<InFlightEntry<K>> {
+        lock(&self.shared.hot).active.in_flight.entries()
+    }
+
+    /// How many items are unschedulable (rejected or gated).
+    pub fn num_unschedulable(&self) -> usize {
+        lock(&self.shared.main).unschedulable.len()
+    }
+
+    /// How many items are queued in all three sub-queues.
+    pub fn len(&self) -> usize {
+        let main = lock(&self.shared.main);
+        let hot = lock(&self.shared.hot);
+        hot.active.heap.len() + hot.backoff.heap.len() + main.unschedulable.len()
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<K, T, C> SchedulingQueue<K, T, C> {
+    /// The scheduling cycle: how many items were popped so far.
+    pub fn scheduling_cycle(&self) -> u64 {
+        self.shared.cycle.load(AtomicOrdering::Acquire)
+    }
+
+    /// Closes the queue: pending and future `pop`s return `None`, every flight ends, and the
+    /// background task stops. Queued items stay (they can still be listed or deleted).
+    pub fn close(&self)
+    where
+        K: Hash + Eq + Clone,
+        C: Compare<QueuedItem<K, T>>,
+    {
+        self.shared.close();
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        lock(&self.shared.hot).closed
+    }
+}
+
+impl<K, T, C> Clone for SchedulingQueue<K, T, C> {
+    fn clone(&self) -> Self {
+        SchedulingQueue {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<K, T, C> fmt::Debug for SchedulingQueue<K, T, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &*self.shared;
+        let main = lock(&s.main);
+        let hot = lock(&s.hot);
+        f.debug_struct("SchedulingQueue")
+            .field("active", &hot.active.heap.len())
+            .field("backoff", &hot.backoff.heap.len())
+            .field("unschedulable", &main.unschedulable.len())
+            .field("in_flight", &hot.active.in_flight.len())
+            .field("closed", &hot.closed)
+            .finish()
+    }
+}
+
+/// The strongest strategy the recorded `events` give `item` (stops at "immediately").
+fn replay<K: PartialEq, T>(
+    hooks: &Hooks<K, T>,
+    item: &QueuedItem<K, T>,
+    events: &[(ClusterEvent, Option<K>)],
+) -> Strategy {
+    let mut best = Strategy::Skip;
+    for (event, target) in events {
+        best = best.max(hooks.strategy(item, event, target.as_ref()));
+        if best == Strategy::Immediately {
+            break;
+        }
+    }
+    best
+}

@@ -1,0 +1,387 @@
+//! The shared state behind every handle, and the transitions between sub-queues.
+//!
+//! # Invariants
+//!
+//! 1. Every queued key is in exactly one of active, backoff and unschedulable (DESIGN.md, 3).
+//!    A key may additionally be in flight (popped, not yet done).
+//! 2. An item inside a heap is never mutated in a way that changes its order, except through
+//!    `KeyedHeap::update`, which re-sifts it (kubernetes/kubernetes#97302).
+//!
+//! # Locks
+//!
+//! `main` (unschedulable map, move-request cycle) is taken before `hot` (active, backoff,
+//! in-flight). `pop` and the backoff flush take only `hot`, and nothing holds `hot` during an
+//! O(n) scan: `move_*` and the leftover flush scan under `main`, then insert the moved items
+//! under `hot` in short chunks (kubernetes/kubernetes#125692). Wake-ups happen after the
+//! insertion and after the locks are released, so a woken `pop` sees the best head.
+
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use queue_core::Compare;
+use tokio::sync::Notify;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::{Instrument, debug, trace};
+
+use super::active::ActiveQueue;
+use super::backoff::{self, BackoffQueue};
+use super::config::SchedulingQueueConfig;
+use super::hints::{ClusterEvent, Hooks, Strategy};
+use super::item::QueuedItem;
+use super::unschedulable::Unschedulable;
+
+/// How many moved items are inserted per hold of the hot lock, so `pop` never waits long.
+const CHUNK: usize = 256;
+
+pub(crate) struct Shared<K, T, C> {
+    pub(crate) config: SchedulingQueueConfig,
+    pub(crate) hooks: Hooks<K, T>,
+    pub(crate) main: Mutex<Main<K, T>>,
+    pub(crate) hot: Mutex<Hot<K, T, C>>,
+    /// Woken (all waiters) after an insertion `pop` could take.
+    pub(crate) pop_wake: Notify,
+    /// Woken when the backoff head got earlier, so the flush timer re-arms.
+    timer_wake: Arc<Notify>,
+    /// Cancelled by `close` and when the last handle drops; ends the flush loop.
+    token: CancellationToken,
+    _cancel_on_drop: DropGuard,
+    /// The scheduling cycle; incremented under `hot` by every pop.
+    pub(crate) cycle: AtomicU64,
+    seq: AtomicU64,
+}
+
+/// Guarded by `Shared::main`.
+#[derive(Debug)]
+pub(crate) struct Main<K, T> {
+    pub(crate) unschedulable: Unschedulable<K, T>,
+    /// The cycle of the last move request (event or activation); decides where an item that
+    /// was not tracked in flight goes on failure.
+    pub(crate) move_request_cycle: Option<u64>,
+}
+
+/// Guarded by `Shared::hot`.
+#[derive(Debug)]
+pub(crate) struct Hot<K, T, C> {
+    pub(crate) active: ActiveQueue<K, T, C>,
+    pub(crate) backoff: BackoffQueue<K, T, C>,
+    pub(crate) closed: bool,
+}
+
+/// Where an item goes once its strategy and gates are known.
+pub(crate) enum Dest<K, T> {
+    Active(QueuedItem<K, T>),
+    Backoff(QueuedItem<K, T>),
+    Unschedulable(QueuedItem<K, T>),
+}
+
+/// What to wake after the locks are released.
+#[derive(Default)]
+pub(crate) struct Wake {
+    pop: bool,
+    timer: bool,
+}
+
+pub(crate) fn lock<G>(m: &Mutex<G>) -> MutexGuard<'_, G> {
+    // A panicking hint or gate must not wedge the queue; the state is consistent between
+    // transitions, which is all a poisoned guard can expose.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<K, T, C> Shared<K, T, C>
+where
+    K: Hash + Eq + Clone,
+    C: Compare<QueuedItem<K, T>>,
+{
+    pub(crate) fn new(config: SchedulingQueueConfig, hooks: Hooks<K, T>, order: C) -> Self {
+        let order = Arc::new(order);
+        let token = CancellationToken::new();
+        Shared {
+            config,
+            hooks,
+            main: Mutex::new(Main {
+                unschedulable: Unschedulable::new(),
+                move_request_cycle: None,
+            }),
+            hot: Mutex::new(Hot {
+                active: ActiveQueue::new(order.clone()),
+                backoff: BackoffQueue::new(order),
+                closed: false,
+            }),
+            pop_wake: Notify::new(),
+            timer_wake: Arc::new(Notify::new()),
+            _cancel_on_drop: token.clone().drop_guard(),
+            token,
+            cycle: AtomicU64::new(0),
+            seq: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, AtomicOrdering::Relaxed)
+    }
+
+    pub(crate) fn wake(&self, wake: Wake) {
+        if wake.pop {
+            self.pop_wake.notify_waiters();
+        }
+        if wake.timer {
+            self.timer_wake.notify_one();
+        }
+    }
+
+    /// Runs the gates (if asked) and the backoff check: where `item` goes under `strategy`.
+    pub(crate) fn prepare(
+        &self,
+        mut item: QueuedItem<K, T>,
+        strategy: Strategy,
+        now: Instant,
+        run_gates: bool,
+    ) -> Dest<K, T> {
+        if strategy == Strategy::Skip {
+            return Dest::Unschedulable(item);
+        }
+        if run_gates {
+            match self.hooks.gate(&item) {
+                Some(plugin) => {
+                    item.inner.gating = Some(plugin);
+                    item.inner.rejectors.push(plugin);
+                    return Dest::Unschedulable(item);
+                }
+                None => item.inner.gating = None,
+            }
+        }
+        if strategy == Strategy::AfterBackoff {
+            let wait = self.config.backoff_duration(item.backoff_count());
+            let expiry = backoff::expiry(item.timestamp, wait);
+            if expiry > now {
+                item.backoff_expiry = Some(expiry);
+                return Dest::Backoff(item);
+            }
+        }
+        Dest::Active(item)
+    }
+
+    /// Inserts a prepared item; unschedulable ones go to `main`.
+    pub(crate) fn commit(
+        &self,
+        main: &mut Main<K, T>,
+        hot: &mut Hot<K, T, C>,
+        dest: Dest<K, T>,
+        now: Instant,
+        wake: &mut Wake,
+    ) {
+        match dest {
+            Dest::Unschedulable(item) => main.unschedulable.insert(item),
+            other => self.commit_hot(hot, other, now, wake),
+        }
+    }
+
+    fn commit_hot(&self, hot: &mut Hot<K, T, C>, dest: Dest<K, T>, now: Instant, wake: &mut Wake) {
+        match dest {
+            Dest::Active(item) => {
+                hot.active.push(item, now);
+                wake.pop = true;
+            }
+            Dest::Backoff(item) => {
+                wake.timer |= hot.backoff.push(item);
+                wake.pop |= self.config.pop_from_backoff;
+            }
+            Dest::Unschedulable(_) => unreachable!("unschedulable items are committed under main"),
+        }
+    }
+
+    /// Removes `key` from whichever sub-queue holds it.
+    pub(crate) fn take(
+        &self,
+        main: &mut Main<K, T>,
+        hot: &mut Hot<K, T, C>,
+        key: &K,
+    ) -> Option<QueuedItem<K, T>> {
+        if let Some((_, item)) = hot.active.heap.delete(key) {
+            return Some(item);
+        }
+        if let Some((_, mut item)) = hot.backoff.heap.delete(key) {
+            item.backoff_expiry = None;
+            return Some(item);
+        }
+        main.unschedulable.map.remove(key)
+    }
+
+    /// One pop attempt: `None` if nothing to pop, `Some(None)` once closed.
+    pub(crate) fn try_pop(&self) -> Option<Option<QueuedItem<K, T>>> {
+        let mut hot = lock(&self.hot);
+        loop {
+            if hot.closed {
+                return Some(None);
+            }
+            let mut item = match hot.active.heap.pop() {
+                Some((_, item)) => item,
+                None if self.config.pop_from_backoff => {
+                    let (_, mut item) = hot.backoff.heap.pop()?;
+                    item.backoff_expiry = None;
+                    item.inner.initial_attempt.get_or_insert_with(Instant::now);
+                    item
+                }
+                None => return None,
+            };
+            if !hot.active.in_flight.start(&item.key) {
+                // kubernetes/kubernetes#118226: a second marker would leak the first.
+                debug!("discarding a duplicate of an item in flight");
+                continue;
+            }
+            item.inner.attempts = item.inner.attempts.saturating_add(1);
+            // Only pops write the cycle, under `hot`: a plain store, no read-modify-write.
+            let cycle = self.cycle.load(AtomicOrdering::Relaxed) + 1;
+            self.cycle.store(cycle, AtomicOrdering::Release);
+            return Some(Some(item));
+        }
+    }
+
+    /// Moves the scanned `moved` items (with their strategies) out of unschedulable.
+    pub(crate) fn move_out(
+        &self,
+        main: &mut Main<K, T>,
+        moved: Vec<(QueuedItem<K, T>, Strategy)>,
+        event: &ClusterEvent,
+        now: Instant,
+    ) -> usize {
+        let mut ready = Vec::with_capacity(moved.len());
+        for (item, strategy) in moved {
+            match self.prepare(item, strategy, now, true) {
+                Dest::Unschedulable(mut item) => {
+                    item.inner.flushed_at = Some(now);
+                    main.unschedulable.insert(item);
+                }
+                dest => ready.push(dest),
+            }
+        }
+        let count = ready.len();
+        let to_backoff = ready
+            .iter()
+            .filter(|d| matches!(d, Dest::Backoff(_)))
+            .count();
+        let mut wake = Wake::default();
+        let mut ready = ready.into_iter().peekable();
+        let mut hot = lock(&self.hot);
+        hot.active.in_flight.record(*event, None);
+        hot.active.presize(count - to_backoff);
+        hot.backoff.presize(to_backoff);
+        loop {
+            for dest in ready.by_ref().take(CHUNK) {
+                self.commit_hot(&mut hot, dest, now, &mut wake);
+            }
+            if ready.peek().is_none() {
+                break;
+            }
+            // Let a waiting pop in between chunks.
+            drop(hot);
+            hot = lock(&self.hot);
+        }
+        drop(hot);
+        debug!(
+            event = event.label,
+            count, "moved items out of unschedulable"
+        );
+        self.wake(wake);
+        count
+    }
+
+    pub(crate) fn flush_backoff_completed(&self, now: Instant) -> usize {
+        let mut hot = lock(&self.hot);
+        let mut count = 0;
+        while let Some(item) = hot.backoff.pop_completed(now) {
+            hot.active.push(item, now);
+            count += 1;
+        }
+        drop(hot);
+        if count > 0 {
+            trace!(count, "backoff completed");
+            self.pop_wake.notify_waiters();
+        }
+        count
+    }
+
+    pub(crate) fn flush_unschedulable_leftover(&self, now: Instant) -> usize {
+        let max = self.config.max_in_unschedulable;
+        let mut main = lock(&self.main);
+        let stale = |since: Instant| now.saturating_duration_since(since) > max;
+        let moved: Vec<_> = main
+            .unschedulable
+            .extract(|item| match item.inner.gating {
+                Some(_) => stale(item.inner.flushed_at.unwrap_or(item.timestamp)),
+                None => stale(item.timestamp),
+            })
+            .into_iter()
+            .map(|item| (item, Strategy::AfterBackoff))
+            .collect();
+        if moved.is_empty() {
+            return 0;
+        }
+        self.move_out(&mut main, moved, &ClusterEvent::UNSCHEDULABLE_TIMEOUT, now)
+    }
+
+    fn next_backoff_expiry(&self) -> Option<Instant> {
+        lock(&self.hot).backoff.next_expiry()
+    }
+
+    pub(crate) fn close(&self) {
+        let mut hot = lock(&self.hot);
+        hot.closed = true;
+        hot.active.in_flight.clear();
+        drop(hot);
+        self.token.cancel();
+        self.pop_wake.notify_waiters();
+    }
+}
+
+/// The background loop: a `select!` shell around the two flush steps. It holds only a `Weak`
+/// to the state, and ends on `close` or when the last handle drops (the state's drop guard
+/// cancels the token).
+pub(crate) fn spawn_flush_loop<K, T, C>(shared: &Arc<Shared<K, T, C>>)
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+{
+    let weak = Arc::downgrade(shared);
+    let token = shared.token.clone();
+    let timer = shared.timer_wake.clone();
+    let period = shared.config.unschedulable_flush_period;
+    let span = tracing::debug_span!("scheduling_queue_flush");
+    tokio::spawn(flush_loop(weak, token, timer, period).instrument(span));
+}
+
+async fn flush_loop<K, T, C>(
+    weak: Weak<Shared<K, T, C>>,
+    token: CancellationToken,
+    timer: Arc<Notify>,
+    period: Duration,
+) where
+    K: Hash + Eq + Clone,
+    C: Compare<QueuedItem<K, T>>,
+{
+    let mut leftover = tokio::time::interval_at(Instant::now() + period, period);
+    leftover.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    while let Some(next) = weak.upgrade().map(|s| s.next_backoff_expiry()) {
+        let deadline = next.unwrap_or_else(|| backoff::far_future(Instant::now()));
+        tokio::select! {
+            biased;
+            () = token.cancelled() => break,
+            () = timer.notified() => {}
+            () = tokio::time::sleep_until(deadline), if next.is_some() => {
+                if let Some(s) = weak.upgrade() {
+                    s.flush_backoff_completed(Instant::now());
+                }
+            }
+            _ = leftover.tick() => {
+                if let Some(s) = weak.upgrade() {
+                    s.flush_unschedulable_leftover(Instant::now());
+                }
+            }
+        }
+    }
+    debug!("flush loop ended");
+}

@@ -1,0 +1,855 @@
+//! Behaviour of the scheduling queue: kube-scheduler's queue tests, expressed generically.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use queue_async::scheduling::{
+    ActionType, ClusterEvent, HintError, InFlightEntry, PriorityOrder, QueuedItem, QueueingHint,
+    SchedulingQueue, SchedulingQueueBuilder, SchedulingQueueConfig, SubQueue,
+};
+use tokio::time::{Instant, advance, sleep};
+use tokio_test::{assert_pending, assert_ready, task};
+
+const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
+const PV_ADD: ClusterEvent = ClusterEvent::new("Pv", ActionType::ADD);
+const PV_UPDATE: ClusterEvent = ClusterEvent::new("Pv", ActionType::UPDATE);
+const ASSIGNED_ADD: ClusterEvent = ClusterEvent::new("AssignedPod", ActionType::ADD);
+const ITEM_UPDATE: ClusterEvent = ClusterEvent::new("Item", ActionType::UPDATE);
+
+type Queue = SchedulingQueue<&'static str, i64>;
+type Builder = SchedulingQueueBuilder<&'static str, i64, PriorityOrder>;
+
+fn config() -> SchedulingQueueConfig {
+    SchedulingQueueConfig::default().pop_from_backoff(false)
+}
+
+fn builder() -> Builder {
+    Queue::builder(config())
+}
+
+fn queue() -> Queue {
+    builder().build()
+}
+
+fn queue_on(event: ClusterEvent, plugin: &'static str, hint: QueueingHint) -> Queue {
+    builder().hint(event, plugin, move |_, _| Ok(hint)).build()
+}
+
+/// The scheduler's failure path: pop, record the rejectors, hand it back.
+async fn fail(q: &Queue, rejectors: &[&'static str], pending: &[&'static str]) -> &'static str {
+    let mut item = q.pop().await.expect("open");
+    let cycle = q.scheduling_cycle();
+    item.set_rejectors(rejectors.iter().copied());
+    item.set_pending(pending.iter().copied());
+    let key = *item.key();
+    q.add_unschedulable_if_not_present(item, cycle)
+        .expect("not queued");
+    key
+}
+
+fn sorted(mut keys: Vec<&'static str>) -> Vec<&'static str> {
+    keys.sort_unstable();
+    keys
+}
+
+// ===== add and pop =====
+
+#[tokio::test(start_paused = true)]
+async fn pop_should_follow_priority_then_timestamp() {
+    let q = queue();
+    q.add("ns2/mpp", 500);
+    q.add("ns1/up", 0);
+    q.add("ns1/hpp", 1000);
+    let mut popped = Vec::new();
+    for _ in 0..3 {
+        popped.push(*q.pop().await.unwrap().key());
+    }
+    assert_eq!(popped, ["ns1/hpp", "ns2/mpp", "ns1/up"]);
+    assert_eq!(q.scheduling_cycle(), 3);
+
+    // Equal priority: earlier timestamp first, whatever the insertion order.
+    let q = queue();
+    q.add("first", 5);
+    advance(Duration::from_secs(1)).await;
+    q.add("second", 5);
+    q.update("first", 5, &[]);
+    assert_eq!(*q.pop().await.unwrap().key(), "first");
+}
+
+#[tokio::test(start_paused = true)]
+async fn pop_should_wait_until_an_add() {
+    let q = queue();
+    let mut pop = task::spawn(q.pop());
+    assert_pending!(pop.poll());
+    q.add("a", 1);
+    assert!(pop.is_woken());
+    let item = assert_ready!(pop.poll()).unwrap();
+    assert_eq!((*item.key(), item.attempts()), ("a", 1));
+    assert_eq!(item.initial_attempt(), Some(item.timestamp()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_pop_should_not_lose_the_item() {
+    let q = queue();
+    let mut pop = task::spawn(q.pop());
+    assert_pending!(pop.poll());
+    q.add("a", 1);
+    drop(pop);
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
+    assert_eq!(*q.pop().await.unwrap().key(), "a");
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_should_unblock_pop_and_end_every_flight() {
+    let q = queue();
+    q.add("a", 1);
+    q.add("b", 1);
+    let _a = q.pop().await.unwrap();
+    let mut pop = task::spawn(q.pop());
+    let _b = assert_ready!(pop.poll()).unwrap();
+    let mut blocked = task::spawn(q.pop());
+    assert_pending!(blocked.poll());
+    q.close();
+    assert!(assert_ready!(blocked.poll()).is_none());
+    assert!(q.pop().await.is_none());
+    assert!(q.in_flight().is_empty() && q.in_flight_events().is_empty());
+    assert!(q.is_closed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn pop_should_take_the_backoff_head_only_with_pop_from_backoff() {
+    for on in [true, false] {
+        let q = Queue::new(SchedulingQueueConfig::default().pop_from_backoff(on));
+        q.add("mpp", 500);
+        q.add("hpp", 1000);
+        fail(&q, &[], &[]).await; // hpp: error -> backoff (1 s)
+        assert_eq!(q.where_is(&"hpp"), Some(SubQueue::Backoff));
+        assert_eq!(*q.pop().await.unwrap().key(), "mpp");
+        let next = q.try_pop().map(|i| *i.key());
+        assert_eq!(next, on.then_some("hpp"), "pop_from_backoff = {on}");
+    }
+}
+
+// ===== add_unschedulable_if_not_present =====
+
+#[tokio::test(start_paused = true)]
+async fn a_rejected_item_without_helpful_events_should_wait_in_unschedulable() {
+    let q = queue_on(NODE_ADD, "fit", QueueingHint::Queue);
+    q.add("up", 0);
+    assert_eq!(fail(&q, &["fit"], &[]).await, "up");
+    q.add("hpp", 1000);
+    assert_eq!(q.where_is(&"up"), Some(SubQueue::Unschedulable));
+    assert_eq!(*q.pop().await.unwrap().key(), "hpp");
+    assert_eq!(q.num_unschedulable(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_error_should_back_off_and_count_apart_from_rejections() {
+    let q = queue();
+    q.add("a", 0);
+    fail(&q, &[], &[]).await;
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+    q.activate(["a"]);
+    let item = q.pop().await.unwrap();
+    assert_eq!(
+        (item.consecutive_errors(), item.unschedulable_count()),
+        (1, 0)
+    );
+    q.add_unschedulable_if_not_present(item, 2).unwrap();
+    q.activate(["a"]);
+    let mut item = q.pop().await.unwrap();
+    assert_eq!(item.consecutive_errors(), 2);
+    item.set_rejectors(["fit"]);
+    q.add_unschedulable_if_not_present(item, 3).unwrap();
+    q.activate(["a"]);
+    let item = q.pop().await.unwrap();
+    assert_eq!(
+        (item.consecutive_errors(), item.unschedulable_count()),
+        (0, 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wildcard_seen_in_flight_should_send_failures_to_backoff() {
+    let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
+    for (i, key) in ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9"]
+        .iter()
+        .enumerate()
+    {
+        q.add(key, i as i64);
+    }
+    let mut items = Vec::new();
+    for _ in 0..9 {
+        items.push(q.pop().await.unwrap());
+    }
+    q.move_all(&ClusterEvent::UNSCHEDULABLE_TIMEOUT);
+    let old_cycle = q.scheduling_cycle();
+    assert_eq!(*q.pop().await.unwrap().key(), "p0");
+    for mut item in items {
+        item.set_rejectors(["plugin"]);
+        q.add_unschedulable_if_not_present(item, old_cycle).unwrap();
+    }
+    assert_eq!(q.pending().backoff.len(), 9);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_item_not_in_flight_should_follow_the_move_request_cycle() {
+    let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
+    q.add("a", 0);
+    q.add("b", 0);
+    let mut a = q.pop().await.unwrap();
+    q.done(a.key()); // flight over: the cycle rule decides
+    a.set_rejectors(["plugin"]);
+    let cycle = q.scheduling_cycle();
+    q.add_unschedulable_if_not_present(a, cycle).unwrap();
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Unschedulable));
+
+    let mut b = q.pop().await.unwrap();
+    q.done(b.key());
+    let cycle = q.scheduling_cycle();
+    q.move_all(&NODE_ADD); // a move request in this cycle
+    b.set_rejectors(["plugin"]);
+    q.add_unschedulable_if_not_present(b, cycle).unwrap();
+    assert_eq!(q.where_is(&"b"), Some(SubQueue::Backoff));
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_unschedulable_of_a_queued_key_should_fail_and_change_nothing() {
+    let q = queue();
+    q.add("a", 1);
+    let item = q.pop().await.unwrap();
+    q.add("a", 2);
+    let err = q.add_unschedulable_if_not_present(item, 1).unwrap_err();
+    assert_eq!(*err.into_inner().data(), 1);
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
+    assert!(q.in_flight().is_empty(), "the flight still ends");
+    assert_eq!(q.pop().await.unwrap().data(), &2);
+}
+
+// ===== move_all and hints =====
+
+#[tokio::test(start_paused = true)]
+async fn move_all_should_route_by_hint_and_backoff() {
+    // Pending plugin answering Queue: active at once.
+    let q = queue_on(NODE_ADD, "foo", QueueingHint::Queue);
+    q.add("a", 0);
+    fail(&q, &[], &["foo"]).await;
+    assert_eq!(q.move_all(&NODE_ADD), 1);
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
+    let item = q.pop().await.unwrap();
+    assert_eq!(
+        item.pending(),
+        ["foo"],
+        "the sets survive the pop for logging"
+    );
+
+    // Rejector answering Queue: backoff while backing off, active after.
+    for (wait, want) in [(0, SubQueue::Backoff), (2, SubQueue::Active)] {
+        let q = queue_on(NODE_ADD, "foo", QueueingHint::Queue);
+        q.add("a", 0);
+        fail(&q, &["foo"], &[]).await;
+        advance(Duration::from_secs(wait)).await;
+        q.move_all(&NODE_ADD);
+        assert_eq!(q.where_is(&"a"), Some(want), "after {wait} s");
+    }
+
+    // Skip: stays.
+    let q = queue_on(NODE_ADD, "foo", QueueingHint::Skip);
+    q.add("a", 0);
+    fail(&q, &["foo"], &[]).await;
+    assert_eq!(q.move_all(&NODE_ADD), 0);
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Unschedulable));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wildcard_should_move_without_asking_hints() {
+    let q = builder()
+        .hint(NODE_ADD, "foo", |_, _| {
+            Err(HintError::new("must not be called"))
+        })
+        .build();
+    q.add("a", 0);
+    fail(&q, &["foo"], &[]).await;
+    q.move_all(&ClusterEvent::UNSCHEDULABLE_TIMEOUT);
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+}
+
+#[tokio::test(start_paused = true)]
+async fn move_matching_should_apply_the_pre_check_and_skip_events_of_no_interest() {
+    let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
+    for (key, prio) in [("p0", 0), ("p1", 1), ("p2", 2), ("p3", 3), ("p4", 4)] {
+        q.add(key, prio);
+        fail(&q, &["plugin"], &[]).await;
+    }
+    let moved = q.move_matching(&PV_ADD, |_| panic!("no plugin cares about PV_ADD"));
+    assert_eq!(moved, 0);
+    assert_eq!(
+        q.move_matching(&NODE_ADD, |i| *i.data() >= 2 && i.data() % 2 == 0),
+        2
+    );
+    assert_eq!(sorted(q.pending().backoff), ["p2", "p4"]);
+    assert_eq!(q.move_matching(&NODE_ADD, |i| *i.data() >= 2), 1);
+    assert_eq!(sorted(q.pending().backoff), ["p2", "p3", "p4"]);
+    assert_eq!(q.move_all(&NODE_ADD), 2);
+    assert_eq!(q.pending().backoff.len(), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn hints_should_be_asked_in_order_and_the_strongest_answer_wins() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let hint = |answer: Result<QueueingHint, HintError>| {
+        let calls = calls.clone();
+        move |_: &QueuedItem<&'static str, i64>, _: &ClusterEvent| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            answer.clone()
+        }
+    };
+    let q = builder()
+        .hint(NODE_ADD, "p1", hint(Ok(QueueingHint::Queue)))
+        .hint(NODE_ADD, "p2", hint(Ok(QueueingHint::Queue)))
+        .hint(NODE_ADD, "p3", hint(Ok(QueueingHint::Queue)))
+        .hint(NODE_ADD, "p4", hint(Err(HintError::new("boom"))))
+        .hint(PV_ADD, "p1", hint(Ok(QueueingHint::Skip)))
+        .hint(PV_ADD, "p2", hint(Ok(QueueingHint::Skip)))
+        .hint(PV_ADD, "p3", hint(Ok(QueueingHint::Queue)))
+        .build();
+    let run = |rejectors: &'static [&'static str], pending: &'static [&'static str], event| {
+        let q = q.clone();
+        let calls = calls.clone();
+        async move {
+            calls.store(0, Ordering::SeqCst);
+            q.add("a", 0);
+            fail(&q, rejectors, pending).await;
+            q.move_all(&event);
+            let at = q.where_is(&"a");
+            q.delete(&"a");
+            (at, calls.load(Ordering::SeqCst))
+        }
+    };
+    // A pending plugin's Queue skips the backoff; p3 is never asked.
+    assert_eq!(
+        run(&["p1", "p3"], &["p2"], NODE_ADD).await,
+        (Some(SubQueue::Active), 2)
+    );
+    // Skip then Queue from rejectors: after backoff.
+    assert_eq!(
+        run(&["p1", "p2"], &[], NODE_ADD).await,
+        (Some(SubQueue::Backoff), 1)
+    );
+    // Skip, Skip; p3's Queue does not count (not a rejector).
+    assert_eq!(
+        run(&["p1", "p2"], &[], PV_ADD).await,
+        (Some(SubQueue::Unschedulable), 2)
+    );
+    // A failing hint counts as Queue.
+    assert_eq!(
+        run(&["p4"], &[], NODE_ADD).await,
+        (Some(SubQueue::Backoff), 1)
+    );
+}
+
+// ===== backoff and flushes =====
+
+#[tokio::test(start_paused = true)]
+async fn backoff_should_double_from_1_s_to_the_10_s_cap() {
+    let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
+    q.add("a", 0);
+    for (i, secs) in [1u64, 2, 4, 8, 10, 10, 10].into_iter().enumerate() {
+        let mut item = q.pop().await.unwrap();
+        assert_eq!(item.attempts(), i as u32 + 1);
+        item.set_rejectors(["plugin"]);
+        q.add_unschedulable_if_not_present(item, q.scheduling_cycle())
+            .unwrap();
+        let start = Instant::now();
+        q.move_all(&ClusterEvent::UNSCHEDULABLE_TIMEOUT);
+        assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+        assert_eq!(
+            q.flush_backoff_completed(start + Duration::from_secs(1) - Duration::from_nanos(1)),
+            0
+        );
+        assert_eq!(
+            q.flush_backoff_completed(start + Duration::from_secs(secs) - Duration::from_nanos(1)),
+            0
+        );
+        assert_eq!(
+            q.flush_backoff_completed(start + Duration::from_secs(secs)),
+            1,
+            "attempt {i}"
+        );
+        assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_background_flush_should_move_backoff_items_at_their_exact_expiry() {
+    let q = queue();
+    q.add("a", 0);
+    let start = Instant::now();
+    fail(&q, &[], &[]).await; // error: backoff 1 s
+    let mut pop = task::spawn(q.pop());
+    assert_pending!(pop.poll());
+    sleep(Duration::from_millis(999)).await;
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+    assert_pending!(pop.poll());
+    let item = pop.await.unwrap(); // the paused clock jumps to the flush at the expiry
+    assert_eq!(*item.key(), "a");
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_earlier_backoff_should_rearm_the_timer() {
+    let q = queue();
+    q.add("slow", 0);
+    for _ in 0..3 {
+        fail(&q, &[], &[]).await;
+        q.activate(["slow"]);
+    }
+    fail(&q, &[], &[]).await; // 4th error: 8 s
+    q.add("fast", 0);
+    fail(&q, &[], &[]).await; // 1 s
+    let start = Instant::now();
+    let item = q.pop().await.unwrap();
+    assert_eq!(
+        (*item.key(), start.elapsed()),
+        ("fast", Duration::from_secs(1))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn leftover_flush_should_move_items_older_than_the_maximum_only() {
+    let q = queue();
+    q.add("a", 0);
+    let mut item = q.pop().await.unwrap();
+    item.set_rejectors(["plugin"]);
+    q.add_unschedulable_if_not_present(item, 1).unwrap();
+    let queued = Instant::now();
+    let five_min = Duration::from_secs(300);
+    assert_eq!(
+        q.flush_unschedulable_leftover(queued + five_min),
+        0,
+        "= 5 min stays"
+    );
+    assert_eq!(
+        q.flush_unschedulable_leftover(queued + five_min + Duration::from_nanos(1)),
+        1
+    );
+    // Its 1 s backoff is long over: straight to active.
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_background_leftover_flush_should_run_every_30_s() {
+    let q = queue();
+    q.add("a", 0);
+    fail(&q, &["plugin"], &[]).await;
+    sleep(Duration::from_secs(300)).await;
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Unschedulable));
+    // The tick at 330 s is the first past 5 min (the extra 1 ms lets the flush task run).
+    sleep(Duration::from_secs(30) + Duration::from_millis(1)).await;
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
+    let item = q.pop().await.unwrap();
+    assert_eq!(item.attempts(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn recently_tried_items_should_go_behind_their_peers() {
+    let q = queue();
+    for key in ["p1", "p2", "p3"] {
+        q.add(key, 1000);
+        advance(Duration::from_micros(1)).await;
+    }
+    fail(&q, &["plugin"], &[]).await;
+    advance(Duration::from_secs(10)).await;
+    q.move_all(&ClusterEvent::UNSCHEDULABLE_TIMEOUT);
+    let mut order = Vec::new();
+    while let Some(item) = q.try_pop() {
+        order.push(*item.key());
+    }
+    assert_eq!(order, ["p2", "p3", "p1"]);
+}
+
+// ===== update, delete, activate, pending =====
+
+#[tokio::test(start_paused = true)]
+async fn update_should_act_by_sub_queue() {
+    let q = queue_on(ITEM_UPDATE, "queue", QueueingHint::Queue);
+    // Not queued: added.
+    assert_eq!(q.update("new", 1, &[ITEM_UPDATE]), None);
+    assert_eq!(q.where_is(&"new"), Some(SubQueue::Active));
+    // Active: replaced and re-ordered.
+    q.add("low", 1);
+    q.update("low", 5, &[]);
+    assert_eq!(q.pop().await.unwrap().data(), &5);
+    // Backoff: replaced in place.
+    q.add("b", 0);
+    q.activate(["new"]); // no-op, it is active
+    let mut b = q.pop().await.unwrap();
+    while *b.key() != "b" {
+        b = q.pop().await.unwrap();
+    }
+    b.set_rejectors([]);
+    q.add_unschedulable_if_not_present(b, q.scheduling_cycle())
+        .unwrap();
+    q.update("b", 7, &[]);
+    assert_eq!(q.where_is(&"b"), Some(SubQueue::Backoff));
+    // Unschedulable: the event is judged (Queue -> backoff while backing off, later active).
+    for (wait, want) in [(0, SubQueue::Backoff), (10, SubQueue::Active)] {
+        let q = queue_on(ITEM_UPDATE, "queue", QueueingHint::Queue);
+        q.add("u", 0);
+        fail(&q, &["queue"], &[]).await;
+        advance(Duration::from_secs(wait)).await;
+        q.update("u", 3, &[ITEM_UPDATE]);
+        assert_eq!(q.where_is(&"u"), Some(want));
+    }
+    let q = queue_on(ITEM_UPDATE, "skip", QueueingHint::Skip);
+    q.add("u", 0);
+    fail(&q, &["skip"], &[]).await;
+    q.update("u", 3, &[ITEM_UPDATE]);
+    assert_eq!(q.where_is(&"u"), Some(SubQueue::Unschedulable));
+}
+
+#[tokio::test(start_paused = true)]
+async fn update_in_flight_should_record_the_event_and_hand_the_data_back() {
+    let q = queue_on(ITEM_UPDATE, "fake", QueueingHint::Queue);
+    q.add("p", 0);
+    let mut item = q.pop().await.unwrap();
+    assert_eq!(q.update("p", 9, &[ITEM_UPDATE]), Some(9));
+    assert_eq!(q.where_is(&"p"), None);
+    *item.data_mut() = 9;
+    item.set_rejectors(["fake"]);
+    q.add_unschedulable_if_not_present(item, q.scheduling_cycle())
+        .unwrap();
+    assert_eq!(q.where_is(&"p"), Some(SubQueue::Backoff));
+}
+
+#[tokio::test(start_paused = true)]
+async fn delete_should_remove_from_each_sub_queue() {
+    let q = queue();
+    for (key, prio) in [("backoff", 3), ("unsched", 2), ("active", 1), ("keep", 0)] {
+        q.add(key, prio);
+    }
+    fail(&q, &[], &[]).await;
+    fail(&q, &["x"], &[]).await;
+    assert_eq!(q.where_is(&"backoff"), Some(SubQueue::Backoff));
+    assert_eq!(q.where_is(&"unsched"), Some(SubQueue::Unschedulable));
+    assert_eq!(q.delete(&"active"), Some(1));
+    assert_eq!(q.delete(&"backoff"), Some(3));
+    assert_eq!(q.delete(&"unsched"), Some(2));
+    assert_eq!(q.delete(&"missing"), None);
+    assert_eq!(q.pending().active, ["keep"]);
+    assert!(q.pending().backoff.is_empty() && q.pending().unschedulable.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn activate_should_move_known_items_and_mark_in_flight_ones() {
+    let q = queue();
+    q.add("active", 0);
+    assert_eq!(q.activate(["active", "unknown"]), 0);
+    assert_eq!(q.pending().active.len(), 1);
+    let a = q.pop().await.unwrap(); // in flight
+    assert_eq!(q.activate(["other"]), 0);
+    assert_eq!(
+        q.in_flight_events().len(),
+        1,
+        "another key's activation is not recorded"
+    );
+    q.activate(["active"]);
+    assert_eq!(
+        q.in_flight_events(),
+        [
+            InFlightEntry::Item("active"),
+            InFlightEntry::Event(ClusterEvent::FORCE_ACTIVATE, Some("active"))
+        ]
+    );
+    let mut a = a;
+    a.set_rejectors(["x"]);
+    q.add_unschedulable_if_not_present(a, q.scheduling_cycle())
+        .unwrap();
+    assert_eq!(
+        q.where_is(&"active"),
+        Some(SubQueue::Backoff),
+        "the targeted wildcard applies"
+    );
+
+    q.add("u", 5);
+    fail(&q, &["x"], &[]).await;
+    assert_eq!(q.where_is(&"u"), Some(SubQueue::Unschedulable));
+    assert_eq!(q.activate(["u", "active"]), 2);
+    assert_eq!(sorted(q.pending().active), ["active", "u"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pending_should_list_every_item_with_the_summary() {
+    let q = queue();
+    q.add("up", 0);
+    q.add("hpp", 1000);
+    let hpp = q.pop().await.unwrap();
+    let up = q.pop().await.unwrap();
+    q.add("mpp", 500);
+    for mut item in [up, hpp] {
+        item.set_rejectors(["plugin"]);
+        q.add_unschedulable_if_not_present(item, q.scheduling_cycle())
+            .unwrap();
+    }
+    let p = q.pending();
+    assert_eq!(p.to_string(), "activeQ:1; backoffQ:0; unschedulablePods:2");
+    assert_eq!(sorted(p.unschedulable), ["hpp", "up"]);
+    q.move_all(&ClusterEvent::UNSCHEDULABLE_TIMEOUT);
+    assert_eq!(
+        q.pending().to_string(),
+        "activeQ:1; backoffQ:2; unschedulablePods:0"
+    );
+    assert_eq!(q.len(), 3);
+}
+
+// ===== in-flight events =====
+
+#[tokio::test(start_paused = true)]
+async fn in_flight_events_should_be_recorded_only_when_interesting_and_in_flight() {
+    let q = queue_on(PV_ADD, "foo", QueueingHint::Queue);
+    q.add("p1", 0);
+    q.move_all(&PV_ADD); // nothing in flight
+    let _p1 = q.pop().await.unwrap();
+    q.move_all(&PV_ADD);
+    q.move_all(&PV_UPDATE); // nobody registered
+    assert_eq!(
+        q.in_flight_events(),
+        [
+            InFlightEntry::Item("p1"),
+            InFlightEntry::Event(PV_ADD, None)
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn done_should_prune_the_head_and_keep_events_in_the_middle() {
+    let q = builder()
+        .hint(PV_ADD, "foo", |_, _| Ok(QueueingHint::Queue))
+        .hint(NODE_ADD, "foo", |_, _| Ok(QueueingHint::Queue))
+        .hint(ASSIGNED_ADD, "foo", |_, _| Ok(QueueingHint::Queue))
+        .build();
+    for (k, p) in [("p1", 3), ("p2", 2), ("p3", 1)] {
+        q.add(k, p);
+    }
+    let p1 = q.pop().await.unwrap();
+    q.move_all(&PV_ADD);
+    let p2 = q.pop().await.unwrap();
+    q.move_all(&NODE_ADD);
+    let _p3 = q.pop().await.unwrap();
+    q.move_all(&ASSIGNED_ADD);
+    q.add_unschedulable_if_not_present(p2, 0).unwrap(); // no rejectors: backoff
+    assert_eq!(q.pending().backoff, ["p2"]);
+    assert_eq!(
+        q.in_flight_events(),
+        [
+            InFlightEntry::Item("p1"),
+            InFlightEntry::Event(PV_ADD, None),
+            InFlightEntry::Event(NODE_ADD, None),
+            InFlightEntry::Item("p3"),
+            InFlightEntry::Event(ASSIGNED_ADD, None),
+        ]
+    );
+    q.done(p1.key());
+    assert_eq!(
+        q.in_flight_events(),
+        [
+            InFlightEntry::Item("p3"),
+            InFlightEntry::Event(ASSIGNED_ADD, None)
+        ]
+    );
+    q.done(&"p3");
+    q.done(&"unknown");
+    assert!(q.in_flight_events().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn events_during_the_flight_should_decide_where_a_failure_goes() {
+    let q = builder()
+        .hint(ASSIGNED_ADD, "pending", |_, _| Ok(QueueingHint::Queue))
+        .build();
+    q.add("p1", 2);
+    q.add("p2", 1);
+    let p1 = q.pop().await.unwrap();
+    q.move_all(&NODE_ADD); // no interest: dropped
+    let mut p2 = q.pop().await.unwrap();
+    q.move_all(&ASSIGNED_ADD);
+    q.add_unschedulable_if_not_present(p1, 0).unwrap();
+    p2.set_pending(["pending"]);
+    q.add_unschedulable_if_not_present(p2, 0).unwrap();
+    assert_eq!(q.pending().backoff, ["p1"]);
+    assert_eq!(q.pending().active, ["p2"]);
+    assert!(q.in_flight().is_empty() && q.in_flight_events().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn pop_should_discard_a_duplicate_of_an_item_in_flight() {
+    let q = queue();
+    q.add("p1", 3);
+    q.add("p3", 1);
+    let p1 = q.pop().await.unwrap();
+    q.add("p1", 3); // re-added while in flight
+    assert_eq!(*q.pop().await.unwrap().key(), "p3");
+    assert!(q.pending().active.is_empty());
+    assert_eq!(sorted(q.in_flight()), ["p1", "p3"]);
+    q.add_unschedulable_if_not_present(p1, 1).unwrap();
+    assert_eq!(q.where_is(&"p1"), Some(SubQueue::Backoff));
+}
+
+// ===== gates =====
+
+fn gated_queue() -> Queue {
+    builder()
+        .gate(
+            "allow",
+            [ITEM_UPDATE],
+            |item: &QueuedItem<&'static str, i64>| *item.data() > 0,
+        )
+        .build()
+}
+
+#[tokio::test(start_paused = true)]
+async fn gated_items_should_wait_for_an_event_their_gate_registered() {
+    let q = gated_queue();
+    q.add("g", 0);
+    assert_eq!(q.where_is(&"g"), Some(SubQueue::Unschedulable));
+    q.move_all(&ClusterEvent::UNSCHEDULABLE_TIMEOUT);
+    assert_eq!(
+        q.where_is(&"g"),
+        Some(SubQueue::Unschedulable),
+        "a wildcard does not ungate"
+    );
+    q.update("g", 0, &[ITEM_UPDATE]);
+    assert_eq!(
+        q.where_is(&"g"),
+        Some(SubQueue::Unschedulable),
+        "still refused"
+    );
+    advance(Duration::from_secs(60)).await;
+    q.update("g", 1, &[ITEM_UPDATE]);
+    assert_eq!(q.where_is(&"g"), Some(SubQueue::Active));
+    let item = q.pop().await.unwrap();
+    assert!(!item.is_gated());
+    assert_eq!(item.rejectors(), ["allow"]);
+    assert_eq!(item.attempts(), 1);
+    assert_eq!(
+        item.initial_attempt(),
+        Some(Instant::now()),
+        "set on entry to active, not while gated"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_leftover_flush_should_release_a_gated_item_whose_gate_now_passes() {
+    let flag = Arc::new(AtomicUsize::new(0));
+    let open = flag.clone();
+    let q = builder()
+        .gate(
+            "ext",
+            [ITEM_UPDATE],
+            move |_: &QueuedItem<&'static str, i64>| open.load(Ordering::SeqCst) == 1,
+        )
+        .build();
+    q.add("g", 0);
+    let t0 = Instant::now();
+    let six = Duration::from_secs(360);
+    assert_eq!(
+        q.flush_unschedulable_leftover(t0 + six),
+        0,
+        "gate still refuses"
+    );
+    flag.store(1, Ordering::SeqCst);
+    assert_eq!(
+        q.flush_unschedulable_leftover(t0 + six + Duration::from_secs(1)),
+        0,
+        "at most once per 5 min"
+    );
+    assert_eq!(q.flush_unschedulable_leftover(t0 + six + six), 1);
+    assert_eq!(q.where_is(&"g"), Some(SubQueue::Active));
+}
+
+// ===== background task and auto traits =====
+
+#[tokio::test(start_paused = true)]
+async fn the_flush_task_should_end_on_close_and_on_the_last_drop() {
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let base = metrics.num_alive_tasks();
+    let q = queue();
+    assert_eq!(metrics.num_alive_tasks(), base + 1);
+    q.close();
+    tokio::task::yield_now().await;
+    tokio::task::yield_now().await;
+    assert_eq!(metrics.num_alive_tasks(), base);
+
+    let q = queue();
+    let q2 = q.clone();
+    drop(q);
+    tokio::task::yield_now().await;
+    assert_eq!(metrics.num_alive_tasks(), base + 1, "a handle remains");
+    drop(q2);
+    tokio::task::yield_now().await;
+    tokio::task::yield_now().await;
+    assert_eq!(metrics.num_alive_tasks(), base);
+}
+
+#[test]
+fn handles_and_futures_should_be_send_sync_unpin() {
+    fn send_sync<X: Send + Sync>() {}
+    fn send<X: Send>() {}
+    fn unpin<X: Unpin>() {}
+    send_sync::<Queue>();
+    unpin::<Queue>();
+    send_sync::<QueuedItem<String, Vec<u8>>>();
+    send::<queue_async::scheduling::Pop<'static, &'static str, i64, PriorityOrder>>();
+    send_sync::<queue_async::scheduling::AlreadyQueuedError<String, i64>>();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_targeted_wildcard_should_affect_only_its_target() {
+    let q = queue();
+    q.add("a", 2);
+    q.add("b", 1);
+    let mut a = q.pop().await.unwrap();
+    let mut b = q.pop().await.unwrap();
+    q.activate(["a"]); // both in flight: recorded for "a" only
+    a.set_rejectors(["x"]);
+    b.set_rejectors(["x"]);
+    q.add_unschedulable_if_not_present(b, q.scheduling_cycle())
+        .unwrap();
+    q.add_unschedulable_if_not_present(a, q.scheduling_cycle())
+        .unwrap();
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+    assert_eq!(q.where_is(&"b"), Some(SubQueue::Unschedulable));
+}
+
+/// Reproducer shape of kube-scheduler's `TestConcurrentUpdateAndPop`: no deadlock, and the only
+/// item is handed out whole every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_update_and_pop_should_not_deadlock() {
+    let q = queue();
+    q.add("pod", 0);
+    let popper = tokio::spawn({
+        let q = q.clone();
+        async move {
+            for _ in 0..2_000 {
+                let item = q.pop().await.expect("open");
+                assert_eq!(*item.key(), "pod");
+                q.done(item.key());
+                q.add("pod", 0);
+            }
+        }
+    });
+    let updater = tokio::spawn({
+        let q = q.clone();
+        async move {
+            for i in 0..2_000 {
+                let _ = q.update("pod", i % 7, &[ITEM_UPDATE]);
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+    popper.await.unwrap();
+    updater.await.unwrap();
+    assert_eq!(q.len(), 1);
+    q.close();
+}
