@@ -7,6 +7,7 @@
 //! important item, and on failure let the queue decide between a backoff, waiting for an event
 //! that could help (queueing hints, pre-enqueue gates), or going straight back.
 
+pub mod metrics;
 pub mod scheduling;
 
 pub use scheduling::SchedulingQueue;

@@ -1,0 +1,550 @@
+//! Queue metrics: client-go's seven work-queue metrics behind a per-queue provider.
+//!
+//! A queue built with a name and a [`MetricsProvider`] asks the provider once, at construction, for
+//! one handle per metric, then reports through those handles. Without a provider nothing is
+//! recorded and no per-key bookkeeping is kept (the default costs one branch per operation).
+//!
+//! | Metric | Kind | Semantics (as client-go's) |
+//! |---|---|---|
+//! | depth | [`GaugeMetric`] | +1 when a key becomes dirty (queued, or re-added while processing), −1 when it is handed out |
+//! | adds | [`CounterMetric`] | +1 whenever depth is incremented |
+//! | queue duration | [`HistogramMetric`] (seconds) | from the add that made the key dirty to the `get` that hands it out |
+//! | work duration | [`HistogramMetric`] (seconds) | from the `get` to the matching `done` |
+//! | unfinished work | [`SettableGaugeMetric`] (seconds) | sum of the ages of the items being processed, refreshed periodically |
+//! | longest running processor | [`SettableGaugeMetric`] (seconds) | age of the oldest item being processed, refreshed periodically |
+//! | retries | [`CounterMetric`] | +1 for every delayed or rate-limited add that the queue accepts |
+//!
+//! Depth therefore counts a key that is dirty while processing, so it can exceed the queue's
+//! `len()`, and the queue duration of such a key is measured from its re-add, not from when it is
+//! queued again at `done`: both as in the original.
+//!
+//! Unlike client-go's global `SetProvider` (first call wins, and libraries fight over it), the
+//! provider here is always per queue.
+//!
+//! # Example
+//!
+//! A provider that counts adds in an atomic (the `prometheus` feature of this crate supplies a real
+//! one):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use queue_async::metrics::{CounterMetric, MetricsProvider, NoopMetric};
+//!
+//! #[derive(Debug, Default)]
+//! struct Adds(AtomicU64);
+//! impl CounterMetric for Adds {
+//!     fn inc(&self) {
+//!         self.0.fetch_add(1, Ordering::Relaxed);
+//!     }
+//! }
+//!
+//! #[derive(Debug, Default)]
+//! struct CountAdds(Arc<Adds>);
+//! impl MetricsProvider for CountAdds {
+//!     fn adds(&self, _name: &str) -> Arc<dyn CounterMetric> {
+//!         self.0.clone()
+//!     }
+//!     // Every other metric falls back to the provided no-op default.
+//! }
+//!
+//! let provider = CountAdds::default();
+//! let adds = provider.adds("my-controller");
+//! adds.inc();
+//! assert_eq!(provider.0.0.load(Ordering::Relaxed), 1);
+//! # let _ = NoopMetric;
+//! ```
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hashbrown::HashMap;
+use tokio::time::Instant;
+
+/// How often a queue with metrics refreshes the unfinished-work and longest-running gauges
+/// (client-go's period).
+pub const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
+
+/// A gauge that goes up and down by one (the depth metric).
+pub trait GaugeMetric: Send + Sync {
+    /// Adds one.
+    fn inc(&self);
+    /// Subtracts one.
+    fn dec(&self);
+}
+
+/// A gauge set to a value (the unfinished-work and longest-running-processor metrics).
+pub trait SettableGaugeMetric: Send + Sync {
+    /// Sets the value.
+    fn set(&self, value: f64);
+}
+
+/// A monotonically increasing counter (the adds and retries metrics).
+pub trait CounterMetric: Send + Sync {
+    /// Adds one.
+    fn inc(&self);
+}
+
+/// A distribution of observations, in seconds (the queue and work duration metrics).
+pub trait HistogramMetric: Send + Sync {
+    /// Records one observation.
+    fn observe(&self, value: f64);
+}
+
+/// The metric that records nothing: the default of every [`MetricsProvider`] method.
+///
+/// # Example
+///
+/// ```
+/// use queue_async::metrics::{CounterMetric, NoopMetric};
+/// NoopMetric.inc();
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopMetric;
+
+impl GaugeMetric for NoopMetric {
+    fn inc(&self) {}
+    fn dec(&self) {}
+}
+impl SettableGaugeMetric for NoopMetric {
+    fn set(&self, _value: f64) {}
+}
+impl CounterMetric for NoopMetric {
+    fn inc(&self) {}
+}
+impl HistogramMetric for NoopMetric {
+    fn observe(&self, _value: f64) {}
+}
+
+/// Makes the metric handles of one named queue; every method defaults to [`NoopMetric`].
+///
+/// Each method is called once per queue, when the queue is built, with the queue's name (the
+/// Prometheus `name` label). The priority work queue calls [`depth_for_priority`] once for each
+/// priority it first sees, instead of [`depth`].
+///
+/// [`depth`]: MetricsProvider::depth
+/// [`depth_for_priority`]: MetricsProvider::depth_for_priority
+///
+/// # Example
+///
+/// See the [module documentation](self).
+pub trait MetricsProvider: Send + Sync {
+    /// The depth gauge of queue `name`.
+    fn depth(&self, name: &str) -> Arc<dyn GaugeMetric> {
+        let _ = name;
+        Arc::new(NoopMetric)
+    }
+
+    /// The depth gauge of the items of priority `priority` in queue `name` (priority queues only).
+    /// The default ignores the priority and returns [`depth`](MetricsProvider::depth).
+    fn depth_for_priority(&self, name: &str, priority: i32) -> Arc<dyn GaugeMetric> {
+        let _ = priority;
+        self.depth(name)
+    }
+
+    /// The adds counter of queue `name`.
+    fn adds(&self, name: &str) -> Arc<dyn CounterMetric> {
+        let _ = name;
+        Arc::new(NoopMetric)
+    }
+
+    /// The queue-duration histogram (seconds) of queue `name`.
+    fn queue_duration(&self, name: &str) -> Arc<dyn HistogramMetric> {
+        let _ = name;
+        Arc::new(NoopMetric)
+    }
+
+    /// The work-duration histogram (seconds) of queue `name`.
+    fn work_duration(&self, name: &str) -> Arc<dyn HistogramMetric> {
+        let _ = name;
+        Arc::new(NoopMetric)
+    }
+
+    /// The unfinished-work gauge (seconds) of queue `name`.
+    fn unfinished_work_seconds(&self, name: &str) -> Arc<dyn SettableGaugeMetric> {
+        let _ = name;
+        Arc::new(NoopMetric)
+    }
+
+    /// The longest-running-processor gauge (seconds) of queue `name`.
+    fn longest_running_processor_seconds(&self, name: &str) -> Arc<dyn SettableGaugeMetric> {
+        let _ = name;
+        Arc::new(NoopMetric)
+    }
+
+    /// The retries counter of queue `name`.
+    fn retries(&self, name: &str) -> Arc<dyn CounterMetric> {
+        let _ = name;
+        Arc::new(NoopMetric)
+    }
+}
+
+/// The provider whose every metric is a [`NoopMetric`].
+///
+/// # Example
+///
+/// ```
+/// use queue_async::metrics::{MetricsProvider, NoopProvider};
+/// NoopProvider.adds("q").inc();
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopProvider;
+
+impl MetricsProvider for NoopProvider {}
+
+/// The metric handles of one queue, made from a provider.
+struct Handles {
+    name: Arc<str>,
+    provider: Arc<dyn MetricsProvider>,
+    depth: Arc<dyn GaugeMetric>,
+    adds: Arc<dyn CounterMetric>,
+    queue_duration: Arc<dyn HistogramMetric>,
+    work_duration: Arc<dyn HistogramMetric>,
+    unfinished: Arc<dyn SettableGaugeMetric>,
+    longest: Arc<dyn SettableGaugeMetric>,
+    retries: Arc<dyn CounterMetric>,
+}
+
+/// The per-queue recorder the queues call under their own lock: client-go's `queueMetrics`.
+///
+/// Disabled (no provider) it keeps nothing and every call is one branch. Enabled it keeps, per key,
+/// when it became dirty and when it was handed out, and drops both at `done`, so no clone of a key
+/// outlives its processing.
+// The work queues call every method; until they land some are unused outside the tests.
+#[allow(dead_code)]
+pub(crate) struct Recorder<K> {
+    inner: Option<Box<Enabled<K>>>,
+}
+
+struct Enabled<K> {
+    handles: Handles,
+    /// Priority depth gauges made so far (priority queue only).
+    priority_depth: HashMap<i32, Arc<dyn GaugeMetric>>,
+    add_times: HashMap<K, Instant>,
+    start_times: HashMap<K, Instant>,
+}
+
+impl<K> fmt::Debug for Recorder<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.inner {
+            None => f.write_str("Recorder(disabled)"),
+            Some(e) => f
+                .debug_struct("Recorder")
+                .field("name", &e.handles.name)
+                .field("dirty", &e.add_times.len())
+                .field("processing", &e.start_times.len())
+                .finish(),
+        }
+    }
+}
+
+#[allow(dead_code)]
+impl<K: Hash + Eq + Clone> Recorder<K> {
+    /// A recorder that records nothing.
+    pub(crate) fn disabled() -> Self {
+        Self { inner: None }
+    }
+
+    /// A recorder for queue `name`; disabled if the name is empty (as client-go).
+    pub(crate) fn new(name: &str, provider: Arc<dyn MetricsProvider>) -> Self {
+        if name.is_empty() {
+            return Self::disabled();
+        }
+        let handles = Handles {
+            name: Arc::from(name),
+            depth: provider.depth(name),
+            adds: provider.adds(name),
+            queue_duration: provider.queue_duration(name),
+            work_duration: provider.work_duration(name),
+            unfinished: provider.unfinished_work_seconds(name),
+            longest: provider.longest_running_processor_seconds(name),
+            retries: provider.retries(name),
+            provider,
+        };
+        Self {
+            inner: Some(Box::new(Enabled {
+                handles,
+                priority_depth: HashMap::new(),
+                add_times: HashMap::new(),
+                start_times: HashMap::new(),
+            })),
+        }
+    }
+
+    /// Whether anything is recorded (callers skip periodic work when not).
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// `key` became dirty (queued, or re-added while processing).
+    pub(crate) fn add(&mut self, key: &K) {
+        self.add_at_priority(key, None);
+    }
+
+    /// `key` became dirty at `priority` (priority queue: depth per priority).
+    pub(crate) fn add_at_priority(&mut self, key: &K, priority: Option<i32>) {
+        let Some(e) = self.inner.as_deref_mut() else {
+            return;
+        };
+        e.handles.adds.inc();
+        e.depth(priority).inc();
+        if !e.add_times.contains_key(key) {
+            e.add_times.insert(key.clone(), Instant::now());
+        }
+    }
+
+    /// A dirty `key` moved from one priority's depth to another's (priority raise).
+    pub(crate) fn reprioritize(&mut self, from: i32, to: i32) {
+        let Some(e) = self.inner.as_deref_mut() else {
+            return;
+        };
+        if from != to {
+            e.depth(Some(from)).dec();
+            e.depth(Some(to)).inc();
+        }
+    }
+
+    /// `key` was handed out to a worker.
+    pub(crate) fn get(&mut self, key: &K) {
+        self.get_at_priority(key, None);
+    }
+
+    /// `key`, dirty at `priority`, was handed out to a worker.
+    pub(crate) fn get_at_priority(&mut self, key: &K, priority: Option<i32>) {
+        let Some(e) = self.inner.as_deref_mut() else {
+            return;
+        };
+        e.depth(priority).dec();
+        let now = Instant::now();
+        e.start_times.insert(key.clone(), now);
+        if let Some(added) = e.add_times.remove(key) {
+            e.handles
+                .queue_duration
+                .observe(now.saturating_duration_since(added).as_secs_f64());
+        }
+    }
+
+    /// The worker finished `key`.
+    pub(crate) fn done(&mut self, key: &K) {
+        let Some(e) = self.inner.as_deref_mut() else {
+            return;
+        };
+        if let Some(started) = e.start_times.remove(key) {
+            e.handles.work_duration.observe(
+                Instant::now()
+                    .saturating_duration_since(started)
+                    .as_secs_f64(),
+            );
+        }
+    }
+
+    /// A dirty `key` left the queue without being handed out (for example a priority queue that
+    /// drops it at shutdown): its depth and add time go away.
+    pub(crate) fn discard(&mut self, key: &K, priority: Option<i32>) {
+        let Some(e) = self.inner.as_deref_mut() else {
+            return;
+        };
+        if e.add_times.remove(key).is_some() {
+            e.depth(priority).dec();
+        }
+    }
+
+    /// A delayed or rate-limited add was accepted.
+    pub(crate) fn retry(&self) {
+        if let Some(e) = self.inner.as_deref() {
+            e.handles.retries.inc();
+        }
+    }
+
+    /// Refreshes the unfinished-work and longest-running gauges as of now.
+    pub(crate) fn update_unfinished_work(&self) {
+        let Some(e) = self.inner.as_deref() else {
+            return;
+        };
+        let now = Instant::now();
+        let mut total = 0.0;
+        let mut longest = 0.0_f64;
+        for started in e.start_times.values() {
+            let age = now.saturating_duration_since(*started).as_secs_f64();
+            total += age;
+            longest = longest.max(age);
+        }
+        e.handles.unfinished.set(total);
+        e.handles.longest.set(longest);
+    }
+}
+
+impl<K> Enabled<K> {
+    fn depth(&mut self, priority: Option<i32>) -> &Arc<dyn GaugeMetric> {
+        match priority {
+            None => &self.handles.depth,
+            Some(p) => {
+                let Self {
+                    handles,
+                    priority_depth,
+                    ..
+                } = self;
+                priority_depth
+                    .entry(p)
+                    .or_insert_with(|| handles.provider.depth_for_priority(&handles.name, p))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A test metric in the style of client-go's: `set` if non-zero else `inc − dec`, last
+    /// observation and observation count.
+    #[derive(Debug, Default)]
+    struct TestMetric {
+        inner: Mutex<(f64, f64, f64, Option<f64>, u64)>, // inc, dec, set, last observed, count
+    }
+    impl TestMetric {
+        fn gauge(&self) -> f64 {
+            let g = self.inner.lock().unwrap();
+            if g.2 != 0.0 { g.2 } else { g.0 - g.1 }
+        }
+        fn last(&self) -> (Option<f64>, u64) {
+            let g = self.inner.lock().unwrap();
+            (g.3, g.4)
+        }
+    }
+    impl GaugeMetric for TestMetric {
+        fn inc(&self) {
+            self.inner.lock().unwrap().0 += 1.0;
+        }
+        fn dec(&self) {
+            self.inner.lock().unwrap().1 += 1.0;
+        }
+    }
+    impl CounterMetric for TestMetric {
+        fn inc(&self) {
+            self.inner.lock().unwrap().0 += 1.0;
+        }
+    }
+    impl SettableGaugeMetric for TestMetric {
+        fn set(&self, value: f64) {
+            self.inner.lock().unwrap().2 = value;
+        }
+    }
+    impl HistogramMetric for TestMetric {
+        fn observe(&self, value: f64) {
+            let mut g = self.inner.lock().unwrap();
+            g.3 = Some(value);
+            g.4 += 1;
+        }
+    }
+
+    #[derive(Debug, Default)]
+    struct TestProvider {
+        depth: Arc<TestMetric>,
+        adds: Arc<TestMetric>,
+        latency: Arc<TestMetric>,
+        work: Arc<TestMetric>,
+        unfinished: Arc<TestMetric>,
+        longest: Arc<TestMetric>,
+        retries: Arc<TestMetric>,
+    }
+    impl MetricsProvider for Arc<TestProvider> {
+        fn depth(&self, _: &str) -> Arc<dyn GaugeMetric> {
+            self.depth.clone()
+        }
+        fn adds(&self, _: &str) -> Arc<dyn CounterMetric> {
+            self.adds.clone()
+        }
+        fn queue_duration(&self, _: &str) -> Arc<dyn HistogramMetric> {
+            self.latency.clone()
+        }
+        fn work_duration(&self, _: &str) -> Arc<dyn HistogramMetric> {
+            self.work.clone()
+        }
+        fn unfinished_work_seconds(&self, _: &str) -> Arc<dyn SettableGaugeMetric> {
+            self.unfinished.clone()
+        }
+        fn longest_running_processor_seconds(&self, _: &str) -> Arc<dyn SettableGaugeMetric> {
+            self.longest.clone()
+        }
+        fn retries(&self, _: &str) -> Arc<dyn CounterMetric> {
+            self.retries.clone()
+        }
+    }
+
+    /// client-go's `TestMetrics`, driven through the recorder in the order the queue calls it.
+    #[tokio::test(start_paused = true)]
+    async fn client_go_metrics_sequence() {
+        let p = Arc::new(TestProvider::default());
+        let mut r = Recorder::new("test", Arc::new(p.clone()));
+        let step = |d| tokio::time::advance(d);
+
+        r.add(&"foo"); // Add(foo)
+        assert_eq!((p.adds.gauge(), p.depth.gauge()), (1.0, 1.0));
+        step(Duration::from_micros(50)).await;
+        r.get(&"foo");
+        assert_eq!(p.latency.last(), (Some(5e-5), 1));
+        // Add(foo) x5 while processing: only the first makes the key dirty, and the queue reports
+        // only that one.
+        r.add(&"foo");
+        assert_eq!((p.adds.gauge(), p.depth.gauge()), (2.0, 1.0));
+        step(Duration::from_micros(25)).await;
+        r.done(&"foo");
+        assert_eq!(p.work.last(), (Some(2.5e-5), 1));
+        assert_eq!(p.depth.gauge(), 1.0);
+        r.get(&"foo");
+        assert_eq!(p.latency.last(), (Some(2.5e-5), 2));
+        step(Duration::from_millis(1)).await;
+        r.update_unfinished_work();
+        assert_eq!(p.unfinished.gauge(), 0.001);
+        assert_eq!(p.longest.gauge(), 0.001);
+        r.done(&"foo");
+        assert_eq!(p.work.last(), (Some(0.001), 2));
+        r.retry();
+        assert_eq!(p.retries.gauge(), 1.0);
+        // Nothing about `foo` is retained after done.
+        let e = r.inner.as_deref().unwrap();
+        assert!(e.add_times.is_empty() && e.start_times.is_empty());
+    }
+
+    #[test]
+    fn empty_name_disables() {
+        let p = Arc::new(TestProvider::default());
+        let mut r = Recorder::new("", Arc::new(p.clone()));
+        assert!(!r.is_enabled());
+        r.add(&1);
+        r.retry();
+        assert_eq!(p.adds.gauge(), 0.0);
+        assert_eq!(format!("{r:?}"), "Recorder(disabled)");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn priority_depth_and_discard() {
+        #[derive(Debug, Default)]
+        struct PerPriority(Mutex<HashMap<i32, Arc<TestMetric>>>);
+        impl MetricsProvider for Arc<PerPriority> {
+            fn depth_for_priority(&self, _: &str, p: i32) -> Arc<dyn GaugeMetric> {
+                self.0.lock().unwrap().entry(p).or_default().clone()
+            }
+        }
+        let p = Arc::new(PerPriority::default());
+        let mut r = Recorder::new("q", Arc::new(p.clone()));
+        r.add_at_priority(&"a", Some(0));
+        r.add_at_priority(&"b", Some(0));
+        r.reprioritize(0, 5);
+        r.get_at_priority(&"b", Some(5));
+        r.discard(&"a", Some(0));
+        r.discard(&"a", Some(0)); // a second discard of the same key changes nothing
+        let depths = p.0.lock().unwrap();
+        assert_eq!(depths[&0].gauge(), 0.0);
+        assert_eq!(depths[&5].gauge(), 0.0);
+        let (inc5, dec5) = {
+            let g = depths[&5].inner.lock().unwrap();
+            (g.0, g.1)
+        };
+        assert_eq!((inc5, dec5), (1.0, 1.0));
+    }
+}
