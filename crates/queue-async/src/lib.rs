@@ -7,7 +7,9 @@
 //! important item, and on failure let the queue decide between a backoff, waiting for an event
 //! that could help (queueing hints, pre-enqueue gates), or going straight back.
 
+mod error;
 pub mod metrics;
 pub mod scheduling;
 
+pub use error::ShutDown;
 pub use scheduling::SchedulingQueue;

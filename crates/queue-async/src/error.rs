@@ -1,0 +1,25 @@
+//! Errors shared by the work queues.
+
+/// An add refused because the queue is shutting down; the key comes back to the caller.
+///
+/// The Go original drops such adds silently; here the caller learns it and keeps the key.
+///
+/// # Example
+///
+/// ```
+/// use queue_async::ShutDown;
+///
+/// let refused = ShutDown("pod-a");
+/// assert_eq!(refused.to_string(), "the queue is shutting down; the key was not added");
+/// assert_eq!(refused.into_key(), "pod-a");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("the queue is shutting down; the key was not added")]
+pub struct ShutDown<K>(pub K);
+
+impl<K> ShutDown<K> {
+    /// The key that was not added.
+    pub fn into_key(self) -> K {
+        self.0
+    }
+}
