@@ -348,6 +348,12 @@ impl<L: Lock> LeaderElector<L> {
         }
     }
 
+    /// This candidate's identity (the lock's).
+    #[must_use]
+    pub fn identity(&self) -> &str {
+        self.lock.identity()
+    }
+
     /// Whether the last observed record names this candidate.
     #[must_use]
     pub fn is_leader(&self) -> bool {
@@ -358,6 +364,13 @@ impl<L: Lock> LeaderElector<L> {
     #[must_use]
     pub fn observed_record(&self) -> LeaderRecord {
         self.lock_state().record.clone()
+    }
+
+    /// When this candidate last saw the record change, on its own clock; for the leader, when it
+    /// sent its last successful renew.
+    #[must_use]
+    pub fn observed_at(&self) -> Instant {
+        self.lock_state().time
     }
 
     /// A watch of the last observed holder identity (empty: none).

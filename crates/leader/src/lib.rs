@@ -30,6 +30,9 @@ mod jitter;
 mod lock;
 mod memory;
 mod record;
+#[cfg(any(test, feature = "test-util"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+pub mod simulation;
 
 pub use config::LeaderElectionConfig;
 pub use elector::{LeaderElector, Leadership};

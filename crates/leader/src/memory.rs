@@ -101,7 +101,9 @@ impl MemoryStore {
         self.faults(identity, |f| f.fail_next = n);
     }
 
-    /// Delays the next `n` operations of `identity` by `delay` before they reach the store.
+    /// Delays the next `n` operations of `identity` by `delay`: half before the operation reaches
+    /// the store, half before its answer returns (a caller that gives up may miss a write that
+    /// happened).
     pub fn delay_next(&self, identity: &str, n: u32, delay: Duration) {
         self.faults(identity, |f| {
             f.delay_next = n;
@@ -131,7 +133,7 @@ impl MemoryStore {
     }
 
     /// Logs the operation, sleeps if delayed, and fails it if a fault says so.
-    async fn enter(&self, identity: &str, op: &'static str) -> Result<(), LockError> {
+    async fn enter(&self, identity: &str, op: &'static str) -> Result<Duration, LockError> {
         let delay = {
             let mut s = self.state();
             s.log.push((identity.to_owned(), op));
@@ -143,9 +145,8 @@ impl MemoryStore {
                 None
             }
         };
-        if let Some(d) = delay {
-            tokio::time::sleep(d).await;
-        }
+        let delay = delay.unwrap_or_default();
+        tokio::time::sleep(delay / 2).await;
         let mut s = self.state();
         let f = s.faults.entry(identity.to_owned()).or_default();
         if f.partitioned {
@@ -155,34 +156,12 @@ impl MemoryStore {
             f.fail_next -= 1;
             return Err(LockError::Backend(Box::new(Injected("failed"))));
         }
-        Ok(())
+        Ok(delay - delay / 2)
     }
 }
 
 impl MemoryLock {
-    fn seen(&self, v: Option<u64>) {
-        *self
-            .last_seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = v;
-    }
-}
-
-#[async_trait::async_trait]
-impl Lock for MemoryLock {
-    async fn get(&self) -> Result<Versioned, LockError> {
-        self.store.enter(&self.identity, "get").await?;
-        let found = self.store.state().record.clone();
-        let (record, v) = found.ok_or(LockError::NotFound)?;
-        self.seen(Some(v));
-        Ok(Versioned {
-            record,
-            version: v.to_string(),
-        })
-    }
-
-    async fn create(&self, record: LeaderRecord) -> Result<String, LockError> {
-        self.store.enter(&self.identity, "create").await?;
+    fn apply_create(&self, record: LeaderRecord) -> Result<u64, LockError> {
         let mut s = self.store.state();
         if s.record.is_some() {
             return Err(LockError::AlreadyExists);
@@ -190,24 +169,20 @@ impl Lock for MemoryLock {
         s.next_version += 1;
         let v = s.next_version;
         s.record = Some((record, v));
-        drop(s);
-        self.seen(Some(v));
-        Ok(v.to_string())
+        Ok(v)
     }
 
-    async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
-        self.store.enter(&self.identity, "update").await?;
+    /// Compare-and-set against the version this lock last saw; a lost race bumps the version
+    /// first.
+    fn apply_update(&self, record: LeaderRecord) -> Result<u64, LockError> {
         let last = *self
             .last_seen
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut s = self.store.state();
-        let lose = {
-            let f = s.faults.entry(self.identity.clone()).or_default();
-            let lose = f.lose_next_update > 0;
-            f.lose_next_update = f.lose_next_update.saturating_sub(1);
-            lose
-        };
+        let f = s.faults.entry(self.identity.clone()).or_default();
+        let lose = f.lose_next_update > 0;
+        f.lose_next_update = f.lose_next_update.saturating_sub(1);
         if lose {
             s.next_version += 1;
             let v = s.next_version;
@@ -226,7 +201,43 @@ impl Lock for MemoryLock {
         s.next_version += 1;
         let v = s.next_version;
         s.record = Some((record, v));
-        drop(s);
+        Ok(v)
+    }
+
+    fn seen(&self, v: Option<u64>) {
+        *self
+            .last_seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = v;
+    }
+}
+
+#[async_trait::async_trait]
+impl Lock for MemoryLock {
+    async fn get(&self) -> Result<Versioned, LockError> {
+        let back = self.store.enter(&self.identity, "get").await?;
+        let found = self.store.state().record.clone();
+        tokio::time::sleep(back).await;
+        let (record, v) = found.ok_or(LockError::NotFound)?;
+        self.seen(Some(v));
+        Ok(Versioned {
+            record,
+            version: v.to_string(),
+        })
+    }
+
+    async fn create(&self, record: LeaderRecord) -> Result<String, LockError> {
+        let back = self.store.enter(&self.identity, "create").await?;
+        let v = self.apply_create(record)?;
+        tokio::time::sleep(back).await;
+        self.seen(Some(v));
+        Ok(v.to_string())
+    }
+
+    async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
+        let back = self.store.enter(&self.identity, "update").await?;
+        let v = self.apply_update(record)?;
+        tokio::time::sleep(back).await;
         self.seen(Some(v));
         Ok(v.to_string())
     }
