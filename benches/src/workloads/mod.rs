@@ -2,8 +2,10 @@
 
 use crate::common::{Overrides, Report};
 
+mod leader_failover;
+
 /// The workload ids this binary knows, in `WORKLOADS.md` order.
-pub const IDS: &[&str] = &[];
+pub const IDS: &[&str] = &["leader-failover"];
 
 /// Runs workload `id` with the given flags over its defaults, or returns `None` for an unknown id.
 ///
@@ -13,6 +15,7 @@ pub const IDS: &[&str] = &[];
 pub fn run(id: &str, flags: &Overrides) -> Option<Report> {
     let _ = flags;
     match id {
+        "leader-failover" => Some(leader_failover::run(flags)),
         _ => None,
     }
 }

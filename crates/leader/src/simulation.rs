@@ -137,11 +137,10 @@ pub async fn simulate(
             secs(&mut rng, 0.0, 30.0),
         );
         let next = loop {
-            let t = lock(&terms);
-            if t.len() > before {
-                break t[before].start;
+            let started = lock(&terms).get(before).map(|t| t.start);
+            if let Some(start) = started {
+                break start;
             }
-            drop(t);
             sleep(Duration::from_millis(10)).await;
         };
         failovers.push(next - last_renew);
@@ -157,7 +156,7 @@ pub async fn simulate(
     sorted.sort_by_key(|t| t.start);
     let overlaps = sorted
         .windows(2)
-        .filter(|w| w[0].end.map_or(true, |end| end > w[1].start))
+        .filter(|w| w[0].end.is_none_or(|end| end > w[1].start))
         .count();
     SimReport {
         overlaps,
