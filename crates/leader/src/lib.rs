@@ -26,6 +26,9 @@
 mod config;
 mod elector;
 mod error;
+#[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
+mod etcd;
 mod jitter;
 mod lock;
 mod memory;
@@ -37,6 +40,8 @@ pub mod simulation;
 pub use config::LeaderElectionConfig;
 pub use elector::{LeaderElector, Leadership};
 pub use error::{ConfigError, HealthError, LockError};
+#[cfg(feature = "etcd")]
+pub use etcd::EtcdLock;
 pub use lock::Lock;
 pub use memory::{MemoryLock, MemoryStore};
 pub use record::{LeaderRecord, Versioned};
