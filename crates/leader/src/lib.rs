@@ -32,6 +32,7 @@ mod etcd;
 mod jitter;
 mod lock;
 mod memory;
+mod multi;
 mod record;
 #[cfg(any(test, feature = "test-util"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
@@ -44,4 +45,5 @@ pub use error::{ConfigError, HealthError, LockError};
 pub use etcd::EtcdLock;
 pub use lock::Lock;
 pub use memory::{MemoryLock, MemoryStore};
+pub use multi::{MultiLock, UNKNOWN_LEADER};
 pub use record::{LeaderRecord, Versioned};
