@@ -1,0 +1,454 @@
+//! The state machine of a de-duplicating work queue, without locks, wake-ups or time.
+//!
+//! # Invariants
+//!
+//! 1. The FIFO holds only dirty keys: a queued key is dirty by definition.
+//! 2. No key is both queued and processing.
+//! 3. A key is queued at most once.
+//! 4. `queued` holds exactly the sequence numbers `head .. head + queue.len()`, one per queued
+//!    key, so a key lives once in memory while it waits (in the FIFO, not in the index).
+//!
+//! The dirty set of the Go original is the union of the queued keys and the processing keys
+//! whose flag says "added again while processing"; nothing stores it twice.
+
+use std::borrow::Borrow;
+use std::collections::VecDeque;
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+
+use hashbrown::{DefaultHashBuilder, HashTable};
+
+/// The de-duplicating work-queue state machine that an async queue wraps with a lock and
+/// wake-ups.
+///
+/// Keys are handed out in the order they were first added (FIFO). A key is queued at most once
+/// ([`AddOutcome::Coalesced`]), is never handed out while it is being processed, and a key added
+/// while it is processed is queued again when [`done`](WorkState::done) is called
+/// ([`AddOutcome::Deferred`], then [`DoneOutcome::Requeued`]). Every transition returns what
+/// happened, so the caller knows whom to wake.
+///
+/// A queued key is stored once: the FIFO holds the key and a hash index holds its 4-byte
+/// sequence number. A key being processed is stored in the processing set, and
+/// [`pop`](WorkState::pop) hands the caller a clone.
+///
+/// # Examples
+///
+/// ```
+/// use queue_core::{AddOutcome, DoneOutcome, PopOutcome, WorkState};
+///
+/// let mut state = WorkState::new();
+/// assert_eq!(state.add("a"), AddOutcome::Queued);
+/// assert_eq!(state.add("a"), AddOutcome::Coalesced);
+/// assert_eq!(state.pop(), PopOutcome::Item("a"));
+///
+/// // Added again while processing: deferred until done.
+/// assert_eq!(state.add("a"), AddOutcome::Deferred);
+/// assert_eq!(state.pop(), PopOutcome::Empty);
+/// assert_eq!(state.done("a"), DoneOutcome::Requeued);
+/// assert_eq!(state.pop(), PopOutcome::Item("a"));
+/// assert_eq!(state.done("a"), DoneOutcome::Finished);
+///
+/// state.shut_down();
+/// assert_eq!(state.add("b"), AddOutcome::Refused("b"));
+/// assert_eq!(state.pop(), PopOutcome::ShutDown);
+/// ```
+pub struct WorkState<K> {
+    /// Queued keys in FIFO order; `queue[i]` has sequence number `head + i`.
+    queue: VecDeque<K>,
+    /// Sequence number of `queue[0]` (wrapping).
+    head: u32,
+    /// Sequence numbers of the queued keys, found by the key's hash.
+    queued: HashTable<u32>,
+    /// Keys being processed, with `true` when added again while processing (dirty).
+    processing: HashTable<(K, bool)>,
+    hasher: DefaultHashBuilder,
+    shut_down: bool,
+}
+
+/// What [`WorkState::add`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddOutcome<K> {
+    /// The key was appended to the FIFO: one waiting getter can be woken.
+    Queued,
+    /// The key was already queued, or already marked to run again after `done`: nothing changed.
+    Coalesced,
+    /// The key is being processed: it is queued again when `done` is called for it.
+    Deferred,
+    /// The queue is shut down (or holds `u32::MAX` keys, queued and processing together): the
+    /// key is handed back and nothing changed.
+    Refused(K),
+}
+
+/// What [`WorkState::pop`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PopOutcome<K> {
+    /// The first queued key, now being processed: call `done` for it when finished.
+    Item(K),
+    /// Nothing is queued and the queue is open: wait for an add.
+    Empty,
+    /// The queue is shut down and nothing is queued: no key will come any more.
+    ShutDown,
+}
+
+/// What [`WorkState::done`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DoneOutcome {
+    /// The key is no longer being processed.
+    Finished,
+    /// The key had been added while it was processed: it is queued again (wake one getter).
+    Requeued,
+    /// Ignored: the key was not being processed. No queue entry is created.
+    NotProcessing,
+}
+
+// ===== impl WorkState =====
+
+impl<K> WorkState<K> {
+    /// Creates an empty, open state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let state: queue_core::WorkState<String> = queue_core::WorkState::new();
+    /// assert!(state.is_idle());
+    /// ```
+    pub fn new() -> Self {
+        Self::with_capacity(0)
+    }
+
+    /// Creates an empty, open state with room for `capacity` queued keys.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let state: queue_core::WorkState<u64> = queue_core::WorkState::with_capacity(1024);
+    /// assert_eq!(state.len(), 0);
+    /// ```
+    pub fn with_capacity(capacity: usize) -> Self {
+        WorkState {
+            queue: VecDeque::with_capacity(capacity),
+            head: 0,
+            queued: HashTable::with_capacity(capacity),
+            processing: HashTable::new(),
+            hasher: DefaultHashBuilder::default(),
+            shut_down: false,
+        }
+    }
+
+    /// The number of queued keys (not counting keys being processed).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut state = queue_core::WorkState::new();
+    /// state.add(1);
+    /// state.add(2);
+    /// state.pop();
+    /// assert_eq!(state.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether no key is queued.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let state: queue_core::WorkState<u8> = queue_core::WorkState::new();
+    /// assert!(state.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// The number of keys being processed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut state = queue_core::WorkState::new();
+    /// state.add(1);
+    /// state.pop();
+    /// assert_eq!(state.processing_len(), 1);
+    /// ```
+    pub fn processing_len(&self) -> usize {
+        self.processing.len()
+    }
+
+    /// Whether nothing is queued and nothing is being processed: a drain is complete.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut state = queue_core::WorkState::new();
+    /// state.add(1);
+    /// state.pop();
+    /// assert!(!state.is_idle());
+    /// state.done(&1);
+    /// assert!(state.is_idle());
+    /// ```
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.processing.is_empty()
+    }
+
+    /// Shuts the state down: later adds are refused, and [`pop`](WorkState::pop) reports
+    /// [`PopOutcome::ShutDown`] once the queue is empty. Returns `true` if this call shut it down.
+    ///
+    /// Queued keys stay queued and keys being processed may still be re-queued by `done`: they
+    /// were accepted before the shutdown.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut state = queue_core::WorkState::new();
+    /// state.add("a");
+    /// assert!(state.shut_down());
+    /// assert!(!state.shut_down());
+    /// assert_eq!(state.pop(), queue_core::PopOutcome::Item("a"));
+    /// ```
+    pub fn shut_down(&mut self) -> bool {
+        !std::mem::replace(&mut self.shut_down, true)
+    }
+
+    /// Whether [`shut_down`](WorkState::shut_down) was called.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut state: queue_core::WorkState<u8> = queue_core::WorkState::new();
+    /// state.shut_down();
+    /// assert!(state.is_shut_down());
+    /// ```
+    pub fn is_shut_down(&self) -> bool {
+        self.shut_down
+    }
+}
+
+impl<K: Hash + Eq + Clone> WorkState<K> {
+    /// Adds `key`: queues it, coalesces it with the queued copy, or marks it to run again after
+    /// the current processing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use queue_core::{AddOutcome, WorkState};
+    ///
+    /// let mut state = WorkState::new();
+    /// assert_eq!(state.add("a"), AddOutcome::Queued);
+    /// assert_eq!(state.add("a"), AddOutcome::Coalesced);
+    /// assert_eq!(state.len(), 1);
+    /// ```
+    pub fn add(&mut self, key: K) -> AddOutcome<K> {
+        if self.shut_down {
+            return AddOutcome::Refused(key);
+        }
+        let hash = self.hasher.hash_one(&key);
+        if self.queued_index(hash, &key).is_some() {
+            return AddOutcome::Coalesced;
+        }
+        if let Some((_, dirty)) = self.processing.find_mut(hash, |(k, _)| *k == key) {
+            return if std::mem::replace(dirty, true) {
+                AddOutcome::Coalesced
+            } else {
+                AddOutcome::Deferred
+            };
+        }
+        // Room for every processing key to come back too, so `done` never has to refuse.
+        if self.queue.len() + self.processing.len() >= u32::MAX as usize {
+            return AddOutcome::Refused(key);
+        }
+        self.push_back(hash, key);
+        AddOutcome::Queued
+    }
+
+    /// Takes the first queued key and marks it as being processed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use queue_core::{PopOutcome, WorkState};
+    ///
+    /// let mut state = WorkState::new();
+    /// assert_eq!(state.pop(), PopOutcome::<&str>::Empty);
+    /// state.add("a");
+    /// assert_eq!(state.pop(), PopOutcome::Item("a"));
+    /// assert!(state.is_processing("a"));
+    /// ```
+    pub fn pop(&mut self) -> PopOutcome<K> {
+        let Some(key) = self.queue.pop_front() else {
+            return if self.shut_down {
+                PopOutcome::ShutDown
+            } else {
+                PopOutcome::Empty
+            };
+        };
+        let hash = self.hasher.hash_one(&key);
+        let head = self.head;
+        self.queued
+            .find_entry(hash, |&seq| seq == head)
+            .expect("invariant 4: every queued key is indexed")
+            .remove();
+        self.head = self.head.wrapping_add(1);
+        let hasher = &self.hasher;
+        self.processing
+            .insert_unique(hash, (key.clone(), false), |(k, _)| hasher.hash_one(k));
+        PopOutcome::Item(key)
+    }
+
+    /// Marks `key` as no longer being processed, and queues it again if it was added meanwhile.
+    ///
+    /// A key that is not being processed is ignored ([`DoneOutcome::NotProcessing`]): unlike the
+    /// Go original, a stray `done` never creates a second queue entry.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use queue_core::{DoneOutcome, WorkState};
+    ///
+    /// let mut state = WorkState::new();
+    /// state.add("a");
+    /// state.pop();
+    /// assert_eq!(state.done("a"), DoneOutcome::Finished);
+    /// assert_eq!(state.done("a"), DoneOutcome::NotProcessing);
+    /// ```
+    pub fn done<Q>(&mut self, key: &Q) -> DoneOutcome
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
+        let Ok(entry) = self.processing.find_entry(hash, |(k, _)| k.borrow() == key) else {
+            return DoneOutcome::NotProcessing;
+        };
+        let ((key, dirty), _) = entry.remove();
+        if !dirty {
+            return DoneOutcome::Finished;
+        }
+        self.push_back(hash, key);
+        DoneOutcome::Requeued
+    }
+
+    /// Whether `key` is queued (waiting to be handed out).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut state = queue_core::WorkState::new();
+    /// state.add(String::from("a"));
+    /// assert!(state.is_queued("a"));
+    /// ```
+    pub fn is_queued<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.queued_index(self.hasher.hash_one(key), key).is_some()
+    }
+
+    /// Whether `key` is being processed (handed out and not yet done).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut state = queue_core::WorkState::new();
+    /// state.add("a");
+    /// assert!(!state.is_processing("a"));
+    /// state.pop();
+    /// assert!(state.is_processing("a"));
+    /// ```
+    pub fn is_processing<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.processing
+            .find(self.hasher.hash_one(key), |(k, _)| k.borrow() == key)
+            .is_some()
+    }
+
+    /// The index in `queue` of a queued `key`.
+    fn queued_index<Q>(&self, hash: u64, key: &Q) -> Option<usize>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let (queue, head) = (&self.queue, self.head);
+        self.queued
+            .find(hash, |&seq| {
+                queue[seq.wrapping_sub(head) as usize].borrow() == key
+            })
+            .map(|&seq| seq.wrapping_sub(head) as usize)
+    }
+
+    fn push_back(&mut self, hash: u64, key: K) {
+        let seq = self.head.wrapping_add(self.queue.len() as u32);
+        self.queue.push_back(key);
+        let (queue, head, hasher) = (&self.queue, self.head, &self.hasher);
+        self.queued.insert_unique(hash, seq, |&s| {
+            hasher.hash_one(&queue[s.wrapping_sub(head) as usize])
+        });
+    }
+}
+
+impl<K> Default for WorkState<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K> fmt::Debug for WorkState<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkState")
+            .field("queued", &self.queue.len())
+            .field("processing", &self.processing.len())
+            .field("shut_down", &self.shut_down)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl<K: Hash + Eq + Clone> WorkState<K> {
+        /// Checks the invariants of the module doc.
+        pub(crate) fn check_invariants(&self) {
+            assert_eq!(
+                self.queued.len(),
+                self.queue.len(),
+                "invariant 4: one index per key"
+            );
+            for (i, key) in self.queue.iter().enumerate() {
+                assert_eq!(
+                    self.queued_index(self.hasher.hash_one(key), key),
+                    Some(i),
+                    "invariants 3 and 4: the index finds the one queued copy"
+                );
+                assert!(
+                    !self.is_processing(key),
+                    "invariant 2: not queued and processing"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sequence_numbers_wrap_around() {
+        let mut state = WorkState::new();
+        state.head = u32::MAX - 2;
+        for round in 0..3u32 {
+            for k in 0..5u32 {
+                assert_eq!(state.add(k + 10 * round), AddOutcome::Queued);
+                assert_eq!(state.add(k + 10 * round), AddOutcome::Coalesced);
+                state.check_invariants();
+            }
+            for k in 0..5u32 {
+                assert_eq!(state.pop(), PopOutcome::Item(k + 10 * round));
+                assert_eq!(state.done(&(k + 10 * round)), DoneOutcome::Finished);
+                state.check_invariants();
+            }
+        }
+        assert!(state.head < 100, "the head wrapped past u32::MAX");
+    }
+}
