@@ -260,3 +260,28 @@ fn handles_should_be_send_and_sync() {
     assert_send_sync::<leader::Leadership>();
     assert_send_sync::<MemoryStore>();
 }
+
+#[tokio::test(start_paused = true)]
+async fn dropping_run_should_leave_the_lease_to_expire_for_the_next_candidate() {
+    let store = MemoryStore::new();
+    let a = LeaderElector::new(store.lock("a"), config().release_on_cancel(true)).unwrap();
+    let run = a.run(CancellationToken::new(), |l| async move {
+        l.token().cancelled().await
+    });
+    // lead for 5 s, then drop the future (the task is gone, as in a crash).
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), run)
+            .await
+            .is_err()
+    );
+    assert_eq!(store.record().unwrap().holder_identity, "a", "not released");
+    let b = LeaderElector::new(store.lock("b"), config()).unwrap();
+    let start = Instant::now();
+    let at = b
+        .run(CancellationToken::new(), |_| async { Instant::now() })
+        .await
+        .unwrap();
+    // a's last renew was at 4 s (1 s before b started): b waits out the 15 s lease on its clock.
+    assert!(at - start >= Duration::from_secs(15), "{:?}", at - start);
+    assert_eq!(store.record().unwrap().leader_transitions, 1);
+}
