@@ -2,6 +2,7 @@
 
 use crate::common::{Overrides, Report};
 
+mod leader_failover;
 pub mod ratelimited;
 pub mod sched_backoff;
 pub mod sched_move;
@@ -14,6 +15,7 @@ pub const IDS: &[&str] = &[
     "sched-pop",
     "sched-move",
     "sched-backoff",
+    "leader-failover",
 ];
 
 /// Runs workload `id` with the given flags over its defaults, or returns `None` for an unknown id.
@@ -26,6 +28,7 @@ pub fn run(id: &str, flags: &Overrides) -> Option<Report> {
         "sched-pop" => Some(sched_pop::run(flags)),
         "sched-move" => Some(sched_move::run(flags)),
         "sched-backoff" => Some(sched_backoff::run(flags)),
+        "leader-failover" => Some(leader_failover::run(flags)),
         _ => None,
     }
 }

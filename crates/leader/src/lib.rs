@@ -1,3 +1,49 @@
 //! Async lease-based leader election over a pluggable lock.
 //!
-//! This crate is a skeleton: the elector and its locks are being built. Nothing is exported yet.
+//! A port of client-go's `tools/leaderelection` to tokio: a [`LeaderElector`] acquires and renews
+//! a [`LeaderRecord`] through a [`Lock`] (get, create, compare-and-set update), judges expiry only
+//! by when it last saw the record change on its own monotonic clock, and hands the leading work a
+//! [`Leadership`]: a cancellation token that fires before another candidate could take the lease
+//! over, and a fencing token.
+//!
+//! # Examples
+//!
+//! ```
+//! use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let store = MemoryStore::new();
+//! let elector = LeaderElector::new(store.lock("a"), LeaderElectionConfig::default()).unwrap();
+//! let out = elector
+//!     .run(CancellationToken::new(), |leadership| async move { leadership.fencing_token() })
+//!     .await;
+//! assert_eq!(out, Some(0));
+//! # }
+//! ```
+
+mod config;
+mod elector;
+mod error;
+#[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
+mod etcd;
+mod jitter;
+mod lock;
+mod memory;
+mod multi;
+mod record;
+#[cfg(any(test, feature = "test-util"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+pub mod simulation;
+
+pub use config::LeaderElectionConfig;
+pub use elector::{LeaderElector, Leadership};
+pub use error::{ConfigError, HealthError, LockError};
+#[cfg(feature = "etcd")]
+pub use etcd::EtcdLock;
+pub use lock::Lock;
+pub use memory::{MemoryLock, MemoryStore};
+pub use multi::{MultiLock, UNKNOWN_LEADER};
+pub use record::{LeaderRecord, Versioned};

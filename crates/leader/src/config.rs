@@ -1,0 +1,138 @@
+//! Elector configuration and its validation.
+
+use std::time::Duration;
+
+use crate::ConfigError;
+
+/// Timing and behaviour of a [`LeaderElector`](crate::LeaderElector).
+///
+/// The defaults are Kubernetes' (15 s / 10 s / 2 s). Validation, in the original's order:
+/// lease duration > renew deadline > 1.2 × retry period, all positive; then ours: the lease
+/// duration is a whole number of seconds (the record stores whole seconds) and exceeds renew
+/// deadline + retry period, because a leader may act for up to retry period + renew deadline
+/// after sending its last successful renew, and it must stop before any follower can take over.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let config = leader::LeaderElectionConfig::default()
+///     .lease_duration(Duration::from_secs(60))
+///     .renew_deadline(Duration::from_secs(15))
+///     .retry_period(Duration::from_secs(5));
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone)]
+pub struct LeaderElectionConfig {
+    pub(crate) lease_duration: Duration,
+    pub(crate) renew_deadline: Duration,
+    pub(crate) retry_period: Duration,
+    pub(crate) release_on_cancel: bool,
+    pub(crate) name: String,
+    pub(crate) jitter_seed: Option<u64>,
+}
+
+/// The original's jitter factor: acquire retries wait `[1, 2.2)` × retry period.
+pub(crate) const JITTER_FACTOR: f64 = 1.2;
+
+impl LeaderElectionConfig {
+    /// Sets the lease duration (whole seconds).
+    #[must_use]
+    pub fn lease_duration(mut self, d: Duration) -> Self {
+        self.lease_duration = d;
+        self
+    }
+
+    /// Sets the renew deadline.
+    #[must_use]
+    pub fn renew_deadline(mut self, d: Duration) -> Self {
+        self.renew_deadline = d;
+        self
+    }
+
+    /// Sets the retry period.
+    #[must_use]
+    pub fn retry_period(mut self, d: Duration) -> Self {
+        self.retry_period = d;
+        self
+    }
+
+    /// Release the lease when the run is cancelled, after the leading work has finished.
+    #[must_use]
+    pub fn release_on_cancel(mut self, yes: bool) -> Self {
+        self.release_on_cancel = yes;
+        self
+    }
+
+    /// Sets the election's name, used in logs and the health error.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Seeds the retry jitter (by default derived from the identity), for reproducible runs.
+    #[must_use]
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter_seed = Some(seed);
+        self
+    }
+
+    /// Checks the rules listed on the type.
+    ///
+    /// # Errors
+    ///
+    /// The first [`ConfigError`] broken.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let bad = leader::LeaderElectionConfig::default().renew_deadline(Duration::from_secs(2));
+    /// assert!(bad.validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let (ld, rd, rp) = (self.lease_duration, self.renew_deadline, self.retry_period);
+        if ld <= rd {
+            return Err(ConfigError::LeaseNotAboveRenewDeadline {
+                lease_duration: ld,
+                renew_deadline: rd,
+            });
+        }
+        if rd <= rp.mul_f64(JITTER_FACTOR) {
+            return Err(ConfigError::RenewDeadlineNotAboveJitteredRetry {
+                renew_deadline: rd,
+                retry_period: rp,
+            });
+        }
+        for (d, what) in [
+            (ld, "lease duration"),
+            (rd, "renew deadline"),
+            (rp, "retry period"),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::Zero(what));
+            }
+        }
+        if ld.subsec_nanos() != 0 || ld.as_secs() > u64::from(u32::MAX) {
+            return Err(ConfigError::LeaseNotWholeSeconds(ld));
+        }
+        if ld <= rd.saturating_add(rp) {
+            return Err(ConfigError::NoSafetyMargin { lease_duration: ld });
+        }
+        Ok(())
+    }
+}
+
+impl Default for LeaderElectionConfig {
+    fn default() -> Self {
+        Self {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            release_on_cancel: false,
+            name: String::from("leader"),
+            jitter_seed: None,
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Error types: lock operations, configuration and health.
+
+use std::time::Duration;
+
+/// An error from a [`Lock`](crate::Lock) operation.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// The record does not exist.
+    #[error("leader record not found")]
+    NotFound,
+    /// `create` found a record already there.
+    #[error("leader record already exists")]
+    AlreadyExists,
+    /// `update` lost a compare-and-set: the record changed since this lock last saw it, or this
+    /// lock has not seen it yet.
+    #[error("leader record changed since it was last read")]
+    Conflict,
+    /// The store failed (unreachable, timed out, rejected the request).
+    #[error("lock backend failed")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// A [`LeaderElectionConfig`](crate::LeaderElectionConfig) rule that was broken; each variant
+/// carries the rejected values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The lease duration must be greater than the renew deadline.
+    #[error(
+        "lease duration must be greater than renew deadline ({lease_duration:?} <= {renew_deadline:?})"
+    )]
+    LeaseNotAboveRenewDeadline {
+        /// The lease duration.
+        lease_duration: Duration,
+        /// The renew deadline.
+        renew_deadline: Duration,
+    },
+    /// The renew deadline must be greater than 1.2 times the retry period.
+    #[error(
+        "renew deadline must be greater than retry period * 1.2 ({renew_deadline:?}, {retry_period:?})"
+    )]
+    RenewDeadlineNotAboveJitteredRetry {
+        /// The renew deadline.
+        renew_deadline: Duration,
+        /// The retry period.
+        retry_period: Duration,
+    },
+    /// A duration was zero.
+    #[error("{0} must be greater than zero")]
+    Zero(&'static str),
+    /// The lease duration must exceed renew deadline plus retry period: the leader may keep
+    /// acting for up to that long after its last successful renew.
+    #[error(
+        "lease duration must be greater than renew deadline + retry period ({lease_duration:?})"
+    )]
+    NoSafetyMargin {
+        /// The lease duration.
+        lease_duration: Duration,
+    },
+    /// The record stores the lease duration in whole seconds, so the lease duration must be a
+    /// whole number of seconds (else followers would wait less than the leader assumes).
+    #[error("lease duration must be a whole number of seconds ({0:?})")]
+    LeaseNotWholeSeconds(Duration),
+    /// The lock's identity is empty.
+    #[error("lock identity is empty")]
+    EmptyIdentity,
+}
+
+/// The health check failed: this candidate leads but has not renewed for too long.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("failed election to renew leadership on lease {name}")]
+pub struct HealthError {
+    /// The configured name of the election.
+    pub name: String,
+}

@@ -1,0 +1,190 @@
+//! The etcd lock: the record at one key, compare-and-set on the key's mod revision.
+
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
+
+use crate::{LeaderRecord, Lock, LockError, Versioned};
+
+/// A [`Lock`] on an etcd key (v3 API; works with etcd 3.4).
+///
+/// `create` is a transaction on `create_revision(key) == 0`, `update` one on
+/// `mod_revision(key) ==` the revision this lock last saw. The value is a small line format:
+/// `leaseDurationSeconds`, `acquireTime` and `renewTime` (Unix nanoseconds), `leaderTransitions`,
+/// then the holder identity.
+///
+/// # Examples
+///
+/// ```no_run
+/// use leader::{EtcdLock, LeaderElectionConfig, LeaderElector};
+/// use tokio_util::sync::CancellationToken;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = etcd_client::Client::connect(["http://127.0.0.1:2379"], None).await?;
+/// let lock = EtcdLock::new(client, "/elections/my-controller", "pod-a");
+/// let elector = LeaderElector::new(lock, LeaderElectionConfig::default())?;
+/// elector.run(CancellationToken::new(), |leadership| async move {
+///     leadership.token().cancelled().await;
+/// }).await;
+/// # Ok(())
+/// # }
+/// ```
+pub struct EtcdLock {
+    client: Client,
+    key: String,
+    identity: String,
+    /// The mod revision this lock last saw; guards `update`.
+    last_seen: Mutex<Option<i64>>,
+}
+
+impl EtcdLock {
+    /// A lock on `key` for the candidate `identity`.
+    #[must_use]
+    pub fn new(client: Client, key: impl Into<String>, identity: impl Into<String>) -> Self {
+        Self {
+            client,
+            key: key.into(),
+            identity: identity.into(),
+            last_seen: Mutex::new(None),
+        }
+    }
+
+    fn seen(&self, rev: Option<i64>) {
+        *self
+            .last_seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = rev;
+    }
+
+    async fn put_if(&self, cmp: Compare, record: &LeaderRecord) -> Result<Option<i64>, LockError> {
+        let txn =
+            Txn::new()
+                .when([cmp])
+                .and_then([TxnOp::put(self.key.clone(), encode(record), None)]);
+        let resp = self.client.clone().txn(txn).await.map_err(backend)?;
+        let rev = resp
+            .header()
+            .map_or(0, etcd_client::ResponseHeader::revision);
+        Ok(resp.succeeded().then_some(rev))
+    }
+}
+
+fn backend(e: etcd_client::Error) -> LockError {
+    LockError::Backend(Box::new(e))
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("malformed leader record at the etcd key")]
+struct Malformed;
+
+fn nanos(t: SystemTime) -> u128 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+fn encode(r: &LeaderRecord) -> String {
+    format!(
+        "{}\n{}\n{}\n{}\n{}",
+        r.lease_duration_seconds,
+        nanos(r.acquire_time),
+        nanos(r.renew_time),
+        r.leader_transitions,
+        r.holder_identity
+    )
+}
+
+fn decode(v: &[u8]) -> Option<LeaderRecord> {
+    let s = std::str::from_utf8(v).ok()?;
+    let mut it = s.splitn(5, '\n');
+    let time = |x: &str| -> Option<SystemTime> {
+        let n: u64 = x.parse().ok()?;
+        SystemTime::UNIX_EPOCH.checked_add(Duration::from_nanos(n))
+    };
+    Some(LeaderRecord {
+        lease_duration_seconds: it.next()?.parse().ok()?,
+        acquire_time: time(it.next()?)?,
+        renew_time: time(it.next()?)?,
+        leader_transitions: it.next()?.parse().ok()?,
+        holder_identity: it.next()?.to_owned(),
+    })
+}
+
+#[async_trait::async_trait]
+impl Lock for EtcdLock {
+    async fn get(&self) -> Result<Versioned, LockError> {
+        let resp = self
+            .client
+            .clone()
+            .get(self.key.clone(), None)
+            .await
+            .map_err(backend)?;
+        let kv = resp.kvs().first().ok_or(LockError::NotFound)?;
+        let record = decode(kv.value()).ok_or_else(|| LockError::Backend(Box::new(Malformed)))?;
+        self.seen(Some(kv.mod_revision()));
+        Ok(Versioned {
+            record,
+            version: kv.mod_revision().to_string(),
+        })
+    }
+
+    async fn create(&self, record: LeaderRecord) -> Result<String, LockError> {
+        let cmp = Compare::create_revision(self.key.clone(), CompareOp::Equal, 0);
+        let rev = self
+            .put_if(cmp, &record)
+            .await?
+            .ok_or(LockError::AlreadyExists)?;
+        self.seen(Some(rev));
+        Ok(rev.to_string())
+    }
+
+    async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
+        let last = *self
+            .last_seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let last = last.ok_or(LockError::Conflict)?;
+        let cmp = Compare::mod_revision(self.key.clone(), CompareOp::Equal, last);
+        let rev = self
+            .put_if(cmp, &record)
+            .await?
+            .ok_or(LockError::Conflict)?;
+        self.seen(Some(rev));
+        Ok(rev.to_string())
+    }
+
+    fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    fn describe(&self) -> String {
+        format!("etcd:{}", self.key)
+    }
+}
+
+impl std::fmt::Debug for EtcdLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdLock")
+            .field("key", &self.key)
+            .field("identity", &self.identity)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_should_round_trip_through_the_value_format() {
+        let r = LeaderRecord {
+            holder_identity: "a\nb".into(),
+            lease_duration_seconds: 15,
+            acquire_time: SystemTime::UNIX_EPOCH + Duration::from_nanos(5),
+            renew_time: SystemTime::UNIX_EPOCH + Duration::from_secs(7),
+            leader_transitions: 3,
+        };
+        assert_eq!(decode(encode(&r).as_bytes()), Some(r));
+        assert_eq!(decode(b"x"), None);
+    }
+}

@@ -1,0 +1,73 @@
+//! The leader record stored in the lock.
+
+use std::time::SystemTime;
+
+/// The leader record, as client-go's `LeaderElectionRecord`.
+///
+/// `acquire_time` and `renew_time` are wall-clock times for display and for other
+/// implementations; the elector never compares them with its own clock.
+///
+/// # Examples
+///
+/// ```
+/// let record = leader::LeaderRecord::default();
+/// assert!(record.is_free());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderRecord {
+    /// The holder; empty means the lease is free.
+    pub holder_identity: String,
+    /// How long followers wait after the last observed change, in whole seconds.
+    pub lease_duration_seconds: u32,
+    /// When the current holder acquired the lease.
+    pub acquire_time: SystemTime,
+    /// When the current holder last renewed.
+    pub renew_time: SystemTime,
+    /// How many times the holder changed.
+    pub leader_transitions: u32,
+}
+
+/// A record with the store's version of it (an in-memory counter, etcd's mod revision, a
+/// Kubernetes resourceVersion).
+///
+/// # Examples
+///
+/// ```
+/// let v = leader::Versioned { record: leader::LeaderRecord::default(), version: "1".into() };
+/// assert_eq!(v.version, "1");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versioned {
+    /// The record.
+    pub record: LeaderRecord,
+    /// The opaque version; a change means the record was written.
+    pub version: String,
+}
+
+impl LeaderRecord {
+    /// Whether nobody holds the lease.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut record = leader::LeaderRecord::default();
+    /// record.holder_identity = "a".into();
+    /// assert!(!record.is_free());
+    /// ```
+    #[must_use]
+    pub fn is_free(&self) -> bool {
+        self.holder_identity.is_empty()
+    }
+}
+
+impl Default for LeaderRecord {
+    fn default() -> Self {
+        Self {
+            holder_identity: String::new(),
+            lease_duration_seconds: 0,
+            acquire_time: SystemTime::UNIX_EPOCH,
+            renew_time: SystemTime::UNIX_EPOCH,
+            leader_transitions: 0,
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! Paused-time scenarios of the elector over the in-memory lock.
+
+use std::time::Duration;
+
+use leader::{ConfigError, LeaderElectionConfig, LeaderElector, Lock, MemoryStore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+fn config() -> LeaderElectionConfig {
+    LeaderElectionConfig::default()
+        .lease_duration(Duration::from_secs(15))
+        .renew_deadline(Duration::from_secs(10))
+        .retry_period(Duration::from_secs(2))
+        .jitter_seed(7)
+}
+
+fn ops(store: &MemoryStore) -> Vec<&'static str> {
+    store.operations().into_iter().map(|(_, op)| op).collect()
+}
+
+#[test]
+fn config_should_reject_each_broken_rule() {
+    let s = |x| Duration::from_secs(x);
+    let c = LeaderElectionConfig::default();
+    assert!(matches!(
+        c.clone().lease_duration(s(10)).validate(),
+        Err(ConfigError::LeaseNotAboveRenewDeadline { .. })
+    ));
+    assert!(matches!(
+        c.clone().retry_period(s(9)).validate(),
+        Err(ConfigError::RenewDeadlineNotAboveJitteredRetry { .. })
+    ));
+    assert!(matches!(
+        c.clone().retry_period(Duration::ZERO).validate(),
+        Err(ConfigError::Zero("retry period"))
+    ));
+    assert!(matches!(
+        c.clone().lease_duration(s(12)).validate(),
+        Err(ConfigError::NoSafetyMargin { .. })
+    ));
+    assert!(matches!(
+        c.clone()
+            .lease_duration(Duration::from_millis(15_500))
+            .validate(),
+        Err(ConfigError::LeaseNotWholeSeconds(_))
+    ));
+    assert!(c.validate().is_ok());
+    let err = LeaderElector::new(MemoryStore::new().lock(""), LeaderElectionConfig::default())
+        .unwrap_err();
+    assert_eq!(err, ConfigError::EmptyIdentity);
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_should_acquire_when_absent_then_renew_on_the_fast_path() {
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
+    let out = e
+        .run(CancellationToken::new(), |l| async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            l.fencing_token()
+        })
+        .await;
+    assert_eq!(out, Some(0));
+    // acquire by create, then two fast-path renews at 2 s and 4 s.
+    assert_eq!(ops(&store), ["get", "create", "update", "update"]);
+    assert_eq!(e.slow_path_count(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn renew_should_fall_back_to_get_after_a_lost_race() {
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
+    store.lose_next_update("baz", 1);
+    e.run(CancellationToken::new(), |_| {
+        tokio::time::sleep(Duration::from_secs(5))
+    })
+    .await;
+    assert_eq!(
+        ops(&store),
+        ["get", "create", "update", "get", "update", "update"]
+    );
+    assert_eq!(e.slow_path_count(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquire_should_wait_for_a_fresh_foreign_lease_to_expire_on_its_own_clock() {
+    let store = MemoryStore::new();
+    let bing = store.lock("bing");
+    let mut rec = leader::LeaderRecord {
+        holder_identity: "bing".into(),
+        lease_duration_seconds: 3,
+        ..Default::default()
+    };
+    bing.create(rec.clone()).await.unwrap();
+    let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
+    let start = Instant::now();
+    let out = e
+        .run(CancellationToken::new(), |l| async move {
+            (Instant::now(), l.fencing_token())
+        })
+        .await;
+    let (at, fence) = out.unwrap();
+    assert!(at - start >= Duration::from_secs(3), "{:?}", at - start);
+    assert!(
+        at - start < Duration::from_secs(3) + Duration::from_millis(4400),
+        "{:?}",
+        at - start
+    );
+    assert_eq!(fence, 1, "taking over increments transitions");
+    rec.leader_transitions = 1;
+    assert_eq!(store.record().unwrap().holder_identity, "baz");
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquire_should_take_an_empty_holder_at_once() {
+    let store = MemoryStore::new();
+    store
+        .lock("x")
+        .create(leader::LeaderRecord {
+            lease_duration_seconds: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
+    let start = Instant::now();
+    let at = e
+        .run(CancellationToken::new(), |_| async { Instant::now() })
+        .await
+        .unwrap();
+    assert_eq!(at, start);
+    assert_eq!(store.record().unwrap().leader_transitions, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn leadership_should_end_within_the_renew_deadline_when_partitioned() {
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
+    let s2 = store.clone();
+    let (start, end) = e
+        .run(CancellationToken::new(), |l| async move {
+            let start = Instant::now();
+            s2.partition("baz", true);
+            l.token().cancelled().await;
+            (start, Instant::now())
+        })
+        .await
+        .unwrap();
+    // last renew sent at acquire (t=0): step down at retry period + renew deadline = 12 s < 15 s.
+    assert_eq!(end - start, Duration::from_secs(12));
+    assert_eq!(e.leading_metric(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn leadership_should_end_at_once_when_a_renew_sees_another_holder() {
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
+    let s2 = store.clone();
+    let took = e
+        .run(CancellationToken::new(), |l| async move {
+            let start = Instant::now();
+            // another writer forces the record over (ignoring the protocol).
+            let bing = s2.lock("bing");
+            bing.get().await.unwrap();
+            bing.update(leader::LeaderRecord {
+                holder_identity: "bing".into(),
+                lease_duration_seconds: 15,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+            l.token().cancelled().await;
+            Instant::now() - start
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        took,
+        Duration::from_secs(2),
+        "the next renew sees bing and stops"
+    );
+    assert_eq!(*e.subscribe_leader().borrow(), "bing");
+}
+
+#[tokio::test(start_paused = true)]
+async fn release_on_cancel_should_free_the_lease_after_the_work_finished() {
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("baz"), config().release_on_cancel(true)).unwrap();
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    let s2 = store.clone();
+    e.run(cancel, |l| async move {
+        c2.cancel();
+        l.token().cancelled().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // still held while the work runs.
+        assert_eq!(s2.record().unwrap().holder_identity, "baz");
+    })
+    .await;
+    let rec = store.record().unwrap();
+    assert!(rec.is_free());
+    assert_eq!(rec.lease_duration_seconds, 1);
+    assert_eq!(ops(&store), ["get", "create", "get", "update"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn release_should_not_blank_another_holder() {
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("baz"), config().release_on_cancel(true)).unwrap();
+    let cancel = CancellationToken::new();
+    let (c2, s2) = (cancel.clone(), store.clone());
+    e.run(cancel, |_| async move {
+        let bing = s2.lock("bing");
+        bing.get().await.unwrap();
+        bing.update(leader::LeaderRecord {
+            holder_identity: "bing".into(),
+            lease_duration_seconds: 15,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        c2.cancel();
+    })
+    .await;
+    assert_eq!(store.record().unwrap().holder_identity, "bing");
+}
+
+#[tokio::test(start_paused = true)]
+async fn check_should_fail_only_when_leading_without_renewing() {
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
+    e.run(CancellationToken::new(), |_| async {}).await;
+    assert!(e.check(Duration::from_secs(20)).is_ok());
+    tokio::time::sleep(Duration::from_secs(36)).await;
+    let err = e.check(Duration::from_secs(20)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "failed election to renew leadership on lease leader"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_should_return_none_when_cancelled_before_acquiring() {
+    let store = MemoryStore::new();
+    store.partition("baz", true);
+    let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        c2.cancel();
+    });
+    assert_eq!(e.run(cancel, |_| async {}).await, None);
+}
+
+#[test]
+fn handles_should_be_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<LeaderElector<leader::MemoryLock>>();
+    assert_send_sync::<leader::Leadership>();
+    assert_send_sync::<MemoryStore>();
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_run_should_leave_the_lease_to_expire_for_the_next_candidate() {
+    let store = MemoryStore::new();
+    let a = LeaderElector::new(store.lock("a"), config().release_on_cancel(true)).unwrap();
+    let run = a.run(CancellationToken::new(), |l| async move {
+        l.token().cancelled().await
+    });
+    // lead for 5 s, then drop the future (the task is gone, as in a crash).
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), run)
+            .await
+            .is_err()
+    );
+    assert_eq!(store.record().unwrap().holder_identity, "a", "not released");
+    let b = LeaderElector::new(store.lock("b"), config()).unwrap();
+    let start = Instant::now();
+    let at = b
+        .run(CancellationToken::new(), |_| async { Instant::now() })
+        .await
+        .unwrap();
+    // a's last renew was at 4 s (1 s before b started): b waits out the 15 s lease on its clock.
+    assert!(at - start >= Duration::from_secs(15), "{:?}", at - start);
+    assert_eq!(store.record().unwrap().leader_transitions, 1);
+}

@@ -1,0 +1,135 @@
+//! Two electors contend on a real etcd started by the test (127.0.0.1, free ports, temp dir).
+//!
+//! This test runs on real time because the store is a real server; its bounds carry a margin.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use leader::{EtcdLock, LeaderElectionConfig, LeaderElector};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+struct Etcd {
+    child: Child,
+    dir: std::path::PathBuf,
+    url: String,
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn start_etcd() -> Etcd {
+    let (client, peer) = (free_port(), free_port());
+    let dir = std::env::temp_dir().join(format!("leader-etcd-{}-{client}", std::process::id()));
+    let url = format!("http://127.0.0.1:{client}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let child = Command::new("etcd")
+        .args(["--name", "t", "--data-dir"])
+        .arg(&dir)
+        .args([
+            "--listen-client-urls",
+            &url,
+            "--advertise-client-urls",
+            &url,
+        ])
+        .args([
+            "--listen-peer-urls",
+            &peer_url,
+            "--initial-advertise-peer-urls",
+            &peer_url,
+        ])
+        .args(["--initial-cluster", &format!("t={peer_url}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("etcd must start: install etcd-server (scripts/test does)");
+    let etcd = Etcd { child, dir, url };
+    for _ in 0..100 {
+        if let Ok(mut c) = etcd_client::Client::connect([etcd.url.as_str()], None).await
+            && c.status().await.is_ok()
+        {
+            return etcd;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("etcd did not become ready at {}", etcd.url);
+}
+
+fn config() -> LeaderElectionConfig {
+    LeaderElectionConfig::default()
+        .lease_duration(Duration::from_secs(3))
+        .renew_deadline(Duration::from_secs(2))
+        .retry_period(Duration::from_millis(400))
+}
+
+async fn elector(url: &str, id: &str) -> Arc<LeaderElector<EtcdLock>> {
+    let client = etcd_client::Client::connect([url], None).await.unwrap();
+    Arc::new(LeaderElector::new(EtcdLock::new(client, "/leader-test", id), config()).unwrap())
+}
+
+/// Runs `e` until its leadership ends; returns when it started and when it stopped leading.
+fn spawn(e: Arc<LeaderElector<EtcdLock>>) -> tokio::task::JoinHandle<Option<(Instant, Instant)>> {
+    tokio::spawn(async move {
+        e.run(CancellationToken::new(), |l| async move {
+            let start = Instant::now();
+            l.token().cancelled().await;
+            (start, Instant::now())
+        })
+        .await
+    })
+}
+
+#[tokio::test]
+async fn etcd_electors_should_fail_over_and_step_down_when_etcd_stops() {
+    let mut etcd = start_etcd().await;
+    let a = elector(&etcd.url, "a").await;
+    let b = elector(&etcd.url, "b").await;
+    let mut a_leading = a.subscribe_leading();
+    let ta = spawn(a.clone());
+    a_leading.wait_for(|l| *l).await.unwrap();
+    let mut b_leading = b.subscribe_leading();
+    let tb = spawn(b.clone());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!*b_leading.borrow(), "b must not lead while a does");
+    assert_eq!(*b.subscribe_leader().borrow(), "a");
+
+    // Crash the leader: b takes over within LD + 4.4 RP (plus request latency).
+    let last_renew = a.observed_at();
+    ta.abort();
+    b_leading.wait_for(|l| *l).await.unwrap();
+    let failover = last_renew.elapsed();
+    let bound = Duration::from_secs(3)
+        + Duration::from_millis(400).mul_f64(4.4)
+        + Duration::from_millis(500);
+    assert!(failover >= Duration::from_secs(3), "{failover:?}");
+    assert!(failover <= bound, "{failover:?} > {bound:?}");
+
+    // Stop etcd while b leads: b steps down within RP + RD of its last renew.
+    let last_renew = b.observed_at();
+    let _ = etcd.child.kill();
+    let _ = etcd.child.wait();
+    let (_, end) = tb.await.unwrap().unwrap();
+    let stepped = end - last_renew;
+    assert!(
+        stepped <= Duration::from_millis(2400) + Duration::from_millis(100),
+        "{stepped:?}"
+    );
+    assert!(
+        stepped < Duration::from_secs(3),
+        "before anyone could take over: {stepped:?}"
+    );
+}
