@@ -29,6 +29,9 @@ mod error;
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 mod etcd;
+#[cfg(all(feature = "etcd", feature = "test-util"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "etcd", feature = "test-util"))))]
+pub mod etcd_server;
 mod jitter;
 mod lock;
 mod memory;

@@ -2,72 +2,13 @@
 //!
 //! This test runs on real time because the store is a real server; its bounds carry a margin.
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use leader::etcd_server::EtcdServer;
 use leader::{EtcdLock, LeaderElectionConfig, LeaderElector};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-struct Etcd {
-    child: Child,
-    dir: std::path::PathBuf,
-    url: String,
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn start_etcd() -> Etcd {
-    let (client, peer) = (free_port(), free_port());
-    let dir = std::env::temp_dir().join(format!("leader-etcd-{}-{client}", std::process::id()));
-    let url = format!("http://127.0.0.1:{client}");
-    let peer_url = format!("http://127.0.0.1:{peer}");
-    let child = Command::new("etcd")
-        .args(["--name", "t", "--data-dir"])
-        .arg(&dir)
-        .args([
-            "--listen-client-urls",
-            &url,
-            "--advertise-client-urls",
-            &url,
-        ])
-        .args([
-            "--listen-peer-urls",
-            &peer_url,
-            "--initial-advertise-peer-urls",
-            &peer_url,
-        ])
-        .args(["--initial-cluster", &format!("t={peer_url}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("etcd must start: install etcd-server (scripts/test does)");
-    let etcd = Etcd { child, dir, url };
-    for _ in 0..100 {
-        if let Ok(mut c) = etcd_client::Client::connect([etcd.url.as_str()], None).await
-            && c.status().await.is_ok()
-        {
-            return etcd;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("etcd did not become ready at {}", etcd.url);
-}
 
 fn config() -> LeaderElectionConfig {
     LeaderElectionConfig::default()
@@ -95,9 +36,9 @@ fn spawn(e: Arc<LeaderElector<EtcdLock>>) -> tokio::task::JoinHandle<Option<(Ins
 
 #[tokio::test]
 async fn etcd_electors_should_fail_over_and_step_down_when_etcd_stops() {
-    let mut etcd = start_etcd().await;
-    let a = elector(&etcd.url, "a").await;
-    let b = elector(&etcd.url, "b").await;
+    let mut etcd = EtcdServer::start().await;
+    let a = elector(etcd.url(), "a").await;
+    let b = elector(etcd.url(), "b").await;
     let mut a_leading = a.subscribe_leading();
     let ta = spawn(a.clone());
     a_leading.wait_for(|l| *l).await.unwrap();
@@ -120,8 +61,7 @@ async fn etcd_electors_should_fail_over_and_step_down_when_etcd_stops() {
 
     // Stop etcd while b leads: b steps down within RP + RD of its last renew.
     let last_renew = b.observed_at();
-    let _ = etcd.child.kill();
-    let _ = etcd.child.wait();
+    etcd.stop();
     let (_, end) = tb.await.unwrap().unwrap();
     let stepped = end - last_renew;
     assert!(
