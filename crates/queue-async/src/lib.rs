@@ -9,7 +9,11 @@
 
 mod error;
 pub mod metrics;
+pub mod parallelize;
 pub mod scheduling;
+pub mod workqueue;
 
 pub use error::ShutDown;
+pub use parallelize::{ParallelizeError, parallelize_until};
 pub use scheduling::SchedulingQueue;
+pub use workqueue::WorkQueue;

@@ -1,0 +1,154 @@
+//! [`Item`]: a key handed out by [`WorkQueue::get`](super::WorkQueue::get), marked done when
+//! dropped.
+
+use std::fmt;
+use std::hash::Hash;
+use std::ops::Deref;
+use std::time::Duration;
+
+use super::queue::WorkQueue;
+use crate::ShutDown;
+
+/// A key being processed by one worker: no other worker gets the same key until it is done.
+///
+/// Finish with one of the consuming methods, which say what happens next:
+///
+/// | method | the key | the rate limiter |
+/// |---|---|---|
+/// | [`done`](Self::done) | done | unchanged |
+/// | [`forget`](Self::forget) (success) | done | history cleared |
+/// | [`requeue_rate_limited`](Self::requeue_rate_limited) (failure) | back after the limiter's delay | charged |
+/// | [`requeue_after`](Self::requeue_after) | back after the delay | unchanged |
+/// | [`requeue`](Self::requeue) | back at once | unchanged |
+///
+/// Dropping the item (an early return, a `?`, a panic in the worker) marks it done, so a
+/// forgotten `done` can never wedge a key. [`into_key`](Self::into_key) opts out: the caller then
+/// owes [`WorkQueue::done`].
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let queue = queue_async::WorkQueue::new();
+/// queue.add("ns/a").unwrap();
+/// let item = queue.get().await.unwrap();
+/// assert_eq!(*item, "ns/a");
+/// item.requeue_rate_limited().unwrap(); // failed: back in 5 ms
+/// let item = queue.get().await.unwrap();
+/// item.forget(); // succeeded
+/// assert_eq!(queue.num_requeues(&"ns/a"), 0);
+/// # }
+/// ```
+pub struct Item<K>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    queue: WorkQueue<K>,
+    /// `Some` until a consuming method or the drop takes it.
+    key: Option<K>,
+}
+
+impl<K> Item<K>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    pub(crate) fn new(queue: WorkQueue<K>, key: K) -> Self {
+        Self {
+            queue,
+            key: Some(key),
+        }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &K {
+        self.key
+            .as_ref()
+            .expect("the key is present until the item is consumed")
+    }
+
+    /// Marks the key done. If it was added while processing, it is queued again now.
+    pub fn done(self) {
+        drop(self);
+    }
+
+    /// Marks the key done and clears its rate-limiter history: the success path.
+    pub fn forget(self) {
+        self.queue.forget(self.key());
+        drop(self);
+    }
+
+    /// Adds the key back after the rate limiter's delay, then marks it done: the failure path.
+    ///
+    /// # Errors
+    ///
+    /// [`ShutDown`] with a clone of the key if the queue is shutting down (the item is still
+    /// marked done).
+    pub fn requeue_rate_limited(self) -> Result<(), ShutDown<K>> {
+        let r = self.queue.add_rate_limited(self.key().clone());
+        drop(self);
+        r
+    }
+
+    /// Adds the key back after `delay`, then marks it done.
+    ///
+    /// # Errors
+    ///
+    /// [`ShutDown`] with a clone of the key if the queue is shutting down (the item is still
+    /// marked done).
+    pub fn requeue_after(self, delay: Duration) -> Result<(), ShutDown<K>> {
+        let r = self.queue.add_after(self.key().clone(), delay);
+        drop(self);
+        r
+    }
+
+    /// Adds the key back now, then marks it done: it is handed out again after this.
+    ///
+    /// # Errors
+    ///
+    /// [`ShutDown`] with a clone of the key if the queue is shutting down (the item is still
+    /// marked done).
+    pub fn requeue(self) -> Result<(), ShutDown<K>> {
+        let r = self.queue.add(self.key().clone());
+        drop(self);
+        r
+    }
+
+    /// Takes the key out without marking it done: the caller must call [`WorkQueue::done`]
+    /// with it, or the key is never handed out again (client-go's contract).
+    pub fn into_key(mut self) -> K {
+        self.key
+            .take()
+            .expect("the key is present until the item is consumed")
+    }
+}
+
+impl<K> Deref for Item<K>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    type Target = K;
+    fn deref(&self) -> &K {
+        self.key()
+    }
+}
+
+impl<K> Drop for Item<K>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.queue.done(&key);
+        }
+    }
+}
+
+impl<K> fmt::Debug for Item<K>
+where
+    K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Item").field(self.key()).finish()
+    }
+}

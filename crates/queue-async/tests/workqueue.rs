@@ -1,0 +1,582 @@
+//! Work queue behaviour: client-go's queue, delaying and rate-limiting scenarios (paused time),
+//! plus the fixes (refused adds, full drain, add-now cancels a wait, guards, no leaked tasks).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use queue_async::{ShutDown, WorkQueue};
+use ratelimit::ExponentialRateLimiter;
+use tokio::time::{Instant, advance, sleep};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Lets every ready task run (the paused clock does not move).
+async fn let_run() {
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+}
+
+// ----- queue_test.go -----
+
+async fn basic(drain: bool) {
+    let queue: WorkQueue<String> = WorkQueue::new();
+    let mut producers = Vec::new();
+    for i in 0..50 {
+        let q = queue.clone();
+        producers.push(tokio::spawn(async move {
+            for _ in 0..50 {
+                q.add(i.to_string()).unwrap();
+                sleep(MS).await;
+            }
+        }));
+    }
+    let mut consumers = Vec::new();
+    for _ in 0..10 {
+        let q = queue.clone();
+        consumers.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(item) = q.get().await {
+                got.push(item.key().clone());
+                sleep(3 * MS).await;
+                item.done();
+            }
+            got
+        }));
+    }
+    for p in producers {
+        p.await.unwrap();
+    }
+    if drain {
+        queue.shut_down_with_drain().await;
+    } else {
+        queue.shut_down();
+    }
+    let refused = queue.add("added after shutdown!".into()).unwrap_err();
+    assert_eq!(refused, ShutDown("added after shutdown!".to_string()));
+    for c in consumers {
+        let got = c.await.unwrap();
+        assert!(!got.iter().any(|k| k == "added after shutdown!"));
+    }
+    assert_eq!(queue.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn basic_with_shut_down() {
+    basic(false).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn basic_with_drain() {
+    basic(true).await;
+}
+
+async fn add_while_processing(drain: bool) {
+    let queue: WorkQueue<u32> = WorkQueue::new();
+    for i in 0..50 {
+        queue.add(i).unwrap();
+    }
+    let seen = Arc::new(Mutex::new(HashMap::<u32, u32>::new()));
+    let mut consumers = Vec::new();
+    for _ in 0..10 {
+        let (q, seen) = (queue.clone(), seen.clone());
+        consumers.push(tokio::spawn(async move {
+            let mut counters = HashMap::new();
+            while let Some(item) = q.get().await {
+                let c = counters.entry(*item.key()).or_insert(0);
+                *c += 1;
+                *seen.lock().unwrap().entry(*item.key()).or_insert(0) += 1;
+                if *c < 2 {
+                    let _ = q.add(*item.key());
+                }
+                sleep(MS).await;
+                item.done();
+            }
+        }));
+    }
+    if drain {
+        queue.shut_down_with_drain().await;
+    } else {
+        sleep(ms(100)).await;
+        queue.shut_down();
+    }
+    for c in consumers {
+        c.await.unwrap();
+    }
+    assert_eq!(queue.len(), 0);
+    // Every key was handed out at least once; re-adds while processing came back after done.
+    assert_eq!(seen.lock().unwrap().len(), 50);
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_while_processing_with_shut_down() {
+    add_while_processing(false).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_while_processing_with_drain() {
+    add_while_processing(true).await;
+}
+
+#[tokio::test]
+async fn len_counts_queued_keys_once() {
+    let queue = WorkQueue::new();
+    queue.add("foo").unwrap();
+    assert_eq!(queue.len(), 1);
+    queue.add("bar").unwrap();
+    assert_eq!(queue.len(), 2);
+    queue.add("foo").unwrap();
+    assert_eq!(queue.len(), 2);
+}
+
+#[tokio::test]
+async fn reinsert_while_processing_comes_back_after_done() {
+    let queue = WorkQueue::new();
+    queue.add("foo").unwrap();
+    let item = queue.get().await.unwrap();
+    queue.add("foo").unwrap();
+    assert_eq!(queue.len(), 0, "a processing key is not queued twice");
+    item.done();
+    let again = queue.get().await.unwrap();
+    assert_eq!(*again, "foo");
+    again.done();
+    assert_eq!(queue.len(), 0);
+}
+
+#[tokio::test]
+async fn collapse() {
+    let queue = WorkQueue::new();
+    queue.add("bar").unwrap();
+    queue.add("bar").unwrap();
+    let item = queue.get().await.unwrap();
+    assert_eq!(*item, "bar");
+    item.done();
+    assert_eq!(queue.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn collapse_while_processing_blocks_the_second_worker() {
+    let queue = WorkQueue::new();
+    queue.add("foo").unwrap();
+    let item = queue.get().await.unwrap();
+    queue.add("foo").unwrap();
+    queue.add("foo").unwrap();
+    let q = queue.clone();
+    let worker = tokio::spawn(async move {
+        let item = q.get().await.unwrap();
+        let key = *item.key();
+        item.done();
+        key
+    });
+    sleep(ms(100)).await;
+    assert!(!worker.is_finished(), "foo is still being processed");
+    item.done();
+    assert_eq!(worker.await.unwrap(), "foo");
+    assert_eq!(queue.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn drain_waits_for_in_flight_items() {
+    let queue = WorkQueue::new();
+    queue.add("foo").unwrap();
+    queue.add("bar").unwrap();
+    let first = queue.get().await.unwrap();
+    let second = queue.get().await.unwrap();
+    let q = queue.clone();
+    let drain = tokio::spawn(async move { q.shut_down_with_drain().await });
+    assert!(queue.get().await.is_none());
+    let_run().await;
+    assert!(!drain.is_finished(), "two items are in flight");
+    first.done();
+    let_run().await;
+    assert!(!drain.is_finished(), "one item is in flight");
+    second.done();
+    drain.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn drain_waits_for_queued_items_too() {
+    // The original waits for in-flight items only (kubernetes/kubernetes#141079).
+    let queue = WorkQueue::new();
+    queue.add("queued").unwrap();
+    let q = queue.clone();
+    let drain = tokio::spawn(async move { q.shut_down_with_drain().await });
+    let_run().await;
+    assert!(!drain.is_finished(), "a queued key is not drained yet");
+    let item = queue.get().await.unwrap();
+    let_run().await;
+    assert!(!drain.is_finished());
+    item.done();
+    drain.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn shut_down_does_not_wait() {
+    let queue = WorkQueue::new();
+    queue.add("foo").unwrap();
+    queue.add("bar").unwrap();
+    let _a = queue.get().await.unwrap().into_key();
+    let _b = queue.get().await.unwrap().into_key();
+    queue.shut_down();
+    assert!(queue.is_shutting_down());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_forced_shut_down_cuts_a_drain_short() {
+    let queue = WorkQueue::new();
+    queue.add("foo").unwrap();
+    queue.add("bar").unwrap();
+    let a = queue.get().await.unwrap().into_key();
+    let b = queue.get().await.unwrap().into_key();
+    let q = queue.clone();
+    let drain = tokio::spawn(async move { q.shut_down_with_drain().await });
+    assert!(queue.get().await.is_none());
+    let_run().await;
+    assert!(!drain.is_finished());
+    queue.shut_down(); // the second SIGTERM
+    drain.await.unwrap();
+    let _ = (a, b);
+}
+
+#[tokio::test(start_paused = true)]
+async fn drain_with_a_dirty_item_hands_it_out_again() {
+    let queue = WorkQueue::new();
+    queue.add("foo").unwrap();
+    let gotten = queue.get().await.unwrap();
+    queue.add("foo").unwrap();
+    let q = queue.clone();
+    let drain = tokio::spawn(async move { q.shut_down_with_drain().await });
+    let_run().await;
+    gotten.done();
+    let again = queue
+        .get()
+        .await
+        .expect("the dirty key comes back during the drain");
+    assert_eq!(*again, "foo");
+    again.done();
+    assert!(queue.get().await.is_none());
+    drain.await.unwrap();
+}
+
+#[tokio::test]
+async fn no_clone_of_a_key_is_retained_after_done() {
+    let queue = WorkQueue::new();
+    let key = Arc::new("big object".to_string());
+    queue.add(key.clone()).unwrap();
+    let item = queue.get().await.unwrap();
+    item.done();
+    assert_eq!(Arc::strong_count(&key), 1);
+}
+
+// ----- guards -----
+
+#[tokio::test]
+async fn dropping_an_item_marks_it_done() {
+    let queue = WorkQueue::new();
+    queue.add("a").unwrap();
+    {
+        let _item = queue.get().await.unwrap();
+        queue.add("a").unwrap();
+        assert_eq!(queue.processing_len(), 1);
+    } // e.g. a worker returned early with `?`
+    assert_eq!(queue.processing_len(), 0);
+    assert_eq!(
+        queue.len(),
+        1,
+        "the re-add while processing is queued at the drop"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn requeue_paths_bring_the_key_back() {
+    let queue = WorkQueue::new();
+    queue.add("a").unwrap();
+    queue.get().await.unwrap().requeue().unwrap();
+    assert_eq!(queue.len(), 1);
+    let start = Instant::now();
+    queue.get().await.unwrap().requeue_after(ms(30)).unwrap();
+    assert_eq!(queue.len(), 0);
+    let item = queue.get().await.unwrap();
+    assert_eq!(start.elapsed(), ms(30));
+    item.requeue_rate_limited().unwrap();
+    let item = queue.get().await.unwrap();
+    assert_eq!(start.elapsed(), ms(35), "5 ms from the default limiter");
+    assert_eq!(queue.num_requeues(&"a"), 1);
+    item.forget();
+    assert_eq!(queue.num_requeues(&"a"), 0);
+    assert_eq!(queue.processing_len(), 0);
+}
+
+#[tokio::test]
+async fn into_key_leaves_done_to_the_caller() {
+    let queue = WorkQueue::new();
+    queue.add("a").unwrap();
+    let key = queue.get().await.unwrap().into_key();
+    assert_eq!(queue.processing_len(), 1);
+    queue.done(&key);
+    assert_eq!(queue.processing_len(), 0);
+    queue.done(&"unknown"); // ignored
+}
+
+#[tokio::test]
+async fn requeue_after_shutdown_is_refused_but_the_item_is_done() {
+    let queue = WorkQueue::new();
+    queue.add("a").unwrap();
+    let item = queue.get().await.unwrap();
+    queue.shut_down();
+    assert_eq!(item.requeue_rate_limited(), Err(ShutDown("a")));
+    assert_eq!(queue.processing_len(), 0);
+    assert_eq!(queue.add_rate_limited("b"), Err(ShutDown("b")));
+    assert_eq!(
+        queue.num_requeues(&"b"),
+        0,
+        "a refused add does not charge the limiter"
+    );
+}
+
+// ----- delaying_queue_test.go -----
+
+#[tokio::test(start_paused = true)]
+async fn delaying_simple() {
+    let queue = WorkQueue::new();
+    queue.add_after("foo", ms(50)).unwrap();
+    queue.settle().await;
+    assert_eq!(queue.len(), 0);
+    advance(ms(60)).await;
+    queue.settle().await;
+    assert_eq!(queue.len(), 1);
+    queue.get().await.unwrap().done();
+    advance(Duration::from_secs(10)).await;
+    queue.settle().await;
+    assert_eq!(queue.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn delaying_dedup_keeps_the_earliest_deadline() {
+    let queue = WorkQueue::new();
+    queue.add_after("foo", ms(50)).unwrap();
+    queue.add_after("foo", ms(70)).unwrap();
+    queue.settle().await;
+    assert_eq!(queue.len(), 0);
+    advance(ms(60)).await;
+    queue.settle().await;
+    assert_eq!(queue.len(), 1);
+    queue.get().await.unwrap().done();
+    advance(ms(20)).await;
+    queue.settle().await;
+    assert_eq!(
+        queue.len(),
+        0,
+        "the 70 ms request was merged into the 50 ms one"
+    );
+
+    queue.add_after("foo", ms(50)).unwrap();
+    queue.add_after("foo", ms(30)).unwrap();
+    queue.settle().await;
+    assert_eq!(queue.len(), 0);
+    advance(ms(40)).await;
+    queue.settle().await;
+    assert_eq!(queue.len(), 1, "the earlier 30 ms won");
+    queue.get().await.unwrap().done();
+    advance(ms(20)).await;
+    queue.settle().await;
+    assert_eq!(queue.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn delaying_two_fire_early() {
+    let queue = WorkQueue::new();
+    queue.add_after("foo", Duration::from_secs(1)).unwrap();
+    queue.add_after("bar", ms(50)).unwrap();
+    queue.settle().await;
+    assert_eq!(queue.len(), 0);
+    advance(ms(60)).await;
+    queue.settle().await;
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue.get().await.unwrap().into_key(), "bar");
+    queue.add_after("baz", Duration::from_secs(2)).unwrap();
+    advance(Duration::from_secs(1)).await;
+    queue.settle().await;
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue.get().await.unwrap().into_key(), "foo");
+    advance(Duration::from_secs(2)).await;
+    queue.settle().await;
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue.get().await.unwrap().into_key(), "baz");
+}
+
+#[tokio::test(start_paused = true)]
+async fn delaying_copy_shifting_adds_in_deadline_order() {
+    let queue = WorkQueue::new();
+    queue.add_after("foo", Duration::from_secs(1)).unwrap();
+    queue.add_after("bar", ms(500)).unwrap();
+    queue.add_after("baz", ms(250)).unwrap();
+    queue.settle().await;
+    assert_eq!(queue.len(), 0);
+    advance(Duration::from_secs(2)).await;
+    queue.settle().await;
+    assert_eq!(queue.len(), 3);
+    let order: Vec<&str> = [
+        queue.get().await.unwrap().into_key(),
+        queue.get().await.unwrap().into_key(),
+        queue.get().await.unwrap().into_key(),
+    ]
+    .into();
+    assert_eq!(order, ["baz", "bar", "foo"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_add_now_cancels_the_wait() {
+    // The original runs the key twice (kubernetes/kubernetes#126027).
+    let queue = WorkQueue::new();
+    queue.add_after("a", ms(100)).unwrap();
+    queue.add("a").unwrap();
+    assert_eq!(queue.waiting_len(), 0);
+    queue.get().await.unwrap().done();
+    sleep(ms(200)).await;
+    queue.settle().await;
+    assert_eq!(
+        queue.len(),
+        0,
+        "the cancelled wait does not add the key again"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn zero_delay_adds_now_and_huge_delays_are_clamped() {
+    let queue = WorkQueue::new();
+    queue.add_after("now", Duration::ZERO).unwrap();
+    assert_eq!(queue.len(), 1);
+    queue
+        .add_after("far", Duration::from_secs(u64::MAX))
+        .unwrap();
+    queue.settle().await;
+    assert_eq!(queue.waiting_len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn get_waits_exactly_until_the_deadline() {
+    let queue = WorkQueue::new();
+    let start = Instant::now();
+    queue.add_after("a", ms(1234)).unwrap();
+    let item = queue.get().await.unwrap();
+    assert_eq!(start.elapsed(), ms(1234));
+    assert_eq!(*item, "a");
+}
+
+// ----- rate_limiting_queue_test.go -----
+
+#[tokio::test(start_paused = true)]
+async fn rate_limited_adds_follow_the_limiter() {
+    let limiter = ExponentialRateLimiter::new(MS, Duration::from_secs(1)).unwrap();
+    let queue: WorkQueue<&str> = WorkQueue::builder().rate_limiter(Arc::new(limiter)).build();
+    let start = Instant::now();
+    queue.add_rate_limited("one").unwrap(); // 1 ms
+    queue.add_rate_limited("one").unwrap(); // 2 ms: the earlier deadline (1 ms) is kept
+    assert_eq!(queue.num_requeues(&"one"), 2);
+    queue.add_rate_limited("two").unwrap(); // 1 ms
+    queue.add_rate_limited("two").unwrap(); // 2 ms
+    queue.forget(&"one");
+    assert_eq!(queue.num_requeues(&"one"), 0);
+    queue.add_rate_limited("one").unwrap(); // 1 ms again
+    let a = queue.get().await.unwrap();
+    let b = queue.get().await.unwrap();
+    assert_eq!(start.elapsed(), MS);
+    let mut keys = [*a.key(), *b.key()];
+    keys.sort_unstable();
+    assert_eq!(keys, ["one", "two"]);
+}
+
+// ----- lifecycle -----
+
+#[tokio::test(start_paused = true)]
+async fn the_delay_task_ends_at_shutdown() {
+    let queue = WorkQueue::new();
+    let key = Arc::new(1);
+    queue
+        .add_after(key.clone(), Duration::from_secs(3600))
+        .unwrap();
+    queue.settle().await;
+    assert_eq!(
+        Arc::strong_count(&key),
+        4,
+        "the waiting map, the timer and its index hold it"
+    );
+    queue.shut_down();
+    let_run().await;
+    assert_eq!(
+        Arc::strong_count(&key),
+        1,
+        "the task and its timer are gone"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_delay_task_ends_with_the_last_handle() {
+    let queue = WorkQueue::new();
+    let key = Arc::new(1);
+    queue
+        .add_after(key.clone(), Duration::from_secs(3600))
+        .unwrap();
+    queue.settle().await;
+    drop(queue);
+    let_run().await;
+    assert_eq!(
+        Arc::strong_count(&key),
+        1,
+        "the task and its timer are gone"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_wakes_every_waiting_get() {
+    let queue: WorkQueue<u8> = WorkQueue::new();
+    let mut gets = Vec::new();
+    for _ in 0..5 {
+        let q = queue.clone();
+        gets.push(tokio::spawn(async move { q.get().await.is_none() }));
+    }
+    let_run().await;
+    queue.shut_down();
+    for g in gets {
+        assert!(g.await.unwrap());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_workers_never_share_a_key() {
+    let queue: WorkQueue<u32> = WorkQueue::new();
+    let in_flight = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let violations = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..8 {
+        let (q, f, v) = (queue.clone(), in_flight.clone(), violations.clone());
+        workers.push(tokio::spawn(async move {
+            while let Some(item) = q.get().await {
+                if !f.lock().unwrap().insert(*item.key()) {
+                    v.fetch_add(1, Ordering::Relaxed);
+                }
+                sleep(MS).await;
+                f.lock().unwrap().remove(item.key());
+                item.done();
+            }
+        }));
+    }
+    for round in 0..200u32 {
+        queue.add(round % 7).unwrap();
+        if round % 3 == 0 {
+            sleep(MS).await;
+        }
+    }
+    queue.shut_down_with_drain().await;
+    for w in workers {
+        w.await.unwrap();
+    }
+    assert_eq!(violations.load(Ordering::Relaxed), 0);
+}
