@@ -1,0 +1,547 @@
+//! Work queue against models: cancel safety of `get` at every poll point, an exhaustive
+//! enumeration of the get / add / done / drop / shut-down wake-up protocol, a property test
+//! against a simple model, metrics through the queue, auto traits, the stream and
+//! `parallelize_until`.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
+use queue_async::metrics::{
+    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, SettableGaugeMetric,
+};
+use queue_async::workqueue::{Get, Item};
+use queue_async::{ParallelizeError, WorkQueue, parallelize_until};
+use tokio_test::task;
+use tokio_util::sync::CancellationToken;
+
+// ----- cancel safety -----
+
+/// Items arrive while `get` futures are created, polled and dropped at every point: every key
+/// added is handed out exactly once in the end.
+#[test]
+fn dropping_get_futures_at_every_poll_point_loses_nothing() {
+    for drop_after in 0..4usize {
+        let queue: WorkQueue<u32> = WorkQueue::new();
+        let mut handed = Vec::new();
+        for key in 0..20u32 {
+            // A get that is polled `drop_after` times (registering as a waiter), then dropped.
+            let mut doomed = task::spawn(queue.get());
+            for _ in 0..drop_after {
+                if let std::task::Poll::Ready(item) = doomed.poll() {
+                    // It may legitimately win a key queued earlier: then it must be handed out.
+                    handed.push(item.unwrap().into_key());
+                    break;
+                }
+            }
+            let mut survivor = task::spawn(queue.get());
+            let _ = survivor.poll();
+            queue.add(key).unwrap();
+            drop(doomed);
+            // The survivor must have been woken (the dropped get passed its wake-up on).
+            if let std::task::Poll::Ready(item) = survivor.poll() {
+                handed.push(item.unwrap().into_key());
+            }
+        }
+        queue.shut_down();
+        while let std::task::Poll::Ready(Some(item)) = task::spawn(queue.get()).poll() {
+            handed.push(item.into_key());
+        }
+        handed.sort_unstable();
+        assert_eq!(
+            handed,
+            (0..20).collect::<Vec<_>>(),
+            "drop_after {drop_after}"
+        );
+    }
+}
+
+#[test]
+fn a_woken_get_that_is_dropped_passes_the_wake_up_on() {
+    let queue: WorkQueue<u32> = WorkQueue::new();
+    let mut a = task::spawn(queue.get());
+    let mut b = task::spawn(queue.get());
+    assert!(a.poll().is_pending());
+    assert!(b.poll().is_pending());
+    queue.add(1).unwrap();
+    // One of them was woken; drop `a` whichever it was.
+    let a_woken = a.is_woken();
+    drop(a);
+    assert!(a_woken || b.is_woken());
+    assert!(b.is_woken(), "the wake-up passed to b");
+    match b.poll() {
+        std::task::Poll::Ready(Some(item)) => assert_eq!(*item, 1),
+        other => panic!(
+            "b must get the key, got {:?}",
+            other.map(|o| o.map(Item::into_key))
+        ),
+    }
+}
+
+// ----- exhaustive wake-up protocol -----
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    /// Create a get future (slot i) and poll it.
+    Get(usize),
+    /// Poll get i again (if it was woken).
+    Poll(usize),
+    /// Drop get i.
+    Drop(usize),
+    /// Add key k.
+    Add(u32),
+    /// Mark done the oldest handed-out item.
+    Done,
+    ShutDown,
+}
+
+const OPS: [Op; 9] = [
+    Op::Get(0),
+    Op::Get(1),
+    Op::Poll(0),
+    Op::Poll(1),
+    Op::Drop(0),
+    Op::Add(1),
+    Op::Add(2),
+    Op::Done,
+    Op::ShutDown,
+];
+
+/// Every sequence of 6 operations over two get futures: after each step, no queued key is left
+/// while a registered get sleeps un-woken (no lost wake-up), no key is handed out twice at once,
+/// and in the end every added key was handed out.
+#[test]
+fn every_interleaving_of_six_operations_keeps_the_protocol() {
+    let mut seq = [0usize; 6];
+    let mut runs = 0;
+    loop {
+        run_sequence(&seq.map(|i| OPS[i]));
+        runs += 1;
+        // Next sequence in base OPS.len().
+        let mut i = 0;
+        loop {
+            if i == seq.len() {
+                assert_eq!(runs, OPS.len().pow(6));
+                return;
+            }
+            seq[i] += 1;
+            if seq[i] < OPS.len() {
+                break;
+            }
+            seq[i] = 0;
+            i += 1;
+        }
+    }
+}
+
+fn run_sequence(ops: &[Op]) {
+    type Pending<'a> = Option<task::Spawn<Get<'a, u32>>>;
+    let queue: WorkQueue<u32> = WorkQueue::new();
+    let mut gets: [Pending<'_>; 2] = [None, None];
+    let mut held: VecDeque<Item<u32>> = VecDeque::new();
+    let mut added = HashSet::new();
+    let mut handed = HashSet::new();
+    let mut closed = false;
+    let take =
+        |out: Option<Item<u32>>, held: &mut VecDeque<Item<u32>>, handed: &mut HashSet<u32>| {
+            if let Some(item) = out {
+                assert!(
+                    !held.iter().any(|h| h.key() == item.key()),
+                    "{ops:?}: key {} handed out twice at once",
+                    item.key()
+                );
+                handed.insert(*item.key());
+                held.push_back(item);
+            }
+        };
+    for &op in ops {
+        match op {
+            Op::Get(i) => {
+                if gets[i].is_none() {
+                    let mut g = task::spawn(queue.get());
+                    match g.poll() {
+                        std::task::Poll::Ready(out) => take(out, &mut held, &mut handed),
+                        std::task::Poll::Pending => gets[i] = Some(g),
+                    }
+                }
+            }
+            Op::Poll(i) => {
+                if let Some(g) = &mut gets[i]
+                    && let std::task::Poll::Ready(out) = g.poll()
+                {
+                    gets[i] = None;
+                    take(out, &mut held, &mut handed);
+                }
+            }
+            Op::Drop(i) => gets[i] = None,
+            Op::Add(k) => {
+                if queue.add(k).is_ok() {
+                    added.insert(k);
+                } else {
+                    assert!(closed);
+                }
+            }
+            Op::Done => drop(held.pop_front()),
+            Op::ShutDown => {
+                queue.shut_down();
+                closed = true;
+            }
+        }
+        // No lost wake-up: if keys are queued (or the queue is closed), some sleeping get that is
+        // registered must have been woken.
+        let sleeping: Vec<_> = gets.iter().flatten().collect();
+        if (!queue.is_empty() || (closed && queue.is_empty())) && !sleeping.is_empty() {
+            let woken = sleeping.iter().filter(|g| g.is_woken()).count();
+            let needed = if closed { sleeping.len() } else { 1 };
+            assert!(woken >= needed.min(sleeping.len()), "{ops:?}: lost wake-up");
+        }
+    }
+    // Drain: every added key is eventually handed out.
+    drop(gets);
+    held.clear();
+    queue.shut_down();
+    while let std::task::Poll::Ready(Some(item)) = task::spawn(queue.get()).poll() {
+        handed.insert(item.into_key());
+    }
+    assert!(added.is_subset(&handed), "{ops:?}: a key was lost");
+}
+
+// ----- property test against a model -----
+
+#[derive(Debug, Clone)]
+enum Step {
+    Add(u8),
+    Get,
+    Done(usize),
+    ShutDown,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0u8..6).prop_map(Step::Add),
+        3 => Just(Step::Get),
+        3 => (0usize..4).prop_map(Step::Done),
+        1 => Just(Step::ShutDown),
+    ]
+}
+
+/// The model: a FIFO of distinct keys, a processing set, a dirty-while-processing set.
+#[derive(Default)]
+struct Model {
+    fifo: VecDeque<u8>,
+    processing: Vec<u8>,
+    dirty: HashSet<u8>,
+    shut: bool,
+}
+
+#[test]
+fn the_queue_behaves_like_the_model() {
+    let mut runner = TestRunner::new(Config {
+        cases: 10_000,
+        rng_seed: RngSeed::Fixed(0x5eed_0004),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/workqueue_model.txt",
+        ))),
+        ..Config::default()
+    });
+    runner
+        .run(&proptest::collection::vec(step(), 1..40), |steps| {
+            let queue: WorkQueue<u8> = WorkQueue::new();
+            let mut model = Model::default();
+            let mut held: Vec<Item<u8>> = Vec::new();
+            for s in steps {
+                match s {
+                    Step::Add(k) => {
+                        let r = queue.add(k);
+                        if model.shut {
+                            prop_assert!(r.is_err());
+                        } else {
+                            prop_assert!(r.is_ok());
+                            if model.processing.contains(&k) {
+                                model.dirty.insert(k);
+                            } else if !model.fifo.contains(&k) {
+                                model.fifo.push_back(k);
+                            }
+                        }
+                    }
+                    Step::Get => {
+                        let got = match task::spawn(queue.get()).poll() {
+                            std::task::Poll::Ready(out) => Some(out),
+                            std::task::Poll::Pending => None,
+                        };
+                        match model.fifo.pop_front() {
+                            Some(k) => {
+                                let item = got.flatten();
+                                prop_assert_eq!(item.as_ref().map(|i| *i.key()), Some(k));
+                                model.processing.push(k);
+                                held.extend(item);
+                            }
+                            None if model.shut => prop_assert!(matches!(got, Some(None))),
+                            None => prop_assert!(got.is_none()),
+                        }
+                    }
+                    Step::Done(i) => {
+                        if !held.is_empty() {
+                            let item = held.remove(i % held.len());
+                            let k = *item.key();
+                            item.done();
+                            model.processing.retain(|p| *p != k);
+                            if model.dirty.remove(&k) {
+                                model.fifo.push_back(k);
+                            }
+                        }
+                    }
+                    Step::ShutDown => {
+                        queue.shut_down();
+                        model.shut = true;
+                    }
+                }
+                prop_assert_eq!(queue.len(), model.fifo.len());
+                prop_assert_eq!(queue.processing_len(), model.processing.len());
+                prop_assert_eq!(queue.is_shutting_down(), model.shut);
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+// ----- metrics through the queue (client-go's TestMetrics) -----
+
+#[derive(Default)]
+struct Gauge {
+    inc: AtomicU32,
+    dec: AtomicU32,
+    set: Mutex<f64>,
+}
+impl Gauge {
+    fn value(&self) -> f64 {
+        let set = *self.set.lock().unwrap();
+        if set != 0.0 {
+            set
+        } else {
+            f64::from(self.inc.load(Ordering::Relaxed))
+                - f64::from(self.dec.load(Ordering::Relaxed))
+        }
+    }
+}
+impl GaugeMetric for Gauge {
+    fn inc(&self) {
+        self.inc.fetch_add(1, Ordering::Relaxed);
+    }
+    fn dec(&self) {
+        self.dec.fetch_add(1, Ordering::Relaxed);
+    }
+}
+impl CounterMetric for Gauge {
+    fn inc(&self) {
+        self.inc.fetch_add(1, Ordering::Relaxed);
+    }
+}
+impl SettableGaugeMetric for Gauge {
+    fn set(&self, value: f64) {
+        *self.set.lock().unwrap() = value;
+    }
+}
+#[derive(Default)]
+struct Histogram(Mutex<Vec<f64>>);
+impl HistogramMetric for Histogram {
+    fn observe(&self, value: f64) {
+        self.0.lock().unwrap().push(value);
+    }
+}
+#[derive(Default)]
+struct Provider {
+    depth: Arc<Gauge>,
+    adds: Arc<Gauge>,
+    latency: Arc<Histogram>,
+    work: Arc<Histogram>,
+    unfinished: Arc<Gauge>,
+    longest: Arc<Gauge>,
+    retries: Arc<Gauge>,
+}
+impl MetricsProvider for Provider {
+    fn depth(&self, _: &str) -> Arc<dyn GaugeMetric> {
+        self.depth.clone()
+    }
+    fn adds(&self, _: &str) -> Arc<dyn CounterMetric> {
+        self.adds.clone()
+    }
+    fn queue_duration(&self, _: &str) -> Arc<dyn HistogramMetric> {
+        self.latency.clone()
+    }
+    fn work_duration(&self, _: &str) -> Arc<dyn HistogramMetric> {
+        self.work.clone()
+    }
+    fn unfinished_work_seconds(&self, _: &str) -> Arc<dyn SettableGaugeMetric> {
+        self.unfinished.clone()
+    }
+    fn longest_running_processor_seconds(&self, _: &str) -> Arc<dyn SettableGaugeMetric> {
+        self.longest.clone()
+    }
+    fn retries(&self, _: &str) -> Arc<dyn CounterMetric> {
+        self.retries.clone()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn client_go_metrics_through_the_queue() {
+    let p = Arc::new(Provider::default());
+    let queue: WorkQueue<&str> = WorkQueue::builder().name("test").metrics(p.clone()).build();
+    let last = |h: &Histogram| h.0.lock().unwrap().last().copied();
+    queue.add("foo").unwrap();
+    assert_eq!((p.adds.value(), p.depth.value()), (1.0, 1.0));
+    tokio::time::advance(Duration::from_micros(50)).await;
+    let item = queue.get().await.unwrap();
+    assert_eq!(last(&p.latency), Some(5e-5));
+    for _ in 0..5 {
+        queue.add("foo").unwrap();
+    }
+    assert_eq!((p.adds.value(), p.depth.value()), (2.0, 1.0));
+    tokio::time::advance(Duration::from_micros(25)).await;
+    item.done();
+    assert_eq!(last(&p.work), Some(2.5e-5));
+    assert_eq!(p.depth.value(), 1.0);
+    let item = queue.get().await.unwrap();
+    let got_at = tokio::time::Instant::now();
+    assert_eq!(last(&p.latency), Some(2.5e-5), "measured from the re-add");
+    assert_eq!(p.latency.0.lock().unwrap().len(), 2);
+    // The gauges refresh every 500 ms: 1.2 s later the last refresh saw the one item running
+    // for between 0.7 s and 1.2 s, and both gauges agree (one item in flight).
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let unfinished = p.unfinished.value();
+    assert!((0.7..=1.2).contains(&unfinished), "{unfinished}");
+    assert_eq!(p.longest.value(), unfinished);
+    let ran = got_at.elapsed().as_secs_f64();
+    item.done();
+    assert_eq!(last(&p.work), Some(ran));
+    queue.add_after("bar", Duration::from_millis(1)).unwrap();
+    assert_eq!(p.retries.value(), 1.0);
+}
+
+// ----- auto traits -----
+
+#[test]
+fn handles_and_futures_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    fn unpin<T: Unpin>() {}
+    send_sync::<WorkQueue<String>>();
+    send_sync::<Item<String>>();
+    send_sync::<queue_async::workqueue::Builder<String>>();
+    send::<Get<'static, String>>();
+    send_sync::<Get<'static, String>>();
+    unpin::<WorkQueue<String>>();
+    unpin::<Item<String>>();
+    send_sync::<ParallelizeError>();
+}
+
+// ----- stream -----
+
+#[tokio::test(start_paused = true)]
+async fn the_stream_keeps_exclusion_and_ends_at_shutdown() {
+    let queue: WorkQueue<u32> = WorkQueue::new();
+    for k in [1, 2, 1, 3] {
+        queue.add(k).unwrap();
+    }
+    let mut stream = Box::pin(queue.stream());
+    let first = stream.next().await.unwrap();
+    queue.add(1).unwrap(); // while processing
+    let mut rest = Vec::new();
+    let second = stream.next().await.unwrap();
+    let third = stream.next().await.unwrap();
+    rest.push(*second.key());
+    rest.push(*third.key());
+    assert_eq!(rest, [2, 3]);
+    drop(first); // done: 1 comes back
+    queue.shut_down();
+    let tail: Vec<u32> = stream.map(Item::into_key).collect().await;
+    assert_eq!(tail, [1]);
+}
+
+// ----- parallelize_until -----
+
+async fn each_piece_once(pieces: usize, workers: usize, chunk: usize) {
+    let seen: Arc<Vec<AtomicU32>> = Arc::new((0..pieces).map(|_| AtomicU32::new(0)).collect());
+    let s = seen.clone();
+    parallelize_until(
+        workers,
+        pieces,
+        chunk,
+        &CancellationToken::new(),
+        move |p| {
+            let s = s.clone();
+            async move {
+                s[p].fetch_add(1, Ordering::Relaxed);
+            }
+        },
+    )
+    .await
+    .unwrap();
+    assert!(seen.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallelize_covers_every_piece_once() {
+    for (pieces, workers, chunk) in [
+        (1000, 10, 1),
+        (1000, 10, 10),
+        (1000, 10, 100),
+        (999, 10, 13),
+    ] {
+        each_piece_once(pieces, workers, chunk).await;
+    }
+}
+
+#[tokio::test]
+async fn parallelize_refuses_zero_workers_or_chunk() {
+    let cancel = CancellationToken::new();
+    let nothing = |_| async {};
+    assert_eq!(
+        parallelize_until(0, 10, 1, &cancel, nothing).await,
+        Err(ParallelizeError::ZeroWorkers)
+    );
+    assert_eq!(
+        parallelize_until(2, 10, 0, &cancel, nothing).await,
+        Err(ParallelizeError::ZeroChunkSize)
+    );
+    assert_eq!(parallelize_until(2, 0, 1, &cancel, nothing).await, Ok(()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn parallelize_stops_between_pieces_when_cancelled() {
+    let cancel = CancellationToken::new();
+    let done = Arc::new(AtomicU32::new(0));
+    let running = Arc::new(AtomicU32::new(0));
+    let max_running = Arc::new(AtomicU32::new(0));
+    let (d, c, r, m) = (
+        done.clone(),
+        cancel.clone(),
+        running.clone(),
+        max_running.clone(),
+    );
+    parallelize_until(3, 100, 1, &cancel, move |_| {
+        let (d, c, r, m) = (d.clone(), c.clone(), r.clone(), m.clone());
+        async move {
+            let now = r.fetch_add(1, Ordering::Relaxed) + 1;
+            m.fetch_max(now, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            r.fetch_sub(1, Ordering::Relaxed);
+            if d.fetch_add(1, Ordering::Relaxed) + 1 == 10 {
+                c.cancel();
+            }
+        }
+    })
+    .await
+    .unwrap();
+    let n = done.load(Ordering::Relaxed);
+    assert!((10..=12).contains(&n), "stopped soon after the cancel: {n}");
+    assert_eq!(
+        max_running.load(Ordering::Relaxed),
+        3,
+        "at most 3 at a time"
+    );
+}
