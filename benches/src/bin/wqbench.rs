@@ -3,7 +3,15 @@
 
 use benches::common::Overrides;
 use benches::workloads;
+use std::alloc::System;
 use std::process::ExitCode;
+
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+/// Counts live heap bytes for the `memory` workload (a relaxed atomic add per allocation; the
+/// other workloads allocate little inside their timed regions).
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

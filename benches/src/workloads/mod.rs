@@ -2,7 +2,12 @@
 
 use crate::common::{Overrides, Report};
 
+pub mod concurrent;
+pub mod delay;
+pub mod fifo;
+pub mod hotkeys;
 mod leader_failover;
+pub mod memory;
 pub mod ratelimited;
 pub mod sched_backoff;
 pub mod sched_move;
@@ -10,6 +15,11 @@ pub mod sched_pop;
 
 /// The workload ids this binary knows, in `WORKLOADS.md` order.
 pub const IDS: &[&str] = &[
+    "fifo",
+    "concurrent",
+    "hotkeys",
+    "delay",
+    "memory",
     "ratelimited-exp",
     "ratelimited-default",
     "sched-pop",
@@ -23,6 +33,11 @@ pub const IDS: &[&str] = &[
 /// Each workload module has `pub fn run(flags: &Overrides) -> Report`.
 pub fn run(id: &str, flags: &Overrides) -> Option<Report> {
     match id {
+        "fifo" => Some(fifo::run(flags)),
+        "concurrent" => Some(concurrent::run(flags)),
+        "hotkeys" => Some(hotkeys::run(flags)),
+        "delay" => Some(delay::run(flags)),
+        "memory" => Some(memory::run(flags)),
         "ratelimited-exp" => Some(ratelimited::run_exp(flags)),
         "ratelimited-default" => Some(ratelimited::run_default(flags)),
         "sched-pop" => Some(sched_pop::run(flags)),

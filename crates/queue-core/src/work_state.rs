@@ -382,12 +382,37 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     }
 
     fn push_back(&mut self, hash: u64, key: K) {
+        if self.queued.len() == self.queued.capacity() {
+            self.grow_index();
+        }
         let seq = self.head.wrapping_add(self.queue.len() as u32);
         self.queue.push_back(key);
         let (queue, head, hasher) = (&self.queue, self.head, &self.hasher);
         self.queued.insert_unique(hash, seq, |&s| {
             hasher.hash_one(&queue[s.wrapping_sub(head) as usize])
         });
+    }
+}
+
+impl<K: Hash> WorkState<K> {
+    /// Doubles the index by re-inserting the queued keys in FIFO order.
+    ///
+    /// The table's own growth would rehash in bucket order, reading the keys (and, for keys
+    /// that point to their bytes, those bytes) in random order: two cache misses per key at a
+    /// million keys. The FIFO order reads them sequentially, which costs a fraction of that.
+    fn grow_index(&mut self) {
+        let capacity = (self.queued.capacity() * 2).max(16);
+        let mut index = HashTable::with_capacity(capacity);
+        let (head, hasher) = (self.head, &self.hasher);
+        for (i, key) in self.queue.iter().enumerate() {
+            let seq = head.wrapping_add(i as u32);
+            let queue = &self.queue;
+            // Room was reserved above, so the re-hash closure is never called.
+            index.insert_unique(hasher.hash_one(key), seq, |&s| {
+                hasher.hash_one(&queue[s.wrapping_sub(head) as usize])
+            });
+        }
+        self.queued = index;
     }
 }
 

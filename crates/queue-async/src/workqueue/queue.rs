@@ -3,7 +3,9 @@
 use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use hashbrown::HashMap;
@@ -217,8 +219,9 @@ struct Wake {
 
 impl<K> Shared<K> {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State<K>> {
-        // No code path panics while holding the lock; recover the data if a user's Hash/Eq did.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        // parking_lot's lock does not poison: a user's Hash/Eq panicking under it leaves the
+        // state consistent (every transition completes or changes nothing before it can panic).
+        self.state.lock()
     }
 }
 

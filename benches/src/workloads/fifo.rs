@@ -1,0 +1,68 @@
+//! `fifo`: one task adds keys 0..n−1 into a plain work queue; then the workers start and the
+//! queue is shut down; workers loop get → done until get reports shutdown.
+//!
+//! Keys are `Arc<str>`: immutable, shared, cheap to clone (the queue keeps a clone of a key
+//! while it is processed), the Rust counterpart of Go's strings.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use queue_async::WorkQueue;
+
+use crate::common::{Extra, Overrides, Params, Report, cpu_time, key, runtime};
+
+/// The workload's keys, built before any timer starts.
+pub fn keys(n: u64) -> Vec<Arc<str>> {
+    (0..n).map(|i| Arc::from(key(i))).collect()
+}
+
+/// Runs the workload.
+pub fn run(flags: &Overrides) -> Report {
+    let params = flags.resolve(Params::defaults());
+    let keys = keys(params.n);
+    runtime().block_on(async move {
+        let queue: WorkQueue<Arc<str>> = WorkQueue::new();
+        let processed = Arc::new(AtomicU64::new(0));
+        let cpu0 = cpu_time();
+        let t0 = Instant::now();
+        for k in &keys {
+            queue.add(k.clone()).expect("the queue is open");
+        }
+        let add_s = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        let workers: Vec<_> = (0..params.workers)
+            .map(|_| {
+                let (queue, processed) = (queue.clone(), processed.clone());
+                tokio::spawn(async move {
+                    let mut n = 0;
+                    while let Some(item) = queue.get().await {
+                        item.done();
+                        n += 1;
+                    }
+                    processed.fetch_add(n, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        queue.shut_down();
+        for w in workers {
+            w.await.expect("a worker panicked");
+        }
+        let drain_s = t1.elapsed().as_secs_f64();
+        let cpu_s = (cpu_time() - cpu0).as_secs_f64();
+        let seconds = add_s + drain_s;
+        let processed = processed.load(Ordering::Relaxed);
+        Report {
+            workload: "fifo",
+            params,
+            seconds,
+            ops_per_sec: 3.0 * params.n as f64 / seconds,
+            extra: vec![
+                ("ok", Extra::Bool(processed == params.n)),
+                ("cpu_s", Extra::Num(cpu_s)),
+                ("add_seconds", Extra::Num(add_s)),
+                ("drain_seconds", Extra::Num(drain_s)),
+            ],
+        }
+    })
+}

@@ -1,0 +1,106 @@
+//! `hotkeys`: P producers each add n keys drawn from K (index splitmix64(seed·1000 + p) mod K,
+//! pre-generated); workers get → mark the key in flight (already marked = a violation) →
+//! unmark → done. Producers done → shut down with drain → wait for the workers.
+//!
+//! Keys are `Arc<str>` (see `fifo`); the in-flight set is one flag per key, found through a
+//! read-only index built before the timer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use queue_async::WorkQueue;
+
+use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, runtime};
+
+/// Runs the workload.
+pub fn run(flags: &Overrides) -> Report {
+    let params = flags.resolve(Params::defaults());
+    let keys = super::fifo::keys(params.keys);
+    let index: Arc<HashMap<Arc<str>, usize>> = Arc::new(
+        keys.iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, k)| (k, i))
+            .collect(),
+    );
+    let plans: Vec<Arc<Vec<Arc<str>>>> = (0..params.producers)
+        .map(|p| {
+            let mut rng = SplitMix64::new(params.seed * 1000 + p);
+            Arc::new(
+                (0..params.n)
+                    .map(|_| keys[(rng.next() % params.keys) as usize].clone())
+                    .collect(),
+            )
+        })
+        .collect();
+    let flags_in_flight: Arc<Vec<AtomicBool>> =
+        Arc::new((0..params.keys).map(|_| AtomicBool::new(false)).collect());
+    runtime().block_on(async move {
+        let queue: WorkQueue<Arc<str>> = WorkQueue::new();
+        let processed = Arc::new(AtomicU64::new(0));
+        let violations = Arc::new(AtomicU64::new(0));
+        let cpu0 = cpu_time();
+        let t0 = Instant::now();
+        let workers: Vec<_> = (0..params.workers)
+            .map(|_| {
+                let (queue, processed, violations) =
+                    (queue.clone(), processed.clone(), violations.clone());
+                let (index, in_flight) = (index.clone(), flags_in_flight.clone());
+                tokio::spawn(async move {
+                    let mut n = 0;
+                    while let Some(item) = queue.get().await {
+                        let flag = &in_flight[index[item.key()]];
+                        if flag.swap(true, Ordering::AcqRel) {
+                            violations.fetch_add(1, Ordering::Relaxed);
+                        }
+                        flag.store(false, Ordering::Release);
+                        item.done();
+                        n += 1;
+                    }
+                    processed.fetch_add(n, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        let producers: Vec<_> = plans
+            .into_iter()
+            .map(|plan| {
+                let queue = queue.clone();
+                tokio::spawn(async move {
+                    for k in plan.iter() {
+                        queue.add(k.clone()).expect("the queue is open");
+                    }
+                })
+            })
+            .collect();
+        for p in producers {
+            p.await.expect("a producer panicked");
+        }
+        queue.shut_down_with_drain().await;
+        for w in workers {
+            w.await.expect("a worker panicked");
+        }
+        let seconds = t0.elapsed().as_secs_f64();
+        let cpu_s = (cpu_time() - cpu0).as_secs_f64();
+        let processed = processed.load(Ordering::Relaxed);
+        let violations = violations.load(Ordering::Relaxed);
+        let adds = (params.producers * params.n) as f64;
+        Report {
+            workload: "hotkeys",
+            params,
+            seconds,
+            ops_per_sec: adds / seconds,
+            extra: vec![
+                ("ok", Extra::Bool(violations == 0 && processed > 0)),
+                ("cpu_s", Extra::Num(cpu_s)),
+                ("processed", Extra::Num(processed as f64)),
+                (
+                    "adds_per_process",
+                    Extra::Num(adds / processed.max(1) as f64),
+                ),
+                ("violations", Extra::Num(violations as f64)),
+            ],
+        }
+    })
+}
