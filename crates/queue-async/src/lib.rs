@@ -7,13 +7,18 @@
 //! important item, and on failure let the queue decide between a backoff, waiting for an event
 //! that could help (queueing hints, pre-enqueue gates), or going straight back.
 
+mod core;
 mod error;
+mod get;
+mod item;
 pub mod metrics;
 pub mod parallelize;
 pub mod scheduling;
 pub mod workqueue;
 
 pub use error::ShutDown;
+pub use get::Get;
+pub use item::Item;
 pub use parallelize::{ParallelizeError, parallelize_until};
 pub use scheduling::SchedulingQueue;
 pub use workqueue::WorkQueue;

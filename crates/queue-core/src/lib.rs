@@ -25,6 +25,7 @@
 
 mod compare;
 pub mod keyed_heap;
+mod priority_state;
 mod work_state;
 
 #[cfg(test)]
@@ -32,4 +33,5 @@ mod model_tests;
 
 pub use compare::{Compare, MaxOrder, MinOrder};
 pub use keyed_heap::KeyedHeap;
+pub use priority_state::{PriorityAdd, PriorityDone, PriorityState};
 pub use work_state::{AddOutcome, DoneOutcome, PopOutcome, WorkState};

@@ -2,35 +2,23 @@
 
 use std::fmt;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
-
-use parking_lot::{Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
-use hashbrown::HashMap;
-use queue_core::{AddOutcome, DoneOutcome, PopOutcome, WorkState};
+use queue_core::WorkState;
 use ratelimit::RateLimiter;
-use tokio::sync::{Notify, mpsc};
-use tokio::time::Instant;
-use tracing::debug;
 
-use super::delay::{self, Command};
-use super::get::Get;
 use crate::ShutDown;
-use crate::metrics::{MetricsProvider, Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
-
-/// The longest delay `add_after` honours; longer delays are clamped to it (365 days).
-///
-/// tokio-util's `DelayQueue` panics about two years out; a year is far beyond any useful retry.
-pub const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
+use crate::core::{Backend, Shared, wait_drained};
+use crate::get::Get;
+use crate::metrics::MetricsProvider;
 
 /// A de-duplicating work queue that worker tasks await on: client-go's work queue with its
 /// delaying and rate-limiting layers, in one cheap [`Clone`] handle.
 ///
 /// - [`add`](Self::add) queues a key unless it is already queued; a key being processed is queued
 ///   again when its worker is done, so one key is never handed to two workers at once.
-/// - [`get`](Self::get) awaits the next key and hands it out as an [`Item`](super::Item), a guard
+/// - [`get`](Self::get) awaits the next key and hands it out as an [`Item`](crate::Item), a guard
 ///   that marks the key done when dropped.
 /// - [`add_after`](Self::add_after) and [`add_rate_limited`](Self::add_rate_limited) add later,
 ///   from a background task that sleeps until exactly the next deadline.
@@ -72,27 +60,20 @@ pub const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
 /// # }
 /// ```
 pub struct WorkQueue<K> {
-    pub(crate) shared: Arc<Shared<K>>,
+    pub(crate) core: Arc<dyn Backend<K, ()>>,
 }
 
 impl<K> Clone for WorkQueue<K> {
     fn clone(&self) -> Self {
         Self {
-            shared: self.shared.clone(),
+            core: self.core.clone(),
         }
     }
 }
 
 impl<K> fmt::Debug for WorkQueue<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.shared.lock();
-        f.debug_struct("WorkQueue")
-            .field("name", &self.shared.name)
-            .field("len", &state.work.len())
-            .field("processing", &state.work.processing_len())
-            .field("waiting", &state.waiting.len())
-            .field("shutting_down", &state.work.is_shut_down())
-            .finish()
+        self.core.describe(f, "WorkQueue")
     }
 }
 
@@ -158,265 +139,9 @@ where
     /// Builds the queue. Nothing is spawned yet: the delay task starts with the first delayed
     /// add and the metrics task with the first add, each in the runtime of that call.
     pub fn build(self) -> WorkQueue<K> {
-        let recorder = match &self.metrics {
-            Some(provider) => Recorder::new(&self.name, provider.clone()),
-            None => Recorder::disabled(),
-        };
-        let limiter = self
-            .limiter
-            .unwrap_or_else(|| Arc::new(ratelimit::default_controller_rate_limiter()));
         WorkQueue {
-            shared: Arc::new(Shared {
-                name: self.name,
-                state: Mutex::new(State {
-                    work: WorkState::new(),
-                    waiting: HashMap::new(),
-                    delay_tx: None,
-                    recorder,
-                    metrics_task: false,
-                    draining: false,
-                }),
-                get_wake: Notify::new(),
-                idle_wake: Notify::new(),
-                limiter,
-                shut_down_flag: AtomicBool::new(false),
-            }),
+            core: Shared::new(WorkState::new(), self.name, self.metrics, self.limiter),
         }
-    }
-}
-
-/// State shared by every handle, item guard and the background tasks (the tasks hold it weakly).
-pub(crate) struct Shared<K> {
-    name: String,
-    state: Mutex<State<K>>,
-    /// Wakes `get`s: one per queued key, all at shutdown.
-    pub(crate) get_wake: Notify,
-    /// Wakes drainers when the queue becomes idle or shutdown is forced.
-    idle_wake: Notify,
-    limiter: Arc<dyn RateLimiter<K>>,
-    shut_down_flag: AtomicBool,
-}
-
-pub(crate) struct State<K> {
-    pub(crate) work: WorkState<K>,
-    /// Keys waiting for their delay, with their deadline (the delay task's timer entries are
-    /// only alarms: this map decides).
-    pub(crate) waiting: HashMap<K, Instant>,
-    delay_tx: Option<mpsc::UnboundedSender<Command<K>>>,
-    pub(crate) recorder: Recorder<K>,
-    metrics_task: bool,
-    /// A `shut_down_with_drain` is waiting.
-    draining: bool,
-}
-
-/// What the caller of an operation must do after releasing the lock.
-#[derive(Default)]
-#[must_use]
-struct Wake {
-    one_getter: bool,
-    idle: bool,
-}
-
-impl<K> Shared<K> {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State<K>> {
-        // parking_lot's lock does not poison: a user's Hash/Eq panicking under it leaves the
-        // state consistent (every transition completes or changes nothing before it can panic).
-        self.state.lock()
-    }
-}
-
-impl<K> Shared<K>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
-    fn wake(&self, wake: Wake) {
-        if wake.one_getter {
-            self.get_wake.notify_one();
-        }
-        if wake.idle {
-            self.idle_wake.notify_waiters();
-        }
-    }
-
-    /// Adds `key` now, under the lock.
-    fn add_locked(&self, state: &mut State<K>, key: K, wake: &mut Wake) -> Result<(), ShutDown<K>> {
-        if state.waiting.remove(&key).is_some() {
-            // Added now: the waiting entry is void (its alarm finds nothing and is ignored).
-            if let Some(tx) = &state.delay_tx {
-                let _ = tx.send(Command::Cancel(key.clone()));
-            }
-        }
-        // The recorder needs the key after `add` took it: clone only when metrics are on.
-        let metric_key = state.recorder.is_enabled().then(|| key.clone());
-        match state.work.add(key) {
-            AddOutcome::Queued => {
-                if let Some(k) = &metric_key {
-                    state.recorder.add(k);
-                }
-                wake.one_getter = true;
-                Ok(())
-            }
-            AddOutcome::Deferred => {
-                // Dirty while processing: counted by depth and adds, as the original.
-                if let Some(k) = &metric_key {
-                    state.recorder.add(k);
-                }
-                Ok(())
-            }
-            AddOutcome::Coalesced => Ok(()),
-            AddOutcome::Refused(key) => Err(ShutDown(key)),
-        }
-    }
-
-    /// The delay task's alarm for `key` at `deadline` rang.
-    pub(crate) fn fire(&self, key: K, deadline: Instant) {
-        let mut wake = Wake::default();
-        {
-            let mut state = self.lock();
-            if state.waiting.get(&key) != Some(&deadline) {
-                return; // cancelled by an add now, or superseded
-            }
-            state.waiting.remove(&key);
-            debug!(queue = %self.name, "delay over; adding");
-            let _ = self.add_locked(&mut state, key, &mut wake);
-        }
-        self.wake(wake);
-    }
-
-    /// Takes the next key for a worker: `Some(Some(key))`, `Some(None)` once shut down and
-    /// empty, `None` to wait.
-    pub(crate) fn try_get(&self) -> Option<Option<K>> {
-        let mut state = self.lock();
-        match state.work.pop() {
-            PopOutcome::Item(key) => {
-                state.recorder.get(&key);
-                Some(Some(key))
-            }
-            PopOutcome::Empty => None,
-            PopOutcome::ShutDown => Some(None),
-        }
-    }
-
-    pub(crate) fn done(&self, key: &K) {
-        let mut wake = Wake::default();
-        {
-            let mut state = self.lock();
-            state.recorder.done(key);
-            match state.work.done(key) {
-                // Counted by the metrics when it became dirty, not again here (as the original).
-                DoneOutcome::Requeued => wake.one_getter = true,
-                DoneOutcome::Finished | DoneOutcome::NotProcessing => {}
-            }
-            wake.idle = state.draining && state.work.is_idle();
-        }
-        self.wake(wake);
-    }
-
-    pub(crate) fn add_after(self: &Arc<Self>, key: K, delay: Duration) -> Result<(), ShutDown<K>> {
-        let mut wake = Wake::default();
-        let result = {
-            let mut state = self.lock();
-            if state.work.is_shut_down() {
-                return Err(ShutDown(key));
-            }
-            state.recorder.retry();
-            if delay.is_zero() {
-                self.add_locked(&mut state, key, &mut wake)
-            } else {
-                self.ensure_metrics_task(&mut state);
-                self.wait_locked(&mut state, key, delay.min(MAX_DELAY), &mut wake)
-            }
-        };
-        self.wake(wake);
-        result
-    }
-
-    /// Records `key` as waiting until now + `delay` (keeping an earlier deadline) and sets the
-    /// delay task's alarm.
-    fn wait_locked(
-        self: &Arc<Self>,
-        state: &mut State<K>,
-        key: K,
-        delay: Duration,
-        wake: &mut Wake,
-    ) -> Result<(), ShutDown<K>> {
-        let deadline = Instant::now() + delay;
-        if let Some(current) = state.waiting.get(&key)
-            && *current <= deadline
-        {
-            return Ok(()); // already waiting with an earlier deadline
-        }
-        if state.delay_tx.is_none() {
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    let (tx, rx) = mpsc::unbounded_channel();
-                    runtime.spawn(delay::run(Arc::downgrade(self), rx, self.name.clone()));
-                    state.delay_tx = Some(tx);
-                }
-                Err(_) => {
-                    // No runtime to time the delay: add now rather than lose the key.
-                    debug!(queue = %self.name, "add_after outside a tokio runtime; adding now");
-                    return self.add_locked(state, key, wake);
-                }
-            }
-        }
-        state.waiting.insert(key.clone(), deadline);
-        if let Some(tx) = &state.delay_tx {
-            let _ = tx.send(Command::Wait(key, deadline));
-        }
-        Ok(())
-    }
-
-    fn shut_down(&self, drain: bool) -> bool {
-        let first = {
-            let mut state = self.lock();
-            let first = state.work.shut_down();
-            self.shut_down_flag.store(true, Ordering::Release);
-            // Waiting keys are never added now: drop them and end the delay task.
-            state.waiting.clear();
-            state.delay_tx = None;
-            state.draining = drain;
-            first
-        };
-        if first {
-            debug!(queue = %self.name, drain, "shutting down");
-        }
-        self.get_wake.notify_waiters();
-        if !drain {
-            // A forced shutdown cuts a drain short.
-            self.idle_wake.notify_waiters();
-        }
-        first
-    }
-
-    fn ensure_metrics_task(self: &Arc<Self>, state: &mut State<K>) {
-        if state.metrics_task || !state.recorder.is_enabled() {
-            return;
-        }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            state.metrics_task = true;
-            runtime.spawn(metrics_loop(Arc::downgrade(self)));
-        }
-    }
-}
-
-/// Refreshes the unfinished-work gauges every period until shutdown or the last handle drops.
-async fn metrics_loop<K>(shared: Weak<Shared<K>>)
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
-    let mut tick = tokio::time::interval(UNFINISHED_WORK_UPDATE_PERIOD);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
-        if shared.shut_down_flag.load(Ordering::Acquire) {
-            return;
-        }
-        shared.lock().recorder.update_unfinished_work();
     }
 }
 
@@ -479,19 +204,11 @@ where
     /// assert_eq!(queue.add("b").unwrap_err().into_key(), "b");
     /// ```
     pub fn add(&self, key: K) -> Result<(), ShutDown<K>> {
-        let mut wake = Wake::default();
-        let result = {
-            let mut state = self.shared.lock();
-            let r = self.shared.add_locked(&mut state, key, &mut wake);
-            self.shared.ensure_metrics_task(&mut state);
-            r
-        };
-        self.shared.wake(wake);
-        result
+        self.core.add(key, ())
     }
 
     /// Adds `key` once `delay` has passed (at once if `delay` is zero). A key already waiting
-    /// keeps the earlier of its two deadlines; delays beyond [`MAX_DELAY`] are clamped.
+    /// keeps the earlier of its two deadlines; delays beyond [`MAX_DELAY`](crate::workqueue::MAX_DELAY) are clamped.
     ///
     /// The wait is timed by a background task, spawned on the current tokio runtime at the first
     /// delayed add (outside a runtime the key is added at once). It ends at shutdown and when the
@@ -516,7 +233,7 @@ where
     /// # }
     /// ```
     pub fn add_after(&self, key: K, delay: Duration) -> Result<(), ShutDown<K>> {
-        self.shared.add_after(key, delay)
+        self.core.clone().add_after(key, (), delay)
     }
 
     /// Adds `key` after the delay the rate limiter gives it ([`RateLimiter::when`]).
@@ -538,31 +255,27 @@ where
     /// # }
     /// ```
     pub fn add_rate_limited(&self, key: K) -> Result<(), ShutDown<K>> {
-        if self.is_shutting_down() {
-            return Err(ShutDown(key));
-        }
-        let delay = self.shared.limiter.when(&key);
-        self.shared.add_after(key, delay)
+        self.core.clone().add_rate_limited(key, ())
     }
 
     /// Clears the rate limiter's history of `key` (call it when the key succeeded).
     pub fn forget(&self, key: &K) {
-        self.shared.limiter.forget(key);
+        self.core.forget(key);
     }
 
     /// How many times the rate limiter has delayed `key` since it was last forgotten.
     pub fn num_requeues(&self, key: &K) -> usize {
-        self.shared.limiter.num_requeues(key)
+        self.core.num_requeues(key)
     }
 
     /// Waits for the next key: `Some(item)`, or `None` once the queue is shut down and empty.
     ///
     /// See [`Get`] for cancel safety.
     pub fn get(&self) -> Get<'_, K> {
-        Get::new(self)
+        Get::new(&self.core)
     }
 
-    /// Marks `key` done: for keys taken out of an item with [`Item::into_key`](super::Item::into_key).
+    /// Marks `key` done: for keys taken out of an item with [`Item::into_key`](crate::Item::into_key).
     /// If the key was added while it was processed, it is queued again now. A key that is not
     /// being processed is ignored.
     ///
@@ -581,12 +294,12 @@ where
     /// # }
     /// ```
     pub fn done(&self, key: &K) {
-        self.shared.done(key);
+        self.core.done(key);
     }
 
     /// Keys queued and ready, not counting those being processed or waiting for a delay.
     pub fn len(&self) -> usize {
-        self.shared.lock().work.len()
+        self.core.len()
     }
 
     /// Whether no key is queued.
@@ -611,7 +324,7 @@ where
     /// # }
     /// ```
     pub fn shut_down(&self) {
-        self.shared.shut_down(false);
+        self.core.shut_down(false);
     }
 
     /// Shuts down like [`shut_down`](Self::shut_down), then waits until every queued key has been
@@ -636,25 +349,14 @@ where
     /// # }
     /// ```
     pub async fn shut_down_with_drain(&self) {
-        self.shared.shut_down(true);
-        loop {
-            let idle = self.shared.idle_wake.notified();
-            tokio::pin!(idle);
-            idle.as_mut().enable();
-            {
-                let state = self.shared.lock();
-                if state.work.is_idle() || !state.draining {
-                    return;
-                }
-            }
-            idle.await;
-        }
+        self.core.shut_down(true);
+        wait_drained(&*self.core).await;
     }
 
     /// Whether [`shut_down`](Self::shut_down) or [`shut_down_with_drain`](Self::shut_down_with_drain)
     /// was called.
     pub fn is_shutting_down(&self) -> bool {
-        self.shared.shut_down_flag.load(Ordering::Acquire)
+        self.core.is_shutting_down()
     }
 
     /// Waits until the delay task has taken in every delayed add made so far, so that a test
@@ -678,27 +380,18 @@ where
     #[cfg(feature = "test-util")]
     #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub async fn settle(&self) {
-        let rx = {
-            let state = self.shared.lock();
-            let Some(tx) = &state.delay_tx else {
-                return;
-            };
-            let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-            if tx.send(Command::Sync(done_tx)).is_err() {
-                return;
-            }
-            done_rx
-        };
-        let _ = rx.await;
+        if let Some(rx) = self.core.settle() {
+            let _ = rx.await;
+        }
     }
 
     /// The number of keys waiting for their delay.
     pub fn waiting_len(&self) -> usize {
-        self.shared.lock().waiting.len()
+        self.core.waiting_len()
     }
 
     /// The number of keys handed out and not yet done.
     pub fn processing_len(&self) -> usize {
-        self.shared.lock().work.processing_len()
+        self.core.processing_len()
     }
 }

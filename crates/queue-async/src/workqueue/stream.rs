@@ -4,8 +4,8 @@ use std::hash::Hash;
 
 use futures::Stream;
 
-use super::item::Item;
 use super::queue::WorkQueue;
+use crate::item::Item;
 
 impl<K> WorkQueue<K>
 where

@@ -18,7 +18,7 @@ use tokio_util::time::DelayQueue;
 use tokio_util::time::delay_queue::Key;
 use tracing::{Instrument, debug, debug_span};
 
-use super::queue::Shared;
+use super::{Machine, Shared};
 
 /// A message from the queue to its delay task.
 pub(crate) enum Command<K> {
@@ -33,12 +33,13 @@ pub(crate) enum Command<K> {
 
 /// Runs until the queue shuts down or its last handle is dropped (the sender is dropped with the
 /// queue's state, which ends `rx`).
-pub(crate) async fn run<K>(
-    shared: Weak<Shared<K>>,
+pub(crate) async fn run<K, S>(
+    shared: Weak<Shared<K, S>>,
     mut rx: mpsc::UnboundedReceiver<Command<K>>,
     name: String,
 ) where
     K: Hash + Eq + Clone + Send + Sync + 'static,
+    S: Machine<K>,
 {
     let span = debug_span!("workqueue_delay", queue = %name);
     async move {
@@ -86,13 +87,14 @@ pub(crate) async fn run<K>(
 }
 
 /// Fires every alarm that is due now; `false` if the queue is gone.
-async fn fire_due<K>(
-    shared: &Weak<Shared<K>>,
+async fn fire_due<K, S>(
+    shared: &Weak<Shared<K, S>>,
     timers: &mut DelayQueue<K>,
     alarms: &mut HashMap<K, (Key, Instant)>,
 ) -> bool
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
+    S: Machine<K>,
 {
     let due = poll_fn(|cx| {
         let mut due = Vec::new();

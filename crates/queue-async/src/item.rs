@@ -1,13 +1,14 @@
-//! [`Item`]: a key handed out by [`WorkQueue::get`](super::WorkQueue::get), marked done when
-//! dropped.
+//! [`Item`]: a key handed out by a work queue's `get`, marked done when dropped.
 
 use std::fmt;
 use std::hash::Hash;
 use std::ops::Deref;
 use std::time::Duration;
 
-use super::queue::WorkQueue;
+use std::sync::Arc;
+
 use crate::ShutDown;
+use crate::core::Backend;
 
 /// A key being processed by one worker: no other worker gets the same key until it is done.
 ///
@@ -23,7 +24,7 @@ use crate::ShutDown;
 ///
 /// Dropping the item (an early return, a `?`, a panic in the worker) marks it done, so a
 /// forgotten `done` can never wedge a key. [`into_key`](Self::into_key) opts out: the caller then
-/// owes [`WorkQueue::done`].
+/// owes the queue's `done` ([`WorkQueue::done`](crate::WorkQueue::done)).
 ///
 /// # Examples
 ///
@@ -40,22 +41,27 @@ use crate::ShutDown;
 /// assert_eq!(queue.num_requeues(&"ns/a"), 0);
 /// # }
 /// ```
-pub struct Item<K>
+pub struct Item<K, P = ()>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
+    P: Copy + Send + Sync + 'static,
 {
-    queue: WorkQueue<K>,
+    queue: Arc<dyn Backend<K, P>>,
+    /// The priority it was handed out at (`()` for the plain work queue).
+    p: P,
     /// `Some` until a consuming method or the drop takes it.
     key: Option<K>,
 }
 
-impl<K> Item<K>
+impl<K, P> Item<K, P>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
+    P: Copy + Send + Sync + 'static,
 {
-    pub(crate) fn new(queue: WorkQueue<K>, key: K) -> Self {
+    pub(crate) fn new(queue: Arc<dyn Backend<K, P>>, key: K, p: P) -> Self {
         Self {
             queue,
+            p,
             key: Some(key),
         }
     }
@@ -85,7 +91,10 @@ where
     /// [`ShutDown`] with a clone of the key if the queue is shutting down (the item is still
     /// marked done).
     pub fn requeue_rate_limited(self) -> Result<(), ShutDown<K>> {
-        let r = self.queue.add_rate_limited(self.key().clone());
+        let r = self
+            .queue
+            .clone()
+            .add_rate_limited(self.key().clone(), self.p);
         drop(self);
         r
     }
@@ -97,7 +106,10 @@ where
     /// [`ShutDown`] with a clone of the key if the queue is shutting down (the item is still
     /// marked done).
     pub fn requeue_after(self, delay: Duration) -> Result<(), ShutDown<K>> {
-        let r = self.queue.add_after(self.key().clone(), delay);
+        let r = self
+            .queue
+            .clone()
+            .add_after(self.key().clone(), self.p, delay);
         drop(self);
         r
     }
@@ -109,13 +121,13 @@ where
     /// [`ShutDown`] with a clone of the key if the queue is shutting down (the item is still
     /// marked done).
     pub fn requeue(self) -> Result<(), ShutDown<K>> {
-        let r = self.queue.add(self.key().clone());
+        let r = self.queue.add(self.key().clone(), self.p);
         drop(self);
         r
     }
 
-    /// Takes the key out without marking it done: the caller must call [`WorkQueue::done`]
-    /// with it, or the key is never handed out again (client-go's contract).
+    /// Takes the key out without marking it done: the caller must call the queue's `done` with
+    /// it, or the key is never handed out again (client-go's contract).
     pub fn into_key(mut self) -> K {
         self.key
             .take()
@@ -123,9 +135,20 @@ where
     }
 }
 
-impl<K> Deref for Item<K>
+impl<K> Item<K, i32>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    /// The priority the key was handed out at (priority queue).
+    pub fn priority(&self) -> i32 {
+        self.p
+    }
+}
+
+impl<K, P> Deref for Item<K, P>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    P: Copy + Send + Sync + 'static,
 {
     type Target = K;
     fn deref(&self) -> &K {
@@ -133,9 +156,10 @@ where
     }
 }
 
-impl<K> Drop for Item<K>
+impl<K, P> Drop for Item<K, P>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
+    P: Copy + Send + Sync + 'static,
 {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
@@ -144,11 +168,15 @@ where
     }
 }
 
-impl<K> fmt::Debug for Item<K>
+impl<K, P> fmt::Debug for Item<K, P>
 where
     K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static,
+    P: Copy + Send + Sync + fmt::Debug + 'static,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Item").field(self.key()).finish()
+        f.debug_struct("Item")
+            .field("key", self.key())
+            .field("priority", &self.p)
+            .finish()
     }
 }

@@ -1,4 +1,4 @@
-//! The future returned by [`WorkQueue::get`](super::WorkQueue::get).
+//! The future returned by the work queues' `get`.
 
 use std::fmt;
 use std::future::Future;
@@ -9,14 +9,16 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use tokio::sync::futures::Notified;
 
-use super::item::Item;
-use super::queue::WorkQueue;
+use std::sync::Arc;
+
+use crate::core::Backend;
+use crate::item::Item;
 
 pin_project! {
-    /// Future of [`WorkQueue::get`]: the next key as an [`Item`], or `None` once the queue is
-    /// shut down and empty.
+    /// Future of [`WorkQueue::get`] and [`PriorityQueue::get`]: the next key as an [`Item`], or
+    /// `None` once the queue is shut down and empty.
     ///
-    /// Equivalent to `async fn get(&self) -> Option<Item<K>>`.
+    /// Equivalent to `async fn get(&self) -> Option<Item<K, P>>`.
     ///
     /// # Cancel safety
     ///
@@ -36,50 +38,52 @@ pin_project! {
     /// # }
     /// ```
     ///
-    /// [`WorkQueue::get`]: super::WorkQueue::get
+    /// [`WorkQueue::get`]: crate::WorkQueue::get
+    /// [`PriorityQueue::get`]: crate::PriorityQueue::get
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct Get<'a, K> {
-        queue: &'a WorkQueue<K>,
+    pub struct Get<'a, K, P = ()> {
+        queue: &'a Arc<dyn Backend<K, P>>,
         #[pin]
         notified: Notified<'a>,
     }
 }
 
-impl<'a, K> Get<'a, K> {
-    pub(crate) fn new(queue: &'a WorkQueue<K>) -> Self {
+impl<'a, K, P> Get<'a, K, P> {
+    pub(crate) fn new(queue: &'a Arc<dyn Backend<K, P>>) -> Self {
         Get {
             queue,
-            notified: queue.shared.get_wake.notified(),
+            notified: queue.get_wake().notified(),
         }
     }
 }
 
-impl<K> Future for Get<'_, K>
+impl<K, P> Future for Get<'_, K, P>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
+    P: Copy + Send + Sync + 'static,
 {
-    type Output = Option<Item<K>>;
+    type Output = Option<Item<K, P>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let queue = *this.queue;
         // Fast path: a key is there; no need to register with the `Notify`.
-        if let Some(out) = queue.shared.try_get() {
-            return Poll::Ready(out.map(|key| Item::new(queue.clone(), key)));
+        if let Some(out) = queue.try_get() {
+            return Poll::Ready(out.map(|(key, p)| Item::new(queue.clone(), key, p)));
         }
         loop {
             // Register interest before looking again, so an add after the look wakes us.
             this.notified.as_mut().enable();
-            if let Some(out) = queue.shared.try_get() {
-                return Poll::Ready(out.map(|key| Item::new(queue.clone(), key)));
+            if let Some(out) = queue.try_get() {
+                return Poll::Ready(out.map(|(key, p)| Item::new(queue.clone(), key, p)));
             }
             ready!(this.notified.as_mut().poll(cx));
-            this.notified.set(queue.shared.get_wake.notified());
+            this.notified.set(queue.get_wake().notified());
         }
     }
 }
 
-impl<K> fmt::Debug for Get<'_, K> {
+impl<K, P> fmt::Debug for Get<'_, K, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Get").finish_non_exhaustive()
     }

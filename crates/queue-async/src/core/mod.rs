@@ -1,0 +1,587 @@
+//! The machinery both work queues share: the lock around a state machine (FIFO or priority),
+//! the waiting map and its delay task, the rate limiter, the metrics recorder and its ticker,
+//! and the wake-ups of `get` and of drains.
+//!
+//! [`WorkQueue`](crate::WorkQueue) and [`PriorityQueue`](crate::PriorityQueue) are thin handles
+//! over an `Arc<dyn Backend<K, P>>`, `P` being `()` or the priority.
+
+pub(crate) mod delay;
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use hashbrown::HashMap;
+use parking_lot::{Mutex, MutexGuard};
+use queue_core::{
+    AddOutcome, DoneOutcome, PopOutcome, PriorityAdd, PriorityDone, PriorityState, WorkState,
+};
+use ratelimit::RateLimiter;
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+use tracing::debug;
+
+use self::delay::Command;
+use crate::ShutDown;
+use crate::metrics::{MetricsProvider, Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
+
+/// The longest delay honoured by delayed adds; longer delays are clamped to it (365 days).
+///
+/// tokio-util's `DelayQueue` panics about two years out; a year is far beyond any useful retry.
+pub const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// What an add did, for both state machines.
+pub(crate) enum Added<K> {
+    Queued,
+    Raised { from: i32 },
+    Coalesced,
+    Deferred { newly_dirty: bool },
+    Refused(K),
+}
+
+/// What a done did.
+pub(crate) enum DoneWith<P> {
+    Finished,
+    Requeued(P),
+    NotProcessing,
+}
+
+/// A queue's state machine: `P` is what an add carries besides the key (`()` or a priority).
+pub(crate) trait Machine<K>: Send + 'static {
+    type P: Copy + Ord + Send + Sync + fmt::Debug + 'static;
+    /// Whether `now` must be read for adds and dones (priority aging).
+    const NEEDS_TIME: bool;
+    fn add(&mut self, key: K, p: Self::P, now: u64) -> Added<K>;
+    fn pop(&mut self) -> PopOutcome<(K, Self::P)>;
+    fn done(&mut self, key: &K, now: u64) -> DoneWith<Self::P>;
+    fn shut_down(&mut self) -> bool;
+    fn is_shut_down(&self) -> bool;
+    fn len(&self) -> usize;
+    fn processing_len(&self) -> usize;
+    fn is_idle(&self) -> bool;
+    /// The priority label of the depth metric, if the queue has priorities.
+    fn metric_priority(p: Self::P) -> Option<i32>;
+}
+
+impl<K: Hash + Eq + Clone + Send + 'static> Machine<K> for WorkState<K> {
+    type P = ();
+    const NEEDS_TIME: bool = false;
+    fn add(&mut self, key: K, (): (), _now: u64) -> Added<K> {
+        match WorkState::add(self, key) {
+            AddOutcome::Queued => Added::Queued,
+            AddOutcome::Coalesced => Added::Coalesced,
+            AddOutcome::Deferred => Added::Deferred { newly_dirty: true },
+            AddOutcome::Refused(k) => Added::Refused(k),
+        }
+    }
+    fn pop(&mut self) -> PopOutcome<(K, ())> {
+        match WorkState::pop(self) {
+            PopOutcome::Item(k) => PopOutcome::Item((k, ())),
+            PopOutcome::Empty => PopOutcome::Empty,
+            PopOutcome::ShutDown => PopOutcome::ShutDown,
+        }
+    }
+    fn done(&mut self, key: &K, _now: u64) -> DoneWith<()> {
+        match WorkState::done(self, key) {
+            DoneOutcome::Finished => DoneWith::Finished,
+            DoneOutcome::Requeued => DoneWith::Requeued(()),
+            DoneOutcome::NotProcessing => DoneWith::NotProcessing,
+        }
+    }
+    fn shut_down(&mut self) -> bool {
+        WorkState::shut_down(self)
+    }
+    fn is_shut_down(&self) -> bool {
+        WorkState::is_shut_down(self)
+    }
+    fn len(&self) -> usize {
+        WorkState::len(self)
+    }
+    fn processing_len(&self) -> usize {
+        WorkState::processing_len(self)
+    }
+    fn is_idle(&self) -> bool {
+        WorkState::is_idle(self)
+    }
+    fn metric_priority((): ()) -> Option<i32> {
+        None
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + 'static> Machine<K> for PriorityState<K> {
+    type P = i32;
+    const NEEDS_TIME: bool = true;
+    fn add(&mut self, key: K, p: i32, now: u64) -> Added<K> {
+        match PriorityState::add(self, key, p, now) {
+            PriorityAdd::Queued => Added::Queued,
+            PriorityAdd::Raised { from } => Added::Raised { from },
+            PriorityAdd::Coalesced => Added::Coalesced,
+            PriorityAdd::Deferred { newly_dirty } => Added::Deferred { newly_dirty },
+            PriorityAdd::Refused(k) => Added::Refused(k),
+        }
+    }
+    fn pop(&mut self) -> PopOutcome<(K, i32)> {
+        PriorityState::pop(self)
+    }
+    fn done(&mut self, key: &K, now: u64) -> DoneWith<i32> {
+        match PriorityState::done(self, key, now) {
+            PriorityDone::Finished => DoneWith::Finished,
+            PriorityDone::Requeued(p) => DoneWith::Requeued(p),
+            PriorityDone::NotProcessing => DoneWith::NotProcessing,
+        }
+    }
+    fn shut_down(&mut self) -> bool {
+        PriorityState::shut_down(self)
+    }
+    fn is_shut_down(&self) -> bool {
+        PriorityState::is_shut_down(self)
+    }
+    fn len(&self) -> usize {
+        PriorityState::len(self)
+    }
+    fn processing_len(&self) -> usize {
+        PriorityState::processing_len(self)
+    }
+    fn is_idle(&self) -> bool {
+        PriorityState::is_idle(self)
+    }
+    fn metric_priority(p: i32) -> Option<i32> {
+        Some(p)
+    }
+}
+
+/// The operations the handles, guards and futures need, object safe so that the public types
+/// do not carry the state machine's type.
+pub(crate) trait Backend<K, P>: Send + Sync {
+    fn get_wake(&self) -> &Notify;
+    /// `Some(Some(..))` a key for a worker, `Some(None)` shut down and empty, `None` wait.
+    fn try_get(&self) -> Option<Option<(K, P)>>;
+    fn done(&self, key: &K);
+    fn add(&self, key: K, p: P) -> Result<(), ShutDown<K>>;
+    fn add_after(self: Arc<Self>, key: K, p: P, delay: Duration) -> Result<(), ShutDown<K>>;
+    fn add_rate_limited(self: Arc<Self>, key: K, p: P) -> Result<(), ShutDown<K>>;
+    fn forget(&self, key: &K);
+    fn num_requeues(&self, key: &K) -> usize;
+    fn len(&self) -> usize;
+    fn processing_len(&self) -> usize;
+    fn waiting_len(&self) -> usize;
+    fn shut_down(&self, drain: bool);
+    fn is_shutting_down(&self) -> bool;
+    fn idle_wake(&self) -> &Notify;
+    /// Whether a drain is over: idle, or cut short.
+    fn drain_over(&self) -> bool;
+    /// A receiver that fires once the delay task has handled everything sent so far.
+    fn settle(&self) -> Option<tokio::sync::oneshot::Receiver<()>>;
+    fn describe(&self, f: &mut fmt::Formatter<'_>, kind: &str) -> fmt::Result;
+}
+
+/// Shared state of one queue (the background tasks hold it weakly).
+pub(crate) struct Shared<K, S: Machine<K>> {
+    name: String,
+    state: Mutex<State<K, S>>,
+    get_wake: Notify,
+    idle_wake: Notify,
+    limiter: Arc<dyn RateLimiter<K>>,
+    shut_down_flag: AtomicBool,
+    origin: Instant,
+    me: Weak<Self>,
+}
+
+struct State<K, S: Machine<K>> {
+    machine: S,
+    /// Keys waiting for their delay: deadline and what they will be added with. The delay
+    /// task's timers are only alarms; this map decides.
+    waiting: HashMap<K, (Instant, S::P)>,
+    delay_tx: Option<mpsc::UnboundedSender<Command<K>>>,
+    recorder: Recorder<K>,
+    metrics_task: bool,
+    draining: bool,
+}
+
+/// What to do after releasing the lock.
+#[derive(Default)]
+#[must_use]
+struct Wake {
+    one_getter: bool,
+    idle: bool,
+}
+
+impl<K, S> Shared<K, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    S: Machine<K>,
+{
+    pub(crate) fn new(
+        machine: S,
+        name: String,
+        metrics: Option<Arc<dyn MetricsProvider>>,
+        limiter: Option<Arc<dyn RateLimiter<K>>>,
+    ) -> Arc<Self> {
+        let recorder = match &metrics {
+            Some(provider) => Recorder::new(&name, provider.clone()),
+            None => Recorder::disabled(),
+        };
+        let limiter =
+            limiter.unwrap_or_else(|| Arc::new(ratelimit::default_controller_rate_limiter()));
+        Arc::new_cyclic(|me| Shared {
+            name,
+            state: Mutex::new(State {
+                machine,
+                waiting: HashMap::new(),
+                delay_tx: None,
+                recorder,
+                metrics_task: false,
+                draining: false,
+            }),
+            get_wake: Notify::new(),
+            idle_wake: Notify::new(),
+            limiter,
+            shut_down_flag: AtomicBool::new(false),
+            origin: Instant::now(),
+            me: me.clone(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<K, S>> {
+        // parking_lot's lock does not poison; every transition completes or changes nothing
+        // before a user's Hash/Eq could panic under it.
+        self.state.lock()
+    }
+
+    fn now_nanos(&self) -> u64 {
+        if S::NEEDS_TIME {
+            u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        } else {
+            0
+        }
+    }
+
+    fn wake(&self, wake: Wake) {
+        if wake.one_getter {
+            self.get_wake.notify_one();
+        }
+        if wake.idle {
+            self.idle_wake.notify_waiters();
+        }
+    }
+
+    /// Adds `key` now, under the lock; a waiting entry for it is void (its priority is kept).
+    fn add_locked(
+        &self,
+        state: &mut State<K, S>,
+        key: K,
+        p: S::P,
+        wake: &mut Wake,
+    ) -> Result<(), ShutDown<K>> {
+        let mut p = p;
+        if !state.waiting.is_empty()
+            && let Some((_, waited)) = state.waiting.remove(&key)
+        {
+            p = p.max(waited);
+            if let Some(tx) = &state.delay_tx {
+                let _ = tx.send(Command::Cancel(key.clone()));
+            }
+        }
+        // The recorder needs the key after the machine took it: clone only when metrics are on.
+        let metric_key = state.recorder.is_enabled().then(|| key.clone());
+        let now = self.now_nanos();
+        match state.machine.add(key, p, now) {
+            Added::Queued => {
+                if let Some(k) = &metric_key {
+                    state.recorder.add_at_priority(k, S::metric_priority(p));
+                }
+                wake.one_getter = true;
+                Ok(())
+            }
+            Added::Raised { from } => {
+                if let Some(to) = S::metric_priority(p) {
+                    state.recorder.reprioritize(from, to);
+                }
+                Ok(())
+            }
+            Added::Deferred { newly_dirty } => {
+                // Dirty while processing: counted by depth and adds, as the original.
+                if newly_dirty && let Some(k) = &metric_key {
+                    state.recorder.add_at_priority(k, S::metric_priority(p));
+                }
+                Ok(())
+            }
+            Added::Coalesced => Ok(()),
+            Added::Refused(key) => Err(ShutDown(key)),
+        }
+    }
+
+    /// The delay task's alarm for `key` at `deadline` rang.
+    pub(crate) fn fire(&self, key: K, deadline: Instant) {
+        let mut wake = Wake::default();
+        {
+            let mut state = self.lock();
+            let Some(&(at, p)) = state.waiting.get(&key) else {
+                return; // added now meanwhile
+            };
+            if at != deadline {
+                return; // superseded by an earlier deadline
+            }
+            state.waiting.remove(&key);
+            debug!(queue = %self.name, "delay over; adding");
+            let _ = self.add_locked(&mut state, key, p, &mut wake);
+        }
+        self.wake(wake);
+    }
+
+    fn add_after_inner(
+        self: &Arc<Self>,
+        key: K,
+        p: S::P,
+        delay: Duration,
+    ) -> Result<(), ShutDown<K>> {
+        let mut wake = Wake::default();
+        let result = {
+            let mut state = self.lock();
+            if state.machine.is_shut_down() {
+                return Err(ShutDown(key));
+            }
+            state.recorder.retry();
+            self.ensure_metrics_task(&mut state);
+            if delay.is_zero() {
+                self.add_locked(&mut state, key, p, &mut wake)
+            } else {
+                self.wait_locked(&mut state, key, p, delay.min(MAX_DELAY), &mut wake)
+            }
+        };
+        self.wake(wake);
+        result
+    }
+
+    /// Records `key` as waiting until now + `delay`, keeping an earlier deadline and the higher
+    /// of the two priorities, and sets the delay task's alarm.
+    fn wait_locked(
+        self: &Arc<Self>,
+        state: &mut State<K, S>,
+        key: K,
+        p: S::P,
+        delay: Duration,
+        wake: &mut Wake,
+    ) -> Result<(), ShutDown<K>> {
+        let deadline = Instant::now() + delay;
+        if let Some((at, waited)) = state.waiting.get_mut(&key) {
+            *waited = (*waited).max(p);
+            if *at <= deadline {
+                return Ok(()); // already waiting with an earlier deadline
+            }
+        }
+        if state.delay_tx.is_none() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    runtime.spawn(delay::run(Arc::downgrade(self), rx, self.name.clone()));
+                    state.delay_tx = Some(tx);
+                }
+                Err(_) => {
+                    // No runtime to time the delay: add now rather than lose the key.
+                    debug!(queue = %self.name, "delayed add outside a tokio runtime; adding now");
+                    return self.add_locked(state, key, p, wake);
+                }
+            }
+        }
+        let p = state
+            .waiting
+            .get(&key)
+            .map_or(p, |&(_, waited)| waited.max(p));
+        state.waiting.insert(key.clone(), (deadline, p));
+        if let Some(tx) = &state.delay_tx {
+            let _ = tx.send(Command::Wait(key, deadline));
+        }
+        Ok(())
+    }
+
+    fn ensure_metrics_task(self: &Arc<Self>, state: &mut State<K, S>) {
+        if state.metrics_task || !state.recorder.is_enabled() {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            state.metrics_task = true;
+            runtime.spawn(metrics_loop(Arc::downgrade(self)));
+        }
+    }
+
+    fn arc(&self) -> Option<Arc<Self>> {
+        self.me.upgrade()
+    }
+}
+
+/// Refreshes the unfinished-work gauges every period until shutdown or the last handle drops.
+async fn metrics_loop<K, S>(shared: Weak<Shared<K, S>>)
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    S: Machine<K>,
+{
+    let mut tick = tokio::time::interval(UNFINISHED_WORK_UPDATE_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        if shared.shut_down_flag.load(Ordering::Acquire) {
+            return;
+        }
+        shared.lock().recorder.update_unfinished_work();
+    }
+}
+
+impl<K, S> Backend<K, S::P> for Shared<K, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    S: Machine<K>,
+{
+    fn get_wake(&self) -> &Notify {
+        &self.get_wake
+    }
+
+    fn try_get(&self) -> Option<Option<(K, S::P)>> {
+        let mut state = self.lock();
+        match state.machine.pop() {
+            PopOutcome::Item((key, p)) => {
+                state.recorder.get_at_priority(&key, S::metric_priority(p));
+                Some(Some((key, p)))
+            }
+            PopOutcome::Empty => None,
+            PopOutcome::ShutDown => Some(None),
+        }
+    }
+
+    fn done(&self, key: &K) {
+        let mut wake = Wake::default();
+        {
+            let mut state = self.lock();
+            state.recorder.done(key);
+            let now = self.now_nanos();
+            match state.machine.done(key, now) {
+                // Counted by the metrics when it became dirty, not again here (as the original).
+                DoneWith::Requeued(_) => wake.one_getter = true,
+                DoneWith::Finished | DoneWith::NotProcessing => {}
+            }
+            wake.idle = state.draining && state.machine.is_idle();
+        }
+        self.wake(wake);
+    }
+
+    fn add(&self, key: K, p: S::P) -> Result<(), ShutDown<K>> {
+        let mut wake = Wake::default();
+        let result = {
+            let mut state = self.lock();
+            let r = self.add_locked(&mut state, key, p, &mut wake);
+            if !state.metrics_task
+                && state.recorder.is_enabled()
+                && let Some(me) = self.arc()
+            {
+                me.ensure_metrics_task(&mut state);
+            }
+            r
+        };
+        self.wake(wake);
+        result
+    }
+
+    fn add_after(self: Arc<Self>, key: K, p: S::P, delay: Duration) -> Result<(), ShutDown<K>> {
+        self.add_after_inner(key, p, delay)
+    }
+
+    fn add_rate_limited(self: Arc<Self>, key: K, p: S::P) -> Result<(), ShutDown<K>> {
+        if self.shut_down_flag.load(Ordering::Acquire) {
+            return Err(ShutDown(key));
+        }
+        let delay = self.limiter.when(&key);
+        self.add_after_inner(key, p, delay)
+    }
+
+    fn forget(&self, key: &K) {
+        self.limiter.forget(key);
+    }
+
+    fn num_requeues(&self, key: &K) -> usize {
+        self.limiter.num_requeues(key)
+    }
+
+    fn len(&self) -> usize {
+        self.lock().machine.len()
+    }
+
+    fn processing_len(&self) -> usize {
+        self.lock().machine.processing_len()
+    }
+
+    fn waiting_len(&self) -> usize {
+        self.lock().waiting.len()
+    }
+
+    fn shut_down(&self, drain: bool) {
+        let first = {
+            let mut state = self.lock();
+            let first = state.machine.shut_down();
+            self.shut_down_flag.store(true, Ordering::Release);
+            // Waiting keys are never added now: drop them and end the delay task.
+            state.waiting.clear();
+            state.delay_tx = None;
+            state.draining = drain;
+            first
+        };
+        if first {
+            debug!(queue = %self.name, drain, "shutting down");
+        }
+        self.get_wake.notify_waiters();
+        if !drain {
+            // A forced shutdown cuts a drain short.
+            self.idle_wake.notify_waiters();
+        }
+    }
+
+    fn is_shutting_down(&self) -> bool {
+        self.shut_down_flag.load(Ordering::Acquire)
+    }
+
+    fn idle_wake(&self) -> &Notify {
+        &self.idle_wake
+    }
+
+    fn drain_over(&self) -> bool {
+        let state = self.lock();
+        state.machine.is_idle() || !state.draining
+    }
+
+    fn settle(&self) -> Option<tokio::sync::oneshot::Receiver<()>> {
+        let state = self.lock();
+        let tx = state.delay_tx.as_ref()?;
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        tx.send(Command::Sync(done_tx)).ok()?;
+        Some(done_rx)
+    }
+
+    fn describe(&self, f: &mut fmt::Formatter<'_>, kind: &str) -> fmt::Result {
+        let state = self.lock();
+        f.debug_struct(kind)
+            .field("name", &self.name)
+            .field("len", &state.machine.len())
+            .field("processing", &state.machine.processing_len())
+            .field("waiting", &state.waiting.len())
+            .field("shutting_down", &state.machine.is_shut_down())
+            .finish()
+    }
+}
+
+/// Waits until a drain is over (see the handles' `shut_down_with_drain`).
+pub(crate) async fn wait_drained<K, P>(core: &dyn Backend<K, P>) {
+    loop {
+        let idle = core.idle_wake().notified();
+        tokio::pin!(idle);
+        idle.as_mut().enable();
+        if core.drain_over() {
+            return;
+        }
+        idle.await;
+    }
+}
