@@ -13,6 +13,7 @@ mod get;
 mod item;
 pub mod metrics;
 pub mod parallelize;
+pub mod priority;
 pub mod scheduling;
 pub mod workqueue;
 
@@ -20,5 +21,6 @@ pub use error::ShutDown;
 pub use get::Get;
 pub use item::Item;
 pub use parallelize::{ParallelizeError, parallelize_until};
+pub use priority::PriorityQueue;
 pub use scheduling::SchedulingQueue;
 pub use workqueue::WorkQueue;

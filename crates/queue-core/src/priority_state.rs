@@ -89,8 +89,9 @@ pub enum PriorityDone {
 /// ```
 pub struct PriorityState<K> {
     ready: KeyedHeap<K, Rank, ByRank>,
-    /// Processing keys, with the priority to queue them at after `done` if re-added meanwhile.
-    processing: HashMap<K, Option<i32>>,
+    /// Processing keys, with the rank to queue them at after `done` if re-added meanwhile (its
+    /// place is where it was re-added, as controller-runtime's).
+    processing: HashMap<K, Option<Rank>>,
     seq: u64,
     aging_nanos: Option<u64>,
     shut_down: bool,
@@ -154,9 +155,12 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
         if self.shut_down {
             return PriorityAdd::Refused(key);
         }
-        if let Some(dirty) = self.processing.get_mut(&key) {
+        if let Some(dirty) = self.processing.get(&key).copied() {
             let newly_dirty = dirty.is_none();
-            *dirty = Some(dirty.map_or(priority, |p| p.max(priority)));
+            if dirty.is_none_or(|r| priority > r.priority) {
+                let rank = self.rank(priority, now_nanos);
+                self.processing.insert(key, Some(rank));
+            }
             return PriorityAdd::Deferred { newly_dirty };
         }
         if let Some(current) = self.ready.get(&key).map(|r| r.priority) {
@@ -194,7 +198,8 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
         }
     }
 
-    /// Ends the processing of `key`, at time `now_nanos`; a key re-added meanwhile is ready again.
+    /// Ends the processing of `key`; a key re-added meanwhile is ready again, placed where it was
+    /// re-added (`now_nanos` is unused and kept for symmetry with `add`).
     ///
     /// # Examples
     ///
@@ -207,13 +212,13 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     /// assert_eq!(state.done(&"a", 2), PriorityDone::Requeued(3));
     /// ```
     pub fn done(&mut self, key: &K, now_nanos: u64) -> PriorityDone {
+        let _ = now_nanos;
         match self.processing.remove_entry(key) {
             None => PriorityDone::NotProcessing,
             Some((_, None)) => PriorityDone::Finished,
-            Some((key, Some(priority))) => {
-                let rank = self.rank(priority, now_nanos);
+            Some((key, Some(rank))) => {
                 self.ready.add(key, rank);
-                PriorityDone::Requeued(priority)
+                PriorityDone::Requeued(rank.priority)
             }
         }
     }

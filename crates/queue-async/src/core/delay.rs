@@ -73,10 +73,12 @@ pub(crate) async fn run<K, S>(
                     None => break,
                 },
                 Some(expired) = poll_fn(|cx| timers.poll_expired(cx)) => {
-                    let key = expired.into_inner();
-                    let Some((_, deadline)) = alarms.remove(&key) else { continue };
-                    let Some(shared) = shared.upgrade() else { break };
-                    shared.fire(key, deadline);
+                    // Everything else due now goes in the same batch (one lock, priority order).
+                    let mut due = take_due(&mut timers).await;
+                    due.push(expired.into_inner());
+                    if !fire(&shared, due, &mut alarms) {
+                        break;
+                    }
                 }
             }
         }
@@ -84,6 +86,42 @@ pub(crate) async fn run<K, S>(
     }
     .instrument(span)
     .await;
+}
+
+/// Every key whose alarm is due now. Unconstrained by tokio's cooperative budget, which would
+/// otherwise end a large batch early and let a getter see only part of it.
+async fn take_due<K>(timers: &mut DelayQueue<K>) -> Vec<K> {
+    tokio::task::unconstrained(poll_fn(|cx| {
+        let mut due = Vec::new();
+        while let Poll::Ready(Some(expired)) = timers.poll_expired(cx) {
+            due.push(expired.into_inner());
+        }
+        Poll::Ready(due)
+    }))
+    .await
+}
+
+/// Hands `due` to the queue; `false` if the queue is gone.
+fn fire<K, S>(
+    shared: &Weak<Shared<K, S>>,
+    due: Vec<K>,
+    alarms: &mut HashMap<K, (Key, Instant)>,
+) -> bool
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    S: Machine<K>,
+{
+    let due: Vec<(K, Instant)> = due
+        .into_iter()
+        .filter_map(|key| alarms.remove(&key).map(|(_, deadline)| (key, deadline)))
+        .collect();
+    let Some(shared) = shared.upgrade() else {
+        return false;
+    };
+    if !due.is_empty() {
+        shared.fire(due);
+    }
+    true
 }
 
 /// Fires every alarm that is due now; `false` if the queue is gone.
@@ -96,21 +134,6 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     S: Machine<K>,
 {
-    let due = poll_fn(|cx| {
-        let mut due = Vec::new();
-        while let Poll::Ready(Some(expired)) = timers.poll_expired(cx) {
-            due.push(expired.into_inner());
-        }
-        Poll::Ready(due)
-    })
-    .await;
-    let Some(shared) = shared.upgrade() else {
-        return false;
-    };
-    for key in due {
-        if let Some((_, deadline)) = alarms.remove(&key) {
-            shared.fire(key, deadline);
-        }
-    }
-    true
+    let due = take_due(timers).await;
+    fire(shared, due, alarms)
 }

@@ -61,6 +61,9 @@ pub(crate) trait Machine<K>: Send + 'static {
     fn len(&self) -> usize;
     fn processing_len(&self) -> usize;
     fn is_idle(&self) -> bool;
+    /// Whether a delayed add of `key` is absorbed because the key is ready now (the priority
+    /// queue's rule; the plain work queue always schedules, as client-go's delaying queue).
+    fn absorbs_delayed(&self, key: &K) -> bool;
     /// The priority label of the depth metric, if the queue has priorities.
     fn metric_priority(p: Self::P) -> Option<i32>;
 }
@@ -105,6 +108,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> Machine<K> for WorkState<K> {
     fn is_idle(&self) -> bool {
         WorkState::is_idle(self)
     }
+    fn absorbs_delayed(&self, _key: &K) -> bool {
+        false
+    }
     fn metric_priority((): ()) -> Option<i32> {
         None
     }
@@ -147,6 +153,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> Machine<K> for PriorityState<K> {
     fn is_idle(&self) -> bool {
         PriorityState::is_idle(self)
     }
+    fn absorbs_delayed(&self, key: &K) -> bool {
+        self.ready_priority(key).is_some()
+    }
     fn metric_priority(p: i32) -> Option<i32> {
         Some(p)
     }
@@ -163,6 +172,8 @@ pub(crate) trait Backend<K, P>: Send + Sync {
     fn add_after(self: Arc<Self>, key: K, p: P, delay: Duration) -> Result<(), ShutDown<K>>;
     fn add_rate_limited(self: Arc<Self>, key: K, p: P) -> Result<(), ShutDown<K>>;
     fn forget(&self, key: &K);
+    /// Charges the rate limiter for `key` and returns its delay.
+    fn rate_limit_delay(&self, key: &K) -> Duration;
     fn num_requeues(&self, key: &K) -> usize;
     fn len(&self) -> usize;
     fn processing_len(&self) -> usize;
@@ -193,7 +204,9 @@ struct State<K, S: Machine<K>> {
     machine: S,
     /// Keys waiting for their delay: deadline and what they will be added with. The delay
     /// task's timers are only alarms; this map decides.
-    waiting: HashMap<K, (Instant, S::P)>,
+    waiting: HashMap<K, (Instant, S::P, u64)>,
+    /// Order of delayed adds, to break ties between keys due at the same instant.
+    wait_seq: u64,
     delay_tx: Option<mpsc::UnboundedSender<Command<K>>>,
     recorder: Recorder<K>,
     metrics_task: bool,
@@ -204,7 +217,7 @@ struct State<K, S: Machine<K>> {
 #[derive(Default)]
 #[must_use]
 struct Wake {
-    one_getter: bool,
+    getters: usize,
     idle: bool,
 }
 
@@ -230,6 +243,7 @@ where
             state: Mutex::new(State {
                 machine,
                 waiting: HashMap::new(),
+                wait_seq: 0,
                 delay_tx: None,
                 recorder,
                 metrics_task: false,
@@ -259,7 +273,7 @@ where
     }
 
     fn wake(&self, wake: Wake) {
-        if wake.one_getter {
+        for _ in 0..wake.getters {
             self.get_wake.notify_one();
         }
         if wake.idle {
@@ -277,7 +291,7 @@ where
     ) -> Result<(), ShutDown<K>> {
         let mut p = p;
         if !state.waiting.is_empty()
-            && let Some((_, waited)) = state.waiting.remove(&key)
+            && let Some((_, waited, _)) = state.waiting.remove(&key)
         {
             p = p.max(waited);
             if let Some(tx) = &state.delay_tx {
@@ -292,7 +306,7 @@ where
                 if let Some(k) = &metric_key {
                     state.recorder.add_at_priority(k, S::metric_priority(p));
                 }
-                wake.one_getter = true;
+                wake.getters += 1;
                 Ok(())
             }
             Added::Raised { from } => {
@@ -313,20 +327,27 @@ where
         }
     }
 
-    /// The delay task's alarm for `key` at `deadline` rang.
-    pub(crate) fn fire(&self, key: K, deadline: Instant) {
+    /// The delay task's alarms for these keys rang (all due now): they are added under one
+    /// lock, by deadline, then higher priority, then the order of their delayed adds, so a
+    /// batch that became ready together keeps the priority order (controller-runtime's rule).
+    pub(crate) fn fire(&self, due: Vec<(K, Instant)>) {
         let mut wake = Wake::default();
         {
             let mut state = self.lock();
-            let Some(&(at, p)) = state.waiting.get(&key) else {
-                return; // added now meanwhile
-            };
-            if at != deadline {
-                return; // superseded by an earlier deadline
+            let mut ready: Vec<(Instant, std::cmp::Reverse<S::P>, u64, K)> = due
+                .into_iter()
+                .filter_map(|(key, deadline)| {
+                    // Absent: added now meanwhile; another deadline: superseded.
+                    let &(at, p, seq) = state.waiting.get(&key)?;
+                    (at == deadline).then_some((at, std::cmp::Reverse(p), seq, key))
+                })
+                .collect();
+            ready.sort_unstable_by_key(|r| (r.0, r.1, r.2));
+            for (_, std::cmp::Reverse(p), _, key) in ready {
+                state.waiting.remove(&key);
+                let _ = self.add_locked(&mut state, key, p, &mut wake);
             }
-            state.waiting.remove(&key);
-            debug!(queue = %self.name, "delay over; adding");
-            let _ = self.add_locked(&mut state, key, p, &mut wake);
+            debug!(queue = %self.name, ready = wake.getters, "delays over");
         }
         self.wake(wake);
     }
@@ -365,8 +386,12 @@ where
         delay: Duration,
         wake: &mut Wake,
     ) -> Result<(), ShutDown<K>> {
+        if state.machine.absorbs_delayed(&key) {
+            // Ready already: it stays ready, at the higher of the two priorities.
+            return self.add_locked(state, key, p, wake);
+        }
         let deadline = Instant::now() + delay;
-        if let Some((at, waited)) = state.waiting.get_mut(&key) {
+        if let Some((at, waited, _)) = state.waiting.get_mut(&key) {
             *waited = (*waited).max(p);
             if *at <= deadline {
                 return Ok(()); // already waiting with an earlier deadline
@@ -389,8 +414,10 @@ where
         let p = state
             .waiting
             .get(&key)
-            .map_or(p, |&(_, waited)| waited.max(p));
-        state.waiting.insert(key.clone(), (deadline, p));
+            .map_or(p, |&(_, waited, _)| waited.max(p));
+        state.wait_seq += 1;
+        let seq = state.wait_seq;
+        state.waiting.insert(key.clone(), (deadline, p, seq));
         if let Some(tx) = &state.delay_tx {
             let _ = tx.send(Command::Wait(key, deadline));
         }
@@ -462,7 +489,7 @@ where
             let now = self.now_nanos();
             match state.machine.done(key, now) {
                 // Counted by the metrics when it became dirty, not again here (as the original).
-                DoneWith::Requeued(_) => wake.one_getter = true,
+                DoneWith::Requeued(_) => wake.getters += 1,
                 DoneWith::Finished | DoneWith::NotProcessing => {}
             }
             wake.idle = state.draining && state.machine.is_idle();
@@ -501,6 +528,10 @@ where
 
     fn forget(&self, key: &K) {
         self.limiter.forget(key);
+    }
+
+    fn rate_limit_delay(&self, key: &K) -> Duration {
+        self.limiter.when(key)
     }
 
     fn num_requeues(&self, key: &K) -> usize {

@@ -1,0 +1,8 @@
+//! The priority work queue: controller-runtime's priority queue (higher priority first, FIFO
+//! within a priority) with the work queue's guarantees ([`PriorityQueue`]).
+
+mod queue;
+
+pub use crate::get::Get;
+pub use crate::item::Item;
+pub use queue::{AddOptions, Builder, PriorityQueue};
