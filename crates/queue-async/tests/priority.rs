@@ -467,9 +467,12 @@ impl Model {
                 group = self.seq;
                 last_at = Some(at);
             }
+            let before = self.ready.get(&k).copied();
             self.add(k, p);
-            if let Some(r) = self.ready.get_mut(&k) {
-                r.1 = group;
+            if let Some(r) = self.ready.get_mut(&k)
+                && before != Some(*r)
+            {
+                r.1 = group; // newly ready (or raised) by this batch
             }
         }
     }
