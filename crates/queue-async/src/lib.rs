@@ -14,6 +14,9 @@ mod item;
 pub mod metrics;
 pub mod parallelize;
 pub mod priority;
+#[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+pub mod prometheus;
 pub mod scheduling;
 pub mod workqueue;
 
