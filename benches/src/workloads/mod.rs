@@ -8,6 +8,7 @@ pub mod fifo;
 pub mod hotkeys;
 mod leader_failover;
 pub mod memory;
+pub mod priority;
 pub mod ratelimited;
 pub mod sched_backoff;
 pub mod sched_move;
@@ -20,6 +21,7 @@ pub const IDS: &[&str] = &[
     "hotkeys",
     "delay",
     "memory",
+    "priority",
     "ratelimited-exp",
     "ratelimited-default",
     "sched-pop",
@@ -38,6 +40,7 @@ pub fn run(id: &str, flags: &Overrides) -> Option<Report> {
         "hotkeys" => Some(hotkeys::run(flags)),
         "delay" => Some(delay::run(flags)),
         "memory" => Some(memory::run(flags)),
+        "priority" => Some(priority::run(flags)),
         "ratelimited-exp" => Some(ratelimited::run_exp(flags)),
         "ratelimited-default" => Some(ratelimited::run_default(flags)),
         "sched-pop" => Some(sched_pop::run(flags)),

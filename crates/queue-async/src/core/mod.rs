@@ -184,6 +184,7 @@ pub(crate) trait Backend<K, P>: Send + Sync {
     /// Whether a drain is over: idle, or cut short.
     fn drain_over(&self) -> bool;
     /// A receiver that fires once the delay task has handled everything sent so far.
+    #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
     fn settle(&self) -> Option<tokio::sync::oneshot::Receiver<()>>;
     fn describe(&self, f: &mut fmt::Formatter<'_>, kind: &str) -> fmt::Result;
 }
