@@ -198,7 +198,9 @@ impl MetricsProvider for NoopProvider {}
 struct Handles {
     name: Arc<str>,
     provider: Arc<dyn MetricsProvider>,
-    depth: Arc<dyn GaugeMetric>,
+    /// Made on first use, so a priority queue (which labels depth by priority) does not export
+    /// an idle unlabelled series.
+    depth: Option<Arc<dyn GaugeMetric>>,
     adds: Arc<dyn CounterMetric>,
     queue_duration: Arc<dyn HistogramMetric>,
     work_duration: Arc<dyn HistogramMetric>,
@@ -254,7 +256,7 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
         }
         let handles = Handles {
             name: Arc::from(name),
-            depth: provider.depth(name),
+            depth: None,
             adds: provider.adds(name),
             queue_duration: provider.queue_duration(name),
             work_duration: provider.work_duration(name),
@@ -379,7 +381,12 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
 impl<K> Enabled<K> {
     fn depth(&mut self, priority: Option<i32>) -> &Arc<dyn GaugeMetric> {
         match priority {
-            None => &self.handles.depth,
+            None => {
+                let handles = &mut self.handles;
+                handles
+                    .depth
+                    .get_or_insert_with(|| handles.provider.depth(&handles.name))
+            }
             Some(p) => {
                 let Self {
                     handles,

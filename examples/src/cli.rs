@@ -1,0 +1,123 @@
+//! The main example's command line (no dependency: a handful of flags).
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use crate::controller::Options;
+
+/// `--help` text.
+pub const HELP: &str = "\
+controller: three replicas of a small controller elect a leader; the leader's workers drain a
+rate-limited priority work queue fed by a synthetic event source; midway the leader is killed and
+another replica takes over. Then a scheduling queue places pods that wait in backoff or
+unschedulable until an event helps them.
+
+USAGE:
+    cargo run -p examples --example controller -- [FLAGS]
+
+FLAGS:
+    --objects N        objects the event source creates, each a low-priority create event [300]
+    --updates N        update events (normal priority) for random existing objects [objects / 2]
+    --failure-rate F   probability that one reconcile attempt fails, in [0, 1) [0.2]
+    --workers N        worker tasks of the leader [4]
+    --replicas N       controller replicas contending for the lease [3]
+    --seed S           seed of the events and of the failures [1]
+    --no-kill          do not kill the leader midway
+    --metrics          print the work queue's Prometheus metrics (text format) at the end
+    --etcd URL         elect the leader on a real etcd (build with `--features etcd`)
+    -q, --quiet        no live progress line (drawn only when stderr is a terminal)
+    -h, --help         this text
+";
+
+/// Parsed flags.
+///
+/// # Examples
+///
+/// ```
+/// let args = examples::cli::Args::parse(["--objects", "50", "--metrics"]).unwrap();
+/// assert_eq!(args.options.objects, 50);
+/// assert_eq!(args.options.updates, 25);
+/// assert!(args.metrics);
+/// assert!(examples::cli::Args::parse(["--workers", "0"]).is_err());
+/// ```
+#[derive(Debug, Clone)]
+pub struct Args {
+    /// The run's shape.
+    pub options: Options,
+    /// Print the Prometheus text at the end.
+    pub metrics: bool,
+    /// Elect on this etcd endpoint instead of the in-memory lock.
+    pub etcd: Option<String>,
+    /// `--help` was asked for.
+    pub help: bool,
+}
+
+impl Args {
+    /// Parses the flags (without the program name).
+    ///
+    /// # Errors
+    ///
+    /// A message naming the bad flag or value.
+    pub fn parse<I, S>(args: I) -> Result<Self, String>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut options = Options {
+            progress: std::io::stderr().is_terminal(),
+            ..Options::default()
+        };
+        let (mut metrics, mut etcd, mut help, mut updates) = (false, None, false, None);
+        let mut it = args.into_iter().map(Into::into);
+        while let Some(flag) = it.next() {
+            let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+            match flag.as_str() {
+                "--objects" => options.objects = number(&flag, &value()?)?,
+                "--updates" => updates = Some(number(&flag, &value()?)?),
+                "--failure-rate" => {
+                    let v = value()?;
+                    options.failure_rate = v
+                        .parse()
+                        .map_err(|_| format!("{flag}: {v:?} is not a number"))?;
+                }
+                "--workers" => options.workers = number(&flag, &value()?)?,
+                "--replicas" => options.replicas = number(&flag, &value()?)?,
+                "--seed" => options.seed = number(&flag, &value()?)? as u64,
+                "--no-kill" => options.kill_leader = false,
+                "--metrics" => metrics = true,
+                "--etcd" => etcd = Some(value()?),
+                "-q" | "--quiet" => options.progress = false,
+                "-h" | "--help" => help = true,
+                other => return Err(format!("unknown flag {other:?} (see --help)")),
+            }
+        }
+        options.updates = updates.unwrap_or(options.objects / 2);
+        if options.workers == 0 || options.replicas == 0 {
+            return Err("--workers and --replicas must be at least 1".into());
+        }
+        if !(0.0..1.0).contains(&options.failure_rate) {
+            return Err(format!(
+                "--failure-rate {} is outside [0, 1)",
+                options.failure_rate
+            ));
+        }
+        if options.objects == 0 {
+            return Err("--objects must be at least 1".into());
+        }
+        // Keep the default run a few seconds long whatever the size.
+        options.event_interval = Duration::from_micros(
+            (1_200_000 / (options.objects + options.updates) as u64).clamp(50, 4_000),
+        );
+        Ok(Self {
+            options,
+            metrics,
+            etcd,
+            help,
+        })
+    }
+}
+
+fn number(flag: &str, v: &str) -> Result<usize, String> {
+    v.parse()
+        .map_err(|_| format!("{flag}: {v:?} is not a non-negative integer"))
+}

@@ -1,0 +1,13 @@
+//! The code behind the workspace's examples, as a library so tests can run it in virtual time.
+//!
+//! - [`controller`]: replicas electing a leader whose workers drain a rate-limited priority work
+//!   queue; the leader is killed midway and another finishes the work.
+//! - [`scheduler`]: a scheduling queue placing pods that wait in backoff or unschedulable.
+//! - [`cli`]: the main example's flags.
+//! - [`metrics`]: the Prometheus registry the example prints with `--metrics`.
+
+pub mod cli;
+pub mod controller;
+pub mod metrics;
+pub mod rng;
+pub mod scheduler;
