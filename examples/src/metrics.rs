@@ -11,8 +11,12 @@ use queue_async::prometheus::PrometheusMetrics;
 ///
 /// ```
 /// let registry = examples::metrics::Registry::new();
-/// let _provider = registry.provider();
-/// assert!(registry.encode().contains("# HELP workqueue_depth"));
+/// let queue: queue_async::WorkQueue<&str> = queue_async::WorkQueue::builder()
+///     .name("q")
+///     .metrics(registry.provider())
+///     .build();
+/// queue.add("a").unwrap();
+/// assert!(registry.encode().contains(r#"workqueue_adds_total{name="q"} 1"#));
 /// ```
 #[derive(Debug)]
 pub struct Registry {
