@@ -6,6 +6,7 @@
 //! over an `Arc<dyn Backend<K, P>>`, `P` being `()` or the priority.
 
 pub(crate) mod delay;
+pub(crate) mod handle;
 
 use std::fmt;
 use std::hash::Hash;
@@ -25,7 +26,7 @@ use tracing::debug;
 
 use self::delay::Command;
 use crate::ShutDown;
-use crate::metrics::{MetricsProvider, Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
+use crate::metrics::{Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
 
 /// The longest delay honoured by delayed adds; longer delays are clamped to it (365 days).
 ///
@@ -227,12 +228,12 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     S: Machine<K>,
 {
-    pub(crate) fn new(
-        machine: S,
-        name: String,
-        metrics: Option<Arc<dyn MetricsProvider>>,
-        limiter: Option<Arc<dyn RateLimiter<K>>>,
-    ) -> Arc<Self> {
+    pub(crate) fn new(machine: S, options: handle::Options<K>) -> Arc<Self> {
+        let handle::Options {
+            name,
+            metrics,
+            limiter,
+        } = options;
         let recorder = match &metrics {
             Some(provider) => Recorder::new(&name, provider.clone()),
             None => Recorder::disabled(),

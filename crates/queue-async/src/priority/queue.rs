@@ -9,7 +9,8 @@ use queue_core::PriorityState;
 use ratelimit::RateLimiter;
 
 use crate::ShutDown;
-use crate::core::{Backend, Shared, wait_drained};
+use crate::core::handle::{Options, builder_methods, handle_methods};
+use crate::core::{Backend, Shared};
 use crate::get::Get;
 use crate::metrics::MetricsProvider;
 
@@ -127,18 +128,16 @@ impl<K> fmt::Debug for PriorityQueue<K> {
 /// assert!(queue.is_empty());
 /// ```
 pub struct Builder<K> {
-    name: String,
-    metrics: Option<Arc<dyn MetricsProvider>>,
-    limiter: Option<Arc<dyn RateLimiter<K>>>,
+    options: Options<K>,
     aging: Option<Duration>,
 }
 
 impl<K> fmt::Debug for Builder<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
-            .field("name", &self.name)
-            .field("metrics", &self.metrics.is_some())
-            .field("rate_limiter", &self.limiter.is_some())
+            .field("name", &self.options.name)
+            .field("metrics", &self.options.metrics.is_some())
+            .field("rate_limiter", &self.options.limiter.is_some())
             .field("aging", &self.aging)
             .finish()
     }
@@ -148,27 +147,7 @@ impl<K> Builder<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    /// The queue's name: the `name` label of its metrics (metrics need a non-empty name).
-    #[must_use]
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
-        self
-    }
-
-    /// Reports client-go's metrics through `provider`, depth also per priority.
-    #[must_use]
-    pub fn metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
-        self.metrics = Some(provider);
-        self
-    }
-
-    /// The limiter behind rate-limited adds; by default
-    /// [`ratelimit::default_controller_rate_limiter`].
-    #[must_use]
-    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<K>>) -> Self {
-        self.limiter = Some(limiter);
-        self
-    }
+    builder_methods!();
 
     /// Ages ready keys: waiting `interval` counts as one priority more (see the type's docs).
     /// Off by default (controller-runtime's behaviour); a zero interval also means off.
@@ -185,12 +164,7 @@ where
             .aging
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
         PriorityQueue {
-            core: Shared::new(
-                PriorityState::new(aging),
-                self.name,
-                self.metrics,
-                self.limiter,
-            ),
+            core: Shared::new(PriorityState::new(aging), self.options),
         }
     }
 }
@@ -216,9 +190,7 @@ where
     /// A [`Builder`].
     pub fn builder() -> Builder<K> {
         Builder {
-            name: String::new(),
-            metrics: None,
-            limiter: None,
+            options: Options::default(),
             aging: None,
         }
     }
@@ -289,75 +261,11 @@ where
         self.add_with(key, AddOptions::default().rate_limited(true))
     }
 
-    /// Clears the rate limiter's history of `key`.
-    pub fn forget(&self, key: &K) {
-        self.core.forget(key);
-    }
-
-    /// How many times the rate limiter has delayed `key` since it was last forgotten.
-    pub fn num_requeues(&self, key: &K) -> usize {
-        self.core.num_requeues(key)
-    }
-
     /// Waits for the best ready key: `Some(item)` (with [`Item::priority`](crate::Item::priority)),
     /// or `None` once shut down and empty. See [`Get`] for cancel safety.
     pub fn get(&self) -> Get<'_, K, i32> {
         Get::new(&self.core)
     }
 
-    /// Marks `key` done (for keys taken out with [`Item::into_key`](crate::Item::into_key)).
-    pub fn done(&self, key: &K) {
-        self.core.done(key);
-    }
-
-    /// Ready keys: not those being processed or waiting for a delay.
-    pub fn len(&self) -> usize {
-        self.core.len()
-    }
-
-    /// Whether no key is ready.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Keys waiting for a delay.
-    pub fn waiting_len(&self) -> usize {
-        self.core.waiting_len()
-    }
-
-    /// Keys handed out and not yet done.
-    pub fn processing_len(&self) -> usize {
-        self.core.processing_len()
-    }
-
-    /// Stops the queue (see [`WorkQueue::shut_down`](crate::WorkQueue::shut_down)).
-    pub fn shut_down(&self) {
-        self.core.shut_down(false);
-    }
-
-    /// Shuts down and waits until every ready and processing key is done; a concurrent
-    /// [`shut_down`](Self::shut_down) ends the wait early.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: dropping the future stops waiting; the queue stays shut down.
-    pub async fn shut_down_with_drain(&self) {
-        self.core.shut_down(true);
-        wait_drained(&*self.core).await;
-    }
-
-    /// Whether the queue is shutting down.
-    pub fn is_shutting_down(&self) -> bool {
-        self.core.is_shutting_down()
-    }
-
-    /// Waits until the delay task has taken in every delayed add made so far (see
-    /// [`WorkQueue::settle`](crate::WorkQueue::settle)).
-    #[cfg(feature = "test-util")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
-    pub async fn settle(&self) {
-        if let Some(rx) = self.core.settle() {
-            let _ = rx.await;
-        }
-    }
+    handle_methods!("PriorityQueue");
 }

@@ -9,7 +9,8 @@ use queue_core::WorkState;
 use ratelimit::RateLimiter;
 
 use crate::ShutDown;
-use crate::core::{Backend, Shared, wait_drained};
+use crate::core::handle::{Options, builder_methods, handle_methods};
+use crate::core::{Backend, Shared};
 use crate::get::Get;
 use crate::metrics::MetricsProvider;
 
@@ -95,17 +96,15 @@ impl<K> fmt::Debug for WorkQueue<K> {
 /// assert!(queue.is_empty());
 /// ```
 pub struct Builder<K> {
-    name: String,
-    metrics: Option<Arc<dyn MetricsProvider>>,
-    limiter: Option<Arc<dyn RateLimiter<K>>>,
+    options: Options<K>,
 }
 
 impl<K> fmt::Debug for Builder<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
-            .field("name", &self.name)
-            .field("metrics", &self.metrics.is_some())
-            .field("rate_limiter", &self.limiter.is_some())
+            .field("name", &self.options.name)
+            .field("metrics", &self.options.metrics.is_some())
+            .field("rate_limiter", &self.options.limiter.is_some())
             .finish()
     }
 }
@@ -114,33 +113,13 @@ impl<K> Builder<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    /// The queue's name: the `name` label of its metrics (metrics need a non-empty name).
-    #[must_use]
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
-        self
-    }
-
-    /// Reports client-go's seven metrics through `provider` (with a non-empty [`name`](Self::name)).
-    #[must_use]
-    pub fn metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
-        self.metrics = Some(provider);
-        self
-    }
-
-    /// The limiter behind [`add_rate_limited`](WorkQueue::add_rate_limited); by default
-    /// [`ratelimit::default_controller_rate_limiter`].
-    #[must_use]
-    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<K>>) -> Self {
-        self.limiter = Some(limiter);
-        self
-    }
+    builder_methods!();
 
     /// Builds the queue. Nothing is spawned yet: the delay task starts with the first delayed
     /// add and the metrics task with the first add, each in the runtime of that call.
     pub fn build(self) -> WorkQueue<K> {
         WorkQueue {
-            core: Shared::new(WorkState::new(), self.name, self.metrics, self.limiter),
+            core: Shared::new(WorkState::new(), self.options),
         }
     }
 }
@@ -182,9 +161,7 @@ where
     /// ```
     pub fn builder() -> Builder<K> {
         Builder {
-            name: String::new(),
-            metrics: None,
-            limiter: None,
+            options: Options::default(),
         }
     }
 
@@ -258,16 +235,6 @@ where
         self.core.clone().add_rate_limited(key, ())
     }
 
-    /// Clears the rate limiter's history of `key` (call it when the key succeeded).
-    pub fn forget(&self, key: &K) {
-        self.core.forget(key);
-    }
-
-    /// How many times the rate limiter has delayed `key` since it was last forgotten.
-    pub fn num_requeues(&self, key: &K) -> usize {
-        self.core.num_requeues(key)
-    }
-
     /// Waits for the next key: `Some(item)`, or `None` once the queue is shut down and empty.
     ///
     /// See [`Get`] for cancel safety.
@@ -275,123 +242,5 @@ where
         Get::new(&self.core)
     }
 
-    /// Marks `key` done: for keys taken out of an item with [`Item::into_key`](crate::Item::into_key).
-    /// If the key was added while it was processed, it is queued again now. A key that is not
-    /// being processed is ignored.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
-    /// queue.add("a").unwrap();
-    /// let key = queue.get().await.unwrap().into_key();
-    /// queue.add("a").unwrap(); // while processing: queued again at done
-    /// assert_eq!(queue.len(), 0);
-    /// queue.done(&key);
-    /// assert_eq!(queue.len(), 1);
-    /// # }
-    /// ```
-    pub fn done(&self, key: &K) {
-        self.core.done(key);
-    }
-
-    /// Keys queued and ready, not counting those being processed or waiting for a delay.
-    pub fn len(&self) -> usize {
-        self.core.len()
-    }
-
-    /// Whether no key is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Stops the queue: adds are refused, keys waiting for a delay are dropped, `get` returns
-    /// what is queued and then `None`. Cuts a running [`shut_down_with_drain`](Self::shut_down_with_drain)
-    /// short. Idempotent.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
-    /// queue.add(1).unwrap();
-    /// queue.shut_down();
-    /// assert!(queue.get().await.is_some()); // queued before the shutdown
-    /// assert!(queue.get().await.is_none());
-    /// # }
-    /// ```
-    pub fn shut_down(&self) {
-        self.core.shut_down(false);
-    }
-
-    /// Shuts down like [`shut_down`](Self::shut_down), then waits until every queued key has been
-    /// handed out and every handed-out key is done (the original waits for in-flight keys only).
-    /// A concurrent `shut_down` ends the wait early.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: dropping the future stops waiting; the queue stays shut down.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
-    /// queue.add("a").unwrap();
-    /// let worker = queue.clone();
-    /// tokio::spawn(async move { while let Some(item) = worker.get().await { item.done() } });
-    /// queue.shut_down_with_drain().await;
-    /// assert!(queue.is_empty());
-    /// # }
-    /// ```
-    pub async fn shut_down_with_drain(&self) {
-        self.core.shut_down(true);
-        wait_drained(&*self.core).await;
-    }
-
-    /// Whether [`shut_down`](Self::shut_down) or [`shut_down_with_drain`](Self::shut_down_with_drain)
-    /// was called.
-    pub fn is_shutting_down(&self) -> bool {
-        self.core.is_shutting_down()
-    }
-
-    /// Waits until the delay task has taken in every delayed add made so far, so that a test
-    /// that then advances the paused clock sees them fire (client-go's "wait for the waiting
-    /// loop" helper).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
-    /// queue.add_after("a", Duration::from_millis(50)).unwrap();
-    /// queue.settle().await;
-    /// tokio::time::advance(Duration::from_millis(50)).await;
-    /// queue.settle().await;
-    /// assert_eq!(queue.len(), 1);
-    /// # }
-    /// ```
-    #[cfg(feature = "test-util")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
-    pub async fn settle(&self) {
-        if let Some(rx) = self.core.settle() {
-            let _ = rx.await;
-        }
-    }
-
-    /// The number of keys waiting for their delay.
-    pub fn waiting_len(&self) -> usize {
-        self.core.waiting_len()
-    }
-
-    /// The number of keys handed out and not yet done.
-    pub fn processing_len(&self) -> usize {
-        self.core.processing_len()
-    }
+    handle_methods!("WorkQueue");
 }
