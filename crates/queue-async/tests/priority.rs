@@ -1,14 +1,13 @@
 //! Priority work queue: controller-runtime's scenarios (paused time), starvation with aging,
 //! cancel safety and a property test against a model.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
-use queue_async::metrics::{CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider};
+use queue_async::metrics::testing::RecordingProvider;
 use queue_async::priority::AddOptions;
 use queue_async::{Item, PriorityQueue, ShutDown};
 use ratelimit::{ExponentialRateLimiter, RateLimiter};
@@ -23,69 +22,26 @@ fn after(d: Duration) -> AddOptions {
     AddOptions::default().after(d)
 }
 
-/// Depth per priority, adds and retries, as controller-runtime's fake provider records them.
-#[derive(Default)]
-struct Fake {
-    depth: Mutex<BTreeMap<i32, i64>>,
-    adds: AtomicU32,
-    retries: AtomicU32,
-}
-struct Depth(Arc<Fake>, i32);
-impl GaugeMetric for Depth {
-    fn inc(&self) {
-        *self.0.depth.lock().unwrap().entry(self.1).or_default() += 1;
-    }
-    fn dec(&self) {
-        *self.0.depth.lock().unwrap().entry(self.1).or_default() -= 1;
-    }
-}
-struct Count(Arc<Fake>, bool);
-impl CounterMetric for Count {
-    fn inc(&self) {
-        let c = if self.1 {
-            &self.0.retries
-        } else {
-            &self.0.adds
-        };
-        c.fetch_add(1, Ordering::Relaxed);
-    }
-}
-struct Provider(Arc<Fake>);
-impl MetricsProvider for Provider {
-    fn depth_for_priority(&self, _: &str, p: i32) -> Arc<dyn GaugeMetric> {
-        Arc::new(Depth(self.0.clone(), p))
-    }
-    fn adds(&self, _: &str) -> Arc<dyn CounterMetric> {
-        Arc::new(Count(self.0.clone(), false))
-    }
-    fn retries(&self, _: &str) -> Arc<dyn CounterMetric> {
-        Arc::new(Count(self.0.clone(), true))
-    }
-    fn queue_duration(&self, _: &str) -> Arc<dyn HistogramMetric> {
-        Arc::new(queue_async::metrics::NoopMetric)
-    }
-}
-
-fn queue_with_metrics() -> (PriorityQueue<&'static str>, Arc<Fake>) {
-    let fake = Arc::new(Fake::default());
+fn queue_with_metrics() -> (PriorityQueue<&'static str>, Arc<RecordingProvider>) {
+    let recording = Arc::new(RecordingProvider::default());
     let q = PriorityQueue::builder()
         .name("test")
-        .metrics(Arc::new(Provider(fake.clone())))
+        .metrics(recording.clone())
         .build();
-    (q, fake)
+    (q, recording)
 }
 
-fn depth(f: &Fake) -> Vec<(i32, i64)> {
-    f.depth
-        .lock()
-        .unwrap()
+/// Depth per priority, as controller-runtime's fake provider records it.
+fn depth(m: &RecordingProvider) -> Vec<(i32, i64)> {
+    m.recorded()
+        .depth
         .iter()
-        .map(|(k, v)| (*k, *v))
+        .filter_map(|(p, v)| p.map(|p| (p, *v)))
         .collect()
 }
 
-fn adds(f: &Fake) -> u32 {
-    f.adds.load(Ordering::Relaxed)
+fn adds(m: &RecordingProvider) -> u64 {
+    m.recorded().adds
 }
 
 async fn next(q: &PriorityQueue<&'static str>) -> (&'static str, i32) {
@@ -194,7 +150,7 @@ async fn delayed_items_come_after_their_time_high_before_low() {
     assert_eq!(next(&q).await, ("prio", 0));
     assert_eq!(start.elapsed(), Duration::from_secs(1));
     assert_eq!(adds(&m), 2);
-    assert_eq!(m.retries.load(Ordering::Relaxed), 1);
+    assert_eq!(m.recorded().retries, 1);
 
     let q = PriorityQueue::new();
     q.add_with("foo", after(Duration::from_secs(1))).unwrap();

@@ -4,16 +4,14 @@
 //! `parallelize_until`.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
-use queue_async::metrics::{
-    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, SettableGaugeMetric,
-};
+use queue_async::metrics::testing::RecordingProvider;
 use queue_async::workqueue::{Get, Item};
 use queue_async::{ParallelizeError, WorkQueue, parallelize_until};
 use tokio_test::task;
@@ -311,115 +309,49 @@ fn the_queue_behaves_like_the_model() {
 
 // ----- metrics through the queue (client-go's TestMetrics) -----
 
-#[derive(Default)]
-struct Gauge {
-    inc: AtomicU32,
-    dec: AtomicU32,
-    set: Mutex<f64>,
-}
-impl Gauge {
-    fn value(&self) -> f64 {
-        let set = *self.set.lock().unwrap();
-        if set != 0.0 {
-            set
-        } else {
-            f64::from(self.inc.load(Ordering::Relaxed))
-                - f64::from(self.dec.load(Ordering::Relaxed))
-        }
-    }
-}
-impl GaugeMetric for Gauge {
-    fn inc(&self) {
-        self.inc.fetch_add(1, Ordering::Relaxed);
-    }
-    fn dec(&self) {
-        self.dec.fetch_add(1, Ordering::Relaxed);
-    }
-}
-impl CounterMetric for Gauge {
-    fn inc(&self) {
-        self.inc.fetch_add(1, Ordering::Relaxed);
-    }
-}
-impl SettableGaugeMetric for Gauge {
-    fn set(&self, value: f64) {
-        *self.set.lock().unwrap() = value;
-    }
-}
-#[derive(Default)]
-struct Histogram(Mutex<Vec<f64>>);
-impl HistogramMetric for Histogram {
-    fn observe(&self, value: f64) {
-        self.0.lock().unwrap().push(value);
-    }
-}
-#[derive(Default)]
-struct Provider {
-    depth: Arc<Gauge>,
-    adds: Arc<Gauge>,
-    latency: Arc<Histogram>,
-    work: Arc<Histogram>,
-    unfinished: Arc<Gauge>,
-    longest: Arc<Gauge>,
-    retries: Arc<Gauge>,
-}
-impl MetricsProvider for Provider {
-    fn depth(&self, _: &str) -> Arc<dyn GaugeMetric> {
-        self.depth.clone()
-    }
-    fn adds(&self, _: &str) -> Arc<dyn CounterMetric> {
-        self.adds.clone()
-    }
-    fn queue_duration(&self, _: &str) -> Arc<dyn HistogramMetric> {
-        self.latency.clone()
-    }
-    fn work_duration(&self, _: &str) -> Arc<dyn HistogramMetric> {
-        self.work.clone()
-    }
-    fn unfinished_work_seconds(&self, _: &str) -> Arc<dyn SettableGaugeMetric> {
-        self.unfinished.clone()
-    }
-    fn longest_running_processor_seconds(&self, _: &str) -> Arc<dyn SettableGaugeMetric> {
-        self.longest.clone()
-    }
-    fn retries(&self, _: &str) -> Arc<dyn CounterMetric> {
-        self.retries.clone()
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn client_go_metrics_through_the_queue() {
-    let p = Arc::new(Provider::default());
+    let p = Arc::new(RecordingProvider::default());
     let queue: WorkQueue<&str> = WorkQueue::builder().name("test").metrics(p.clone()).build();
-    let last = |h: &Histogram| h.0.lock().unwrap().last().copied();
     queue.add("foo").unwrap();
-    assert_eq!((p.adds.value(), p.depth.value()), (1.0, 1.0));
+    let seen = p.recorded();
+    assert_eq!((seen.adds, seen.depth[&None]), (1, 1));
     tokio::time::advance(Duration::from_micros(50)).await;
     let item = queue.get().await.unwrap();
-    assert_eq!(last(&p.latency), Some(5e-5));
+    assert_eq!(p.recorded().queue_durations, [5e-5]);
     for _ in 0..5 {
         queue.add("foo").unwrap();
     }
-    assert_eq!((p.adds.value(), p.depth.value()), (2.0, 1.0));
+    let seen = p.recorded();
+    assert_eq!((seen.adds, seen.depth[&None]), (2, 1));
     tokio::time::advance(Duration::from_micros(25)).await;
     item.done();
-    assert_eq!(last(&p.work), Some(2.5e-5));
-    assert_eq!(p.depth.value(), 1.0);
+    assert_eq!(p.recorded().work_durations, [2.5e-5]);
+    assert_eq!(p.recorded().depth[&None], 1);
     let item = queue.get().await.unwrap();
     let got_at = tokio::time::Instant::now();
-    assert_eq!(last(&p.latency), Some(2.5e-5), "measured from the re-add");
-    assert_eq!(p.latency.0.lock().unwrap().len(), 2);
+    assert_eq!(
+        p.recorded().queue_durations,
+        [5e-5, 2.5e-5],
+        "measured from the re-add"
+    );
     // The gauges refresh every 500 ms: 1.2 s later the last refresh saw the one item running
     // for between 0.7 s and 1.2 s, and both gauges agree (one item in flight).
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let unfinished = p.unfinished.value();
-    assert!((0.7..=1.2).contains(&unfinished), "{unfinished}");
-    assert_eq!(p.longest.value(), unfinished);
+    let seen = p.recorded();
+    assert!(
+        (0.7..=1.2).contains(&seen.unfinished_work_seconds),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.longest_running_processor_seconds,
+        seen.unfinished_work_seconds
+    );
     let ran = got_at.elapsed().as_secs_f64();
     item.done();
-    assert_eq!(last(&p.work), Some(ran));
+    assert_eq!(p.recorded().work_durations.last(), Some(&ran));
     queue.add_after("bar", Duration::from_millis(1)).unwrap();
-    assert_eq!(p.retries.value(), 1.0);
+    assert_eq!(p.recorded().retries, 1);
 }
 
 // ----- auto traits -----

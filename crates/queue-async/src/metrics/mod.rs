@@ -55,6 +55,10 @@
 //! # let _ = NoopMetric;
 //! ```
 
+#[cfg(any(test, feature = "test-util"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+pub mod testing;
+
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -214,8 +218,6 @@ struct Handles {
 /// Disabled (no provider) it keeps nothing and every call is one branch. Enabled it keeps, per key,
 /// when it became dirty and when it was handed out, and drops both at `done`, so no clone of a key
 /// outlives its processing.
-// The work queues call every method; until they land some are unused outside the tests.
-#[allow(dead_code)]
 pub(crate) struct Recorder<K> {
     inner: Option<Box<Enabled<K>>>,
 }
@@ -242,7 +244,6 @@ impl<K> fmt::Debug for Recorder<K> {
     }
 }
 
-#[allow(dead_code)]
 impl<K: Hash + Eq + Clone> Recorder<K> {
     /// A recorder that records nothing.
     pub(crate) fn disabled() -> Self {
@@ -281,6 +282,7 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
     }
 
     /// `key` became dirty (queued, or re-added while processing).
+    #[cfg(test)]
     pub(crate) fn add(&mut self, key: &K) {
         self.add_at_priority(key, None);
     }
@@ -309,6 +311,7 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
     }
 
     /// `key` was handed out to a worker.
+    #[cfg(test)]
     pub(crate) fn get(&mut self, key: &K) {
         self.get_at_priority(key, None);
     }
@@ -339,17 +342,6 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
                     .saturating_duration_since(started)
                     .as_secs_f64(),
             );
-        }
-    }
-
-    /// A dirty `key` left the queue without being handed out (for example a priority queue that
-    /// drops it at shutdown): its depth and add time go away.
-    pub(crate) fn discard(&mut self, key: &K, priority: Option<i32>) {
-        let Some(e) = self.inner.as_deref_mut() else {
-            return;
-        };
-        if e.add_times.remove(key).is_some() {
-            e.depth(priority).dec();
         }
     }
 
@@ -403,115 +395,42 @@ impl<K> Enabled<K> {
 
 #[cfg(test)]
 mod tests {
+    use super::testing::RecordingProvider;
     use super::*;
-    use std::sync::Mutex;
-
-    /// A test metric in the style of client-go's: `set` if non-zero else `inc − dec`, last
-    /// observation and observation count.
-    #[derive(Debug, Default)]
-    struct TestMetric {
-        inner: Mutex<(f64, f64, f64, Option<f64>, u64)>, // inc, dec, set, last observed, count
-    }
-    impl TestMetric {
-        fn gauge(&self) -> f64 {
-            let g = self.inner.lock().unwrap();
-            if g.2 != 0.0 { g.2 } else { g.0 - g.1 }
-        }
-        fn last(&self) -> (Option<f64>, u64) {
-            let g = self.inner.lock().unwrap();
-            (g.3, g.4)
-        }
-    }
-    impl GaugeMetric for TestMetric {
-        fn inc(&self) {
-            self.inner.lock().unwrap().0 += 1.0;
-        }
-        fn dec(&self) {
-            self.inner.lock().unwrap().1 += 1.0;
-        }
-    }
-    impl CounterMetric for TestMetric {
-        fn inc(&self) {
-            self.inner.lock().unwrap().0 += 1.0;
-        }
-    }
-    impl SettableGaugeMetric for TestMetric {
-        fn set(&self, value: f64) {
-            self.inner.lock().unwrap().2 = value;
-        }
-    }
-    impl HistogramMetric for TestMetric {
-        fn observe(&self, value: f64) {
-            let mut g = self.inner.lock().unwrap();
-            g.3 = Some(value);
-            g.4 += 1;
-        }
-    }
-
-    #[derive(Debug, Default)]
-    struct TestProvider {
-        depth: Arc<TestMetric>,
-        adds: Arc<TestMetric>,
-        latency: Arc<TestMetric>,
-        work: Arc<TestMetric>,
-        unfinished: Arc<TestMetric>,
-        longest: Arc<TestMetric>,
-        retries: Arc<TestMetric>,
-    }
-    impl MetricsProvider for Arc<TestProvider> {
-        fn depth(&self, _: &str) -> Arc<dyn GaugeMetric> {
-            self.depth.clone()
-        }
-        fn adds(&self, _: &str) -> Arc<dyn CounterMetric> {
-            self.adds.clone()
-        }
-        fn queue_duration(&self, _: &str) -> Arc<dyn HistogramMetric> {
-            self.latency.clone()
-        }
-        fn work_duration(&self, _: &str) -> Arc<dyn HistogramMetric> {
-            self.work.clone()
-        }
-        fn unfinished_work_seconds(&self, _: &str) -> Arc<dyn SettableGaugeMetric> {
-            self.unfinished.clone()
-        }
-        fn longest_running_processor_seconds(&self, _: &str) -> Arc<dyn SettableGaugeMetric> {
-            self.longest.clone()
-        }
-        fn retries(&self, _: &str) -> Arc<dyn CounterMetric> {
-            self.retries.clone()
-        }
-    }
 
     /// client-go's `TestMetrics`, driven through the recorder in the order the queue calls it.
     #[tokio::test(start_paused = true)]
     async fn client_go_metrics_sequence() {
-        let p = Arc::new(TestProvider::default());
-        let mut r = Recorder::new("test", Arc::new(p.clone()));
+        let p = Arc::new(RecordingProvider::default());
+        let mut r = Recorder::new("test", p.clone());
         let step = |d| tokio::time::advance(d);
 
         r.add(&"foo"); // Add(foo)
-        assert_eq!((p.adds.gauge(), p.depth.gauge()), (1.0, 1.0));
+        let seen = p.recorded();
+        assert_eq!((seen.adds, seen.depth[&None]), (1, 1));
         step(Duration::from_micros(50)).await;
         r.get(&"foo");
-        assert_eq!(p.latency.last(), (Some(5e-5), 1));
+        assert_eq!(p.recorded().queue_durations, [5e-5]);
         // Add(foo) x5 while processing: only the first makes the key dirty, and the queue reports
         // only that one.
         r.add(&"foo");
-        assert_eq!((p.adds.gauge(), p.depth.gauge()), (2.0, 1.0));
+        let seen = p.recorded();
+        assert_eq!((seen.adds, seen.depth[&None]), (2, 1));
         step(Duration::from_micros(25)).await;
         r.done(&"foo");
-        assert_eq!(p.work.last(), (Some(2.5e-5), 1));
-        assert_eq!(p.depth.gauge(), 1.0);
+        assert_eq!(p.recorded().work_durations, [2.5e-5]);
+        assert_eq!(p.recorded().depth[&None], 1);
         r.get(&"foo");
-        assert_eq!(p.latency.last(), (Some(2.5e-5), 2));
+        assert_eq!(p.recorded().queue_durations, [5e-5, 2.5e-5]);
         step(Duration::from_millis(1)).await;
         r.update_unfinished_work();
-        assert_eq!(p.unfinished.gauge(), 0.001);
-        assert_eq!(p.longest.gauge(), 0.001);
+        let seen = p.recorded();
+        assert_eq!(seen.unfinished_work_seconds, 0.001);
+        assert_eq!(seen.longest_running_processor_seconds, 0.001);
         r.done(&"foo");
-        assert_eq!(p.work.last(), (Some(0.001), 2));
+        assert_eq!(p.recorded().work_durations, [2.5e-5, 0.001]);
         r.retry();
-        assert_eq!(p.retries.gauge(), 1.0);
+        assert_eq!(p.recorded().retries, 1);
         // Nothing about `foo` is retained after done.
         let e = r.inner.as_deref().unwrap();
         assert!(e.add_times.is_empty() && e.start_times.is_empty());
@@ -519,39 +438,29 @@ mod tests {
 
     #[test]
     fn empty_name_disables() {
-        let p = Arc::new(TestProvider::default());
-        let mut r = Recorder::new("", Arc::new(p.clone()));
+        let p = Arc::new(RecordingProvider::default());
+        let mut r = Recorder::new("", p.clone());
         assert!(!r.is_enabled());
         r.add(&1);
         r.retry();
-        assert_eq!(p.adds.gauge(), 0.0);
+        assert_eq!(p.recorded().adds, 0);
         assert_eq!(format!("{r:?}"), "Recorder(disabled)");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn priority_depth_and_discard() {
-        #[derive(Debug, Default)]
-        struct PerPriority(Mutex<HashMap<i32, Arc<TestMetric>>>);
-        impl MetricsProvider for Arc<PerPriority> {
-            fn depth_for_priority(&self, _: &str, p: i32) -> Arc<dyn GaugeMetric> {
-                self.0.lock().unwrap().entry(p).or_default().clone()
-            }
-        }
-        let p = Arc::new(PerPriority::default());
-        let mut r = Recorder::new("q", Arc::new(p.clone()));
+    async fn priority_depth_moves_between_labels() {
+        let p = Arc::new(RecordingProvider::default());
+        let mut r = Recorder::new("q", p.clone());
         r.add_at_priority(&"a", Some(0));
         r.add_at_priority(&"b", Some(0));
         r.reprioritize(0, 5);
         r.get_at_priority(&"b", Some(5));
-        r.discard(&"a", Some(0));
-        r.discard(&"a", Some(0)); // a second discard of the same key changes nothing
-        let depths = p.0.lock().unwrap();
-        assert_eq!(depths[&0].gauge(), 0.0);
-        assert_eq!(depths[&5].gauge(), 0.0);
-        let (inc5, dec5) = {
-            let g = depths[&5].inner.lock().unwrap();
-            (g.0, g.1)
-        };
-        assert_eq!((inc5, dec5), (1.0, 1.0));
+        let depth = p.recorded().depth;
+        assert_eq!(depth[&Some(0)], 1);
+        assert_eq!(depth[&Some(5)], 0);
+        assert!(
+            !depth.contains_key(&None),
+            "no unlabelled series for a priority queue"
+        );
     }
 }
