@@ -140,6 +140,18 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
     /// The priority the key was handed out at (priority queue).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use queue_async::priority::AddOptions;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add_with("a", AddOptions::default().priority(7)).unwrap();
+    /// assert_eq!(queue.get().await.unwrap().priority(), 7);
+    /// # }
+    /// ```
     pub fn priority(&self) -> i32 {
         self.p
     }

@@ -183,11 +183,26 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
     /// A queue with no name, no metrics, no aging and the default controller rate limiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue: queue_async::PriorityQueue<u32> = queue_async::PriorityQueue::new();
+    /// assert!(queue.is_empty());
+    /// ```
     pub fn new() -> Self {
         Self::builder().build()
     }
 
     /// A [`Builder`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue: queue_async::PriorityQueue<u32> =
+    ///     queue_async::PriorityQueue::builder().name("q").build();
+    /// assert!(queue.is_empty());
+    /// ```
     pub fn builder() -> Builder<K> {
         Builder {
             options: Options::default(),
@@ -239,6 +254,15 @@ where
     /// # Errors
     ///
     /// [`ShutDown`] with the key if the queue is shutting down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add("a").unwrap();
+    /// queue.shut_down();
+    /// assert!(queue.add("b").is_err());
+    /// ```
     pub fn add(&self, key: K) -> Result<(), ShutDown<K>> {
         self.core.add(key, 0)
     }
@@ -248,6 +272,18 @@ where
     /// # Errors
     ///
     /// [`ShutDown`] with the key if the queue is shutting down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add_after("a", std::time::Duration::from_secs(1)).unwrap();
+    /// assert_eq!(queue.len(), 0);
+    /// assert_eq!(*queue.get().await.unwrap(), "a"); // the paused clock jumps 1 s
+    /// # }
+    /// ```
     pub fn add_after(&self, key: K, delay: Duration) -> Result<(), ShutDown<K>> {
         self.add_with(key, AddOptions::default().after(delay))
     }
@@ -257,12 +293,37 @@ where
     /// # Errors
     ///
     /// [`ShutDown`] with the key if the queue is shutting down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add_rate_limited("a").unwrap(); // 5 ms with the default limiter
+    /// assert_eq!(queue.num_requeues(&"a"), 1);
+    /// # }
+    /// ```
     pub fn add_rate_limited(&self, key: K) -> Result<(), ShutDown<K>> {
         self.add_with(key, AddOptions::default().rate_limited(true))
     }
 
     /// Waits for the best ready key: `Some(item)` (with [`Item::priority`](crate::Item::priority)),
     /// or `None` once shut down and empty. See [`Get`] for cancel safety.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use queue_async::priority::AddOptions;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add_with("low", AddOptions::default().priority(-1)).unwrap();
+    /// queue.add_with("high", AddOptions::default().priority(1)).unwrap();
+    /// let item = queue.get().await.unwrap();
+    /// assert_eq!((*item.key(), item.priority()), ("high", 1));
+    /// # }
+    /// ```
     pub fn get(&self) -> Get<'_, K, i32> {
         Get::new(&self.core)
     }

@@ -238,6 +238,18 @@ where
     /// Waits for the next key: `Some(item)`, or `None` once the queue is shut down and empty.
     ///
     /// See [`Get`] for cancel safety.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = queue_async::WorkQueue::new();
+    /// queue.add("a").unwrap();
+    /// let item = queue.get().await.unwrap();
+    /// assert_eq!(*item.key(), "a");
+    /// # }
+    /// ```
     pub fn get(&self) -> Get<'_, K> {
         Get::new(&self.core)
     }
