@@ -20,19 +20,7 @@ pub fn run(flags: &Overrides) -> Report {
         let processed = Arc::new(AtomicU64::new(0));
         let cpu0 = cpu_time();
         let t0 = Instant::now();
-        let workers: Vec<_> = (0..params.workers)
-            .map(|_| {
-                let (queue, processed) = (queue.clone(), processed.clone());
-                tokio::spawn(async move {
-                    let mut n = 0;
-                    while let Some(item) = queue.get().await {
-                        item.done();
-                        n += 1;
-                    }
-                    processed.fetch_add(n, Ordering::Relaxed);
-                })
-            })
-            .collect();
+        let workers = super::fifo::spawn_workers(&queue, params.workers, &processed);
         let per = params.n / params.producers;
         let producers: Vec<_> = (0..params.producers)
             .map(|p| {
@@ -49,13 +37,9 @@ pub fn run(flags: &Overrides) -> Report {
                 })
             })
             .collect();
-        for p in producers {
-            p.await.expect("a producer panicked");
-        }
+        super::fifo::join(producers, "a producer").await;
         queue.shut_down_with_drain().await;
-        for w in workers {
-            w.await.expect("a worker panicked");
-        }
+        super::fifo::join(workers, "a worker").await;
         let seconds = t0.elapsed().as_secs_f64();
         let cpu_s = (cpu_time() - cpu0).as_secs_f64();
         let processed = processed.load(Ordering::Relaxed);

@@ -9,12 +9,44 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use queue_async::WorkQueue;
+use tokio::task::JoinHandle;
 
 use crate::common::{Extra, Overrides, Params, Report, cpu_time, key, runtime};
 
 /// The workload's keys, built before any timer starts.
 pub fn keys(n: u64) -> Vec<Arc<str>> {
     (0..n).map(|i| Arc::from(key(i))).collect()
+}
+
+/// Spawns `workers` tasks that get → done until the queue reports shutdown, then add how many
+/// items they processed to `processed`.
+pub fn spawn_workers(
+    queue: &WorkQueue<Arc<str>>,
+    workers: u64,
+    processed: &Arc<AtomicU64>,
+) -> Vec<JoinHandle<()>> {
+    (0..workers)
+        .map(|_| {
+            let (queue, processed) = (queue.clone(), processed.clone());
+            tokio::spawn(async move {
+                let mut n = 0;
+                while let Some(item) = queue.get().await {
+                    item.done();
+                    n += 1;
+                }
+                processed.fetch_add(n, Ordering::Relaxed);
+            })
+        })
+        .collect()
+}
+
+/// Awaits every task; a panic in one (`what` names it) fails the workload.
+pub async fn join(tasks: Vec<JoinHandle<()>>, what: &str) {
+    for t in tasks {
+        if let Err(e) = t.await {
+            panic!("{what} panicked: {e}");
+        }
+    }
 }
 
 /// Runs the workload.
@@ -31,23 +63,9 @@ pub fn run(flags: &Overrides) -> Report {
         }
         let add_s = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
-        let workers: Vec<_> = (0..params.workers)
-            .map(|_| {
-                let (queue, processed) = (queue.clone(), processed.clone());
-                tokio::spawn(async move {
-                    let mut n = 0;
-                    while let Some(item) = queue.get().await {
-                        item.done();
-                        n += 1;
-                    }
-                    processed.fetch_add(n, Ordering::Relaxed);
-                })
-            })
-            .collect();
+        let workers = spawn_workers(&queue, params.workers, &processed);
         queue.shut_down();
-        for w in workers {
-            w.await.expect("a worker panicked");
-        }
+        join(workers, "a worker").await;
         let drain_s = t1.elapsed().as_secs_f64();
         let cpu_s = (cpu_time() - cpu0).as_secs_f64();
         let seconds = add_s + drain_s;

@@ -74,13 +74,9 @@ pub fn run(flags: &Overrides) -> Report {
                 })
             })
             .collect();
-        for p in producers {
-            p.await.expect("a producer panicked");
-        }
+        super::fifo::join(producers, "a producer").await;
         queue.shut_down_with_drain().await;
-        for w in workers {
-            w.await.expect("a worker panicked");
-        }
+        super::fifo::join(workers, "a worker").await;
         let seconds = t0.elapsed().as_secs_f64();
         let cpu_s = (cpu_time() - cpu0).as_secs_f64();
         let processed = processed.load(Ordering::Relaxed);
