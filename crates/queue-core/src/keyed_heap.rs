@@ -249,6 +249,24 @@ impl<K, V, C> KeyedHeap<K, V, C> {
         self.entries.clear();
     }
 
+    /// Makes room for at least `additional` more entries, so a large batch of adds does not
+    /// re-hash the index as it grows.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut heap = queue_core::KeyedHeap::default();
+    /// heap.add("a", 1);
+    /// heap.reserve(1000);
+    /// heap.add("b", 2);
+    /// assert_eq!(heap.pop(), Some(("a", 1)));
+    /// ```
+    pub fn reserve(&mut self, additional: usize) {
+        self.entries.reserve(additional);
+        let entries = &self.entries;
+        self.slots.reserve(additional, |&p| entries[p].hash);
+    }
+
     /// The comparison the heap is ordered by.
     ///
     /// # Examples

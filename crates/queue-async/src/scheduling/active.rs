@@ -19,9 +19,6 @@ use queue_core::{Compare, KeyedHeap};
 use super::hints::ClusterEvent;
 use super::item::QueuedItem;
 
-/// Batches at least this large pre-size an empty heap (smaller ones grow as usual).
-pub(crate) const PRESIZE_MIN: usize = 1024;
-
 /// The active order: the caller's comparison, then the queueing sequence (FIFO among equals).
 #[derive(Debug)]
 pub(crate) struct ActiveOrder<C>(pub(crate) Arc<C>);
@@ -98,12 +95,9 @@ impl<K: Hash + Eq + Clone, T, C: Compare<QueuedItem<K, T>>> ActiveQueue<K, T, C>
         }
     }
 
-    /// Pre-sizes an empty heap for a large batch, so the batch does not re-hash as it grows.
-    pub(crate) fn presize(&mut self, incoming: usize) {
-        if self.heap.is_empty() && incoming >= PRESIZE_MIN {
-            let order = ActiveOrder(self.heap.comparator().0.clone());
-            self.heap = KeyedHeap::with_capacity(order, incoming);
-        }
+    /// Makes room for `incoming` more items, so a large batch does not re-hash as it grows.
+    pub(crate) fn reserve(&mut self, incoming: usize) {
+        self.heap.reserve(incoming);
     }
 
     /// Inserts (or replaces) an item; the first entry sets its initial attempt time.

@@ -47,12 +47,9 @@ impl<K: Hash + Eq + Clone, T, C: Compare<QueuedItem<K, T>>> BackoffQueue<K, T, C
         earliest.is_none_or(|e| expiry < Some(e))
     }
 
-    /// Pre-sizes an empty heap for a large batch, so the batch does not re-hash as it grows.
-    pub(crate) fn presize(&mut self, incoming: usize) {
-        if self.heap.is_empty() && incoming >= super::active::PRESIZE_MIN {
-            let order = BackoffOrder(self.heap.comparator().0.clone());
-            self.heap = KeyedHeap::with_capacity(order, incoming);
-        }
+    /// Makes room for `incoming` more items, so a large batch does not re-hash as it grows.
+    pub(crate) fn reserve(&mut self, incoming: usize) {
+        self.heap.reserve(incoming);
     }
 
     /// The earliest expiry, for the flush timer.

@@ -371,19 +371,10 @@ where
         let now = Instant::now();
         let mut main = lock(&s.main);
         main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::Acquire));
-        let mut strategies = Vec::new();
         let hints = s.hooks.hints_for(event);
-        let items = main.unschedulable.extract(|item| {
-            if !pre_check(item) {
-                return false;
-            }
-            let strategy = s.hooks.strategy_with(&hints, item, event, None);
-            strategies.push(strategy);
-            strategy != Strategy::Skip
-        });
-        strategies.retain(|st| *st != Strategy::Skip);
-        let moved = items.into_iter().zip(strategies).collect();
-        s.move_out(&mut main, moved, event, now)
+        s.move_where(&mut main, event, now, |item| {
+            pre_check(item).then(|| s.hooks.strategy_with(&hints, item, event, None))
+        })
     }
 
     /// Moves every backoff item whose expiry is at or before `now` to active; returns how

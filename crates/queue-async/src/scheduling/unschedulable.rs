@@ -29,14 +29,14 @@ impl<K: Hash + Eq + Clone, T> Unschedulable<K, T> {
         self.map.insert(item.key.clone(), item);
     }
 
-    /// Removes and returns the items `take` selects, in one pass (no re-hashing).
-    pub(crate) fn extract(
-        &mut self,
-        mut take: impl FnMut(&mut QueuedItem<K, T>) -> bool,
-    ) -> Vec<QueuedItem<K, T>> {
+    /// Removes the items `take` selects, lazily: each is taken out as the iterator reaches it,
+    /// and items not yet reached stay if the iterator is dropped.
+    pub(crate) fn extract<'a>(
+        &'a mut self,
+        mut take: impl FnMut(&mut QueuedItem<K, T>) -> bool + 'a,
+    ) -> impl Iterator<Item = QueuedItem<K, T>> + 'a {
         self.map
-            .extract_if(|_, item| take(item))
+            .extract_if(move |_, item| take(item))
             .map(|(_, item)| item)
-            .collect()
     }
 }
