@@ -372,7 +372,10 @@ where
             mover.push(self.place(item, chosen.get(), now), scanned.get());
         }
         let moved = mover.finish();
-        debug!(event = event.label, moved, "moved items out of unschedulable");
+        debug!(
+            event = event.label,
+            moved, "moved items out of unschedulable"
+        );
         moved
     }
 
