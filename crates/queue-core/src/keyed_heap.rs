@@ -35,7 +35,7 @@ const ARITY: usize = 4;
 /// The deepest path a sift can walk: `ARITY^MAX_DEPTH` exceeds any possible length.
 const MAX_DEPTH: usize = (usize::BITS / ARITY.ilog2()) as usize;
 
-/// A binary heap addressable by key, ordered by a caller-supplied comparison.
+/// A 4-ary heap addressable by key, ordered by a caller-supplied comparison.
 ///
 /// Each key is present at most once. The comparison `C` decides the order: `compare(a, b) ==
 /// Less` means `a` pops before `b`. The default, [`MinOrder`], pops the smallest value first

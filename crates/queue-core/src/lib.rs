@@ -1,6 +1,6 @@
 //! Pure data structures behind the queues: no async, no spawning, no clock reads.
 //!
-//! - [`KeyedHeap`]: a binary heap addressable by key, ordered by a [`Compare`] of the caller's.
+//! - [`KeyedHeap`]: a 4-ary heap addressable by key, ordered by a [`Compare`] of the caller's.
 //!   The scheduling queue's active and backoff sub-queues are keyed heaps.
 //! - [`WorkState`]: the state machine of a de-duplicating work queue (FIFO, dirty and
 //!   processing sets). `queue-async`'s work queue wraps it with a lock and wake-ups.
