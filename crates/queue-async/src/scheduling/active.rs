@@ -81,7 +81,7 @@ impl<K, T, C: Compare<QueuedItem<K, T>>> Compare<QueuedItem<K, T>> for ActiveOrd
             self.0.compare(b, a).reverse(),
             "the active ordering must be a strict weak order (antisymmetric)"
         );
-        ord.then(a.seq.cmp(&b.seq))
+        ord.then_with(|| a.seq.cmp(&b.seq))
     }
 }
 

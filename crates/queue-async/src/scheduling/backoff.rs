@@ -24,7 +24,7 @@ impl<K, T, C: Compare<QueuedItem<K, T>>> Compare<QueuedItem<K, T>> for BackoffOr
         a.backoff_expiry
             .cmp(&b.backoff_expiry)
             .then_with(|| self.0.compare(a, b))
-            .then(a.seq.cmp(&b.seq))
+            .then_with(|| a.seq.cmp(&b.seq))
     }
 }
 

@@ -283,7 +283,7 @@ impl<K, T: Priority> Compare<QueuedItem<K, T>> for PriorityOrder {
         b.data
             .priority()
             .cmp(&a.data.priority())
-            .then(a.timestamp.cmp(&b.timestamp))
+            .then_with(|| a.timestamp.cmp(&b.timestamp))
     }
 }
 
