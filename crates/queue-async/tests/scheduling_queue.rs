@@ -853,3 +853,56 @@ async fn concurrent_update_and_pop_should_not_deadlock() {
     assert_eq!(q.len(), 1);
     q.close();
 }
+
+// ===== a panicking hint =====
+
+#[tokio::test(start_paused = true)]
+async fn move_should_lose_no_item_when_a_hint_panics_midway() {
+    // More items than one commit chunk (256): when the hint panics, some moved items are
+    // committed, some are waiting in the chunk, and some are not scanned yet.
+    const N: u32 = 700;
+    const PANIC_AT: usize = 400;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let q = SchedulingQueue::<u32, i64>::builder(config())
+        .hint(NODE_ADD, "fit", move |_, _| {
+            let call = counter.fetch_add(1, Ordering::Relaxed);
+            assert_ne!(call, PANIC_AT, "a buggy hint");
+            Ok(QueueingHint::Queue)
+        })
+        .build();
+    for k in 0..N {
+        q.add(k, 0);
+        let mut item = q.pop().await.expect("open");
+        item.set_rejectors(["fit"]);
+        let cycle = q.scheduling_cycle();
+        q.add_unschedulable_if_not_present(item, cycle)
+            .expect("not queued");
+    }
+
+    let moved = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| q.move_all(&NODE_ADD)));
+    assert!(moved.is_err(), "the hint's panic reaches the caller");
+    let p = q.pending();
+    let mut all: Vec<u32> = p
+        .active
+        .iter()
+        .chain(&p.backoff)
+        .chain(&p.unschedulable)
+        .copied()
+        .collect();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (0..N).collect::<Vec<_>>(),
+        "each item in exactly one sub-queue"
+    );
+    assert_eq!(
+        p.backoff.len(),
+        PANIC_AT,
+        "the items hinted before the panic moved"
+    );
+
+    // The queue still works: the next event moves the rest.
+    assert_eq!(q.move_all(&NODE_ADD), N as usize - PANIC_AT);
+    assert_eq!(q.num_unschedulable(), 0);
+}
