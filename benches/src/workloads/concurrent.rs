@@ -32,7 +32,7 @@ pub fn run(flags: &Overrides) -> Report {
                 };
                 tokio::spawn(async move {
                     for k in &keys[(p * per) as usize..end as usize] {
-                        queue.add(k.clone()).expect("the queue is open");
+                        queue.add_ref(k).expect("the queue is open");
                     }
                 })
             })

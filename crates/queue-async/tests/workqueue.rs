@@ -274,6 +274,50 @@ async fn no_clone_of_a_key_is_retained_after_done() {
     assert_eq!(Arc::strong_count(&key), 1);
 }
 
+// ----- adds by reference -----
+
+#[tokio::test(start_paused = true)]
+async fn add_ref_clones_only_what_the_queue_keeps() {
+    let queue = WorkQueue::new();
+    let key: Arc<str> = Arc::from("ns/obj");
+    for _ in 0..3 {
+        queue.add_ref(&key).unwrap();
+    }
+    assert_eq!(queue.len(), 1);
+    assert_eq!(Arc::strong_count(&key), 2, "one clone, queued");
+    let item = queue.get().await.unwrap();
+    let processing = Arc::strong_count(&key);
+    queue.add_ref(&key).unwrap(); // while processing: marked to run again
+    queue.add_ref(&key).unwrap();
+    assert_eq!(
+        Arc::strong_count(&key),
+        processing,
+        "marking it dirty clones nothing"
+    );
+    item.done();
+    assert_eq!(queue.len(), 1, "queued again after done");
+    queue.get().await.unwrap().done();
+    assert_eq!(Arc::strong_count(&key), 1, "nothing retained");
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_ref_cancels_a_wait_and_is_refused_after_shutdown() {
+    let queue = WorkQueue::new();
+    queue.add_after("a", ms(100)).unwrap();
+    queue.add_ref(&"a").unwrap();
+    assert_eq!(queue.waiting_len(), 0);
+    queue.get().await.unwrap().done();
+    sleep(ms(200)).await;
+    queue.settle().await;
+    assert_eq!(
+        queue.len(),
+        0,
+        "the cancelled wait does not add the key again"
+    );
+    queue.shut_down();
+    assert_eq!(queue.add_ref(&"b").unwrap_err().into_key(), "b");
+}
+
 // ----- guards -----
 
 #[tokio::test]

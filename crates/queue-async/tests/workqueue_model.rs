@@ -212,7 +212,8 @@ fn run_sequence(ops: &[Op]) {
 
 #[derive(Debug, Clone)]
 enum Step {
-    Add(u8),
+    /// Add a key, by value or (true) by reference.
+    Add(u8, bool),
     Get,
     Done(usize),
     ShutDown,
@@ -220,7 +221,7 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        4 => (0u8..6).prop_map(Step::Add),
+        4 => (0u8..6, any::<bool>()).prop_map(|(k, by_ref)| Step::Add(k, by_ref)),
         3 => Just(Step::Get),
         3 => (0usize..4).prop_map(Step::Done),
         1 => Just(Step::ShutDown),
@@ -253,8 +254,12 @@ fn the_queue_behaves_like_the_model() {
             let mut held: Vec<Item<u8>> = Vec::new();
             for s in steps {
                 match s {
-                    Step::Add(k) => {
-                        let r = queue.add(k);
+                    Step::Add(k, by_ref) => {
+                        let r = if by_ref {
+                            queue.add_ref(&k)
+                        } else {
+                            queue.add(k)
+                        };
                         if model.shut {
                             prop_assert!(r.is_err());
                         } else {

@@ -155,25 +155,60 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
         if self.shut_down {
             return PriorityAdd::Refused(key);
         }
-        if let Some(dirty) = self.processing.get(&key).copied() {
-            let newly_dirty = dirty.is_none();
-            if dirty.is_none_or(|r| priority > r.priority) {
-                let rank = self.rank(priority, now_nanos);
-                self.processing.insert(key, Some(rank));
-            }
-            return PriorityAdd::Deferred { newly_dirty };
-        }
-        if let Some(current) = self.ready.get(&key).map(|r| r.priority) {
-            if priority <= current {
-                return PriorityAdd::Coalesced;
-            }
-            let rank = self.rank(priority, now_nanos);
-            self.ready.update(&key, |r| *r = rank);
-            return PriorityAdd::Raised { from: current };
+        if let Some(outcome) = self.add_present(&key, priority, now_nanos) {
+            return outcome;
         }
         let rank = self.rank(priority, now_nanos);
         self.ready.add(key, rank);
         PriorityAdd::Queued
+    }
+
+    /// [`add`](Self::add) by reference: the key is cloned only if it is queued (or handed back
+    /// refused).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use queue_core::{PriorityAdd, PriorityState};
+    ///
+    /// let key: Arc<str> = Arc::from("ns/a");
+    /// let mut state = PriorityState::new(None);
+    /// assert_eq!(state.add_ref(&key, 1, 0), PriorityAdd::Queued);
+    /// assert_eq!(state.add_ref(&key, 1, 0), PriorityAdd::Coalesced);
+    /// assert_eq!(Arc::strong_count(&key), 2, "one clone, in the queue");
+    /// ```
+    pub fn add_ref(&mut self, key: &K, priority: i32, now_nanos: u64) -> PriorityAdd<K> {
+        if self.shut_down {
+            return PriorityAdd::Refused(key.clone());
+        }
+        if let Some(outcome) = self.add_present(key, priority, now_nanos) {
+            return outcome;
+        }
+        let rank = self.rank(priority, now_nanos);
+        self.ready.add(key.clone(), rank);
+        PriorityAdd::Queued
+    }
+
+    /// The outcome of adding a key that is processing or ready; `None` if it is neither.
+    fn add_present(&mut self, key: &K, priority: i32, now_nanos: u64) -> Option<PriorityAdd<K>> {
+        if let Some(dirty) = self.processing.get(key).copied() {
+            let newly_dirty = dirty.is_none();
+            if dirty.is_none_or(|r| priority > r.priority) {
+                let rank = self.rank(priority, now_nanos);
+                if let Some(slot) = self.processing.get_mut(key) {
+                    *slot = Some(rank);
+                }
+            }
+            return Some(PriorityAdd::Deferred { newly_dirty });
+        }
+        let current = self.ready.get(key)?.priority;
+        if priority <= current {
+            return Some(PriorityAdd::Coalesced);
+        }
+        let rank = self.rank(priority, now_nanos);
+        self.ready.update(key, |r| *r = rank);
+        Some(PriorityAdd::Raised { from: current })
     }
 
     /// Hands out the best ready key with its priority; it is processing until [`done`](Self::done).

@@ -244,22 +244,64 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
             return AddOutcome::Refused(key);
         }
         let hash = self.hasher.hash_one(&key);
-        if self.queued_index(hash, &key).is_some() {
-            return AddOutcome::Coalesced;
+        if let Some(outcome) = self.add_present(hash, &key) {
+            return outcome;
         }
-        if let Some((_, dirty)) = self.processing.find_mut(hash, |(k, _)| *k == key) {
-            return if std::mem::replace(dirty, true) {
-                AddOutcome::Coalesced
-            } else {
-                AddOutcome::Deferred
-            };
-        }
-        // Room for every processing key to come back too, so `done` never has to refuse.
-        if self.queue.len() + self.processing.len() >= u32::MAX as usize {
+        if self.is_full() {
             return AddOutcome::Refused(key);
         }
         self.push_back(hash, key);
         AddOutcome::Queued
+    }
+
+    /// [`add`](WorkState::add) by reference: the key is cloned only if it is queued (or handed
+    /// back refused). Adding a key that is already queued, or already marked to run again,
+    /// clones nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use queue_core::{AddOutcome, WorkState};
+    ///
+    /// let key: Arc<str> = Arc::from("ns/a");
+    /// let mut state = WorkState::new();
+    /// assert_eq!(state.add_ref(&key), AddOutcome::Queued);
+    /// assert_eq!(state.add_ref(&key), AddOutcome::Coalesced);
+    /// assert_eq!(Arc::strong_count(&key), 2, "one clone, in the queue");
+    /// ```
+    pub fn add_ref(&mut self, key: &K) -> AddOutcome<K> {
+        if self.shut_down {
+            return AddOutcome::Refused(key.clone());
+        }
+        let hash = self.hasher.hash_one(key);
+        if let Some(outcome) = self.add_present(hash, key) {
+            return outcome;
+        }
+        if self.is_full() {
+            return AddOutcome::Refused(key.clone());
+        }
+        self.push_back(hash, key.clone());
+        AddOutcome::Queued
+    }
+
+    /// The outcome of adding a key that is queued or processing; `None` if it is neither.
+    fn add_present(&mut self, hash: u64, key: &K) -> Option<AddOutcome<K>> {
+        if self.queued_index(hash, key).is_some() {
+            return Some(AddOutcome::Coalesced);
+        }
+        let (_, dirty) = self.processing.find_mut(hash, |(k, _)| k == key)?;
+        Some(if std::mem::replace(dirty, true) {
+            AddOutcome::Coalesced
+        } else {
+            AddOutcome::Deferred
+        })
+    }
+
+    /// Whether a new key would not fit: room is kept for every processing key to come back
+    /// too, so `done` never has to refuse.
+    fn is_full(&self) -> bool {
+        self.queue.len() + self.processing.len() >= u32::MAX as usize
     }
 
     /// Takes the first queued key and marks it as being processed.

@@ -8,6 +8,7 @@
 pub(crate) mod delay;
 pub(crate) mod handle;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +43,29 @@ pub(crate) enum Added<K> {
     Refused(K),
 }
 
+impl<K> From<AddOutcome<K>> for Added<K> {
+    fn from(outcome: AddOutcome<K>) -> Self {
+        match outcome {
+            AddOutcome::Queued => Added::Queued,
+            AddOutcome::Coalesced => Added::Coalesced,
+            AddOutcome::Deferred => Added::Deferred { newly_dirty: true },
+            AddOutcome::Refused(k) => Added::Refused(k),
+        }
+    }
+}
+
+impl<K> From<PriorityAdd<K>> for Added<K> {
+    fn from(outcome: PriorityAdd<K>) -> Self {
+        match outcome {
+            PriorityAdd::Queued => Added::Queued,
+            PriorityAdd::Raised { from } => Added::Raised { from },
+            PriorityAdd::Coalesced => Added::Coalesced,
+            PriorityAdd::Deferred { newly_dirty } => Added::Deferred { newly_dirty },
+            PriorityAdd::Refused(k) => Added::Refused(k),
+        }
+    }
+}
+
 /// What a done did.
 pub(crate) enum DoneWith<P> {
     Finished,
@@ -55,6 +79,8 @@ pub(crate) trait Machine<K>: Send + 'static {
     /// Whether `now` must be read for adds and dones (priority aging).
     const NEEDS_TIME: bool;
     fn add(&mut self, key: K, p: Self::P, now: u64) -> Added<K>;
+    /// [`add`](Machine::add) by reference, cloning the key only if the machine keeps it.
+    fn add_ref(&mut self, key: &K, p: Self::P, now: u64) -> Added<K>;
     fn pop(&mut self) -> PopOutcome<(K, Self::P)>;
     fn done(&mut self, key: &K, now: u64) -> DoneWith<Self::P>;
     fn shut_down(&mut self) -> bool;
@@ -73,12 +99,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> Machine<K> for WorkState<K> {
     type P = ();
     const NEEDS_TIME: bool = false;
     fn add(&mut self, key: K, (): (), _now: u64) -> Added<K> {
-        match WorkState::add(self, key) {
-            AddOutcome::Queued => Added::Queued,
-            AddOutcome::Coalesced => Added::Coalesced,
-            AddOutcome::Deferred => Added::Deferred { newly_dirty: true },
-            AddOutcome::Refused(k) => Added::Refused(k),
-        }
+        WorkState::add(self, key).into()
+    }
+    fn add_ref(&mut self, key: &K, (): (), _now: u64) -> Added<K> {
+        WorkState::add_ref(self, key).into()
     }
     fn pop(&mut self) -> PopOutcome<(K, ())> {
         match WorkState::pop(self) {
@@ -121,13 +145,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> Machine<K> for PriorityState<K> {
     type P = i32;
     const NEEDS_TIME: bool = true;
     fn add(&mut self, key: K, p: i32, now: u64) -> Added<K> {
-        match PriorityState::add(self, key, p, now) {
-            PriorityAdd::Queued => Added::Queued,
-            PriorityAdd::Raised { from } => Added::Raised { from },
-            PriorityAdd::Coalesced => Added::Coalesced,
-            PriorityAdd::Deferred { newly_dirty } => Added::Deferred { newly_dirty },
-            PriorityAdd::Refused(k) => Added::Refused(k),
-        }
+        PriorityState::add(self, key, p, now).into()
+    }
+    fn add_ref(&mut self, key: &K, p: i32, now: u64) -> Added<K> {
+        PriorityState::add_ref(self, key, p, now).into()
     }
     fn pop(&mut self) -> PopOutcome<(K, i32)> {
         PriorityState::pop(self)
@@ -170,6 +191,7 @@ pub(crate) trait Backend<K, P>: Send + Sync {
     fn try_get(&self) -> Option<Option<(K, P)>>;
     fn done(&self, key: &K);
     fn add(&self, key: K, p: P) -> Result<(), ShutDown<K>>;
+    fn add_ref(&self, key: &K, p: P) -> Result<(), ShutDown<K>>;
     fn add_after(self: Arc<Self>, key: K, p: P, delay: Duration) -> Result<(), ShutDown<K>>;
     fn add_rate_limited(self: Arc<Self>, key: K, p: P) -> Result<(), ShutDown<K>>;
     fn forget(&self, key: &K);
@@ -283,27 +305,52 @@ where
         }
     }
 
+    /// Adds `key` now; a borrowed key is cloned only if the queue keeps it.
+    fn add_now(&self, key: Cow<'_, K>, p: S::P) -> Result<(), ShutDown<K>> {
+        let mut wake = Wake::default();
+        let result = {
+            let mut state = self.lock();
+            let r = self.add_locked(&mut state, key, p, &mut wake);
+            if !state.metrics_task
+                && state.recorder.is_enabled()
+                && let Some(me) = self.arc()
+            {
+                me.ensure_metrics_task(&mut state);
+            }
+            r
+        };
+        self.wake(wake);
+        result
+    }
+
     /// Adds `key` now, under the lock; a waiting entry for it is void (its priority is kept).
     fn add_locked(
         &self,
         state: &mut State<K, S>,
-        key: K,
+        key: Cow<'_, K>,
         p: S::P,
         wake: &mut Wake,
     ) -> Result<(), ShutDown<K>> {
         let mut p = p;
         if !state.waiting.is_empty()
-            && let Some((_, waited, _)) = state.waiting.remove(&key)
+            && let Some((_, waited, _)) = state.waiting.remove(&*key)
         {
             p = p.max(waited);
             if let Some(tx) = &state.delay_tx {
-                let _ = tx.send(Command::Cancel(key.clone()));
+                let _ = tx.send(Command::Cancel(key.clone().into_owned()));
             }
         }
         // The recorder needs the key after the machine took it: clone only when metrics are on.
-        let metric_key = state.recorder.is_enabled().then(|| key.clone());
+        let metric_key = state
+            .recorder
+            .is_enabled()
+            .then(|| key.clone().into_owned());
         let now = self.now_nanos();
-        match state.machine.add(key, p, now) {
+        let added = match key {
+            Cow::Owned(key) => state.machine.add(key, p, now),
+            Cow::Borrowed(key) => state.machine.add_ref(key, p, now),
+        };
+        match added {
             Added::Queued => {
                 if let Some(k) = &metric_key {
                     state.recorder.add_at_priority(k, S::metric_priority(p));
@@ -347,7 +394,7 @@ where
             ready.sort_unstable_by_key(|r| (r.0, r.1, r.2));
             for (_, std::cmp::Reverse(p), _, key) in ready {
                 state.waiting.remove(&key);
-                let _ = self.add_locked(&mut state, key, p, &mut wake);
+                let _ = self.add_locked(&mut state, Cow::Owned(key), p, &mut wake);
             }
             debug!(queue = %self.name, ready = wake.getters, "delays over");
         }
@@ -369,7 +416,7 @@ where
             state.recorder.retry();
             self.ensure_metrics_task(&mut state);
             if delay.is_zero() {
-                self.add_locked(&mut state, key, p, &mut wake)
+                self.add_locked(&mut state, Cow::Owned(key), p, &mut wake)
             } else {
                 self.wait_locked(&mut state, key, p, delay.min(MAX_DELAY), &mut wake)
             }
@@ -390,7 +437,7 @@ where
     ) -> Result<(), ShutDown<K>> {
         if state.machine.absorbs_delayed(&key) {
             // Ready already: it stays ready, at the higher of the two priorities.
-            return self.add_locked(state, key, p, wake);
+            return self.add_locked(state, Cow::Owned(key), p, wake);
         }
         let deadline = Instant::now() + delay;
         if let Some((at, waited, _)) = state.waiting.get_mut(&key) {
@@ -409,7 +456,7 @@ where
                 Err(_) => {
                     // No runtime to time the delay: add now rather than lose the key.
                     debug!(queue = %self.name, "delayed add outside a tokio runtime; adding now");
-                    return self.add_locked(state, key, p, wake);
+                    return self.add_locked(state, Cow::Owned(key), p, wake);
                 }
             }
         }
@@ -500,20 +547,11 @@ where
     }
 
     fn add(&self, key: K, p: S::P) -> Result<(), ShutDown<K>> {
-        let mut wake = Wake::default();
-        let result = {
-            let mut state = self.lock();
-            let r = self.add_locked(&mut state, key, p, &mut wake);
-            if !state.metrics_task
-                && state.recorder.is_enabled()
-                && let Some(me) = self.arc()
-            {
-                me.ensure_metrics_task(&mut state);
-            }
-            r
-        };
-        self.wake(wake);
-        result
+        self.add_now(Cow::Owned(key), p)
+    }
+
+    fn add_ref(&self, key: &K, p: S::P) -> Result<(), ShutDown<K>> {
+        self.add_now(Cow::Borrowed(key), p)
     }
 
     fn add_after(self: Arc<Self>, key: K, p: S::P, delay: Duration) -> Result<(), ShutDown<K>> {

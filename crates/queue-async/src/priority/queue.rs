@@ -267,6 +267,31 @@ where
         self.core.add(key, 0)
     }
 
+    /// [`add`](Self::add) at priority 0, by reference: the key is cloned only if the queue keeps it. Adding a
+    /// key that is already queued, the common case when events for one object come in bursts,
+    /// clones nothing; with `Arc` keys, no reference count is touched, which matters when
+    /// several producers add the same keys from different threads.
+    ///
+    /// # Errors
+    ///
+    /// [`ShutDown`] with a clone of the key if the queue is shutting down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// let queue = queue_async::PriorityQueue::new();
+    /// let key: Arc<str> = Arc::from("ns/obj");
+    /// queue.add_ref(&key).unwrap();
+    /// queue.add_ref(&key).unwrap();
+    /// assert_eq!(queue.len(), 1);
+    /// assert_eq!(Arc::strong_count(&key), 2, "one clone, held by the queue");
+    /// ```
+    pub fn add_ref(&self, key: &K) -> Result<(), ShutDown<K>> {
+        self.core.add_ref(key, 0)
+    }
+
     /// Adds `key` at priority 0 after `delay`.
     ///
     /// # Errors
