@@ -5,8 +5,17 @@
 //! 1. The FIFO holds only dirty keys: a queued key is dirty by definition.
 //! 2. No key is both queued and processing.
 //! 3. A key is queued at most once.
-//! 4. `queued` holds exactly the sequence numbers `head .. head + queue.len()`, one per queued
-//!    key, so a key lives once in memory while it waits (in the FIFO, not in the index).
+//! 4. `queued` holds the sequence number of every queued key (`head .. head + queue.len()`),
+//!    one per key, so a key lives once in memory while it waits (in the FIFO, not in the
+//!    index). It may also hold stale numbers of keys popped since it was last rebuilt (see
+//!    below); a lookup matches an entry only if its position is inside the FIFO and holds the
+//!    key looked for, so a stale entry never matches a key it does not point at.
+//!
+//! A pop leaves its key's index entry behind instead of removing it: in a large queue the
+//! removal would cost two cache misses (the index's control bytes and its slot) per pop. The
+//! index is rebuilt from the FIFO when it fills, which drops every stale entry, at twice the
+//! queued keys; stale entries therefore never outnumber the capacity a growing queue would
+//! have reserved anyway, and the rebuild's cost is paid once per that many adds.
 //!
 //! The dirty set of the Go original is the union of the queued keys and the processing keys
 //! whose flag says "added again while processing"; nothing stores it twice.
@@ -325,12 +334,8 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
                 PopOutcome::Empty
             };
         };
+        // The key's index entry stays behind, stale (invariant 4).
         let hash = self.hasher.hash_one(&key);
-        let head = self.head;
-        self.queued
-            .find_entry(hash, |&seq| seq == head)
-            .expect("invariant 4: every queued key is indexed")
-            .remove();
         self.head = self.head.wrapping_add(1);
         let hasher = &self.hasher;
         self.processing
@@ -418,32 +423,38 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         let (queue, head) = (&self.queue, self.head);
         self.queued
             .find(hash, |&seq| {
-                queue[seq.wrapping_sub(head) as usize].borrow() == key
+                queue
+                    .get(seq.wrapping_sub(head) as usize)
+                    .is_some_and(|k| k.borrow() == key)
             })
             .map(|&seq| seq.wrapping_sub(head) as usize)
     }
 
     fn push_back(&mut self, hash: u64, key: K) {
         if self.queued.len() == self.queued.capacity() {
-            self.grow_index();
+            self.rebuild_index();
         }
         let seq = self.head.wrapping_add(self.queue.len() as u32);
         self.queue.push_back(key);
+        // Room was made above, so the re-hash closure is never called.
         let (queue, head, hasher) = (&self.queue, self.head, &self.hasher);
         self.queued.insert_unique(hash, seq, |&s| {
-            hasher.hash_one(&queue[s.wrapping_sub(head) as usize])
+            queue
+                .get(s.wrapping_sub(head) as usize)
+                .map_or(0, |k| hasher.hash_one(k))
         });
     }
 }
 
 impl<K: Hash> WorkState<K> {
-    /// Doubles the index by re-inserting the queued keys in FIFO order.
+    /// Rebuilds the index from the FIFO, with room for twice the queued keys: stale entries are
+    /// dropped, and a growing queue doubles its index. Keys are re-inserted in FIFO order.
     ///
     /// The table's own growth would rehash in bucket order, reading the keys (and, for keys
     /// that point to their bytes, those bytes) in random order: two cache misses per key at a
     /// million keys. The FIFO order reads them sequentially, which costs a fraction of that.
-    fn grow_index(&mut self) {
-        let capacity = (self.queued.capacity() * 2).max(16);
+    fn rebuild_index(&mut self) {
+        let capacity = (2 * (self.queue.len() + 1)).max(16);
         let mut index = HashTable::with_capacity(capacity);
         let (head, hasher) = (self.head, &self.hasher);
         for (i, key) in self.queue.iter().enumerate() {
@@ -451,7 +462,9 @@ impl<K: Hash> WorkState<K> {
             let queue = &self.queue;
             // Room was reserved above, so the re-hash closure is never called.
             index.insert_unique(hasher.hash_one(key), seq, |&s| {
-                hasher.hash_one(&queue[s.wrapping_sub(head) as usize])
+                queue
+                    .get(s.wrapping_sub(head) as usize)
+                    .map_or(0, |k| hasher.hash_one(k))
             });
         }
         self.queued = index;
@@ -481,10 +494,9 @@ mod tests {
     impl<K: Hash + Eq + Clone> WorkState<K> {
         /// Checks the invariants of the module doc.
         pub(crate) fn check_invariants(&self) {
-            assert_eq!(
-                self.queued.len(),
-                self.queue.len(),
-                "invariant 4: one index per key"
+            assert!(
+                self.queued.len() >= self.queue.len(),
+                "invariant 4: an index per queued key, and perhaps stale ones"
             );
             for (i, key) in self.queue.iter().enumerate() {
                 assert_eq!(
@@ -497,6 +509,34 @@ mod tests {
                     "invariant 2: not queued and processing"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn stale_index_entries_never_match_and_are_dropped_by_rebuilds() {
+        let mut state = WorkState::new();
+        for i in 0..10_000u32 {
+            // A small live set churning through the queue; key `i % 7` comes back often.
+            assert_eq!(state.add(i % 7), AddOutcome::Queued);
+            assert_eq!(state.add(i % 7), AddOutcome::Coalesced);
+            if i % 3 == 0 {
+                assert_eq!(state.pop(), PopOutcome::Item(i % 7));
+                assert_eq!(
+                    state.add(i % 7),
+                    AddOutcome::Deferred,
+                    "processing, not queued"
+                );
+                assert_eq!(state.done(&(i % 7)), DoneOutcome::Requeued);
+            }
+            let PopOutcome::Item(k) = state.pop() else {
+                panic!("a key is queued")
+            };
+            assert_eq!(state.done(&k), DoneOutcome::Finished);
+            state.check_invariants();
+            assert!(
+                state.queued.capacity() <= 32,
+                "stale entries are dropped, not kept"
+            );
         }
     }
 
