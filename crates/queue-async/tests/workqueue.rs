@@ -300,20 +300,9 @@ async fn add_ref_clones_only_what_the_queue_keeps() {
     assert_eq!(Arc::strong_count(&key), 1, "nothing retained");
 }
 
-#[tokio::test(start_paused = true)]
-async fn add_ref_cancels_a_wait_and_is_refused_after_shutdown() {
+#[tokio::test]
+async fn add_ref_after_shutdown_hands_a_clone_back() {
     let queue = WorkQueue::new();
-    queue.add_after("a", ms(100)).unwrap();
-    queue.add_ref(&"a").unwrap();
-    assert_eq!(queue.waiting_len(), 0);
-    queue.get().await.unwrap().done();
-    sleep(ms(200)).await;
-    queue.settle().await;
-    assert_eq!(
-        queue.len(),
-        0,
-        "the cancelled wait does not add the key again"
-    );
     queue.shut_down();
     assert_eq!(queue.add_ref(&"b").unwrap_err().into_key(), "b");
 }
@@ -478,18 +467,25 @@ async fn delaying_copy_shifting_adds_in_deadline_order() {
 #[tokio::test(start_paused = true)]
 async fn an_add_now_cancels_the_wait() {
     // The original runs the key twice (kubernetes/kubernetes#126027).
-    let queue = WorkQueue::new();
-    queue.add_after("a", ms(100)).unwrap();
-    queue.add("a").unwrap();
-    assert_eq!(queue.waiting_len(), 0);
-    queue.get().await.unwrap().done();
-    sleep(ms(200)).await;
-    queue.settle().await;
-    assert_eq!(
-        queue.len(),
-        0,
-        "the cancelled wait does not add the key again"
-    );
+    for by_ref in [false, true] {
+        let queue = WorkQueue::new();
+        queue.add_after("a", ms(100)).unwrap();
+        let added = if by_ref {
+            queue.add_ref(&"a")
+        } else {
+            queue.add("a")
+        };
+        added.unwrap();
+        assert_eq!(queue.waiting_len(), 0);
+        queue.get().await.unwrap().done();
+        sleep(ms(200)).await;
+        queue.settle().await;
+        assert_eq!(
+            queue.len(),
+            0,
+            "the cancelled wait does not add the key again (by_ref: {by_ref})"
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]
