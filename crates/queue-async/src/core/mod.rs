@@ -337,14 +337,11 @@ where
         {
             p = p.max(waited);
             if let Some(tx) = &state.delay_tx {
-                let _ = tx.send(Command::Cancel(key.clone().into_owned()));
+                let _ = tx.send(Command::Cancel((*key).clone()));
             }
         }
         // The recorder needs the key after the machine took it: clone only when metrics are on.
-        let metric_key = state
-            .recorder
-            .is_enabled()
-            .then(|| key.clone().into_owned());
+        let metric_key = state.recorder.is_enabled().then(|| (*key).clone());
         let now = self.now_nanos();
         let added = match key {
             Cow::Owned(key) => state.machine.add(key, p, now),

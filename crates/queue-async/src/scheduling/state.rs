@@ -11,9 +11,9 @@
 //!
 //! `main` (unschedulable map, move-request cycle) is taken before `hot` (active, backoff,
 //! in-flight). `pop` and the backoff flush take only `hot`, and nothing holds `hot` during an
-//! O(n) scan: `move_*` and the leftover flush scan under `main`, then insert the moved items
-//! under `hot` in short chunks (kubernetes/kubernetes#125692). Wake-ups happen after the
-//! insertion and after the locks are released, so a woken `pop` sees the best head.
+//! O(n) scan: `move_*` and the leftover flush scan under `main` and, as the scan goes, insert
+//! the moved items under `hot` in chunks of 256 (kubernetes/kubernetes#125692). Wake-ups happen
+//! after each chunk's insertion, once `hot` is released, so a woken `pop` sees the best head.
 
 use std::cell::Cell;
 use std::hash::Hash;
