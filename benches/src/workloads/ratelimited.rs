@@ -2,7 +2,10 @@
 //!
 //! Single-threaded figures come from one thread doing all n calls; the contended figures from
 //! 2 threads sharing one limiter, each doing n / 2 calls over all keys (offset by half the keys so
-//! they mostly touch different keys at any instant, as two queue workers would).
+//! they mostly touch different keys at any instant, as two queue workers would). A third run gives
+//! each of the 2 threads a private limiter (`ns_per_when_2threads_private`): nothing is shared, so
+//! it is the machine's own 2-thread floor, and the gap to the contended figure is the cost of
+//! sharing the per-key state and the bucket between cores.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,7 +45,7 @@ pub fn run_default(flags: &Overrides) -> Report {
 fn run(
     id: &'static str,
     flags: &Overrides,
-    make: impl Fn() -> Arc<dyn RateLimiter<String>>,
+    make: impl Fn() -> Arc<dyn RateLimiter<String>> + Sync,
 ) -> Report {
     let params = flags.resolve(defaults());
     let keys: Arc<Vec<String>> = Arc::new((0..params.keys.max(1)).map(key).collect());
@@ -86,6 +89,24 @@ fn run(
     }
     let ok2 = keys.iter().all(|key| limiter.num_requeues(key) == 0);
 
+    // The machine's own 2-thread floor: the same calls, each thread with a private limiter, so
+    // nothing is shared. The contended figure can be no better than this.
+    let start = Instant::now();
+    let threads: Vec<_> = (0..2usize)
+        .map(|t| {
+            let (limiter, keys) = (make(), keys.clone());
+            std::thread::spawn(move || {
+                for i in 0..n / 2 {
+                    std::hint::black_box(limiter.when(&keys[(i + t * k / 2) % k]));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("bench thread");
+    }
+    let private2_s = start.elapsed().as_secs_f64();
+
     let per_call = |s: f64, calls: usize| s * 1e9 / calls.max(1) as f64;
     Report {
         workload: id,
@@ -97,6 +118,10 @@ fn run(
             ("ns_per_forget", Extra::Num(per_call(forget_s, k))),
             // Wall time per call of each of the 2 threads, and the pair's combined rate.
             ("ns_per_when_2threads", Extra::Num(per_call(when2_s, n / 2))),
+            (
+                "ns_per_when_2threads_private",
+                Extra::Num(per_call(private2_s, n / 2)),
+            ),
             (
                 "ops_per_sec_2threads",
                 Extra::Num((n / 2 * 2) as f64 / when2_s),
