@@ -3,12 +3,21 @@
 //!
 //! Keys are `Arc<str>` (see `fifo`); the consumer finds a key's deadline through a read-only
 //! index built before the timer.
+//!
+//! The floor: after the measured run, a fresh runtime of the same shape runs the timer mechanism
+//! alone, a bare `tokio_util::time::DelayQueue` owned by one task, fed the same deadlines and
+//! drained by that task (no work queue, no hand-off). Its lateness is reported next to ours as
+//! `floor_lateness_ms`: tokio rounds each deadline up to its 1 ms tick, `DelayQueue` rounds up to
+//! its own 1 ms grid first, and the driver parks in whole milliseconds, so no queue built on them
+//! can be on time more often than this.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use queue_async::WorkQueue;
+use tokio_util::time::DelayQueue;
 
 use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, percentile, runtime};
 
@@ -30,6 +39,9 @@ pub fn run(flags: &Overrides) -> Report {
     let delays: Vec<Duration> = (0..params.n)
         .map(|_| Duration::from_nanos(rng.next() % 1_000_000_001))
         .collect();
+    let floor_cpu0 = cpu_time();
+    let floor = floor_lateness(&delays);
+    let floor_cpu_s = (cpu_time() - floor_cpu0).as_secs_f64();
     runtime().block_on(async move {
         let queue: WorkQueue<Arc<str>> = WorkQueue::new();
         let deadlines = Arc::new(std::sync::Mutex::new(vec![
@@ -97,7 +109,55 @@ pub fn run(flags: &Overrides) -> Report {
                         ("avg", avg),
                     ]),
                 ),
+                ("floor_cpu_s", Extra::Num(floor_cpu_s)),
+                (
+                    "floor_lateness_ms",
+                    Extra::Obj(vec![
+                        ("min", floor[0]),
+                        ("p50", percentile(&floor, 50.0)),
+                        ("p99", percentile(&floor, 99.0)),
+                        ("max", floor[floor.len() - 1]),
+                    ]),
+                ),
             ],
         }
     })
+}
+
+/// The lateness of a bare `DelayQueue` given `delays` (ms, sorted): see the module docs.
+///
+/// Shaped like the measured run: a producer task computes each deadline and sends it over an
+/// unbounded channel; the timer task inserts what arrives and records each expiry on the spot.
+fn floor_lateness(delays: &[Duration]) -> Vec<f64> {
+    let delays = delays.to_vec();
+    let n = delays.len();
+    let mut lateness = runtime().block_on(async move {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let timer = tokio::spawn(async move {
+            let mut timers = DelayQueue::with_capacity(n);
+            let mut lateness = Vec::with_capacity(n);
+            while lateness.len() < n {
+                tokio::select! {
+                    biased;
+                    Some(expired) = timers.next(), if !timers.is_empty() => {
+                        let deadline: tokio::time::Instant = expired.into_inner();
+                        let late = tokio::time::Instant::now().saturating_duration_since(deadline);
+                        lateness.push(late.as_secs_f64() * 1e3);
+                    }
+                    Some(deadline) = rx.recv() => {
+                        timers.insert_at(deadline, deadline);
+                    }
+                }
+            }
+            lateness
+        });
+        for d in &delays {
+            tx.send(tokio::time::Instant::now() + *d)
+                .expect("the timer task is running");
+            tokio::task::consume_budget().await;
+        }
+        timer.await.expect("the floor task panicked")
+    });
+    lateness.sort_by(f64::total_cmp);
+    lateness
 }
