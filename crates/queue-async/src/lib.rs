@@ -1,7 +1,22 @@
-//! Tokio-native work queues that controller workers await on.
+//! Tokio-native work queues that controller workers await on, built on [`queue_core`]'s state
+//! machines.
 //!
-//! This crate is a skeleton: the work queue, the delaying and rate-limiting queues and the
-//! scheduling queue are being built on top of [`queue_core`]. Nothing is exported yet.
+//! [`WorkQueue`] is client-go's work queue with its delaying and rate-limiting layers in one
+//! handle: `add` / `add_after` / `add_rate_limited`, a cancel-safe [`get`](WorkQueue::get)
+//! future that hands out an [`Item`] guard (done on drop), de-duplication, and no key in two
+//! workers at once. [`PriorityQueue`] is the same with priorities (controller-runtime's priority
+//! queue), and [`parallelize_until`] runs pieces of work on a bounded number of tasks.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let queue = queue_async::WorkQueue::new();
+//! queue.add("default/pod-a").unwrap();
+//! let item = queue.get().await.unwrap();
+//! assert_eq!(*item.key(), "default/pod-a");
+//! item.done();
+//! # }
+//! ```
 //!
 //! [`SchedulingQueue`] is kube-scheduler's scheduling queue for any keyed item: pop the most
 //! important item, and on failure let the queue decide between a backoff, waiting for an event

@@ -545,8 +545,8 @@ async fn the_delay_task_ends_at_shutdown() {
     queue.settle().await;
     assert_eq!(
         Arc::strong_count(&key),
-        4,
-        "the waiting map, the timer and its index hold it"
+        3,
+        "the waiting map and its timer hold it"
     );
     queue.shut_down();
     let_run().await;
@@ -554,6 +554,31 @@ async fn the_delay_task_ends_at_shutdown() {
         Arc::strong_count(&key),
         1,
         "the task and its timer are gone"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delayed_add_from_a_thread_outside_the_runtime_fires() {
+    let queue = WorkQueue::new();
+    // The first delayed add starts the delay task; once its key fired, no timer is left, so
+    // the next one needs a new `Sleep`, which must bind to the task's runtime and clock even
+    // though this add comes from a plain thread.
+    queue.add_after("first", MS).unwrap();
+    advance(MS).await;
+    let item = queue.get().await.unwrap();
+    assert_eq!(*item.key(), "first");
+    item.done();
+    let q = queue.clone();
+    std::thread::spawn(move || q.add_after("second", 5 * MS).unwrap())
+        .join()
+        .expect("adding from a plain thread does not panic");
+    let start = Instant::now();
+    let item = queue.get().await.unwrap();
+    assert_eq!(*item.key(), "second");
+    assert_eq!(
+        start.elapsed(),
+        5 * MS,
+        "on time, by the runtime's paused clock"
     );
 }
 

@@ -157,9 +157,10 @@ macro_rules! handle_methods {
             self.core.is_shutting_down()
         }
 
-        /// Waits until the delay task has taken in every delayed add made so far, so that a test
-        /// that then advances the paused clock sees them fire (client-go's "wait for the waiting
-        /// loop" helper).
+        /// Waits until the delay task has added every key whose delay is over at this instant,
+        /// so that a test that advanced the paused clock sees them queued (client-go's "wait for
+        /// the waiting loop" helper). Delayed adds set their timers at once, so nothing needs
+        /// settling before an advance.
         ///
         /// # Examples
         ///

@@ -1,6 +1,6 @@
 //! The machinery both work queues share: the lock around a state machine (FIFO or priority),
-//! the waiting map and its delay task, the rate limiter, the metrics recorder and its ticker,
-//! and the wake-ups of `get` and of drains.
+//! the waiting map with its timers and the delay task that drives them, the rate limiter, the
+//! metrics recorder and its ticker, and the wake-ups of `get` and of drains.
 //!
 //! [`WorkQueue`](crate::WorkQueue) and [`PriorityQueue`](crate::PriorityQueue) are thin handles
 //! over an `Arc<dyn Backend<K, P>>`, `P` being `()` or the priority.
@@ -13,6 +13,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hashbrown::HashMap;
@@ -21,11 +22,12 @@ use queue_core::{
     AddOutcome, DoneOutcome, PopOutcome, PriorityAdd, PriorityDone, PriorityState, WorkState,
 };
 use ratelimit::RateLimiter;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
+use tokio_util::time::DelayQueue;
+use tokio_util::time::delay_queue::Key as TimerKey;
 use tracing::debug;
 
-use self::delay::Command;
 use crate::ShutDown;
 use crate::metrics::{Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
 
@@ -208,7 +210,7 @@ pub(crate) trait Backend<K, P>: Send + Sync {
     fn drain_over(&self) -> bool;
     /// A receiver that fires once the delay task has handled everything sent so far.
     #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
-    fn settle(&self) -> Option<tokio::sync::oneshot::Receiver<()>>;
+    fn settle(&self) -> Option<oneshot::Receiver<()>>;
     fn describe(&self, f: &mut fmt::Formatter<'_>, kind: &str) -> fmt::Result;
 }
 
@@ -226,15 +228,36 @@ pub(crate) struct Shared<K, S: Machine<K>> {
 
 struct State<K, S: Machine<K>> {
     machine: S,
-    /// Keys waiting for their delay: deadline and what they will be added with. The delay
-    /// task's timers are only alarms; this map decides.
-    waiting: HashMap<K, (Instant, S::P, u64)>,
+    /// Keys waiting for their delay, each with one timer in `timers`.
+    waiting: HashMap<K, Waiting<S::P>>,
     /// Order of delayed adds, to break ties between keys due at the same instant.
     wait_seq: u64,
-    delay_tx: Option<mpsc::UnboundedSender<Command<K>>>,
+    /// The timers of the waiting keys. Delayed adds set them here directly, under the lock
+    /// (no hand-off to the delay task, no second map); only the delay task polls them, so it
+    /// is the task that their wake-ups reach.
+    timers: DelayQueue<K>,
+    /// The delay task, once started.
+    delay_task: Option<DelayTask>,
     recorder: Recorder<K>,
     metrics_task: bool,
     draining: bool,
+}
+
+/// A waiting key: its deadline, what it will be added with, its order and its timer.
+struct Waiting<P> {
+    at: Instant,
+    p: P,
+    seq: u64,
+    timer: TimerKey,
+}
+
+/// The delay task's runtime and its request channel. Dropping this ends the task: the channel
+/// closes.
+struct DelayTask {
+    /// Timers are set inside this runtime's context, from whatever thread adds.
+    runtime: tokio::runtime::Handle,
+    /// [`settle`](Backend::settle) requests.
+    settle: mpsc::UnboundedSender<oneshot::Sender<()>>,
 }
 
 /// What to do after releasing the lock.
@@ -268,7 +291,8 @@ where
                 machine,
                 waiting: HashMap::new(),
                 wait_seq: 0,
-                delay_tx: None,
+                timers: DelayQueue::new(),
+                delay_task: None,
                 recorder,
                 metrics_task: false,
                 draining: false,
@@ -333,12 +357,11 @@ where
     ) -> Result<(), ShutDown<K>> {
         let mut p = p;
         if !state.waiting.is_empty()
-            && let Some((_, waited, _)) = state.waiting.remove(&*key)
+            && let Some(waiting) = state.waiting.remove(&*key)
         {
-            p = p.max(waited);
-            if let Some(tx) = &state.delay_tx {
-                let _ = tx.send(Command::Cancel((*key).clone()));
-            }
+            p = p.max(waiting.p);
+            let _runtime = state.delay_task.as_ref().map(|t| t.runtime.enter());
+            state.timers.remove(&waiting.timer);
         }
         // The recorder needs the key after the machine took it: clone only when metrics are on.
         let metric_key = state.recorder.is_enabled().then(|| (*key).clone());
@@ -373,25 +396,29 @@ where
         }
     }
 
-    /// The delay task's alarms for these keys rang (all due now): they are added under one
-    /// lock, by deadline, then higher priority, then the order of their delayed adds, so a
-    /// batch that became ready together keeps the priority order (controller-runtime's rule).
-    pub(crate) fn fire(&self, due: Vec<(K, Instant)>) {
+    /// Adds every waiting key whose timer rang, under one lock: by deadline, then higher
+    /// priority, then the order of their delayed adds, so a batch that became ready together
+    /// keeps the priority order (controller-runtime's rule). `cx` is woken at the next timer,
+    /// or when an add sets an earlier one.
+    pub(crate) fn poll_timers(&self, cx: &mut Context<'_>) {
         let mut wake = Wake::default();
         {
             let mut state = self.lock();
-            let mut ready: Vec<(Instant, std::cmp::Reverse<S::P>, u64, K)> = due
-                .into_iter()
-                .filter_map(|(key, deadline)| {
-                    // Absent: added now meanwhile; another deadline: superseded.
-                    let &(at, p, seq) = state.waiting.get(&key)?;
-                    (at == deadline).then_some((at, std::cmp::Reverse(p), seq, key))
-                })
-                .collect();
+            let state = &mut *state;
+            let mut ready: Vec<(Instant, std::cmp::Reverse<S::P>, u64, K)> = Vec::new();
+            while let Poll::Ready(Some(expired)) = state.timers.poll_expired(cx) {
+                let key = expired.into_inner();
+                // Every timer belongs to a waiting key: adds now and shutdown remove both.
+                if let Some(w) = state.waiting.remove(&key) {
+                    ready.push((w.at, std::cmp::Reverse(w.p), w.seq, key));
+                }
+            }
+            if ready.is_empty() {
+                return;
+            }
             ready.sort_unstable_by_key(|r| (r.0, r.1, r.2));
             for (_, std::cmp::Reverse(p), _, key) in ready {
-                state.waiting.remove(&key);
-                let _ = self.add_locked(&mut state, Cow::Owned(key), p, &mut wake);
+                let _ = self.add_locked(state, Cow::Owned(key), p, &mut wake);
             }
             debug!(queue = %self.name, ready = wake.getters, "delays over");
         }
@@ -437,18 +464,15 @@ where
             return self.add_locked(state, Cow::Owned(key), p, wake);
         }
         let deadline = Instant::now() + delay;
-        if let Some((at, waited, _)) = state.waiting.get_mut(&key) {
-            *waited = (*waited).max(p);
-            if *at <= deadline {
-                return Ok(()); // already waiting with an earlier deadline
-            }
-        }
-        if state.delay_tx.is_none() {
+        if state.delay_task.is_none() {
             match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {
                     let (tx, rx) = mpsc::unbounded_channel();
                     runtime.spawn(delay::run(Arc::downgrade(self), rx, self.name.clone()));
-                    state.delay_tx = Some(tx);
+                    state.delay_task = Some(DelayTask {
+                        runtime,
+                        settle: tx,
+                    });
                 }
                 Err(_) => {
                     // No runtime to time the delay: add now rather than lose the key.
@@ -457,16 +481,31 @@ where
                 }
             }
         }
-        let p = state
-            .waiting
-            .get(&key)
-            .map_or(p, |&(_, waited, _)| waited.max(p));
+        // A timer may need a new `Sleep`, which binds to the runtime in context: make it the
+        // delay task's, whatever thread or runtime this add comes from.
+        let _runtime = state.delay_task.as_ref().map(|t| t.runtime.enter());
+        if let Some(w) = state.waiting.get_mut(&key) {
+            w.p = w.p.max(p);
+            if w.at > deadline {
+                // Earlier than the key's deadline: move its timer.
+                state.timers.reset_at(&w.timer, deadline);
+                state.wait_seq += 1;
+                (w.at, w.seq) = (deadline, state.wait_seq);
+            }
+            return Ok(());
+        }
         state.wait_seq += 1;
         let seq = state.wait_seq;
-        state.waiting.insert(key.clone(), (deadline, p, seq));
-        if let Some(tx) = &state.delay_tx {
-            let _ = tx.send(Command::Wait(key, deadline));
-        }
+        let timer = state.timers.insert_at(key.clone(), deadline);
+        state.waiting.insert(
+            key,
+            Waiting {
+                at: deadline,
+                p,
+                seq,
+                timer,
+            },
+        );
         Ok(())
     }
 
@@ -592,9 +631,13 @@ where
             let mut state = self.lock();
             let first = state.machine.shut_down();
             self.shut_down_flag.store(true, Ordering::Release);
-            // Waiting keys are never added now: drop them and end the delay task.
+            // Waiting keys are never added now: drop them and their timers, and end the delay
+            // task (its request channel closes).
             state.waiting.clear();
-            state.delay_tx = None;
+            if let Some(task) = state.delay_task.take() {
+                let _runtime = task.runtime.enter();
+                state.timers.clear();
+            }
             state.draining = drain;
             first
         };
@@ -621,11 +664,11 @@ where
         state.machine.is_idle() || !state.draining
     }
 
-    fn settle(&self) -> Option<tokio::sync::oneshot::Receiver<()>> {
+    fn settle(&self) -> Option<oneshot::Receiver<()>> {
         let state = self.lock();
-        let tx = state.delay_tx.as_ref()?;
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-        tx.send(Command::Sync(done_tx)).ok()?;
+        let task = state.delay_task.as_ref()?;
+        let (done_tx, done_rx) = oneshot::channel();
+        task.settle.send(done_tx).ok()?;
         Some(done_rx)
     }
 
