@@ -83,8 +83,14 @@ pub fn max_rss_bytes() -> u64 {
 
 /// A multi-thread tokio runtime with 2 worker threads, as every workload uses.
 pub fn runtime() -> tokio::runtime::Runtime {
+    runtime_with(2)
+}
+
+/// A multi-thread tokio runtime with `threads` worker threads: the diagnostic runs compare the
+/// workloads' 2 threads with 1 (the same tasks, with no cache line shared between cores).
+pub fn runtime_with(threads: usize) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(threads)
         .enable_all()
         .build()
         .expect("the benchmark runtime must start")

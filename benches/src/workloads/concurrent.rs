@@ -2,6 +2,10 @@
 //! when all producers return, shut down with drain, then wait for the workers to exit.
 //!
 //! Keys are `Arc<str>` (see `fifo`).
+//!
+//! After the measured run on the workloads' 2-thread runtime, the same run on a 1-thread
+//! runtime is reported as `ops_per_sec_1thread`: the same tasks and queue operations with no
+//! cache line moving between cores, which is what the second core costs the queue.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,13 +13,43 @@ use std::time::Instant;
 
 use queue_async::WorkQueue;
 
-use crate::common::{Extra, Overrides, Params, Report, cpu_time, runtime};
+use crate::common::{Extra, Overrides, Params, Report, cpu_time, runtime_with};
 
 /// Runs the workload.
 pub fn run(flags: &Overrides) -> Report {
     let params = flags.resolve(Params::defaults());
     let keys = Arc::new(super::fifo::keys(params.n));
-    runtime().block_on(async move {
+    let two = measure(&params, &keys, 2);
+    let one = measure(&params, &keys, 1);
+    Report {
+        workload: "concurrent",
+        params,
+        seconds: two.seconds,
+        ops_per_sec: 3.0 * params.n as f64 / two.seconds,
+        extra: vec![
+            ("ok", Extra::Bool(two.processed == params.n)),
+            ("cpu_s", Extra::Num(two.cpu_s)),
+            ("items_per_sec", Extra::Num(params.n as f64 / two.seconds)),
+            ("processed", Extra::Num(two.processed as f64)),
+            (
+                "ops_per_sec_1thread",
+                Extra::Num(3.0 * params.n as f64 / one.seconds),
+            ),
+        ],
+    }
+}
+
+/// One timed run.
+struct Measured {
+    seconds: f64,
+    cpu_s: f64,
+    processed: u64,
+}
+
+/// Runs the workload once on a runtime of `threads` worker threads.
+fn measure(params: &Params, keys: &Arc<Vec<Arc<str>>>, threads: usize) -> Measured {
+    let (params, keys) = (*params, keys.clone());
+    runtime_with(threads).block_on(async move {
         let queue: WorkQueue<Arc<str>> = WorkQueue::new();
         let processed = Arc::new(AtomicU64::new(0));
         let cpu0 = cpu_time();
@@ -40,20 +74,10 @@ pub fn run(flags: &Overrides) -> Report {
         super::fifo::join(producers, "a producer").await;
         queue.shut_down_with_drain().await;
         super::fifo::join(workers, "a worker").await;
-        let seconds = t0.elapsed().as_secs_f64();
-        let cpu_s = (cpu_time() - cpu0).as_secs_f64();
-        let processed = processed.load(Ordering::Relaxed);
-        Report {
-            workload: "concurrent",
-            params,
-            seconds,
-            ops_per_sec: 3.0 * params.n as f64 / seconds,
-            extra: vec![
-                ("ok", Extra::Bool(processed == params.n)),
-                ("cpu_s", Extra::Num(cpu_s)),
-                ("items_per_sec", Extra::Num(params.n as f64 / seconds)),
-                ("processed", Extra::Num(processed as f64)),
-            ],
+        Measured {
+            seconds: t0.elapsed().as_secs_f64(),
+            cpu_s: (cpu_time() - cpu0).as_secs_f64(),
+            processed: processed.load(Ordering::Relaxed),
         }
     })
 }

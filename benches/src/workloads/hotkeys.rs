@@ -4,6 +4,9 @@
 //!
 //! Keys are `Arc<str>` (see `fifo`); the in-flight set is one flag per key, found through a
 //! read-only index built before the timer.
+//!
+//! After the measured run on the workloads' 2-thread runtime, the same run on a 1-thread
+//! runtime is reported as `ops_per_sec_1thread` (see `concurrent`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,7 +15,7 @@ use std::time::Instant;
 
 use queue_async::WorkQueue;
 
-use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, runtime};
+use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, runtime_with};
 
 /// Runs the workload.
 pub fn run(flags: &Overrides) -> Report {
@@ -38,9 +41,48 @@ pub fn run(flags: &Overrides) -> Report {
         })
         .collect();
     let keys = Arc::new(keys);
+    let two = measure(&params, &keys, &index, &plans, 2);
+    let one = measure(&params, &keys, &index, &plans, 1);
+    let adds = (params.producers * params.n) as f64;
+    Report {
+        workload: "hotkeys",
+        params,
+        seconds: two.seconds,
+        ops_per_sec: adds / two.seconds,
+        extra: vec![
+            ("ok", Extra::Bool(two.violations == 0 && two.processed > 0)),
+            ("cpu_s", Extra::Num(two.cpu_s)),
+            ("processed", Extra::Num(two.processed as f64)),
+            (
+                "adds_per_process",
+                Extra::Num(adds / two.processed.max(1) as f64),
+            ),
+            ("violations", Extra::Num(two.violations as f64)),
+            ("ops_per_sec_1thread", Extra::Num(adds / one.seconds)),
+        ],
+    }
+}
+
+/// One timed run.
+struct Measured {
+    seconds: f64,
+    cpu_s: f64,
+    processed: u64,
+    violations: u64,
+}
+
+/// Runs the workload once on a runtime of `threads` worker threads.
+fn measure(
+    params: &Params,
+    keys: &Arc<Vec<Arc<str>>>,
+    index: &Arc<HashMap<Arc<str>, usize>>,
+    plans: &[Arc<Vec<u32>>],
+    threads: usize,
+) -> Measured {
+    let (params, keys, index, plans) = (*params, keys.clone(), index.clone(), plans.to_vec());
     let flags_in_flight: Arc<Vec<AtomicBool>> =
         Arc::new((0..params.keys).map(|_| AtomicBool::new(false)).collect());
-    runtime().block_on(async move {
+    runtime_with(threads).block_on(async move {
         let queue: WorkQueue<Arc<str>> = WorkQueue::new();
         let processed = Arc::new(AtomicU64::new(0));
         let violations = Arc::new(AtomicU64::new(0));
@@ -80,26 +122,11 @@ pub fn run(flags: &Overrides) -> Report {
         super::fifo::join(producers, "a producer").await;
         queue.shut_down_with_drain().await;
         super::fifo::join(workers, "a worker").await;
-        let seconds = t0.elapsed().as_secs_f64();
-        let cpu_s = (cpu_time() - cpu0).as_secs_f64();
-        let processed = processed.load(Ordering::Relaxed);
-        let violations = violations.load(Ordering::Relaxed);
-        let adds = (params.producers * params.n) as f64;
-        Report {
-            workload: "hotkeys",
-            params,
-            seconds,
-            ops_per_sec: adds / seconds,
-            extra: vec![
-                ("ok", Extra::Bool(violations == 0 && processed > 0)),
-                ("cpu_s", Extra::Num(cpu_s)),
-                ("processed", Extra::Num(processed as f64)),
-                (
-                    "adds_per_process",
-                    Extra::Num(adds / processed.max(1) as f64),
-                ),
-                ("violations", Extra::Num(violations as f64)),
-            ],
+        Measured {
+            seconds: t0.elapsed().as_secs_f64(),
+            cpu_s: (cpu_time() - cpu0).as_secs_f64(),
+            processed: processed.load(Ordering::Relaxed),
+            violations: violations.load(Ordering::Relaxed),
         }
     })
 }
