@@ -228,16 +228,13 @@ pub(crate) struct Shared<K, S: Machine<K>> {
 
 struct State<K, S: Machine<K>> {
     machine: S,
-    /// Keys waiting for their delay, each with one timer in `timers`.
+    /// Keys waiting for their delay, each with one timer in the delay task's `timers`.
     waiting: HashMap<K, Waiting<S::P>>,
     /// Order of delayed adds, to break ties between keys due at the same instant.
     wait_seq: u64,
-    /// The timers of the waiting keys. Delayed adds set them here directly, under the lock
-    /// (no hand-off to the delay task, no second map); only the delay task polls them, so it
-    /// is the task that their wake-ups reach.
-    timers: DelayQueue<K>,
-    /// The delay task, once started.
-    delay_task: Option<DelayTask>,
+    /// The delay task and the timers, once a delayed add started them (boxed: the hot state
+    /// under the lock stays small).
+    delay_task: Option<Box<DelayTask<K>>>,
     recorder: Recorder<K>,
     metrics_task: bool,
     draining: bool,
@@ -251,9 +248,13 @@ struct Waiting<P> {
     timer: TimerKey,
 }
 
-/// The delay task's runtime and its request channel. Dropping this ends the task: the channel
-/// closes.
-struct DelayTask {
+/// The timers of the waiting keys, the delay task's runtime and its request channel. Dropping
+/// this ends the task: the channel closes.
+struct DelayTask<K> {
+    /// One timer per waiting key. Delayed adds set them here directly, under the lock (no
+    /// hand-off to the task, no second map); only the delay task polls them, so it is the task
+    /// that their wake-ups reach.
+    timers: DelayQueue<K>,
     /// Timers are set inside this runtime's context, from whatever thread adds.
     runtime: tokio::runtime::Handle,
     /// [`settle`](Backend::settle) requests.
@@ -291,7 +292,6 @@ where
                 machine,
                 waiting: HashMap::new(),
                 wait_seq: 0,
-                timers: DelayQueue::new(),
                 delay_task: None,
                 recorder,
                 metrics_task: false,
@@ -360,8 +360,10 @@ where
             && let Some(waiting) = state.waiting.remove(&*key)
         {
             p = p.max(waiting.p);
-            let _runtime = state.delay_task.as_ref().map(|t| t.runtime.enter());
-            state.timers.remove(&waiting.timer);
+            if let Some(task) = state.delay_task.as_mut() {
+                let _runtime = task.runtime.enter();
+                task.timers.remove(&waiting.timer);
+            }
         }
         // The recorder needs the key after the machine took it: clone only when metrics are on.
         let metric_key = state.recorder.is_enabled().then(|| (*key).clone());
@@ -405,8 +407,11 @@ where
         {
             let mut state = self.lock();
             let state = &mut *state;
+            let Some(task) = state.delay_task.as_mut() else {
+                return;
+            };
             let mut ready: Vec<(Instant, std::cmp::Reverse<S::P>, u64, K)> = Vec::new();
-            while let Poll::Ready(Some(expired)) = state.timers.poll_expired(cx) {
+            while let Poll::Ready(Some(expired)) = task.timers.poll_expired(cx) {
                 let key = expired.into_inner();
                 // Every timer belongs to a waiting key: adds now and shutdown remove both.
                 if let Some(w) = state.waiting.remove(&key) {
@@ -464,31 +469,33 @@ where
             return self.add_locked(state, Cow::Owned(key), p, wake);
         }
         let deadline = Instant::now() + delay;
-        if state.delay_task.is_none() {
-            match tokio::runtime::Handle::try_current() {
+        let task = match &mut state.delay_task {
+            Some(task) => task,
+            None => match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {
                     let (tx, rx) = mpsc::unbounded_channel();
                     runtime.spawn(delay::run(Arc::downgrade(self), rx, self.name.clone()));
-                    state.delay_task = Some(DelayTask {
+                    state.delay_task.insert(Box::new(DelayTask {
+                        timers: DelayQueue::new(),
                         runtime,
                         settle: tx,
-                    });
+                    }))
                 }
                 Err(_) => {
                     // No runtime to time the delay: add now rather than lose the key.
                     debug!(queue = %self.name, "delayed add outside a tokio runtime; adding now");
                     return self.add_locked(state, Cow::Owned(key), p, wake);
                 }
-            }
-        }
+            },
+        };
         // A timer may need a new `Sleep`, which binds to the runtime in context: make it the
         // delay task's, whatever thread or runtime this add comes from.
-        let _runtime = state.delay_task.as_ref().map(|t| t.runtime.enter());
+        let _runtime = task.runtime.enter();
         if let Some(w) = state.waiting.get_mut(&key) {
             w.p = w.p.max(p);
             if w.at > deadline {
                 // Earlier than the key's deadline: move its timer.
-                state.timers.reset_at(&w.timer, deadline);
+                task.timers.reset_at(&w.timer, deadline);
                 state.wait_seq += 1;
                 (w.at, w.seq) = (deadline, state.wait_seq);
             }
@@ -496,7 +503,7 @@ where
         }
         state.wait_seq += 1;
         let seq = state.wait_seq;
-        let timer = state.timers.insert_at(key.clone(), deadline);
+        let timer = task.timers.insert_at(key.clone(), deadline);
         state.waiting.insert(
             key,
             Waiting {
@@ -634,10 +641,7 @@ where
             // Waiting keys are never added now: drop them and their timers, and end the delay
             // task (its request channel closes).
             state.waiting.clear();
-            if let Some(task) = state.delay_task.take() {
-                let _runtime = task.runtime.enter();
-                state.timers.clear();
-            }
+            state.delay_task = None;
             state.draining = drain;
             first
         };
