@@ -582,6 +582,42 @@ async fn a_delayed_add_from_a_thread_outside_the_runtime_fires() {
     );
 }
 
+/// A queue shared by several runtimes (say, a static used by several `#[tokio::test]`s): the
+/// runtime that ran the delay task is dropped, and the next delayed add starts a new task that
+/// takes over every waiting key, instead of leaving them with a task that no longer runs.
+#[test]
+fn a_queue_outliving_its_delay_tasks_runtime_still_fires() {
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    };
+    let queue = WorkQueue::new();
+    runtime().block_on(async {
+        queue.add_after("early", MS).unwrap();
+        queue.add_after("late", Duration::from_secs(60)).unwrap();
+        let item = queue.get().await.unwrap();
+        assert_eq!(*item.key(), "early");
+        item.done();
+    });
+    // That runtime and its delay task are gone; "late" is still waiting.
+    runtime().block_on(async {
+        queue.add_after("next", MS).unwrap();
+        let mut keys = Vec::new();
+        for _ in 0..2 {
+            let item = tokio::time::timeout(Duration::from_secs(3600), queue.get())
+                .await
+                .expect("a waiting key fires in the new runtime")
+                .unwrap();
+            keys.push(*item.key());
+            item.done();
+        }
+        assert_eq!(keys, ["next", "late"]);
+    });
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_delay_task_ends_with_the_last_handle() {
     let queue = WorkQueue::new();

@@ -469,14 +469,25 @@ where
             return self.add_locked(state, Cow::Owned(key), p, wake);
         }
         let deadline = Instant::now() + delay;
+        // The task is gone if its request channel closed while we hold the sender: its runtime
+        // was dropped (a queue that outlives the runtime of its first delayed add, such as one
+        // shared by several `#[tokio::test]`s). Then a new task takes over every waiting key.
         let task = match &mut state.delay_task {
-            Some(task) => task,
-            None => match tokio::runtime::Handle::try_current() {
+            Some(task) if !task.settle.is_closed() => task,
+            _ => match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {
                     let (tx, rx) = mpsc::unbounded_channel();
                     runtime.spawn(delay::run(Arc::downgrade(self), rx, self.name.clone()));
+                    let mut timers = DelayQueue::new();
+                    if !state.waiting.is_empty() {
+                        debug!(queue = %self.name, waiting = state.waiting.len(), "delay task restarted");
+                        let _runtime = runtime.enter();
+                        for (key, w) in &mut state.waiting {
+                            w.timer = timers.insert_at(key.clone(), w.at);
+                        }
+                    }
                     state.delay_task.insert(Box::new(DelayTask {
-                        timers: DelayQueue::new(),
+                        timers,
                         runtime,
                         settle: tx,
                     }))

@@ -214,7 +214,9 @@ where
     ///
     /// The wait is timed by a background task, spawned on the current tokio runtime at the first
     /// delayed add (outside a runtime the key is added at once). It ends at shutdown and when the
-    /// last handle is dropped; keys still waiting then are dropped, as in the original.
+    /// last handle is dropped; keys still waiting then are dropped, as in the original. If the
+    /// task's runtime is dropped while the queue lives on, the next delayed add made in a
+    /// runtime starts a new task there, which takes over every waiting key.
     ///
     /// # Errors
     ///
