@@ -312,6 +312,131 @@ fn the_queue_behaves_like_the_model() {
         .unwrap();
 }
 
+// ----- delayed adds against a model -----
+
+#[derive(Debug, Clone)]
+enum Timed {
+    /// `add_after(key, ms)`; 0 adds now.
+    AddAfter(u8, u64),
+    Add(u8),
+    /// Advance the paused clock by this many milliseconds, then let the delay task catch up.
+    Advance(u64),
+    /// Get and finish every queued key.
+    Drain,
+}
+
+fn timed() -> impl Strategy<Value = Timed> {
+    prop_oneof![
+        5 => (0u8..8, 0u64..6).prop_map(|(k, ms)| Timed::AddAfter(k, ms)),
+        2 => (0u8..8).prop_map(Timed::Add),
+        3 => (0u64..4).prop_map(Timed::Advance),
+        2 => Just(Timed::Drain),
+    ]
+}
+
+/// The delaying queue's model: waiting keys with their deadline (ms) and order; at each instant
+/// the keys due are added by deadline, then order; an add now cancels the wait; a key waiting
+/// keeps its earlier deadline.
+#[derive(Default)]
+struct TimedModel {
+    now: u64,
+    seq: u64,
+    waiting: std::collections::HashMap<u8, (u64, u64)>,
+    fifo: VecDeque<u8>,
+}
+
+impl TimedModel {
+    fn add(&mut self, k: u8) {
+        self.waiting.remove(&k);
+        if !self.fifo.contains(&k) {
+            self.fifo.push_back(k);
+        }
+    }
+
+    fn add_after(&mut self, k: u8, ms: u64) {
+        if ms == 0 {
+            return self.add(k);
+        }
+        let at = self.now + ms;
+        if self.waiting.get(&k).is_some_and(|&(w, _)| w <= at) {
+            return;
+        }
+        self.seq += 1;
+        self.waiting.insert(k, (at, self.seq));
+    }
+
+    fn advance(&mut self, ms: u64) {
+        self.now += ms;
+        let mut due: Vec<(u64, u64, u8)> = self
+            .waiting
+            .iter()
+            .filter(|(_, (at, _))| *at <= self.now)
+            .map(|(k, (at, seq))| (*at, *seq, *k))
+            .collect();
+        due.sort_unstable();
+        for (_, _, k) in due {
+            self.add(k);
+        }
+    }
+}
+
+/// Random delayed adds, adds, clock advances and drains under paused time: the queue holds the
+/// model's keys in the model's order, and waits for the model's keys, after every step.
+#[test]
+fn delayed_adds_behave_like_the_model() {
+    let mut runner = TestRunner::new(Config {
+        cases: 2_000,
+        rng_seed: RngSeed::Fixed(0x5eed_0005),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/workqueue_timed_model.txt",
+        ))),
+        ..Config::default()
+    });
+    runner
+        .run(&proptest::collection::vec(timed(), 1..40), |steps| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let queue: WorkQueue<u8> = WorkQueue::new();
+                let mut model = TimedModel::default();
+                for s in steps {
+                    match s {
+                        Timed::AddAfter(k, ms) => {
+                            queue.add_after(k, Duration::from_millis(ms)).unwrap();
+                            model.add_after(k, ms);
+                        }
+                        Timed::Add(k) => {
+                            queue.add(k).unwrap();
+                            model.add(k);
+                        }
+                        Timed::Advance(ms) => {
+                            tokio::time::advance(Duration::from_millis(ms)).await;
+                            queue.settle().await;
+                            model.advance(ms);
+                        }
+                        Timed::Drain => {
+                            let mut got = Vec::new();
+                            for _ in 0..queue.len() {
+                                let item = queue.get().await.unwrap();
+                                got.push(*item.key());
+                                item.done();
+                            }
+                            let want: Vec<u8> = model.fifo.drain(..).collect();
+                            prop_assert_eq!(got, want);
+                        }
+                    }
+                    prop_assert_eq!(queue.len(), model.fifo.len());
+                    prop_assert_eq!(queue.waiting_len(), model.waiting.len());
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+}
+
 // ----- metrics through the queue (client-go's TestMetrics) -----
 
 #[tokio::test(start_paused = true)]

@@ -9,10 +9,15 @@
 use std::future::poll_fn;
 use std::hash::Hash;
 use std::sync::Weak;
-use std::task::Poll;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
+use hashbrown::HashMap;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::unconstrained;
+use tokio::time::Instant;
+use tokio_util::time::DelayQueue;
+use tokio_util::time::delay_queue::Key;
 use tracing::{Instrument, debug, debug_span};
 
 use super::{Machine, Shared};
@@ -73,4 +78,100 @@ where
         )
     }))
     .await
+}
+
+/// The timers of the waiting keys, one `DelayQueue` entry per millisecond that has keys due.
+///
+/// `DelayQueue` rounds every deadline up to its millisecond grid anyway, so keys due in the same
+/// millisecond ring together; grouping them here first makes its per-entry work (a slab entry,
+/// a new `Sleep` registered with the runtime's timer for each entry it hands out) per
+/// millisecond instead of per key. The grid is the `DelayQueue`'s own: `origin` is read just
+/// before it is made, so millisecond `t` rings at `origin + t` ms, which it rounds to `t`.
+pub(crate) struct Timers<K> {
+    queue: DelayQueue<u64>,
+    origin: Instant,
+    ticks: HashMap<u64, Tick<K>>,
+}
+
+/// The keys due in one millisecond and the `DelayQueue` entry that rings for them.
+struct Tick<K> {
+    timer: Key,
+    keys: Vec<K>,
+}
+
+/// Where a waiting key's timer is: its millisecond and its place among that millisecond's keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    tick: u64,
+    index: usize,
+}
+
+impl<K: Clone> Timers<K> {
+    pub(crate) fn new() -> Self {
+        let origin = Instant::now();
+        Timers {
+            queue: DelayQueue::new(),
+            origin,
+            ticks: HashMap::new(),
+        }
+    }
+
+    /// The first millisecond of the grid at or after `deadline`.
+    fn tick_of(&self, deadline: Instant) -> u64 {
+        let d = deadline.saturating_duration_since(self.origin);
+        d.as_secs()
+            .saturating_mul(1000)
+            .saturating_add(u64::from(d.subsec_nanos().div_ceil(1_000_000)))
+    }
+
+    /// Sets a timer for `key` at `deadline` (callers enter the delay task's runtime: a new
+    /// `DelayQueue` entry may create a `Sleep`).
+    pub(crate) fn arm(&mut self, key: K, deadline: Instant) -> Slot {
+        let tick = self.tick_of(deadline);
+        let tick_entry = match self.ticks.entry(tick) {
+            hashbrown::hash_map::Entry::Occupied(e) => e.into_mut(),
+            hashbrown::hash_map::Entry::Vacant(e) => {
+                let at = self.origin + Duration::from_millis(tick);
+                e.insert(Tick {
+                    timer: self.queue.insert_at(tick, at),
+                    keys: Vec::new(),
+                })
+            }
+        };
+        tick_entry.keys.push(key);
+        Slot {
+            tick,
+            index: tick_entry.keys.len() - 1,
+        }
+    }
+
+    /// Removes the timer at `slot`. Another key of the same millisecond may move into its place:
+    /// that key is returned, and its slot is now `slot`.
+    pub(crate) fn disarm(&mut self, slot: Slot) -> Option<&K> {
+        let tick = self.ticks.get_mut(&slot.tick)?;
+        if slot.index >= tick.keys.len() {
+            debug_assert!(false, "a slot points past its millisecond's keys");
+            return None;
+        }
+        tick.keys.swap_remove(slot.index);
+        if tick.keys.is_empty() {
+            if let Some(tick) = self.ticks.remove(&slot.tick) {
+                self.queue.remove(&tick.timer);
+            }
+            return None;
+        }
+        self.ticks.get(&slot.tick)?.keys.get(slot.index)
+    }
+
+    /// Takes every key whose millisecond rang; `cx` is woken at the next one, or when `arm`
+    /// sets an earlier one.
+    pub(crate) fn poll_due(&mut self, cx: &mut Context<'_>) -> Vec<K> {
+        let mut due = Vec::new();
+        while let Poll::Ready(Some(expired)) = self.queue.poll_expired(cx) {
+            if let Some(tick) = self.ticks.remove(&expired.into_inner()) {
+                due.extend(tick.keys);
+            }
+        }
+        due
+    }
 }

@@ -13,7 +13,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::task::{Context, Poll};
+use std::task::Context;
 use std::time::Duration;
 
 use hashbrown::HashMap;
@@ -24,9 +24,9 @@ use queue_core::{
 use ratelimit::RateLimiter;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
-use tokio_util::time::DelayQueue;
-use tokio_util::time::delay_queue::Key as TimerKey;
 use tracing::debug;
+
+use self::delay::{Slot, Timers};
 
 use crate::ShutDown;
 use crate::metrics::{Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
@@ -228,7 +228,7 @@ pub(crate) struct Shared<K, S: Machine<K>> {
 
 struct State<K, S: Machine<K>> {
     machine: S,
-    /// Keys waiting for their delay, each with one timer in the delay task's `timers`.
+    /// Keys waiting for their delay, each with a timer in the delay task's `timers`.
     waiting: HashMap<K, Waiting<S::P>>,
     /// Order of delayed adds, to break ties between keys due at the same instant.
     wait_seq: u64,
@@ -245,16 +245,16 @@ struct Waiting<P> {
     at: Instant,
     p: P,
     seq: u64,
-    timer: TimerKey,
+    slot: Slot,
 }
 
 /// The timers of the waiting keys, the delay task's runtime and its request channel. Dropping
 /// this ends the task: the channel closes.
 struct DelayTask<K> {
-    /// One timer per waiting key. Delayed adds set them here directly, under the lock (no
+    /// The waiting keys' timers. Delayed adds set them here directly, under the lock (no
     /// hand-off to the task, no second map); only the delay task polls them, so it is the task
     /// that their wake-ups reach.
-    timers: DelayQueue<K>,
+    timers: Timers<K>,
     /// Timers are set inside this runtime's context, from whatever thread adds.
     runtime: tokio::runtime::Handle,
     /// [`settle`](Backend::settle) requests.
@@ -362,7 +362,7 @@ where
             p = p.max(waiting.p);
             if let Some(task) = state.delay_task.as_mut() {
                 let _runtime = task.runtime.enter();
-                task.timers.remove(&waiting.timer);
+                disarm(&mut task.timers, &mut state.waiting, waiting.slot);
             }
         }
         // The recorder needs the key after the machine took it: clone only when metrics are on.
@@ -411,8 +411,7 @@ where
                 return;
             };
             let mut ready: Vec<(Instant, std::cmp::Reverse<S::P>, u64, K)> = Vec::new();
-            while let Poll::Ready(Some(expired)) = task.timers.poll_expired(cx) {
-                let key = expired.into_inner();
+            for key in task.timers.poll_due(cx) {
                 // Every timer belongs to a waiting key: adds now and shutdown remove both.
                 if let Some(w) = state.waiting.remove(&key) {
                     ready.push((w.at, std::cmp::Reverse(w.p), w.seq, key));
@@ -478,12 +477,12 @@ where
                 Ok(runtime) => {
                     let (tx, rx) = mpsc::unbounded_channel();
                     runtime.spawn(delay::run(Arc::downgrade(self), rx, self.name.clone()));
-                    let mut timers = DelayQueue::new();
+                    let mut timers = Timers::new();
                     if !state.waiting.is_empty() {
                         debug!(queue = %self.name, waiting = state.waiting.len(), "delay task restarted");
                         let _runtime = runtime.enter();
                         for (key, w) in &mut state.waiting {
-                            w.timer = timers.insert_at(key.clone(), w.at);
+                            w.slot = timers.arm(key.clone(), w.at);
                         }
                     }
                     state.delay_task.insert(Box::new(DelayTask {
@@ -504,24 +503,27 @@ where
         let _runtime = task.runtime.enter();
         if let Some(w) = state.waiting.get_mut(&key) {
             w.p = w.p.max(p);
-            if w.at > deadline {
-                // Earlier than the key's deadline: move its timer.
-                task.timers.reset_at(&w.timer, deadline);
-                state.wait_seq += 1;
-                (w.at, w.seq) = (deadline, state.wait_seq);
+            if w.at <= deadline {
+                return Ok(()); // already waiting with an earlier deadline
             }
+            // Earlier than the key's deadline: move its timer.
+            state.wait_seq += 1;
+            (w.at, w.seq) = (deadline, state.wait_seq);
+            let old = w.slot;
+            w.slot = task.timers.arm(key, deadline);
+            disarm(&mut task.timers, &mut state.waiting, old);
             return Ok(());
         }
         state.wait_seq += 1;
         let seq = state.wait_seq;
-        let timer = task.timers.insert_at(key.clone(), deadline);
+        let slot = task.timers.arm(key.clone(), deadline);
         state.waiting.insert(
             key,
             Waiting {
                 at: deadline,
                 p,
                 seq,
-                timer,
+                slot,
             },
         );
         Ok(())
@@ -539,6 +541,19 @@ where
 
     fn arc(&self) -> Option<Arc<Self>> {
         self.me.upgrade()
+    }
+}
+
+/// Removes the timer at `slot`, and records the new slot of the key that moved into its place.
+fn disarm<K: Hash + Eq + Clone, P>(
+    timers: &mut Timers<K>,
+    waiting: &mut HashMap<K, Waiting<P>>,
+    slot: Slot,
+) {
+    if let Some(moved) = timers.disarm(slot)
+        && let Some(w) = waiting.get_mut(moved)
+    {
+        w.slot = slot;
     }
 }
 
