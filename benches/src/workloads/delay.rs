@@ -98,29 +98,24 @@ pub fn run(flags: &Overrides) -> Report {
                 ("ok", Extra::Bool(lateness.len() == n)),
                 ("cpu_s", Extra::Num(cpu_s)),
                 ("add_seconds", Extra::Num(add_s)),
-                (
-                    "lateness_ms",
-                    Extra::Obj(vec![
-                        ("min", lateness[0]),
-                        ("p50", percentile(&lateness, 50.0)),
-                        ("p99", percentile(&lateness, 99.0)),
-                        ("max", lateness[lateness.len() - 1]),
-                        ("avg", avg),
-                    ]),
-                ),
+                ("lateness_ms", summary(&lateness, Some(avg))),
                 ("floor_cpu_s", Extra::Num(floor_cpu_s)),
-                (
-                    "floor_lateness_ms",
-                    Extra::Obj(vec![
-                        ("min", floor[0]),
-                        ("p50", percentile(&floor, 50.0)),
-                        ("p99", percentile(&floor, 99.0)),
-                        ("max", floor[floor.len() - 1]),
-                    ]),
-                ),
+                ("floor_lateness_ms", summary(&floor, None)),
             ],
         }
     })
+}
+
+/// Min, p50, p99, max (and the mean if given) of `sorted` (non-empty).
+fn summary(sorted: &[f64], avg: Option<f64>) -> Extra {
+    let mut fields = vec![
+        ("min", sorted[0]),
+        ("p50", percentile(sorted, 50.0)),
+        ("p99", percentile(sorted, 99.0)),
+        ("max", sorted[sorted.len() - 1]),
+    ];
+    fields.extend(avg.map(|a| ("avg", a)));
+    Extra::Obj(fields)
 }
 
 /// The index `i` of the key `ns-…/obj-<i>`.

@@ -69,21 +69,7 @@ fn run(
 
     // Two contending threads.
     let limiter = make();
-    let start = Instant::now();
-    let threads: Vec<_> = (0..2usize)
-        .map(|t| {
-            let (limiter, keys) = (limiter.clone(), keys.clone());
-            std::thread::spawn(move || {
-                for i in 0..n / 2 {
-                    std::hint::black_box(limiter.when(&keys[(i + t * k / 2) % k]));
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().expect("bench thread");
-    }
-    let when2_s = start.elapsed().as_secs_f64();
+    let when2_s = two_threads([limiter.clone(), limiter.clone()], &keys, n);
     for key in keys.iter() {
         limiter.forget(key);
     }
@@ -91,21 +77,7 @@ fn run(
 
     // The machine's own 2-thread floor: the same calls, each thread with a private limiter, so
     // nothing is shared. The contended figure can be no better than this.
-    let start = Instant::now();
-    let threads: Vec<_> = (0..2usize)
-        .map(|t| {
-            let (limiter, keys) = (make(), keys.clone());
-            std::thread::spawn(move || {
-                for i in 0..n / 2 {
-                    std::hint::black_box(limiter.when(&keys[(i + t * k / 2) % k]));
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().expect("bench thread");
-    }
-    let private2_s = start.elapsed().as_secs_f64();
+    let private2_s = two_threads([make(), make()], &keys, n);
 
     let per_call = |s: f64, calls: usize| s * 1e9 / calls.max(1) as f64;
     Report {
@@ -130,4 +102,31 @@ fn run(
             ("cpu_s", Extra::Num((cpu_time() - cpu0).as_secs_f64())),
         ],
     }
+}
+
+/// Seconds for 2 threads, thread t calling `when` n / 2 times through `limiters[t]`, over all
+/// keys from offset t · K / 2 (so they mostly touch different keys at any instant).
+fn two_threads(
+    limiters: [Arc<dyn RateLimiter<String>>; 2],
+    keys: &Arc<Vec<String>>,
+    n: usize,
+) -> f64 {
+    let k = keys.len();
+    let start = Instant::now();
+    let threads: Vec<_> = limiters
+        .into_iter()
+        .enumerate()
+        .map(|(t, limiter)| {
+            let keys = keys.clone();
+            std::thread::spawn(move || {
+                for i in 0..n / 2 {
+                    std::hint::black_box(limiter.when(&keys[(i + t * k / 2) % k]));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("bench thread");
+    }
+    start.elapsed().as_secs_f64()
 }
