@@ -208,7 +208,7 @@ pub(crate) trait Backend<K, P>: Send + Sync {
     fn idle_wake(&self) -> &Notify;
     /// Whether a drain is over: idle, or cut short.
     fn drain_over(&self) -> bool;
-    /// A receiver that fires once the delay task has handled everything sent so far.
+    /// A receiver that fires once the delay task has added every key due at this instant.
     #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
     fn settle(&self) -> Option<oneshot::Receiver<()>>;
     fn describe(&self, f: &mut fmt::Formatter<'_>, kind: &str) -> fmt::Result;
