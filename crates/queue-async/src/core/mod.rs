@@ -16,7 +16,6 @@ use std::sync::{Arc, Weak};
 use std::task::Context;
 use std::time::Duration;
 
-use hashbrown::HashMap;
 use parking_lot::{Mutex, MutexGuard};
 use queue_core::{
     AddOutcome, DoneOutcome, PopOutcome, PriorityAdd, PriorityDone, PriorityState, WorkState,
@@ -26,7 +25,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::debug;
 
-use self::delay::{Slot, Timers};
+use self::delay::{Slot, Timers, WaitingMap};
 
 use crate::ShutDown;
 use crate::metrics::{Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
@@ -229,7 +228,7 @@ pub(crate) struct Shared<K, S: Machine<K>> {
 struct State<K, S: Machine<K>> {
     machine: S,
     /// Keys waiting for their delay, each with a timer in the delay task's `timers`.
-    waiting: HashMap<K, Waiting<S::P>>,
+    waiting: WaitingMap<K, S::P>,
     /// Order of delayed adds, to break ties between keys due at the same instant.
     wait_seq: u64,
     /// The delay task and the timers, once a delayed add started them (boxed: the hot state
@@ -238,14 +237,6 @@ struct State<K, S: Machine<K>> {
     recorder: Recorder<K>,
     metrics_task: bool,
     draining: bool,
-}
-
-/// A waiting key: its deadline, what it will be added with, its order and its timer.
-struct Waiting<P> {
-    at: Instant,
-    p: P,
-    seq: u64,
-    slot: Slot,
 }
 
 /// The timers of the waiting keys, the delay task's runtime and its request channel. Dropping
@@ -290,7 +281,7 @@ where
             name,
             state: Mutex::new(State {
                 machine,
-                waiting: HashMap::new(),
+                waiting: WaitingMap::new(),
                 wait_seq: 0,
                 delay_task: None,
                 recorder,
@@ -357,7 +348,7 @@ where
     ) -> Result<(), ShutDown<K>> {
         let mut p = p;
         if !state.waiting.is_empty()
-            && let Some(waiting) = state.waiting.remove(&*key)
+            && let Some(waiting) = state.waiting.remove(state.waiting.hash(&key), &key)
         {
             p = p.max(waiting.p);
             if let Some(task) = state.delay_task.as_mut() {
@@ -411,9 +402,9 @@ where
                 return;
             };
             let mut ready: Vec<(Instant, std::cmp::Reverse<S::P>, u64, K)> = Vec::new();
-            for key in task.timers.poll_due(cx) {
+            for (hash, key) in task.timers.poll_due(cx) {
                 // Every timer belongs to a waiting key: adds now and shutdown remove both.
-                if let Some(w) = state.waiting.remove(&key) {
+                if let Some(w) = state.waiting.remove(hash, &key) {
                     ready.push((w.at, std::cmp::Reverse(w.p), w.seq, key));
                 }
             }
@@ -481,8 +472,8 @@ where
                     if !state.waiting.is_empty() {
                         debug!(queue = %self.name, waiting = state.waiting.len(), "delay task restarted");
                         let _runtime = runtime.enter();
-                        for (key, w) in &mut state.waiting {
-                            w.slot = timers.arm(key.clone(), w.at);
+                        for (hash, w) in state.waiting.iter_mut() {
+                            w.slot = timers.arm(hash, w.key.clone(), w.at);
                         }
                     }
                     state.delay_task.insert(Box::new(DelayTask {
@@ -501,7 +492,8 @@ where
         // A timer may need a new `Sleep`, which binds to the runtime in context: make it the
         // delay task's, whatever thread or runtime this add comes from.
         let _runtime = task.runtime.enter();
-        if let Some(w) = state.waiting.get_mut(&key) {
+        let hash = state.waiting.hash(&key);
+        if let Some(w) = state.waiting.get_mut(hash, &key) {
             w.p = w.p.max(p);
             if w.at <= deadline {
                 return Ok(()); // already waiting with an earlier deadline
@@ -510,22 +502,15 @@ where
             state.wait_seq += 1;
             (w.at, w.seq) = (deadline, state.wait_seq);
             let old = w.slot;
-            w.slot = task.timers.arm(key, deadline);
+            w.slot = task.timers.arm(hash, key, deadline);
             disarm(&mut task.timers, &mut state.waiting, old);
             return Ok(());
         }
         state.wait_seq += 1;
-        let seq = state.wait_seq;
-        let slot = task.timers.arm(key.clone(), deadline);
-        state.waiting.insert(
-            key,
-            Waiting {
-                at: deadline,
-                p,
-                seq,
-                slot,
-            },
-        );
+        let slot = task.timers.arm(hash, key.clone(), deadline);
+        state
+            .waiting
+            .insert(hash, key, deadline, p, state.wait_seq, slot);
         Ok(())
     }
 
@@ -547,11 +532,11 @@ where
 /// Removes the timer at `slot`, and records the new slot of the key that moved into its place.
 fn disarm<K: Hash + Eq + Clone, P>(
     timers: &mut Timers<K>,
-    waiting: &mut HashMap<K, Waiting<P>>,
+    waiting: &mut WaitingMap<K, P>,
     slot: Slot,
 ) {
-    if let Some(moved) = timers.disarm(slot)
-        && let Some(w) = waiting.get_mut(moved)
+    if let Some((hash, moved)) = timers.disarm(slot)
+        && let Some(w) = waiting.get_mut(hash, moved)
     {
         w.slot = slot;
     }
