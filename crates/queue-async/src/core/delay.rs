@@ -190,16 +190,23 @@ pub(crate) struct Waiting<K, P> {
     pub(crate) slot: Slot,
 }
 
-/// The waiting keys, by key: a dense vector of entries and a hash table of (hash, position).
+/// The waiting keys, by key: a dense vector of entries and a hash table of 8-byte slots, each a
+/// 32-bit hash and a position.
 ///
-/// The table never reads a key or an entry to grow: its 16-byte slots carry the hash. Growing a
-/// table of whole entries, or one that hashes its keys again, moved or read megabytes at
-/// random under the queue's lock once 100,000 keys were waiting (4-7 ms with `Arc<str>` keys),
-/// and keys due meanwhile fired that much late.
+/// The table never reads a key or an entry to grow. Growing a table of whole entries that hashes
+/// its keys again (a hashbrown map) read and moved megabytes at random under the queue's lock
+/// once 100,000 keys were waiting: one `add_after` held the lock for 6-9 ms with `Arc<str>`
+/// keys, and keys due meanwhile fired that much late.
 pub(crate) struct WaitingMap<K, P> {
     entries: Vec<Waiting<K, P>>,
-    table: HashTable<(u64, usize)>,
+    table: HashTable<(u32, u32)>,
     hasher: DefaultHashBuilder,
+}
+
+/// The table's 64-bit hash of a 32-bit key hash: a multiplication spreads it over the bits the
+/// table reads (the low bits pick the bucket, the top 7 are the tag).
+fn spread(h: u32) -> u64 {
+    u64::from(h).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 impl<K: Hash + Eq, P> WaitingMap<K, P> {
@@ -211,8 +218,9 @@ impl<K: Hash + Eq, P> WaitingMap<K, P> {
         }
     }
 
+    /// The hash of `key` that the other methods take (32 bits).
     pub(crate) fn hash(&self, key: &K) -> u64 {
-        self.hasher.hash_one(key)
+        self.hasher.hash_one(key) & u64::from(u32::MAX)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -228,46 +236,59 @@ impl<K: Hash + Eq, P> WaitingMap<K, P> {
         self.table.clear();
     }
 
-    /// The position of `key`, whose hash is `hash`.
-    fn position(&self, hash: u64, key: &K) -> Option<usize> {
-        let entries = &self.entries;
-        self.table
-            .find(hash, |&(h, i)| {
-                h == hash && entries.get(i).is_some_and(|w| w.key == *key)
-            })
-            .map(|&(_, i)| i)
+    /// Whether the table slot `(h, i)` is `key`'s.
+    fn is_slot_of(entries: &[Waiting<K, P>], h: u32, i: u32, hash: u64, key: &K) -> bool {
+        u64::from(h) == hash
+            && usize::try_from(i)
+                .ok()
+                .and_then(|i| entries.get(i))
+                .is_some_and(|w| w.key == *key)
     }
 
     pub(crate) fn get_mut(&mut self, hash: u64, key: &K) -> Option<&mut Waiting<K, P>> {
-        let i = self.position(hash, key)?;
-        self.entries.get_mut(i)
+        let entries = &self.entries;
+        let &(_, i) = self.table.find(spread(hash as u32), |&(h, i)| {
+            Self::is_slot_of(entries, h, i, hash, key)
+        })?;
+        self.entries.get_mut(i as usize)
     }
 
     pub(crate) fn remove(&mut self, hash: u64, key: &K) -> Option<Waiting<K, P>> {
         let entries = &self.entries;
         let slot = self
             .table
-            .find_entry(hash, |&(h, i)| {
-                h == hash && entries.get(i).is_some_and(|w| w.key == *key)
+            .find_entry(spread(hash as u32), |&(h, i)| {
+                Self::is_slot_of(entries, h, i, hash, key)
             })
             .ok()?;
         let ((_, i), _) = slot.remove();
+        let i = i as usize;
         // `i` is in range: the lookup just read `entries[i]`.
         let removed = self.entries.swap_remove(i);
         if let Some(moved) = self.entries.get(i) {
             // The last entry moved into `i`: point its slot there.
-            let last = self.entries.len();
-            if let Some(slot) = self.table.find_mut(moved.hash, |&(_, j)| j == last) {
-                slot.1 = i;
+            let last = self.entries.len() as u32;
+            if let Some(slot) = self
+                .table
+                .find_mut(spread(moved.hash as u32), |&(_, j)| j == last)
+            {
+                slot.1 = i as u32;
             }
         }
         Some(removed)
     }
 
-    /// Inserts `key`, which is not waiting.
+    /// Whether no other key can wait (positions are 32-bit: 2^32 − 1 keys).
+    pub(crate) fn is_full(&self) -> bool {
+        self.entries.len() >= u32::MAX as usize
+    }
+
+    /// Inserts `key`, which is not waiting (callers check [`is_full`](Self::is_full) first).
     pub(crate) fn insert(&mut self, hash: u64, key: K, at: Instant, p: P, seq: u64, slot: Slot) {
+        debug_assert!(!self.is_full(), "callers check that the map has room");
+        let i = self.entries.len() as u32;
         self.table
-            .insert_unique(hash, (hash, self.entries.len()), |&(h, _)| h);
+            .insert_unique(spread(hash as u32), (hash as u32, i), |&(h, _)| spread(h));
         self.entries.push(Waiting {
             key,
             hash,

@@ -506,6 +506,10 @@ where
             disarm(&mut task.timers, &mut state.waiting, old);
             return Ok(());
         }
+        if state.waiting.is_full() {
+            // 2^32 − 1 keys already wait: add now rather than lose the key.
+            return self.add_locked(state, Cow::Owned(key), p, wake);
+        }
         state.wait_seq += 1;
         let slot = task.timers.arm(hash, key.clone(), deadline);
         state
