@@ -149,6 +149,11 @@ pub(crate) fn backoff(base_ns: u128, max_ns: u128, exp: u32) -> Duration {
 
 /// A nanosecond count that fits a `Duration` (it is at most a `Duration`'s own `as_nanos`).
 pub(crate) fn nanos_to_duration(ns: u128) -> Duration {
+    // Every delay below 584 years fits 64 bits, where dividing by the constant compiles to a
+    // multiply; a 128-bit division is a call into a software routine (a third of `when`).
+    if let Ok(ns) = u64::try_from(ns) {
+        return Duration::from_nanos(ns);
+    }
     const NS: u128 = 1_000_000_000;
     let secs = u64::try_from(ns / NS).unwrap_or(u64::MAX);
     Duration::new(secs, (ns % NS) as u32)
