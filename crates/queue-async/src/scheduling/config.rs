@@ -110,6 +110,11 @@ trait FromNanosU128 {
 
 impl FromNanosU128 for Duration {
     fn from_nanos_u128_saturating(nanos: u128) -> Duration {
+        // Below 2^64 ns (584 years), dividing by the constant compiles to a multiply; a 128-bit
+        // division calls a software routine, once per item a move places.
+        if let Ok(nanos) = u64::try_from(nanos) {
+            return Duration::from_nanos(nanos);
+        }
         let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
         Duration::new(secs, (nanos % 1_000_000_000) as u32)
     }
