@@ -770,18 +770,38 @@ async fn the_leftover_flush_should_release_a_gated_item_whose_gate_now_passes() 
 
 // ===== background task and auto traits =====
 
+/// Puts `key` in backoff: added, popped, failed, then moved by an event its hint queues.
+async fn into_backoff(q: &Queue, key: &'static str) {
+    q.add(key, 0);
+    fail(q, &["plugin"], &[]).await;
+    q.move_all(&NODE_ADD);
+    assert_eq!(q.where_is(&key), Some(SubQueue::Backoff));
+}
+
 #[tokio::test(start_paused = true)]
-async fn the_flush_task_should_end_on_close_and_on_the_last_drop() {
+async fn the_flush_task_should_start_on_need_and_end_on_close_and_on_the_last_drop() {
     let metrics = tokio::runtime::Handle::current().metrics();
     let base = metrics.num_alive_tasks();
-    let q = queue();
+    let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
+    q.add("a", 0);
+    let a = q.pop().await.unwrap();
+    q.done(a.key());
+    assert_eq!(
+        metrics.num_alive_tasks(),
+        base,
+        "nothing to flush yet: no task"
+    );
+    into_backoff(&q, "b").await;
     assert_eq!(metrics.num_alive_tasks(), base + 1);
+    into_backoff(&q, "c").await;
+    assert_eq!(metrics.num_alive_tasks(), base + 1, "one task");
     q.close();
     tokio::task::yield_now().await;
     tokio::task::yield_now().await;
     assert_eq!(metrics.num_alive_tasks(), base);
 
-    let q = queue();
+    let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
+    into_backoff(&q, "a").await;
     let q2 = q.clone();
     drop(q);
     tokio::task::yield_now().await;
@@ -790,6 +810,83 @@ async fn the_flush_task_should_end_on_close_and_on_the_last_drop() {
     tokio::task::yield_now().await;
     tokio::task::yield_now().await;
     assert_eq!(metrics.num_alive_tasks(), base);
+}
+
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime")
+}
+
+#[test]
+fn a_queue_built_outside_a_runtime_should_flush_inside_one() {
+    let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
+    q.add("a", 0);
+    paused_runtime().block_on(async {
+        into_backoff(&q, "a").await;
+        let start = Instant::now();
+        // Only the flush task takes it out of backoff, at its 1 s expiry.
+        let item = tokio::time::timeout(Duration::from_secs(60), q.pop())
+            .await
+            .expect("flushed from backoff")
+            .expect("open");
+        assert_eq!(*item.key(), "a");
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+    });
+}
+
+#[test]
+fn items_sent_to_backoff_outside_a_runtime_should_flush_once_a_pop_waits() {
+    let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
+    let rt = paused_runtime();
+    let mut item = rt.block_on(async {
+        q.add("a", 0);
+        q.pop().await.expect("open")
+    });
+    // Back on a plain thread: fail it and move it to backoff with no runtime to time it.
+    item.set_rejectors(["plugin"]);
+    let cycle = q.scheduling_cycle();
+    q.add_unschedulable_if_not_present(item, cycle).unwrap();
+    q.move_all(&NODE_ADD);
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+    rt.block_on(async {
+        // The waiting pop starts the task, which moves the item at its expiry.
+        let item = tokio::time::timeout(Duration::from_secs(60), q.pop())
+            .await
+            .expect("flushed from backoff")
+            .expect("open");
+        assert_eq!(*item.key(), "a");
+    });
+}
+
+#[test]
+fn a_queue_outliving_the_runtime_of_its_flush_task_should_still_flush() {
+    let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
+    paused_runtime().block_on(async {
+        into_backoff(&q, "a").await;
+        q.add("stuck", 0);
+        fail(&q, &["other"], &[]).await; // no hint for it: only the leftover flush moves it
+    });
+    // That runtime and its task are gone; both items still wait.
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+    assert_eq!(q.where_is(&"stuck"), Some(SubQueue::Unschedulable));
+    paused_runtime().block_on(async {
+        let metrics = tokio::runtime::Handle::current().metrics();
+        let first = tokio::time::timeout(Duration::from_secs(60), q.pop())
+            .await
+            .expect("flushed from backoff")
+            .expect("open");
+        assert_eq!(*first.key(), "a", "the new task moved the backoff item");
+        assert_eq!(metrics.num_alive_tasks(), 1, "one new task");
+        // The new task's leftover flush (every 30 s, items older than 5 min) frees the other.
+        let second = tokio::time::timeout(Duration::from_secs(400), q.pop())
+            .await
+            .expect("flushed from unschedulable")
+            .expect("open");
+        assert_eq!(*second.key(), "stuck");
+    });
 }
 
 #[test]

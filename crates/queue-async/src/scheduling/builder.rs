@@ -89,15 +89,22 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
         }
     }
 
-    /// Builds the queue and spawns its flush task (call it inside a tokio runtime).
+    /// Builds the queue. It needs no runtime: its flush task starts on the first item that goes
+    /// to backoff or unschedulable from inside one (see [`SchedulingQueue`]).
     pub fn build(self) -> SchedulingQueue<K, T, C>
     where
         K: Hash + Eq + Clone + Send + Sync + 'static,
         T: Send + 'static,
         C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
     {
-        let shared = Arc::new(Shared::new(self.config, self.hooks, self.order));
-        state::spawn_flush_loop(&shared);
+        let shared = Arc::new_cyclic(|me| {
+            Shared::new(
+                self.config,
+                self.hooks,
+                self.order,
+                state::flush_starter(me.clone()),
+            )
+        });
         SchedulingQueue::from_shared(shared)
     }
 }

@@ -68,6 +68,9 @@ where
         if let Some(out) = this.shared.try_pop() {
             return Poll::Ready(out);
         }
+        // About to wait: make sure the flush loop runs (on this runtime if there is none, e.g.
+        // items went to backoff from a plain thread, or the loop's runtime shut down).
+        this.shared.ensure_flush_task();
         loop {
             // Register interest before looking again, so an insertion after the look wakes us.
             this.notified.as_mut().enable();

@@ -34,9 +34,12 @@ use super::state::{Dest, Shared, Wake, lock};
 /// are FIFO and hints run in registration order, so runs are deterministic; gated items get
 /// the leftover flush as a failsafe.
 ///
-/// The handle is a cheap `Clone`. A background task (spawned by the constructor, so one must
-/// be called inside a tokio runtime) runs the flushes; it ends on [`close`] and when the last
-/// handle drops.
+/// The handle is a cheap `Clone`. A background task runs the flushes; it ends on [`close`] and
+/// when the last handle drops. The queue can be built anywhere, inside a runtime or not: the
+/// task starts when the first item goes to backoff or unschedulable from inside a tokio
+/// runtime (on that runtime), or else at the first `pop` that has to wait. A queue that
+/// outlives the runtime of its task (a static shared by several `#[tokio::test]`s, say) gets a
+/// new task the same way, which takes over every waiting item: nothing stays stuck.
 ///
 /// # Examples
 ///
@@ -86,7 +89,8 @@ where
 {
     /// A queue with the default order, no hints and no gates.
     ///
-    /// Must be called inside a tokio runtime (it spawns the flush task), like `tokio::spawn`.
+    /// Needs no runtime: the flush task starts when the queue first needs it (see
+    /// [`SchedulingQueue`]).
     ///
     /// # Examples
     ///

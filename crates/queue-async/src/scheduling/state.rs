@@ -22,7 +22,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use queue_core::Compare;
-use tokio::sync::Notify;
+use tokio::runtime::Handle;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{Instrument, debug, trace};
@@ -49,6 +50,11 @@ pub(crate) struct Shared<K, T, C> {
     /// Cancelled by `close` and when the last handle drops; ends the flush loop.
     token: CancellationToken,
     _cancel_on_drop: DropGuard,
+    /// Spawns the flush loop on a runtime (built where the spawn bounds are known).
+    start_flush: FlushStarter,
+    /// The running flush loop's liveness: closed once the loop's future is dropped (the loop
+    /// ended, or its runtime shut down). `None` until the first item needs the loop.
+    flush_task: Mutex<Option<oneshot::Sender<()>>>,
     /// The scheduling cycle; incremented under `hot` by every pop.
     pub(crate) cycle: AtomicU64,
     seq: AtomicU64,
@@ -83,7 +89,12 @@ pub(crate) enum Dest<K, T> {
 pub(crate) struct Wake {
     pop: bool,
     timer: bool,
+    /// An item went where only the flush loop takes it out (backoff, unschedulable).
+    flush: bool,
 }
+
+/// Spawns the flush loop on the given runtime; the loop holds the receiver while it runs.
+pub(crate) type FlushStarter = Box<dyn Fn(&Handle, oneshot::Receiver<()>) + Send + Sync>;
 
 /// Commits moved items to the hot sub-queues in chunks, waking pops after each; on drop
 /// (also when a hint panics mid-scan) it commits what it holds, so no picked item is lost.
@@ -173,7 +184,12 @@ where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    pub(crate) fn new(config: SchedulingQueueConfig, hooks: Hooks<K, T>, order: C) -> Self {
+    pub(crate) fn new(
+        config: SchedulingQueueConfig,
+        hooks: Hooks<K, T>,
+        order: C,
+        start_flush: FlushStarter,
+    ) -> Self {
         let order = Arc::new(order);
         let token = CancellationToken::new();
         Shared {
@@ -192,6 +208,8 @@ where
             timer_wake: Arc::new(Notify::new()),
             _cancel_on_drop: token.clone().drop_guard(),
             token,
+            start_flush,
+            flush_task: Mutex::new(None),
             cycle: AtomicU64::new(0),
             seq: AtomicU64::new(0),
         }
@@ -208,6 +226,31 @@ where
         if wake.timer {
             self.timer_wake.notify_one();
         }
+        if wake.flush {
+            self.ensure_flush_task();
+        }
+    }
+
+    /// Starts the flush loop on the current runtime unless it runs already (or the queue is
+    /// closed). Outside a runtime it does nothing: the items wait, and the next call from
+    /// inside one (an insertion, a move or a `pop` that has to wait) starts the loop. A loop
+    /// whose runtime shut down is replaced the same way, and the new one takes over every
+    /// waiting item (it reads the backoff head and scans unschedulable like any loop).
+    pub(crate) fn ensure_flush_task(&self) {
+        let mut task = lock(&self.flush_task);
+        if task.as_ref().is_some_and(|alive| !alive.is_closed()) || self.token.is_cancelled() {
+            return;
+        }
+        let Ok(runtime) = Handle::try_current() else {
+            trace!("no tokio runtime here: the flush loop starts at the next call inside one");
+            return;
+        };
+        if task.is_some() {
+            debug!("flush loop restarted: the runtime of the previous one shut down");
+        }
+        let (alive, held) = oneshot::channel();
+        (self.start_flush)(&runtime, held);
+        *task = Some(alive);
     }
 
     /// Runs the gates (if asked) and the backoff check: where `item` goes under `strategy`.
@@ -263,7 +306,10 @@ where
         wake: &mut Wake,
     ) {
         match dest {
-            Dest::Unschedulable(item) => main.unschedulable.insert(item),
+            Dest::Unschedulable(item) => {
+                main.unschedulable.insert(item);
+                wake.flush = true;
+            }
             other => self.commit_hot(hot, other, now, wake),
         }
     }
@@ -277,6 +323,7 @@ where
             Dest::Backoff(item) => {
                 wake.timer |= hot.backoff.push(item);
                 wake.pop |= self.config.pop_from_backoff;
+                wake.flush = true;
             }
             Dest::Unschedulable(_) => unreachable!("unschedulable items are committed under main"),
         }
@@ -429,19 +476,26 @@ where
 
 /// The background loop: a `select!` shell around the two flush steps. It holds only a `Weak`
 /// to the state, and ends on `close` or when the last handle drops (the state's drop guard
-/// cancels the token).
-pub(crate) fn spawn_flush_loop<K, T, C>(shared: &Arc<Shared<K, T, C>>)
+/// cancels the token). It starts lazily (see [`Shared::ensure_flush_task`]), so a queue can be
+/// built outside a runtime and outlive the runtime of its first loop.
+pub(crate) fn flush_starter<K, T, C>(weak: Weak<Shared<K, T, C>>) -> FlushStarter
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     T: Send + 'static,
     C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
-    let weak = Arc::downgrade(shared);
-    let token = shared.token.clone();
-    let timer = shared.timer_wake.clone();
-    let period = shared.config.unschedulable_flush_period;
-    let span = tracing::debug_span!("scheduling_queue_flush");
-    tokio::spawn(flush_loop(weak, token, timer, period).instrument(span));
+    Box::new(move |runtime, alive| {
+        let Some(shared) = weak.upgrade() else {
+            return;
+        };
+        let token = shared.token.clone();
+        let timer = shared.timer_wake.clone();
+        let period = shared.config.unschedulable_flush_period;
+        drop(shared);
+        let span = tracing::debug_span!("scheduling_queue_flush");
+        let run = flush_loop(weak.clone(), token, timer, period, alive);
+        runtime.spawn(run.instrument(span));
+    })
 }
 
 async fn flush_loop<K, T, C>(
@@ -449,6 +503,7 @@ async fn flush_loop<K, T, C>(
     token: CancellationToken,
     timer: Arc<Notify>,
     period: Duration,
+    _alive: oneshot::Receiver<()>,
 ) where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
