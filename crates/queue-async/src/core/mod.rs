@@ -235,7 +235,9 @@ struct State<K, S: Machine<K>> {
     /// under the lock stays small).
     delay_task: Option<Box<DelayTask<K>>>,
     recorder: Recorder<K>,
-    metrics_task: bool,
+    /// The gauge refresh loop's liveness: closed once its future is dropped (the loop ended, or
+    /// its runtime shut down), so a later add in a live runtime starts a new one.
+    metrics_task: Option<oneshot::Sender<()>>,
     draining: bool,
 }
 
@@ -285,7 +287,7 @@ where
                 wait_seq: 0,
                 delay_task: None,
                 recorder,
-                metrics_task: false,
+                metrics_task: None,
                 draining: false,
             }),
             get_wake: Notify::new(),
@@ -326,8 +328,8 @@ where
         let result = {
             let mut state = self.lock();
             let r = self.add_locked(&mut state, key, p, &mut wake);
-            if !state.metrics_task
-                && state.recorder.is_enabled()
+            if state.recorder.is_enabled()
+                && state.metrics_task.as_ref().is_none_or(|t| t.is_closed())
                 && let Some(me) = self.arc()
             {
                 me.ensure_metrics_task(&mut state);
@@ -518,13 +520,21 @@ where
         Ok(())
     }
 
+    /// Starts the gauge refresh loop on the current runtime unless it runs already, the queue
+    /// has no metrics or is shut down. A loop whose runtime shut down (a queue outliving it) is
+    /// replaced the same way.
     fn ensure_metrics_task(self: &Arc<Self>, state: &mut State<K, S>) {
-        if state.metrics_task || !state.recorder.is_enabled() {
+        let running = state.metrics_task.as_ref().is_some_and(|t| !t.is_closed());
+        if running || !state.recorder.is_enabled() || self.shut_down_flag.load(Ordering::Acquire) {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            state.metrics_task = true;
-            runtime.spawn(metrics_loop(Arc::downgrade(self)));
+            if state.metrics_task.is_some() {
+                debug!(queue = %self.name, "metrics task restarted");
+            }
+            let (alive, held) = oneshot::channel();
+            state.metrics_task = Some(alive);
+            runtime.spawn(metrics_loop(Arc::downgrade(self), held));
         }
     }
 
@@ -547,7 +557,7 @@ fn disarm<K: Hash + Eq + Clone, P>(
 }
 
 /// Refreshes the unfinished-work gauges every period until shutdown or the last handle drops.
-async fn metrics_loop<K, S>(shared: Weak<Shared<K, S>>)
+async fn metrics_loop<K, S>(shared: Weak<Shared<K, S>>, _alive: oneshot::Receiver<()>)
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     S: Machine<K>,
