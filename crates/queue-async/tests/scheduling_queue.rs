@@ -820,6 +820,15 @@ fn paused_runtime() -> tokio::runtime::Runtime {
         .expect("a runtime")
 }
 
+/// The key `pop` returns within `within` (virtual time), which only a flush can provide here.
+async fn key_popped_within(q: &Queue, within: Duration) -> &'static str {
+    let item = tokio::time::timeout(within, q.pop())
+        .await
+        .expect("a flush freed an item in time")
+        .expect("open");
+    *item.key()
+}
+
 #[test]
 fn a_queue_built_outside_a_runtime_should_flush_inside_one() {
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
@@ -828,11 +837,7 @@ fn a_queue_built_outside_a_runtime_should_flush_inside_one() {
         into_backoff(&q, "a").await;
         let start = Instant::now();
         // Only the flush task takes it out of backoff, at its 1 s expiry.
-        let item = tokio::time::timeout(Duration::from_secs(60), q.pop())
-            .await
-            .expect("flushed from backoff")
-            .expect("open");
-        assert_eq!(*item.key(), "a");
+        assert_eq!(key_popped_within(&q, Duration::from_secs(60)).await, "a");
         assert_eq!(start.elapsed(), Duration::from_secs(1));
     });
 }
@@ -853,11 +858,7 @@ fn items_sent_to_backoff_outside_a_runtime_should_flush_once_a_pop_waits() {
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
     rt.block_on(async {
         // The waiting pop starts the task, which moves the item at its expiry.
-        let item = tokio::time::timeout(Duration::from_secs(60), q.pop())
-            .await
-            .expect("flushed from backoff")
-            .expect("open");
-        assert_eq!(*item.key(), "a");
+        assert_eq!(key_popped_within(&q, Duration::from_secs(60)).await, "a");
     });
 }
 
@@ -874,18 +875,17 @@ fn a_queue_outliving_the_runtime_of_its_flush_task_should_still_flush() {
     assert_eq!(q.where_is(&"stuck"), Some(SubQueue::Unschedulable));
     paused_runtime().block_on(async {
         let metrics = tokio::runtime::Handle::current().metrics();
-        let first = tokio::time::timeout(Duration::from_secs(60), q.pop())
-            .await
-            .expect("flushed from backoff")
-            .expect("open");
-        assert_eq!(*first.key(), "a", "the new task moved the backoff item");
+        assert_eq!(
+            key_popped_within(&q, Duration::from_secs(60)).await,
+            "a",
+            "the new task moved the backoff item"
+        );
         assert_eq!(metrics.num_alive_tasks(), 1, "one new task");
         // The new task's leftover flush (every 30 s, items older than 5 min) frees the other.
-        let second = tokio::time::timeout(Duration::from_secs(400), q.pop())
-            .await
-            .expect("flushed from unschedulable")
-            .expect("open");
-        assert_eq!(*second.key(), "stuck");
+        assert_eq!(
+            key_popped_within(&q, Duration::from_secs(400)).await,
+            "stuck"
+        );
     });
 }
 
