@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use queue_async::metrics::testing::RecordingProvider;
 use queue_async::{ShutDown, WorkQueue};
 use ratelimit::ExponentialRateLimiter;
 use tokio::time::{Instant, advance, sleep};
@@ -582,20 +583,21 @@ async fn a_delayed_add_from_a_thread_outside_the_runtime_fires() {
     );
 }
 
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime")
+}
+
 /// A queue shared by several runtimes (say, a static used by several `#[tokio::test]`s): the
 /// runtime that ran the delay task is dropped, and the next delayed add starts a new task that
 /// takes over every waiting key, instead of leaving them with a task that no longer runs.
 #[test]
 fn a_queue_outliving_its_delay_tasks_runtime_still_fires() {
-    let runtime = || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap()
-    };
     let queue = WorkQueue::new();
-    runtime().block_on(async {
+    paused_runtime().block_on(async {
         queue.add_after("early", MS).unwrap();
         queue.add_after("late", Duration::from_secs(60)).unwrap();
         let item = queue.get().await.unwrap();
@@ -603,7 +605,7 @@ fn a_queue_outliving_its_delay_tasks_runtime_still_fires() {
         item.done();
     });
     // That runtime and its delay task are gone; "late" is still waiting.
-    runtime().block_on(async {
+    paused_runtime().block_on(async {
         queue.add_after("next", MS).unwrap();
         let mut keys = Vec::new();
         for _ in 0..2 {
@@ -615,6 +617,25 @@ fn a_queue_outliving_its_delay_tasks_runtime_still_fires() {
             item.done();
         }
         assert_eq!(keys, ["next", "late"]);
+    });
+}
+
+#[test]
+fn a_queue_outliving_its_metrics_tasks_runtime_still_refreshes_the_gauges() {
+    let p = Arc::new(RecordingProvider::default());
+    let queue: WorkQueue<&str> = WorkQueue::builder().name("test").metrics(p.clone()).build();
+    // The first add starts the refresh loop on this runtime, which then shuts down.
+    paused_runtime().block_on(async { queue.add("a").unwrap() });
+    paused_runtime().block_on(async {
+        queue.add("b").unwrap();
+        let item = queue.get().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let seen = p.recorded();
+        assert!(
+            (0.7..=1.2).contains(&seen.unfinished_work_seconds),
+            "a new loop refreshed the gauges: {seen:?}"
+        );
+        item.done();
     });
 }
 

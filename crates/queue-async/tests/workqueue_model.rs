@@ -484,32 +484,6 @@ async fn client_go_metrics_through_the_queue() {
     assert_eq!(p.recorded().retries, 1);
 }
 
-#[test]
-fn a_queue_outliving_its_metrics_tasks_runtime_still_refreshes_the_gauges() {
-    let paused = || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("a runtime")
-    };
-    let p = Arc::new(RecordingProvider::default());
-    let queue: WorkQueue<&str> = WorkQueue::builder().name("test").metrics(p.clone()).build();
-    // The first add starts the refresh loop on this runtime, which then shuts down.
-    paused().block_on(async { queue.add("a").unwrap() });
-    paused().block_on(async {
-        queue.add("b").unwrap();
-        let item = queue.get().await.unwrap();
-        tokio::time::sleep(Duration::from_millis(1200)).await;
-        let seen = p.recorded();
-        assert!(
-            (0.7..=1.2).contains(&seen.unfinished_work_seconds),
-            "a new loop refreshed the gauges: {seen:?}"
-        );
-        item.done();
-    });
-}
-
 // ----- auto traits -----
 
 #[test]
