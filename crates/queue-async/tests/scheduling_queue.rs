@@ -1,5 +1,7 @@
 //! Behaviour of the scheduling queue: kube-scheduler's queue tests, expressed generically.
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -8,6 +10,7 @@ use queue_async::scheduling::{
     ActionType, ClusterEvent, HintError, InFlightEntry, PriorityOrder, QueuedItem, QueueingHint,
     SchedulingQueue, SchedulingQueueBuilder, SchedulingQueueConfig, SubQueue,
 };
+use support::paused_runtime;
 use tokio::time::{Instant, advance, sleep};
 use tokio_test::{assert_pending, assert_ready, task};
 
@@ -810,14 +813,6 @@ async fn the_flush_task_should_start_on_need_and_end_on_close_and_on_the_last_dr
     tokio::task::yield_now().await;
     tokio::task::yield_now().await;
     assert_eq!(metrics.num_alive_tasks(), base);
-}
-
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime")
 }
 
 /// The key `pop` returns within `within` (virtual time), which only a flush can provide here.

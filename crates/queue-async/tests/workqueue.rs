@@ -1,6 +1,8 @@
 //! Work queue behaviour: client-go's queue, delaying and rate-limiting scenarios (paused time),
 //! plus the fixes (refused adds, full drain, add-now cancels a wait, guards, no leaked tasks).
 
+mod support;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,6 +11,7 @@ use std::time::Duration;
 use queue_async::metrics::testing::RecordingProvider;
 use queue_async::{ShutDown, WorkQueue};
 use ratelimit::ExponentialRateLimiter;
+use support::paused_runtime;
 use tokio::time::{Instant, advance, sleep};
 
 const MS: Duration = Duration::from_millis(1);
@@ -581,14 +584,6 @@ async fn a_delayed_add_from_a_thread_outside_the_runtime_fires() {
         5 * MS,
         "on time, by the runtime's paused clock"
     );
-}
-
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime")
 }
 
 /// A queue shared by several runtimes (say, a static used by several `#[tokio::test]`s): the
