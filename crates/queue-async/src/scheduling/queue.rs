@@ -225,7 +225,7 @@ where
             let key = &item.key;
             if hot.active.heap.contains_key(key)
                 || hot.backoff.heap.contains_key(key)
-                || main.unschedulable.map.contains_key(key)
+                || main.unschedulable.contains_key(key)
             {
                 return Err(AlreadyQueuedError(item));
             }
@@ -290,7 +290,7 @@ where
                 return None;
             }
         }
-        let Some(mut item) = main.unschedulable.map.remove(&key) else {
+        let Some(mut item) = main.unschedulable.remove(&key) else {
             drop(main);
             self.add(key, data);
             return None;
@@ -332,7 +332,7 @@ where
             if let Some((_, item)) = hot.backoff.heap.delete(&key) {
                 s.commit(&mut main, &mut hot, Dest::Active(item), now, &mut wake);
                 moved += 1;
-            } else if let Some(item) = main.unschedulable.map.remove(&key) {
+            } else if let Some(item) = main.unschedulable.remove(&key) {
                 let dest = s.prepare(item, Strategy::Immediately, now, true);
                 moved += usize::from(matches!(dest, Dest::Active(_)));
                 s.commit(&mut main, &mut hot, dest, now, &mut wake);
@@ -408,7 +408,7 @@ where
         Pending {
             active: hot.active.heap.iter().map(|(k, _)| k.clone()).collect(),
             backoff: hot.backoff.heap.iter().map(|(k, _)| k.clone()).collect(),
-            unschedulable: main.unschedulable.map.keys().cloned().collect(),
+            unschedulable: main.unschedulable.keys().cloned().collect(),
         }
     }
 
@@ -421,7 +421,7 @@ where
             Some(SubQueue::Active)
         } else if hot.backoff.heap.contains_key(key) {
             Some(SubQueue::Backoff)
-        } else if main.unschedulable.map.contains_key(key) {
+        } else if main.unschedulable.contains_key(key) {
             Some(SubQueue::Unschedulable)
         } else {
             None

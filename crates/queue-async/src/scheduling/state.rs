@@ -343,7 +343,7 @@ where
             item.backoff_expiry = None;
             return Some(item);
         }
-        main.unschedulable.map.remove(key)
+        main.unschedulable.remove(key)
     }
 
     /// One pop attempt: `None` if nothing to pop, `Some(None)` once closed.
@@ -449,7 +449,7 @@ where
             Some(_) => stale(item.inner.flushed_at.unwrap_or(item.timestamp)),
             None => stale(item.timestamp),
         };
-        if !main.unschedulable.map.values().any(due) {
+        if !main.unschedulable.items().any(due) {
             return 0;
         }
         self.move_where(
