@@ -4,6 +4,12 @@
 //! Like kube-scheduler's `BenchmarkMoveAllToActiveOrBackoffQueue` "worst" case: 20 plugins all
 //! registered for the event (every hint answers `Queue`); item j was rejected by plugin j % 20.
 //! Keys are `Arc<str>`. The median of 3 moves per size is reported.
+//!
+//! In that setup each item fails right after it is added, so the items reach unschedulable in
+//! the order they were allocated, and their memory is read in address order. A third figure
+//! (`us_per_item_large_shuffled`) adds all items first with random priorities (splitmix64, the
+//! seed), then pops and fails each: they reach unschedulable in an order unrelated to their
+//! addresses, as in a scheduler whose pods fail in a different order than they arrived.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,7 +18,7 @@ use queue_async::scheduling::{
     ActionType, ClusterEvent, QueueingHint, SchedulingQueue, SchedulingQueueConfig,
 };
 
-use crate::common::{Extra, Overrides, Params, Report, cpu_time, key, runtime};
+use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, key, runtime};
 
 const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
 const PLUGINS: [&str; 20] = [
@@ -22,15 +28,39 @@ const PLUGINS: [&str; 20] = [
 
 type Queue = SchedulingQueue<Arc<str>, i64>;
 
-/// A queue holding `keys` in unschedulable, each rejected by one plugin.
-pub async fn unschedulable_queue(keys: &[Arc<str>]) -> Queue {
+fn queue_with_hints() -> Queue {
     let mut builder = Queue::builder(SchedulingQueueConfig::default().pop_from_backoff(false));
     for p in PLUGINS {
         builder = builder.hint(NODE_ADD, p, |_, _| Ok(QueueingHint::Queue));
     }
-    let queue = builder.build();
+    builder.build()
+}
+
+/// A queue holding `keys` in unschedulable, each rejected by one plugin.
+pub async fn unschedulable_queue(keys: &[Arc<str>]) -> Queue {
+    let queue = queue_with_hints();
     for (j, k) in keys.iter().enumerate() {
         queue.add(k.clone(), (j % 4) as i64);
+        let mut item = queue.pop().await.expect("the queue is open");
+        item.set_rejectors([PLUGINS[j % 20]]);
+        let cycle = queue.scheduling_cycle();
+        queue
+            .add_unschedulable_if_not_present(item, cycle)
+            .expect("not queued");
+    }
+    queue
+}
+
+/// Like [`unschedulable_queue`], but all keys are added first with random priorities, then
+/// popped (in priority order) and failed, so unschedulable holds them in an order unrelated
+/// to where their memory is.
+pub async fn shuffled_unschedulable_queue(keys: &[Arc<str>], seed: u64) -> Queue {
+    let queue = queue_with_hints();
+    let mut rng = SplitMix64::new(seed);
+    for k in keys {
+        queue.add(k.clone(), (rng.next() >> 2) as i64);
+    }
+    for j in 0..keys.len() {
         let mut item = queue.pop().await.expect("the queue is open");
         item.set_rejectors([PLUGINS[j % 20]]);
         let cycle = queue.scheduling_cycle();
@@ -75,6 +105,14 @@ pub fn run(flags: &Overrides) -> Report {
             times.sort_by(f64::total_cmp);
             medians.push((n, times[1]));
         }
+        let mut shuffled = Vec::new();
+        for _ in 0..3 {
+            let queue = shuffled_unschedulable_queue(&big, params.seed).await;
+            let (s, moved) = move_once(&queue, big.len()).await;
+            ok &= moved;
+            shuffled.push(s);
+        }
+        shuffled.sort_by(f64::total_cmp);
         let (small_n, small_s) = medians[0];
         let (big_n, big_s) = medians[1];
         Report {
@@ -93,6 +131,10 @@ pub fn run(flags: &Overrides) -> Report {
                 ),
                 ("us_per_item_large", Extra::Num(big_s * 1e6 / big_n as f64)),
                 ("growth", Extra::Num(big_s / small_s)),
+                (
+                    "us_per_item_large_shuffled",
+                    Extra::Num(shuffled[1] * 1e6 / big_n as f64),
+                ),
             ],
         }
     })
