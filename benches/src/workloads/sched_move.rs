@@ -41,14 +41,19 @@ pub async fn unschedulable_queue(keys: &[Arc<str>]) -> Queue {
     let queue = queue_with_hints();
     for (j, k) in keys.iter().enumerate() {
         queue.add(k.clone(), (j % 4) as i64);
-        let mut item = queue.pop().await.expect("the queue is open");
-        item.set_rejectors([PLUGINS[j % 20]]);
-        let cycle = queue.scheduling_cycle();
-        queue
-            .add_unschedulable_if_not_present(item, cycle)
-            .expect("not queued");
+        pop_and_reject(&queue, j).await;
     }
     queue
+}
+
+/// Pops the head and hands it back rejected by plugin `j % 20`.
+async fn pop_and_reject(queue: &Queue, j: usize) {
+    let mut item = queue.pop().await.expect("the queue is open");
+    item.set_rejectors([PLUGINS[j % 20]]);
+    let cycle = queue.scheduling_cycle();
+    queue
+        .add_unschedulable_if_not_present(item, cycle)
+        .expect("not queued");
 }
 
 /// Like [`unschedulable_queue`], but all keys are added first with random priorities, then
@@ -61,12 +66,7 @@ pub async fn shuffled_unschedulable_queue(keys: &[Arc<str>], seed: u64) -> Queue
         queue.add(k.clone(), (rng.next() >> 2) as i64);
     }
     for j in 0..keys.len() {
-        let mut item = queue.pop().await.expect("the queue is open");
-        item.set_rejectors([PLUGINS[j % 20]]);
-        let cycle = queue.scheduling_cycle();
-        queue
-            .add_unschedulable_if_not_present(item, cycle)
-            .expect("not queued");
+        pop_and_reject(&queue, j).await;
     }
     queue
 }
