@@ -74,6 +74,11 @@ impl<K, T> Unschedulable<K, T> {
     /// index entry follows it.
     fn swap_remove(&mut self, pos: usize) -> Option<QueuedItem<K, T>> {
         self.unindex(self.slots[pos].hash, pos);
+        self.swap_remove_unindexed(pos)
+    }
+
+    /// [`swap_remove`](Self::swap_remove) of a slot whose index entry is already gone.
+    fn swap_remove_unindexed(&mut self, pos: usize) -> Option<QueuedItem<K, T>> {
         let removed = self.slots.swap_remove(pos);
         let from = self.slots.len();
         if let Some(moved) = self.slots.get(pos)
@@ -149,8 +154,13 @@ impl<K: Hash + Eq, T> Unschedulable<K, T> {
     }
 
     pub(crate) fn remove(&mut self, key: &K) -> Option<QueuedItem<K, T>> {
-        let pos = self.find(self.hasher.hash_one(key), key)?;
-        self.swap_remove(pos)
+        let hash = self.hasher.hash_one(key);
+        let slots = &self.slots;
+        let found = self.index.find_entry(hash, |&p| {
+            slots[p].item.as_ref().is_some_and(|i| i.key == *key)
+        });
+        let (pos, _) = found.ok()?.remove();
+        self.swap_remove_unindexed(pos)
     }
 
     /// Removes the items `take` selects, lazily: each is taken out as the iterator reaches it,
