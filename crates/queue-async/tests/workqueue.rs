@@ -572,6 +572,9 @@ async fn a_delayed_add_from_a_thread_outside_the_runtime_fires() {
     let item = queue.get().await.unwrap();
     assert_eq!(*item.key(), "first");
     item.done();
+    // Put the paused clock an hour ahead of the real one: a deadline read from the plain
+    // thread's (real) clock would then be long past, and the key would fire at once.
+    advance(Duration::from_secs(3600)).await;
     let q = queue.clone();
     std::thread::spawn(move || q.add_after("second", 5 * MS).unwrap())
         .join()

@@ -460,7 +460,6 @@ where
             // Ready already: it stays ready, at the higher of the two priorities.
             return self.add_locked(state, Cow::Owned(key), p, wake);
         }
-        let deadline = Instant::now() + delay;
         // The task is gone if its request channel closed while we hold the sender: its runtime
         // was dropped (a queue that outlives the runtime of its first delayed add, such as one
         // shared by several `#[tokio::test]`s). Then a new task takes over every waiting key.
@@ -494,6 +493,10 @@ where
         // A timer may need a new `Sleep`, which binds to the runtime in context: make it the
         // delay task's, whatever thread or runtime this add comes from.
         let _runtime = task.runtime.enter();
+        // Read the clock inside that runtime too: from a plain thread, `Instant::now()` would
+        // read the real clock, not the task's (paused, in tests) one, and the deadline would
+        // drift by however long the real thread took.
+        let deadline = Instant::now() + delay;
         let hash = state.waiting.hash(&key);
         if let Some(w) = state.waiting.get_mut(hash, &key) {
             w.p = w.p.max(p);
