@@ -93,6 +93,32 @@ async fn pop_should_wait_until_an_add() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_initial_attempt_should_survive_a_re_add_and_a_requeue() {
+    let q = queue();
+    let t0 = Instant::now();
+    q.add("a", 1);
+    q.add("b", 1);
+    advance(Duration::from_secs(1)).await;
+    q.add("a", 0); // a re-add: a new timestamp, the same initial attempt
+    let b = q.pop().await.unwrap();
+    let a = q.pop().await.unwrap();
+    assert_eq!(*a.key(), "a");
+    assert_eq!(
+        (a.timestamp(), a.initial_attempt()),
+        (t0 + Duration::from_secs(1), Some(t0))
+    );
+    assert_eq!((b.timestamp(), b.initial_attempt()), (t0, Some(t0)));
+    q.done(a.key());
+    advance(Duration::from_secs(1)).await;
+    q.add_unschedulable_if_not_present(b, q.scheduling_cycle())
+        .unwrap(); // an error: backoff
+    advance(Duration::from_secs(1)).await;
+    let b = q.pop().await.unwrap();
+    assert_eq!(b.timestamp(), t0 + Duration::from_secs(2), "requeued");
+    assert_eq!(b.initial_attempt(), Some(t0));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_dropped_pop_should_not_lose_the_item() {
     let q = queue();
     let mut pop = task::spawn(q.pop());

@@ -48,9 +48,11 @@ pub enum InFlightEntry<K> {
     Event(ClusterEvent, Option<K>),
 }
 
+/// A place in the in-flight list. A marker carries no key: the key lives once, in `markers`
+/// (a pop moves the heap's copy there, so it neither clones nor drops one).
 #[derive(Debug)]
 enum Slot<K> {
-    Marker(K),
+    Marker,
     Event(ClusterEvent, Option<K>),
     Hole,
 }
@@ -61,6 +63,7 @@ pub(crate) struct InFlight<K> {
     slots: VecDeque<Slot<K>>,
     /// Absolute position of `slots[0]`.
     head: u64,
+    /// The absolute position of each key's marker.
     markers: HashMap<K, u64>,
 }
 
@@ -102,8 +105,7 @@ impl<K: Hash + Eq + Clone, T, C: Compare<QueuedItem<K, T>>> ActiveQueue<K, T, C>
 
     /// Inserts (or replaces) an item; the first entry sets its initial attempt time.
     pub(crate) fn push(&mut self, mut item: QueuedItem<K, T>, now: tokio::time::Instant) {
-        item.backoff_expiry = None;
-        item.inner.initial_attempt.get_or_insert(now);
+        item.enter_active(now);
         self.heap.add(item.key.clone(), item);
     }
 }
@@ -130,13 +132,13 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
     }
 
     /// Marks `key` in flight; false (and nothing changes) if it already is.
-    pub(crate) fn start(&mut self, key: &K) -> bool {
+    pub(crate) fn start(&mut self, key: K) -> bool {
         let pos = self.head + self.slots.len() as u64;
-        match self.markers.entry(key.clone()) {
+        match self.markers.entry(key) {
             hashbrown::hash_map::Entry::Occupied(_) => false,
             hashbrown::hash_map::Entry::Vacant(slot) => {
                 slot.insert(pos);
-                self.slots.push_back(Slot::Marker(key.clone()));
+                self.slots.push_back(Slot::Marker);
                 true
             }
         }
@@ -191,10 +193,11 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
     }
 
     pub(crate) fn entries(&self) -> Vec<InFlightEntry<K>> {
-        self.slots
-            .iter()
-            .filter_map(|s| match s {
-                Slot::Marker(k) => Some(InFlightEntry::Item(k.clone())),
+        let by_position: HashMap<u64, &K> = self.markers.iter().map(|(k, &p)| (p, k)).collect();
+        (self.head..)
+            .zip(&self.slots)
+            .filter_map(|(pos, s)| match s {
+                Slot::Marker => Some(InFlightEntry::Item(by_position[&pos].clone())),
                 Slot::Event(e, t) => Some(InFlightEntry::Event(*e, t.clone())),
                 Slot::Hole => None,
             })
@@ -212,12 +215,12 @@ mod tests {
     fn done_prunes_the_head_and_keeps_the_middle() {
         let mut f = InFlight::new();
         f.record(PV_ADD, None); // nothing in flight: dropped
-        assert!(f.start(&"p1"));
-        assert!(!f.start(&"p1"), "already in flight");
+        assert!(f.start("p1"));
+        assert!(!f.start("p1"), "already in flight");
         f.record(PV_ADD, None);
-        f.start(&"p2");
+        f.start("p2");
         f.record(PV_ADD.with_label("n"), None);
-        f.start(&"p3");
+        f.start("p3");
         assert!(f.done(&"p2"));
         assert_eq!(f.entries().len(), 4, "a middle marker leaves its events");
         assert_eq!(f.events_for(&"p1").unwrap().len(), 2);

@@ -244,7 +244,7 @@ impl<K, T> Hooks<K, T> {
 
     /// Runs the gates (the one that held the item last goes first); the first that refuses.
     pub(crate) fn gate(&self, item: &QueuedItem<K, T>) -> Option<PluginId> {
-        if let Some(last) = item.inner.gating {
+        if let Some(last) = item.info().gating {
             let refused = self
                 .gates
                 .iter()
@@ -256,7 +256,7 @@ impl<K, T> Hooks<K, T> {
         }
         self.gates
             .iter()
-            .filter(|(p, _, _)| Some(*p) != item.inner.gating)
+            .filter(|(p, _, _)| Some(*p) != item.info().gating)
             .find(|(_, _, gate)| !gate(item))
             .map(|(p, _, _)| *p)
     }
@@ -308,7 +308,7 @@ impl<K, T> Hooks<K, T> {
         if target.is_some_and(|t| *t != item.key) {
             return Strategy::Skip;
         }
-        if let Some(gate) = item.inner.gating {
+        if let Some(gate) = item.info().gating {
             return if self.ungates(gate, event) {
                 Strategy::AfterBackoff
             } else {
@@ -335,8 +335,8 @@ fn ask_hints<K, T>(
     event: &ClusterEvent,
 ) -> Strategy {
     let (rejectors, pending) = (
-        item.inner.rejectors.as_slice(),
-        item.inner.pending.as_slice(),
+        item.info().rejectors.as_slice(),
+        item.info().pending.as_slice(),
     );
     let lookup = |p: &PluginId| hints.by_plugin.get(p).map_or(&[][..], Vec::as_slice);
     let mut order: Vec<usize>;
@@ -357,7 +357,7 @@ fn ask_hints<K, T>(
     let mut found = Strategy::Skip;
     for &i in positions {
         let (plugin, hint) = &hints.list[i];
-        let pending = item.inner.pending.contains(plugin);
+        let pending = item.info().pending.contains(plugin);
         let answer = match hint(item, event) {
             Ok(answer) => answer,
             Err(error) => {
@@ -368,7 +368,7 @@ fn ask_hints<K, T>(
         match answer {
             QueueingHint::Skip => {}
             QueueingHint::Queue if pending => return Strategy::Immediately,
-            QueueingHint::Queue if item.inner.pending.is_empty() => return Strategy::AfterBackoff,
+            QueueingHint::Queue if item.info().pending.is_empty() => return Strategy::AfterBackoff,
             QueueingHint::Queue => found = Strategy::AfterBackoff,
         }
     }

@@ -40,17 +40,25 @@ pub type PluginId = &'static str;
 /// [`add_unschedulable_if_not_present`]: super::SchedulingQueue::add_unschedulable_if_not_present
 #[derive(Debug, Clone)]
 pub struct QueuedItem<K, T> {
-    // What the orderings read stays inline (heap sifts compare without a pointer chase); the
-    // rest is boxed, so the heaps move a small entry.
+    // What the orderings and a pop read stays inline (heap sifts compare without a pointer
+    // chase); the rest is boxed, so the heaps move a small entry, and the box is made only when
+    // first needed.
     pub(crate) key: K,
     pub(crate) data: T,
     /// When the item was last queued (add, or requeue after a failure).
     pub(crate) timestamp: Instant,
     /// Insertion sequence: the last tiebreak of every ordering, so ties are FIFO and deterministic.
     pub(crate) seq: u64,
-    /// Set while the item is in the backoff sub-queue: its position there.
-    pub(crate) backoff_expiry: Option<Instant>,
-    pub(crate) inner: Box<Inner>,
+    /// Inline, not in `inner`: every pop increments it, and a pop should not pay a cache miss
+    /// on the box for that.
+    pub(crate) attempts: u32,
+    /// The item entered active while it had no box, at `timestamp`: that is its initial
+    /// attempt time. Never set together with `inner` (making the box moves the time into it).
+    initial_is_timestamp: bool,
+    /// The rest of the bookkeeping, boxed on the first failure or gate: an item added and
+    /// scheduled at its first attempt allocates nothing (no malloc on add, no free when the
+    /// caller drops it, no cache miss on the box in between). `None` reads as [`Inner::EMPTY`].
+    inner: Option<Box<Inner>>,
 }
 
 /// The bookkeeping of a [`QueuedItem`] that no ordering reads.
@@ -61,7 +69,6 @@ pub struct QueuedItem<K, T> {
 #[repr(C)]
 pub(crate) struct Inner {
     pub(crate) gating: Option<PluginId>,
-    pub(crate) attempts: u32,
     pub(crate) unschedulable_count: u32,
     pub(crate) consecutive_errors: u32,
     pub(crate) rejectors: PluginSet,
@@ -70,6 +77,9 @@ pub(crate) struct Inner {
     /// Last time the leftover flush re-evaluated this gated item.
     pub(crate) flushed_at: Option<Instant>,
 }
+
+/// What an item without a box reads.
+static NO_BOOKKEEPING: Inner = Inner::EMPTY;
 
 /// Anything that carries a scheduling priority: the default order pops higher priorities first.
 ///
@@ -113,23 +123,52 @@ pub struct PriorityOrder;
 
 impl<K, T> QueuedItem<K, T> {
     pub(crate) fn new(key: K, data: T, now: Instant, seq: u64) -> Self {
-        let inner = Inner {
-            attempts: 0,
-            unschedulable_count: 0,
-            consecutive_errors: 0,
-            initial_attempt: None,
-            rejectors: PluginSet::default(),
-            pending: PluginSet::default(),
-            gating: None,
-            flushed_at: None,
-        };
         QueuedItem {
             key,
             data,
             timestamp: now,
             seq,
-            backoff_expiry: None,
-            inner: Box::new(inner),
+            attempts: 0,
+            initial_is_timestamp: false,
+            inner: None,
+        }
+    }
+
+    /// The boxed bookkeeping, or the empty one if there is no box yet.
+    pub(crate) fn info(&self) -> &Inner {
+        self.inner.as_deref().unwrap_or(&NO_BOOKKEEPING)
+    }
+
+    /// The boxed bookkeeping, making the box if there is none yet.
+    pub(crate) fn inner_mut(&mut self) -> &mut Inner {
+        let initial_attempt = self.initial_is_timestamp.then_some(self.timestamp);
+        self.initial_is_timestamp = false;
+        self.inner.get_or_insert_with(|| {
+            Box::new(Inner {
+                initial_attempt,
+                ..Inner::EMPTY
+            })
+        })
+    }
+
+    /// Sets when the item was last queued (keeping an initial attempt time that was implied by
+    /// the old value).
+    pub(crate) fn set_timestamp(&mut self, now: Instant) {
+        if self.initial_is_timestamp && now != self.timestamp {
+            self.inner_mut();
+        }
+        self.timestamp = now;
+    }
+
+    /// Records that the item enters active at `now`: the first time sets its initial attempt.
+    pub(crate) fn enter_active(&mut self, now: Instant) {
+        match &mut self.inner {
+            Some(inner) => {
+                inner.initial_attempt.get_or_insert(now);
+            }
+            None if self.initial_is_timestamp => {}
+            None if now == self.timestamp => self.initial_is_timestamp = true,
+            None => self.inner_mut().initial_attempt = Some(now),
         }
     }
 
@@ -160,68 +199,95 @@ impl<K, T> QueuedItem<K, T> {
 
     /// How many times the item was popped.
     pub fn attempts(&self) -> u32 {
-        self.inner.attempts
+        self.attempts
     }
 
     /// How many attempts ended with a rejection (a non-empty rejector or pending set).
     pub fn unschedulable_count(&self) -> u32 {
-        self.inner.unschedulable_count
+        self.info().unschedulable_count
     }
 
     /// How many attempts in a row ended with an error (no rejectors); reset by a rejection.
     pub fn consecutive_errors(&self) -> u32 {
-        self.inner.consecutive_errors
+        self.info().consecutive_errors
     }
 
     /// When the item first entered the active sub-queue (not while it was gated).
     pub fn initial_attempt(&self) -> Option<Instant> {
-        self.inner.initial_attempt
+        if self.initial_is_timestamp {
+            Some(self.timestamp)
+        } else {
+            self.info().initial_attempt
+        }
     }
 
     /// The plugins that rejected the last attempt (including a gate that rejected it).
     pub fn rejectors(&self) -> &[PluginId] {
-        self.inner.rejectors.as_slice()
+        self.info().rejectors.as_slice()
     }
 
     /// The plugins that answered "pending" on the last attempt; a `Queue` hint from one of them
     /// skips the backoff.
     pub fn pending(&self) -> &[PluginId] {
-        self.inner.pending.as_slice()
+        self.info().pending.as_slice()
     }
 
     /// The gate holding the item back, if it is gated.
     pub fn gating_plugin(&self) -> Option<PluginId> {
-        self.inner.gating
+        self.info().gating
     }
 
     /// Whether a gate holds the item back.
     pub fn is_gated(&self) -> bool {
-        self.inner.gating.is_some()
+        self.info().gating.is_some()
     }
 
     /// Replaces the rejecting plugins (duplicates are kept once).
     pub fn set_rejectors(&mut self, plugins: impl IntoIterator<Item = PluginId>) {
-        self.inner.rejectors = plugins.into_iter().collect();
+        let plugins: PluginSet = plugins.into_iter().collect();
+        if !(plugins.is_empty() && self.inner.is_none()) {
+            self.inner_mut().rejectors = plugins;
+        }
     }
 
     /// Replaces the pending plugins (duplicates are kept once).
     pub fn set_pending(&mut self, plugins: impl IntoIterator<Item = PluginId>) {
-        self.inner.pending = plugins.into_iter().collect();
+        let plugins: PluginSet = plugins.into_iter().collect();
+        if !(plugins.is_empty() && self.inner.is_none()) {
+            self.inner_mut().pending = plugins;
+        }
     }
 
     /// True when nobody rejected the last attempt: it failed with an error.
     pub(crate) fn has_no_rejectors(&self) -> bool {
-        self.inner.rejectors.is_empty() && self.inner.pending.is_empty()
+        let info = self.info();
+        info.rejectors.is_empty() && info.pending.is_empty()
     }
 
     /// The count that drives the backoff: errors if any, else rejections.
     pub(crate) fn backoff_count(&self) -> u32 {
-        if self.inner.consecutive_errors > 0 {
-            self.inner.consecutive_errors
+        let info = self.info();
+        if info.consecutive_errors > 0 {
+            info.consecutive_errors
         } else {
-            self.inner.unschedulable_count
+            info.unschedulable_count
         }
     }
+}
+
+// ===== impl Inner =====
+
+impl Inner {
+    /// The bookkeeping of an item never rejected, gated or popped from backoff.
+    pub(crate) const EMPTY: Inner = Inner {
+        gating: None,
+        unschedulable_count: 0,
+        consecutive_errors: 0,
+        rejectors: PluginSet::EMPTY,
+        pending: PluginSet::EMPTY,
+        initial_attempt: None,
+        flushed_at: None,
+    };
 }
 
 // ===== impl PluginSet =====
@@ -241,6 +307,12 @@ pub(crate) struct PluginSet {
 }
 
 impl PluginSet {
+    const EMPTY: PluginSet = PluginSet {
+        inline: ["", ""],
+        len: 0,
+        spill: None,
+    };
+
     pub(crate) fn as_slice(&self) -> &[PluginId] {
         match &self.spill {
             Some(all) => all,
@@ -314,6 +386,34 @@ mod tests {
     fn the_fields_a_move_reads_fit_in_128_bytes() {
         assert_eq!(size_of::<PluginSet>(), 48);
         assert!(std::mem::offset_of!(Inner, pending) + size_of::<PluginSet>() <= 128);
+    }
+
+    #[test]
+    fn an_item_boxes_its_bookkeeping_only_when_first_needed() {
+        let t0 = Instant::now();
+        let mut item = QueuedItem::new("a", 0, t0, 0);
+        item.enter_active(t0);
+        item.set_timestamp(t0);
+        item.set_rejectors([]);
+        assert!(
+            item.inner.is_none(),
+            "added, popped and requeued at once: no box"
+        );
+        assert_eq!(item.initial_attempt(), Some(t0));
+
+        let t1 = t0 + std::time::Duration::from_secs(1);
+        item.set_timestamp(t1);
+        assert!(item.inner.is_some() && !item.initial_is_timestamp);
+        assert_eq!((item.timestamp(), item.initial_attempt()), (t1, Some(t0)));
+
+        let mut late = QueuedItem::new("b", 0, t0, 1);
+        late.enter_active(t1); // gated at first: entered active later than its timestamp
+        assert_eq!(late.initial_attempt(), Some(t1));
+        late.set_pending(["p"]);
+        assert_eq!(
+            (late.pending(), late.initial_attempt()),
+            (&["p"][..], Some(t1))
+        );
     }
 
     #[test]

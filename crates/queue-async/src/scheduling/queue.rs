@@ -143,7 +143,7 @@ where
         let item = match existing {
             Some(mut item) => {
                 item.data = data;
-                item.timestamp = now;
+                item.set_timestamp(now);
                 item.seq = s.next_seq();
                 item
             }
@@ -224,7 +224,7 @@ where
             hot.active.in_flight.done(&item.key);
             let key = &item.key;
             if hot.active.heap.contains_key(key)
-                || hot.backoff.heap.contains_key(key)
+                || hot.backoff.contains_key(key)
                 || main.unschedulable.contains_key(key)
             {
                 return Err(AlreadyQueuedError(item));
@@ -232,12 +232,14 @@ where
             events
         };
         if item.has_no_rejectors() {
-            item.inner.consecutive_errors = item.inner.consecutive_errors.saturating_add(1);
+            let inner = item.inner_mut();
+            inner.consecutive_errors = inner.consecutive_errors.saturating_add(1);
         } else {
-            item.inner.unschedulable_count = item.inner.unschedulable_count.saturating_add(1);
-            item.inner.consecutive_errors = 0;
+            let inner = item.inner_mut();
+            inner.unschedulable_count = inner.unschedulable_count.saturating_add(1);
+            inner.consecutive_errors = 0;
         }
-        item.timestamp = now;
+        item.set_timestamp(now);
         item.seq = s.next_seq();
         let strategy = if item.has_no_rejectors() {
             Strategy::AfterBackoff
@@ -285,8 +287,8 @@ where
                 hot.active.heap.update(&key, |item| item.data = data);
                 return None;
             }
-            if hot.backoff.heap.contains_key(&key) {
-                hot.backoff.heap.update(&key, |item| item.data = data);
+            if hot.backoff.contains_key(&key) {
+                hot.backoff.update(&key, |item| item.data = data);
                 return None;
             }
         }
@@ -329,7 +331,7 @@ where
         let mut wake = Wake::default();
         let mut moved = 0;
         for key in keys {
-            if let Some((_, item)) = hot.backoff.heap.delete(&key) {
+            if let Some(item) = hot.backoff.delete(&key) {
                 s.commit(&mut main, &mut hot, Dest::Active(item), now, &mut wake);
                 moved += 1;
             } else if let Some(item) = main.unschedulable.remove(&key) {
@@ -407,7 +409,7 @@ where
         let hot = lock(&s.hot);
         Pending {
             active: hot.active.heap.iter().map(|(k, _)| k.clone()).collect(),
-            backoff: hot.backoff.heap.iter().map(|(k, _)| k.clone()).collect(),
+            backoff: hot.backoff.keys().cloned().collect(),
             unschedulable: main.unschedulable.keys().cloned().collect(),
         }
     }
@@ -419,7 +421,7 @@ where
         let hot = lock(&s.hot);
         if hot.active.heap.contains_key(key) {
             Some(SubQueue::Active)
-        } else if hot.backoff.heap.contains_key(key) {
+        } else if hot.backoff.contains_key(key) {
             Some(SubQueue::Backoff)
         } else if main.unschedulable.contains_key(key) {
             Some(SubQueue::Unschedulable)
@@ -453,7 +455,7 @@ where
     pub fn len(&self) -> usize {
         let main = lock(&self.shared.main);
         let hot = lock(&self.shared.hot);
-        hot.active.heap.len() + hot.backoff.heap.len() + main.unschedulable.len()
+        hot.active.heap.len() + hot.backoff.len() + main.unschedulable.len()
     }
 
     /// Whether nothing is queued.
@@ -499,7 +501,7 @@ impl<K, T, C> fmt::Debug for SchedulingQueue<K, T, C> {
         let hot = lock(&s.hot);
         f.debug_struct("SchedulingQueue")
             .field("active", &hot.active.heap.len())
-            .field("backoff", &hot.backoff.heap.len())
+            .field("backoff", &hot.backoff.len())
             .field("unschedulable", &main.unschedulable.len())
             .field("in_flight", &hot.active.in_flight.len())
             .field("closed", &hot.closed)

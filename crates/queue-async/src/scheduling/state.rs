@@ -80,7 +80,8 @@ pub(crate) struct Hot<K, T, C> {
 /// Where an item goes once its strategy and gates are known.
 pub(crate) enum Dest<K, T> {
     Active(QueuedItem<K, T>),
-    Backoff(QueuedItem<K, T>),
+    /// With the moment its backoff ends.
+    Backoff(QueuedItem<K, T>, Instant),
     Unschedulable(QueuedItem<K, T>),
 }
 
@@ -139,7 +140,7 @@ where
                 let to_backoff = self
                     .pending
                     .iter()
-                    .filter(|d| matches!(d, Dest::Backoff(_)))
+                    .filter(|d| matches!(d, Dest::Backoff(..)))
                     .count();
                 let to_active = self.pending.len() - to_backoff;
                 hot.active.reserve(rest * to_active / self.pending.len());
@@ -271,12 +272,15 @@ where
     fn gate_in_place(&self, item: &mut QueuedItem<K, T>) -> bool {
         match self.hooks.gate(item) {
             Some(plugin) => {
-                item.inner.gating = Some(plugin);
-                item.inner.rejectors.push(plugin);
+                let inner = item.inner_mut();
+                inner.gating = Some(plugin);
+                inner.rejectors.push(plugin);
                 true
             }
             None => {
-                item.inner.gating = None;
+                if item.is_gated() {
+                    item.inner_mut().gating = None;
+                }
                 false
             }
         }
@@ -284,13 +288,12 @@ where
 
     /// Where an item let in under `strategy` (not `Skip`) goes: backoff while its backoff
     /// lasts, active otherwise.
-    fn place(&self, mut item: QueuedItem<K, T>, strategy: Strategy, now: Instant) -> Dest<K, T> {
+    fn place(&self, item: QueuedItem<K, T>, strategy: Strategy, now: Instant) -> Dest<K, T> {
         if strategy == Strategy::AfterBackoff {
             let wait = self.config.backoff_duration(item.backoff_count());
             let expiry = backoff::expiry(item.timestamp, wait);
             if expiry > now {
-                item.backoff_expiry = Some(expiry);
-                return Dest::Backoff(item);
+                return Dest::Backoff(item, expiry);
             }
         }
         Dest::Active(item)
@@ -320,8 +323,8 @@ where
                 hot.active.push(item, now);
                 wake.pop = true;
             }
-            Dest::Backoff(item) => {
-                wake.timer |= hot.backoff.push(item);
+            Dest::Backoff(item, expiry) => {
+                wake.timer |= hot.backoff.push(item, expiry);
                 wake.pop |= self.config.pop_from_backoff;
                 wake.flush = true;
             }
@@ -339,8 +342,7 @@ where
         if let Some((_, item)) = hot.active.heap.delete(key) {
             return Some(item);
         }
-        if let Some((_, mut item)) = hot.backoff.heap.delete(key) {
-            item.backoff_expiry = None;
+        if let Some(item) = hot.backoff.delete(key) {
             return Some(item);
         }
         main.unschedulable.remove(key)
@@ -353,22 +355,22 @@ where
             if hot.closed {
                 return Some(None);
             }
-            let mut item = match hot.active.heap.pop() {
-                Some((_, item)) => item,
+            let (key, mut item) = match hot.active.heap.pop() {
+                Some(entry) => entry,
                 None if self.config.pop_from_backoff => {
-                    let (_, mut item) = hot.backoff.heap.pop()?;
-                    item.backoff_expiry = None;
-                    item.inner.initial_attempt.get_or_insert_with(Instant::now);
-                    item
+                    let (key, mut item) = hot.backoff.pop()?;
+                    item.enter_active(Instant::now());
+                    (key, item)
                 }
                 None => return None,
             };
-            if !hot.active.in_flight.start(&item.key) {
+            // The heap's copy of the key moves into the in-flight record: no clone, no drop.
+            if !hot.active.in_flight.start(key) {
                 // kubernetes/kubernetes#118226: a second marker would leak the first.
                 debug!("discarding a duplicate of an item in flight");
                 continue;
             }
-            item.inner.attempts = item.inner.attempts.saturating_add(1);
+            item.attempts = item.attempts.saturating_add(1);
             // Only pops write the cycle, under `hot`: a plain store, no read-modify-write.
             let cycle = self.cycle.load(AtomicOrdering::Relaxed) + 1;
             self.cycle.store(cycle, AtomicOrdering::Release);
@@ -409,7 +411,7 @@ where
                 return false;
             };
             if self.gate_in_place(item) {
-                item.inner.flushed_at = Some(now);
+                item.inner_mut().flushed_at = Some(now);
                 return false;
             }
             chosen.set(strategy);
@@ -445,8 +447,8 @@ where
         let max = self.config.max_in_unschedulable;
         let mut main = lock(&self.main);
         let stale = |since: Instant| now.saturating_duration_since(since) > max;
-        let due = |item: &QueuedItem<K, T>| match item.inner.gating {
-            Some(_) => stale(item.inner.flushed_at.unwrap_or(item.timestamp)),
+        let due = |item: &QueuedItem<K, T>| match item.info().gating {
+            Some(_) => stale(item.info().flushed_at.unwrap_or(item.timestamp)),
             None => stale(item.timestamp),
         };
         if !main.unschedulable.items().any(due) {

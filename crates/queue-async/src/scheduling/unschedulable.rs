@@ -203,7 +203,7 @@ impl<K: Hash + Eq, T, F> Extract<'_, K, T, F> {
         let mut sum = 0u64;
         for slot in &self.queue.slots[start..end] {
             if let Some(item) = &slot.item {
-                let inner = &*item.inner;
+                let inner = item.info();
                 sum = sum
                     .wrapping_add(u64::from(inner.gating.is_some()))
                     .wrapping_add(u64::from(inner.consecutive_errors))
