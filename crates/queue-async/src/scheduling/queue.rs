@@ -231,11 +231,11 @@ where
             }
             events
         };
-        if item.has_no_rejectors() {
-            let inner = item.inner_mut();
+        let errored = item.has_no_rejectors();
+        let inner = item.inner_mut();
+        if errored {
             inner.consecutive_errors = inner.consecutive_errors.saturating_add(1);
         } else {
-            let inner = item.inner_mut();
             inner.unschedulable_count = inner.unschedulable_count.saturating_add(1);
             inner.consecutive_errors = 0;
         }
