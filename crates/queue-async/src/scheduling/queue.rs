@@ -41,6 +41,13 @@ use super::state::{Dest, Shared, Wake, lock};
 /// outlives the runtime of its task (a static shared by several `#[tokio::test]`s, say) gets a
 /// new task the same way, which takes over every waiting item: nothing stays stuck.
 ///
+/// Timestamps (an item's queueing time, hence its backoff expiry) come from tokio's clock as
+/// the calling thread sees it. Under paused time, call the queue from inside the runtime (a
+/// task, or a thread that holds [`Handle::enter`]): a plain thread outside any runtime reads
+/// the real clock, which has moved on from the paused one.
+///
+/// [`Handle::enter`]: tokio::runtime::Handle::enter
+///
 /// # Examples
 ///
 /// ```
