@@ -71,6 +71,12 @@ pub fn cpu_time() -> Duration {
     tv(usage.user_time()) + tv(usage.system_time())
 }
 
+/// Minor page faults of the process so far (`getrusage(RUSAGE_SELF)`): first touches of
+/// memory the allocator took fresh from the OS.
+pub fn minor_faults() -> u64 {
+    u64::try_from(usage().minor_page_faults()).unwrap_or(0)
+}
+
 fn usage() -> nix::sys::resource::Usage {
     nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
         .expect("getrusage(RUSAGE_SELF) cannot fail on Linux")
