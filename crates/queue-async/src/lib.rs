@@ -21,7 +21,16 @@
 //! [`SchedulingQueue`] is kube-scheduler's scheduling queue for any keyed item: pop the most
 //! important item, and on failure let the queue decide between a backoff, waiting for an event
 //! that could help (queueing hints, pre-enqueue gates), or going straight back.
+//!
+//! # Time
+//!
+//! Every queue reads tokio's clock (`tokio::time::Instant`), so `tokio::time::pause()` drives
+//! delays, backoffs, priority aging and the metrics' durations alike. A call from a plain thread
+//! outside any runtime is timed by the queue's runtime (the one it was built in, or the one
+//! its background task runs in), not by the real clock, so a test may hand work to helper
+//! threads and still see paused time.
 
+mod clock;
 mod core;
 mod error;
 mod get;

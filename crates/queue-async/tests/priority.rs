@@ -521,3 +521,24 @@ fn the_priority_queue_behaves_like_the_model() {
         })
         .unwrap();
 }
+
+/// With aging, a key's enqueue time counts: one added from a plain thread (outside any
+/// runtime) is timed by the queue's runtime clock, not the real one.
+#[tokio::test(start_paused = true)]
+async fn aging_times_an_add_from_a_plain_thread_by_the_queue_runtime_clock() {
+    let q: PriorityQueue<&str> = PriorityQueue::builder()
+        .aging(Duration::from_secs(1))
+        .build();
+    // An hour of paused time: the real clock is now an hour behind the queue's.
+    advance(Duration::from_secs(3600)).await;
+    q.add_with("old", at(0)).unwrap();
+    advance(Duration::from_secs(10)).await;
+    let handle = q.clone();
+    std::thread::spawn(move || handle.add_with("new", at(5)).unwrap())
+        .join()
+        .expect("a plain thread may add");
+    // "old" waited 10 s, worth 10 priorities; "new" is only 5 above it. Timed by the real
+    // clock, "new" would look an hour old and go first.
+    let first = q.get().await.unwrap();
+    assert_eq!(*first.key(), "old");
+}

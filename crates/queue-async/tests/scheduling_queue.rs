@@ -1016,3 +1016,28 @@ async fn move_should_lose_no_item_when_a_hint_panics_midway() {
     assert_eq!(q.move_all(&NODE_ADD), N as usize - PANIC_AT);
     assert_eq!(q.num_unschedulable(), 0);
 }
+
+/// A failed item handed back from a plain thread (outside any runtime) is timestamped by the
+/// queue's runtime clock: under paused time, the real clock has nothing to do with it.
+#[tokio::test(start_paused = true)]
+async fn a_requeue_from_a_plain_thread_should_read_the_queue_runtime_clock() {
+    let q = queue();
+    q.add("a", 0);
+    // Put the paused clock an hour ahead of the real one: a timestamp read from the real clock
+    // would make the 1 s backoff long over, and the item would come back at once.
+    advance(Duration::from_secs(3600)).await;
+    let item = q.pop().await.expect("open");
+    let cycle = q.scheduling_cycle();
+    let handle = q.clone();
+    std::thread::spawn(move || handle.add_unschedulable_if_not_present(item, cycle))
+        .join()
+        .expect("a plain thread may requeue")
+        .expect("not queued");
+    let start = Instant::now();
+    assert_eq!(key_popped_within(&q, Duration::from_secs(2)).await, "a");
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(1),
+        "the error's 1 s backoff, by the paused clock"
+    );
+}

@@ -637,6 +637,21 @@ fn a_queue_outliving_its_metrics_tasks_runtime_still_refreshes_the_gauges() {
     });
 }
 
+/// An item finished on a plain thread (outside any runtime) is timed by the queue's runtime
+/// clock: its work duration is the paused time it took, not a reading of the real clock.
+#[tokio::test(start_paused = true)]
+async fn work_finished_on_a_plain_thread_is_timed_by_the_queue_runtime_clock() {
+    let p = Arc::new(RecordingProvider::default());
+    let queue: WorkQueue<&str> = WorkQueue::builder().name("test").metrics(p.clone()).build();
+    queue.add("a").unwrap();
+    let item = queue.get().await.unwrap();
+    advance(Duration::from_secs(5)).await;
+    std::thread::spawn(move || item.done())
+        .join()
+        .expect("a plain thread may finish an item");
+    assert_eq!(p.recorded().work_durations, [5.0]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_delay_task_ends_with_the_last_handle() {
     let queue = WorkQueue::new();

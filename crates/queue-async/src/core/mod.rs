@@ -28,6 +28,7 @@ use tracing::debug;
 use self::delay::{Slot, Timers, WaitingMap};
 
 use crate::ShutDown;
+use crate::clock::QueueClock;
 use crate::metrics::{Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
 
 /// The longest delay honoured by delayed adds; longer delays are clamped to it (365 days).
@@ -221,6 +222,8 @@ pub(crate) struct Shared<K, S: Machine<K>> {
     idle_wake: Notify,
     limiter: Arc<dyn RateLimiter<K>>,
     shut_down_flag: AtomicBool,
+    /// Read for priority aging, so that adds from any thread share the runtime's clock.
+    clock: QueueClock,
     origin: Instant,
     me: Weak<Self>,
 }
@@ -279,6 +282,7 @@ where
         };
         let limiter =
             limiter.unwrap_or_else(|| Arc::new(ratelimit::default_controller_rate_limiter()));
+        let clock = QueueClock::new();
         Arc::new_cyclic(|me| Shared {
             name,
             state: Mutex::new(State {
@@ -294,7 +298,8 @@ where
             idle_wake: Notify::new(),
             limiter,
             shut_down_flag: AtomicBool::new(false),
-            origin: Instant::now(),
+            origin: clock.now(),
+            clock,
             me: me.clone(),
         })
     }
@@ -307,7 +312,8 @@ where
 
     fn now_nanos(&self) -> u64 {
         if S::NEEDS_TIME {
-            u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+            let since = self.clock.now().saturating_duration_since(self.origin);
+            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
         } else {
             0
         }
@@ -368,7 +374,9 @@ where
         match added {
             Added::Queued => {
                 if let Some(k) = &metric_key {
-                    state.recorder.add_at_priority(k, S::metric_priority(p));
+                    state
+                        .recorder
+                        .add_at_priority(k, S::metric_priority(p), &self.clock);
                 }
                 wake.getters += 1;
                 Ok(())
@@ -382,7 +390,9 @@ where
             Added::Deferred { newly_dirty } => {
                 // Dirty while processing: counted by depth and adds, as the original.
                 if newly_dirty && let Some(k) = &metric_key {
-                    state.recorder.add_at_priority(k, S::metric_priority(p));
+                    state
+                        .recorder
+                        .add_at_priority(k, S::metric_priority(p), &self.clock);
                 }
                 Ok(())
             }
@@ -469,6 +479,7 @@ where
                 Ok(runtime) => {
                     let (tx, rx) = mpsc::unbounded_channel();
                     runtime.spawn(delay::run(Arc::downgrade(self), rx, self.name.clone()));
+                    self.clock.set_runtime(&runtime);
                     let mut timers = Timers::new();
                     if !state.waiting.is_empty() {
                         debug!(queue = %self.name, waiting = state.waiting.len(), "delay task restarted");
@@ -538,6 +549,7 @@ where
             let (alive, held) = oneshot::channel();
             state.metrics_task = Some(alive);
             runtime.spawn(metrics_loop(Arc::downgrade(self), held));
+            self.clock.set_runtime(&runtime);
         }
     }
 
@@ -576,7 +588,7 @@ where
         if shared.shut_down_flag.load(Ordering::Acquire) {
             return;
         }
-        shared.lock().recorder.update_unfinished_work();
+        shared.lock().recorder.update_unfinished_work(&shared.clock);
     }
 }
 
@@ -593,7 +605,9 @@ where
         let mut state = self.lock();
         match state.machine.pop() {
             PopOutcome::Item((key, p)) => {
-                state.recorder.get_at_priority(&key, S::metric_priority(p));
+                state
+                    .recorder
+                    .get_at_priority(&key, S::metric_priority(p), &self.clock);
                 Some(Some((key, p)))
             }
             PopOutcome::Empty => None,
@@ -605,7 +619,7 @@ where
         let mut wake = Wake::default();
         {
             let mut state = self.lock();
-            state.recorder.done(key);
+            state.recorder.done(key, &self.clock);
             let now = self.now_nanos();
             match state.machine.done(key, now) {
                 // Counted by the metrics when it became dirty, not again here (as the original).

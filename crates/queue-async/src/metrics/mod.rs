@@ -67,6 +67,8 @@ use std::time::Duration;
 use hashbrown::HashMap;
 use tokio::time::Instant;
 
+use crate::clock::QueueClock;
+
 /// How often a queue with metrics refreshes the unfinished-work and longest-running gauges
 /// (client-go's period).
 pub const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
@@ -284,18 +286,19 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
     /// `key` became dirty (queued, or re-added while processing).
     #[cfg(test)]
     pub(crate) fn add(&mut self, key: &K) {
-        self.add_at_priority(key, None);
+        self.add_at_priority(key, None, &QueueClock::new());
     }
 
-    /// `key` became dirty at `priority` (priority queue: depth per priority).
-    pub(crate) fn add_at_priority(&mut self, key: &K, priority: Option<i32>) {
+    /// `key` became dirty at `priority` (priority queue: depth per priority). Times are read
+    /// from the queue's `clock`, as are all of this recorder's.
+    pub(crate) fn add_at_priority(&mut self, key: &K, priority: Option<i32>, clock: &QueueClock) {
         let Some(e) = self.inner.as_deref_mut() else {
             return;
         };
         e.handles.adds.inc();
         e.depth(priority).inc();
         if !e.add_times.contains_key(key) {
-            e.add_times.insert(key.clone(), Instant::now());
+            e.add_times.insert(key.clone(), clock.now());
         }
     }
 
@@ -313,16 +316,16 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
     /// `key` was handed out to a worker.
     #[cfg(test)]
     pub(crate) fn get(&mut self, key: &K) {
-        self.get_at_priority(key, None);
+        self.get_at_priority(key, None, &QueueClock::new());
     }
 
     /// `key`, dirty at `priority`, was handed out to a worker.
-    pub(crate) fn get_at_priority(&mut self, key: &K, priority: Option<i32>) {
+    pub(crate) fn get_at_priority(&mut self, key: &K, priority: Option<i32>, clock: &QueueClock) {
         let Some(e) = self.inner.as_deref_mut() else {
             return;
         };
         e.depth(priority).dec();
-        let now = Instant::now();
+        let now = clock.now();
         e.start_times.insert(key.clone(), now);
         if let Some(added) = e.add_times.remove(key) {
             e.handles
@@ -332,16 +335,14 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
     }
 
     /// The worker finished `key`.
-    pub(crate) fn done(&mut self, key: &K) {
+    pub(crate) fn done(&mut self, key: &K, clock: &QueueClock) {
         let Some(e) = self.inner.as_deref_mut() else {
             return;
         };
         if let Some(started) = e.start_times.remove(key) {
-            e.handles.work_duration.observe(
-                Instant::now()
-                    .saturating_duration_since(started)
-                    .as_secs_f64(),
-            );
+            e.handles
+                .work_duration
+                .observe(clock.now().saturating_duration_since(started).as_secs_f64());
         }
     }
 
@@ -353,11 +354,11 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
     }
 
     /// Refreshes the unfinished-work and longest-running gauges as of now.
-    pub(crate) fn update_unfinished_work(&self) {
+    pub(crate) fn update_unfinished_work(&self, clock: &QueueClock) {
         let Some(e) = self.inner.as_deref() else {
             return;
         };
-        let now = Instant::now();
+        let now = clock.now();
         let mut total = 0.0;
         let mut longest = 0.0_f64;
         for started in e.start_times.values() {
@@ -404,6 +405,7 @@ mod tests {
         let p = Arc::new(RecordingProvider::default());
         let mut r = Recorder::new("test", p.clone());
         let step = |d| tokio::time::advance(d);
+        let clock = QueueClock::new();
 
         r.add(&"foo"); // Add(foo)
         let seen = p.recorded();
@@ -417,17 +419,17 @@ mod tests {
         let seen = p.recorded();
         assert_eq!((seen.adds, seen.depth[&None]), (2, 1));
         step(Duration::from_micros(25)).await;
-        r.done(&"foo");
+        r.done(&"foo", &clock);
         assert_eq!(p.recorded().work_durations, [2.5e-5]);
         assert_eq!(p.recorded().depth[&None], 1);
         r.get(&"foo");
         assert_eq!(p.recorded().queue_durations, [5e-5, 2.5e-5]);
         step(Duration::from_millis(1)).await;
-        r.update_unfinished_work();
+        r.update_unfinished_work(&clock);
         let seen = p.recorded();
         assert_eq!(seen.unfinished_work_seconds, 0.001);
         assert_eq!(seen.longest_running_processor_seconds, 0.001);
-        r.done(&"foo");
+        r.done(&"foo", &clock);
         assert_eq!(p.recorded().work_durations, [2.5e-5, 0.001]);
         r.retry();
         assert_eq!(p.recorded().retries, 1);
@@ -451,10 +453,11 @@ mod tests {
     async fn priority_depth_moves_between_labels() {
         let p = Arc::new(RecordingProvider::default());
         let mut r = Recorder::new("q", p.clone());
-        r.add_at_priority(&"a", Some(0));
-        r.add_at_priority(&"b", Some(0));
+        let clock = QueueClock::new();
+        r.add_at_priority(&"a", Some(0), &clock);
+        r.add_at_priority(&"b", Some(0), &clock);
         r.reprioritize(0, 5);
-        r.get_at_priority(&"b", Some(5));
+        r.get_at_priority(&"b", Some(5), &clock);
         let depth = p.recorded().depth;
         assert_eq!(depth[&Some(0)], 1);
         assert_eq!(depth[&Some(5)], 0);

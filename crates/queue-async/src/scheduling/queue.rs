@@ -41,12 +41,11 @@ use super::state::{Dest, Shared, Wake, lock};
 /// outlives the runtime of its task (a static shared by several `#[tokio::test]`s, say) gets a
 /// new task the same way, which takes over every waiting item: nothing stays stuck.
 ///
-/// Timestamps (an item's queueing time, hence its backoff expiry) come from tokio's clock as
-/// the calling thread sees it. Under paused time, call the queue from inside the runtime (a
-/// task, or a thread that holds [`Handle::enter`]): a plain thread outside any runtime reads
-/// the real clock, which has moved on from the paused one.
-///
-/// [`Handle::enter`]: tokio::runtime::Handle::enter
+/// Timestamps (an item's queueing time, hence its backoff expiry) come from tokio's clock: the
+/// calling task's runtime clock, or, from a plain thread outside any runtime, the clock of the
+/// queue's runtime (the one it was built in, then the one its background task runs in). So
+/// under paused time, a call from a helper thread is timed by the paused clock, not the real
+/// one.
 ///
 /// # Examples
 ///
@@ -144,7 +143,7 @@ where
     /// is in flight queues a second copy, which `pop` discards while the first is in flight.
     pub fn add(&self, key: K, data: T) {
         let s = &*self.shared;
-        let now = Instant::now();
+        let now = s.clock.now();
         let mut main = lock(&s.main);
         let existing = s.take(&mut main, &mut lock(&s.hot), &key);
         let item = match existing {
@@ -223,7 +222,7 @@ where
         cycle: u64,
     ) -> Result<(), AlreadyQueuedError<K, T>> {
         let s = &*self.shared;
-        let now = Instant::now();
+        let now = s.clock.now();
         let mut main = lock(&s.main);
         let events = {
             let mut hot = lock(&s.hot);
@@ -280,7 +279,7 @@ where
     /// as new.
     pub fn update(&self, key: K, data: T, events: &[ClusterEvent]) -> Option<T> {
         let s = &*self.shared;
-        let now = Instant::now();
+        let now = s.clock.now();
         let mut main = lock(&s.main);
         {
             let mut hot = lock(&s.hot);
@@ -332,7 +331,7 @@ where
     /// goes back to active if it fails. Unknown keys are ignored. Returns how many moved.
     pub fn activate(&self, keys: impl IntoIterator<Item = K>) -> usize {
         let s = &*self.shared;
-        let now = Instant::now();
+        let now = s.clock.now();
         let mut main = lock(&s.main);
         let mut hot = lock(&s.hot);
         let mut wake = Wake::default();
@@ -381,7 +380,7 @@ where
             tracing::trace!(event = event.label, "event of no interest dropped");
             return 0;
         }
-        let now = Instant::now();
+        let now = s.clock.now();
         let mut main = lock(&s.main);
         main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::Acquire));
         let hints = s.hooks.hints_for(event);

@@ -28,6 +28,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{Instrument, debug, trace};
 
+use crate::clock::QueueClock;
+
 use super::active::ActiveQueue;
 use super::backoff::{self, BackoffQueue};
 use super::config::SchedulingQueueConfig;
@@ -55,6 +57,8 @@ pub(crate) struct Shared<K, T, C> {
     /// The running flush loop's liveness: closed once the loop's future is dropped (the loop
     /// ended, or its runtime shut down). `None` until the first item needs the loop.
     flush_task: Mutex<Option<oneshot::Sender<()>>>,
+    /// Timestamps come from here: the caller's runtime clock, or the queue's from a plain thread.
+    pub(crate) clock: QueueClock,
     /// The scheduling cycle; incremented under `hot` by every pop.
     pub(crate) cycle: AtomicU64,
     seq: AtomicU64,
@@ -211,6 +215,7 @@ where
             token,
             start_flush,
             flush_task: Mutex::new(None),
+            clock: QueueClock::new(),
             cycle: AtomicU64::new(0),
             seq: AtomicU64::new(0),
         }
@@ -251,6 +256,7 @@ where
         }
         let (alive, held) = oneshot::channel();
         (self.start_flush)(&runtime, held);
+        self.clock.set_runtime(&runtime);
         *task = Some(alive);
     }
 
@@ -359,7 +365,7 @@ where
                 Some(entry) => entry,
                 None if self.config.pop_from_backoff => {
                     let (key, mut item) = hot.backoff.pop()?;
-                    item.enter_active(Instant::now());
+                    item.enter_active(self.clock.now());
                     (key, item)
                 }
                 None => return None,
