@@ -36,23 +36,36 @@ impl QueueClock {
     /// Now, by the calling task's runtime; outside any runtime, by the queue's runtime (the
     /// real clock if it has none yet).
     pub(crate) fn now(&self) -> Instant {
+        self.in_runtime(Instant::now)
+    }
+
+    /// Runs `f` (which reads tokio's clock, say a rate limiter) in the calling task's runtime;
+    /// outside any runtime, inside the queue's runtime (as is, if it has none yet).
+    pub(crate) fn in_runtime<R>(&self, f: impl FnOnce() -> R) -> R {
         // Inside a task (the usual caller), `try_id` is a thread-local read; the fallback
         // clones a handle, so it comes second.
         if tokio::task::try_id().is_some() || Handle::try_current().is_ok() {
-            return Instant::now();
+            return f();
         }
-        let runtime = self
-            .runtime
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        match runtime {
+        match self.queue_runtime() {
             Some(runtime) => {
                 let _in_runtime = runtime.enter();
-                Instant::now()
+                f()
             }
-            None => Instant::now(),
+            None => f(),
         }
+    }
+
+    /// The calling thread's runtime, else the queue's (`None` if neither exists).
+    pub(crate) fn runtime(&self) -> Option<Handle> {
+        Handle::try_current().ok().or_else(|| self.queue_runtime())
+    }
+
+    fn queue_runtime(&self) -> Option<Handle> {
+        self.runtime
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use queue_async::metrics::testing::RecordingProvider;
 use queue_async::{ShutDown, WorkQueue};
-use ratelimit::ExponentialRateLimiter;
+use ratelimit::{BucketRateLimiter, ExponentialRateLimiter};
 use support::paused_runtime;
 use tokio::time::{Instant, advance, sleep};
 
@@ -635,6 +635,41 @@ fn a_queue_outliving_its_metrics_tasks_runtime_still_refreshes_the_gauges() {
         );
         item.done();
     });
+}
+
+/// The first delayed add of a queue, from a plain thread (no delay task yet, and no runtime on
+/// that thread), is timed on the queue's runtime instead of being added at once.
+#[tokio::test(start_paused = true)]
+async fn a_first_delayed_add_from_a_plain_thread_waits_its_delay() {
+    let queue: WorkQueue<&str> = WorkQueue::new();
+    let q = queue.clone();
+    std::thread::spawn(move || q.add_after("a", 5 * MS).unwrap())
+        .join()
+        .expect("a plain thread may add");
+    assert_eq!(queue.len(), 0, "waiting, not added at once");
+    let start = Instant::now();
+    let item = queue.get().await.unwrap();
+    assert_eq!((*item.key(), start.elapsed()), ("a", 5 * MS));
+}
+
+/// A rate-limited add from a plain thread (outside any runtime) charges the limiter by the
+/// queue's runtime clock: an hour of paused time has refilled the bucket, whatever the real
+/// clock says.
+#[tokio::test(start_paused = true)]
+async fn a_rate_limited_add_from_a_plain_thread_reads_the_queue_runtime_clock() {
+    let limiter = Arc::new(BucketRateLimiter::per_second(1, 1).unwrap());
+    let queue: WorkQueue<&str> = WorkQueue::builder().rate_limiter(limiter).build();
+    queue.add_rate_limited("first").unwrap();
+    queue.get().await.unwrap().done();
+    advance(Duration::from_secs(3600)).await;
+    let q = queue.clone();
+    std::thread::spawn(move || q.add_rate_limited("second").unwrap())
+        .join()
+        .expect("a plain thread may add");
+    let start = Instant::now();
+    let item = queue.get().await.unwrap();
+    assert_eq!(*item.key(), "second");
+    assert_eq!(start.elapsed(), Duration::ZERO, "the bucket had refilled");
 }
 
 /// An item finished on a plain thread (outside any runtime) is timed by the queue's runtime

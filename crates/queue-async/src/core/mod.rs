@@ -222,7 +222,8 @@ pub(crate) struct Shared<K, S: Machine<K>> {
     idle_wake: Notify,
     limiter: Arc<dyn RateLimiter<K>>,
     shut_down_flag: AtomicBool,
-    /// Read for priority aging, so that adds from any thread share the runtime's clock.
+    /// Read for priority aging and the metrics, and around the rate limiter, so that calls
+    /// from any thread share the runtime's clock.
     clock: QueueClock,
     origin: Instant,
     me: Weak<Self>,
@@ -475,26 +476,31 @@ where
         // shared by several `#[tokio::test]`s). Then a new task takes over every waiting key.
         let task = match &mut state.delay_task {
             Some(task) if !task.settle.is_closed() => task,
-            _ => match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
+            // From a plain thread, the queue's runtime times the key.
+            _ => match self.clock.runtime() {
+                Some(runtime) => {
                     let (tx, rx) = mpsc::unbounded_channel();
                     runtime.spawn(delay::run(Arc::downgrade(self), rx, self.name.clone()));
                     self.clock.set_runtime(&runtime);
-                    let mut timers = Timers::new();
-                    if !state.waiting.is_empty() {
-                        debug!(queue = %self.name, waiting = state.waiting.len(), "delay task restarted");
+                    // The timers' grid and `Sleep`s are that runtime's, whatever thread this is.
+                    let timers = {
                         let _runtime = runtime.enter();
-                        for (hash, w) in state.waiting.iter_mut() {
-                            w.slot = timers.arm(hash, w.key.clone(), w.at);
+                        let mut timers = Timers::new();
+                        if !state.waiting.is_empty() {
+                            debug!(queue = %self.name, waiting = state.waiting.len(), "delay task restarted");
+                            for (hash, w) in state.waiting.iter_mut() {
+                                w.slot = timers.arm(hash, w.key.clone(), w.at);
+                            }
                         }
-                    }
+                        timers
+                    };
                     state.delay_task.insert(Box::new(DelayTask {
                         timers,
                         runtime,
                         settle: tx,
                     }))
                 }
-                Err(_) => {
+                None => {
                     // No runtime to time the delay: add now rather than lose the key.
                     debug!(queue = %self.name, "delayed add outside a tokio runtime; adding now");
                     return self.add_locked(state, Cow::Owned(key), p, wake);
@@ -647,7 +653,8 @@ where
         if self.shut_down_flag.load(Ordering::Acquire) {
             return Err(ShutDown(key));
         }
-        let delay = self.limiter.when(&key);
+        // The limiter reads tokio's clock: from a plain thread, the queue's runtime clock.
+        let delay = self.clock.in_runtime(|| self.limiter.when(&key));
         self.add_after_inner(key, p, delay)
     }
 
@@ -656,7 +663,7 @@ where
     }
 
     fn rate_limit_delay(&self, key: &K) -> Duration {
-        self.limiter.when(key)
+        self.clock.in_runtime(|| self.limiter.when(key))
     }
 
     fn num_requeues(&self, key: &K) -> usize {
