@@ -652,6 +652,20 @@ async fn a_first_delayed_add_from_a_plain_thread_waits_its_delay() {
     assert_eq!((*item.key(), start.elapsed()), ("a", 5 * MS));
 }
 
+/// A delayed add from a plain thread once the queue's runtime has shut down: no runtime can
+/// time it, so the key is added at once rather than left with a task that never runs.
+#[test]
+fn a_delayed_add_from_a_plain_thread_after_the_runtime_shut_down_is_not_lost() {
+    let queue: WorkQueue<&str> = paused_runtime().block_on(async { WorkQueue::new() });
+    let q = queue.clone();
+    std::thread::spawn(move || q.add_after("a", Duration::from_secs(60)).unwrap())
+        .join()
+        .expect("a plain thread may add");
+    assert_eq!(queue.len(), 1, "added at once");
+    let item = paused_runtime().block_on(async { queue.get().await.unwrap() });
+    assert_eq!(*item.key(), "a");
+}
+
 /// A rate-limited add from a plain thread (outside any runtime) charges the limiter by the
 /// queue's runtime clock: an hour of paused time has refilled the bucket, whatever the real
 /// clock says.

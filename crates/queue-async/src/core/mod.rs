@@ -476,11 +476,14 @@ where
         // shared by several `#[tokio::test]`s). Then a new task takes over every waiting key.
         let task = match &mut state.delay_task {
             Some(task) if !task.settle.is_closed() => task,
-            // From a plain thread, the queue's runtime times the key.
-            _ => match self.clock.runtime() {
-                Some(runtime) => {
-                    let (tx, rx) = mpsc::unbounded_channel();
-                    runtime.spawn(delay::run(Arc::downgrade(self), rx, self.name.clone()));
+            // From a plain thread, the queue's runtime times the key. A runtime that has shut
+            // down drops the task at once, closing the channel: then no runtime can time it.
+            _ => match self.clock.runtime().and_then(|runtime| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                runtime.spawn(delay::run(Arc::downgrade(self), rx, self.name.clone()));
+                (!tx.is_closed()).then_some((runtime, tx))
+            }) {
+                Some((runtime, tx)) => {
                     self.clock.set_runtime(&runtime);
                     // The timers' grid and `Sleep`s are that runtime's, whatever thread this is.
                     let timers = {

@@ -212,9 +212,11 @@ where
     /// Adds `key` once `delay` has passed (at once if `delay` is zero). A key already waiting
     /// keeps the earlier of its two deadlines; delays beyond [`MAX_DELAY`](crate::workqueue::MAX_DELAY) are clamped.
     ///
-    /// The wait is timed by a background task, spawned on the current tokio runtime at the first
-    /// delayed add (outside a runtime the key is added at once). It ends at shutdown and when the
-    /// last handle is dropped; keys still waiting then are dropped, as in the original. If the
+    /// The wait is timed by a background task, spawned at the first delayed add on the current
+    /// tokio runtime; from a plain thread, on the queue's runtime (the one it was built in, or
+    /// that of its last background task); with no live runtime at all, the key is added at
+    /// once. It ends at shutdown and when the last handle is dropped; keys still waiting then
+    /// are dropped, as in the original. If the
     /// task's runtime is dropped while the queue lives on, the next delayed add made in a
     /// runtime starts a new task there, which takes over every waiting key.
     ///
