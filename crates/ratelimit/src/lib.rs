@@ -17,6 +17,11 @@
 //! a hot loop or a panic; per-item maps are bounded (kubernetes/kubernetes#138743); the buckets
 //! read `tokio::time::Instant`, never the wall clock.
 //!
+//! `tokio::time::Instant` is the clock of the runtime the calling thread is in. Called from a
+//! plain thread outside any runtime, a bucket reads the real clock, which a paused test has
+//! left behind: call it under the runtime's `Handle::enter` there. (`queue_async`'s queues do
+//! that for you when a plain thread adds a key rate-limited.)
+//!
 //! # Examples
 //!
 //! ```
