@@ -1041,3 +1041,25 @@ async fn a_requeue_from_a_plain_thread_should_read_the_queue_runtime_clock() {
         "the error's 1 s backoff, by the paused clock"
     );
 }
+
+/// The first item to need the flush loop, handed back from a plain thread, starts the loop on
+/// the queue's runtime: its backoff ends on time with nobody calling from inside the runtime.
+#[tokio::test(start_paused = true)]
+async fn a_requeue_from_a_plain_thread_should_start_the_flush_on_the_queue_runtime() {
+    let q = queue();
+    q.add("a", 0);
+    let item = q.pop().await.expect("open");
+    let cycle = q.scheduling_cycle();
+    let handle = q.clone();
+    std::thread::spawn(move || handle.add_unschedulable_if_not_present(item, cycle))
+        .join()
+        .expect("a plain thread may requeue")
+        .expect("not queued");
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+    sleep(Duration::from_millis(1001)).await;
+    assert_eq!(
+        q.where_is(&"a"),
+        Some(SubQueue::Active),
+        "the flush loop moved it at its 1 s expiry"
+    );
+}

@@ -237,25 +237,33 @@ where
         }
     }
 
-    /// Starts the flush loop on the current runtime unless it runs already (or the queue is
-    /// closed). Outside a runtime it does nothing: the items wait, and the next call from
-    /// inside one (an insertion, a move or a `pop` that has to wait) starts the loop. A loop
-    /// whose runtime shut down is replaced the same way, and the new one takes over every
-    /// waiting item (it reads the backoff head and scans unschedulable like any loop).
+    /// Starts the flush loop unless it runs already (or the queue is closed): on the current
+    /// runtime, or from a plain thread on the queue's (see [`QueueClock`]). With no live
+    /// runtime it does nothing: the items wait, and the next call from inside one (an
+    /// insertion, a move or a `pop` that has to wait) starts the loop. A loop whose runtime
+    /// shut down is replaced the same way, and the new one takes over every waiting item (it
+    /// reads the backoff head and scans unschedulable like any loop).
     pub(crate) fn ensure_flush_task(&self) {
         let mut task = lock(&self.flush_task);
         if task.as_ref().is_some_and(|alive| !alive.is_closed()) || self.token.is_cancelled() {
             return;
         }
-        let Ok(runtime) = Handle::try_current() else {
+        let Some(runtime) = self.clock.runtime() else {
             trace!("no tokio runtime here: the flush loop starts at the next call inside one");
             return;
         };
+        let (alive, held) = oneshot::channel();
+        (self.start_flush)(&runtime, held);
+        if alive.is_closed() {
+            // A runtime that has shut down drops the loop at once.
+            trace!(
+                "the queue's runtime has shut down: the flush loop starts at the next call inside one"
+            );
+            return;
+        }
         if task.is_some() {
             debug!("flush loop restarted: the runtime of the previous one shut down");
         }
-        let (alive, held) = oneshot::channel();
-        (self.start_flush)(&runtime, held);
         self.clock.set_runtime(&runtime);
         *task = Some(alive);
     }
