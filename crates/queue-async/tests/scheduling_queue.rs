@@ -1017,6 +1017,18 @@ async fn move_should_lose_no_item_when_a_hint_panics_midway() {
     assert_eq!(q.num_unschedulable(), 0);
 }
 
+/// Pops the head and hands it back, failed with an error, from a plain thread (outside any
+/// runtime).
+async fn fail_on_a_plain_thread(q: &Queue) {
+    let item = q.pop().await.expect("open");
+    let cycle = q.scheduling_cycle();
+    let handle = q.clone();
+    std::thread::spawn(move || handle.add_unschedulable_if_not_present(item, cycle))
+        .join()
+        .expect("a plain thread may requeue")
+        .expect("not queued");
+}
+
 /// A failed item handed back from a plain thread (outside any runtime) is timestamped by the
 /// queue's runtime clock: under paused time, the real clock has nothing to do with it.
 #[tokio::test(start_paused = true)]
@@ -1026,13 +1038,7 @@ async fn a_requeue_from_a_plain_thread_should_read_the_queue_runtime_clock() {
     // Put the paused clock an hour ahead of the real one: a timestamp read from the real clock
     // would make the 1 s backoff long over, and the item would come back at once.
     advance(Duration::from_secs(3600)).await;
-    let item = q.pop().await.expect("open");
-    let cycle = q.scheduling_cycle();
-    let handle = q.clone();
-    std::thread::spawn(move || handle.add_unschedulable_if_not_present(item, cycle))
-        .join()
-        .expect("a plain thread may requeue")
-        .expect("not queued");
+    fail_on_a_plain_thread(&q).await;
     let start = Instant::now();
     assert_eq!(key_popped_within(&q, Duration::from_secs(2)).await, "a");
     assert_eq!(
@@ -1048,13 +1054,7 @@ async fn a_requeue_from_a_plain_thread_should_read_the_queue_runtime_clock() {
 async fn a_requeue_from_a_plain_thread_should_start_the_flush_on_the_queue_runtime() {
     let q = queue();
     q.add("a", 0);
-    let item = q.pop().await.expect("open");
-    let cycle = q.scheduling_cycle();
-    let handle = q.clone();
-    std::thread::spawn(move || handle.add_unschedulable_if_not_present(item, cycle))
-        .join()
-        .expect("a plain thread may requeue")
-        .expect("not queued");
+    fail_on_a_plain_thread(&q).await;
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
     sleep(Duration::from_millis(1001)).await;
     assert_eq!(
