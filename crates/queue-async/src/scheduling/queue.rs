@@ -36,11 +36,11 @@ use super::state::{Dest, Shared, Wake, lock};
 ///
 /// The handle is a cheap `Clone`. A background task runs the flushes; it ends on [`close`] and
 /// when the last handle drops. The queue can be built anywhere, inside a runtime or not: the
-/// task starts when the first item goes to backoff or unschedulable: on the caller's tokio
-/// runtime, or from a plain thread on the queue's (see below); failing both, at the first `pop`
-/// that has to wait. A queue that
-/// outlives the runtime of its task (a static shared by several `#[tokio::test]`s, say) gets a
-/// new task the same way, which takes over every waiting item: nothing stays stuck.
+/// task starts when the first item goes to backoff or unschedulable, on the caller's tokio
+/// runtime, or from a plain thread on the queue's (see below); failing both, at the first
+/// `pop` that has to wait. A queue that outlives the runtime of its task (a static shared by
+/// several `#[tokio::test]`s, say) gets a new task the same way, which takes over every
+/// waiting item: nothing stays stuck.
 ///
 /// Timestamps (an item's queueing time, hence its backoff expiry) come from tokio's clock: the
 /// calling task's runtime clock, or, from a plain thread outside any runtime, the clock of the

@@ -216,9 +216,9 @@ where
     /// tokio runtime; from a plain thread, on the queue's runtime (the one it was built in, or
     /// that of its last background task); with no live runtime at all, the key is added at
     /// once. It ends at shutdown and when the last handle is dropped; keys still waiting then
-    /// are dropped, as in the original. If the
-    /// task's runtime is dropped while the queue lives on, the next delayed add made in a
-    /// runtime starts a new task there, which takes over every waiting key.
+    /// are dropped, as in the original. If the task's runtime is dropped while the queue lives
+    /// on, the next delayed add made in a runtime starts a new task there, which takes over
+    /// every waiting key.
     ///
     /// # Errors
     ///
