@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
 use queue_core::{
-    AddOutcome, DoneOutcome, PopOutcome, PriorityAdd, PriorityDone, PriorityState, WorkState,
+    AddOutcome, DoneOutcome, KeyHash, KeyHasher, PopOutcome, PriorityAdd, PriorityDone,
+    PriorityState, WorkState,
 };
 use ratelimit::RateLimiter;
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -80,11 +81,14 @@ pub(crate) trait Machine<K>: Send + 'static {
     type P: Copy + Ord + Send + Sync + fmt::Debug + 'static;
     /// Whether `now` must be read for adds and dones (priority aging).
     const NEEDS_TIME: bool;
-    fn add(&mut self, key: K, p: Self::P, now: u64) -> Added<K>;
+    /// The hasher of the machine's key tables, if it takes keys hashed before the lock is
+    /// taken (the `hash` arguments below; with `None` the machine hashes under the lock).
+    fn key_hasher(&self) -> Option<KeyHasher>;
+    fn add(&mut self, key: K, hash: Option<KeyHash>, p: Self::P, now: u64) -> Added<K>;
     /// [`add`](Machine::add) by reference, cloning the key only if the machine keeps it.
-    fn add_ref(&mut self, key: &K, p: Self::P, now: u64) -> Added<K>;
+    fn add_ref(&mut self, key: &K, hash: Option<KeyHash>, p: Self::P, now: u64) -> Added<K>;
     fn pop(&mut self) -> PopOutcome<(K, Self::P)>;
-    fn done(&mut self, key: &K, now: u64) -> DoneWith<Self::P>;
+    fn done(&mut self, key: &K, hash: Option<KeyHash>, now: u64) -> DoneWith<Self::P>;
     fn shut_down(&mut self) -> bool;
     fn is_shut_down(&self) -> bool;
     fn len(&self) -> usize;
@@ -100,11 +104,22 @@ pub(crate) trait Machine<K>: Send + 'static {
 impl<K: Hash + Eq + Clone + Send + 'static> Machine<K> for WorkState<K> {
     type P = ();
     const NEEDS_TIME: bool = false;
-    fn add(&mut self, key: K, (): (), _now: u64) -> Added<K> {
-        WorkState::add(self, key).into()
+    fn key_hasher(&self) -> Option<KeyHasher> {
+        Some(WorkState::key_hasher(self))
     }
-    fn add_ref(&mut self, key: &K, (): (), _now: u64) -> Added<K> {
-        WorkState::add_ref(self, key).into()
+    fn add(&mut self, key: K, hash: Option<KeyHash>, (): (), _now: u64) -> Added<K> {
+        match hash {
+            Some(hash) => WorkState::add_hashed(self, hash, key),
+            None => WorkState::add(self, key),
+        }
+        .into()
+    }
+    fn add_ref(&mut self, key: &K, hash: Option<KeyHash>, (): (), _now: u64) -> Added<K> {
+        match hash {
+            Some(hash) => WorkState::add_ref_hashed(self, hash, key),
+            None => WorkState::add_ref(self, key),
+        }
+        .into()
     }
     fn pop(&mut self) -> PopOutcome<(K, ())> {
         match WorkState::pop(self) {
@@ -113,8 +128,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> Machine<K> for WorkState<K> {
             PopOutcome::ShutDown => PopOutcome::ShutDown,
         }
     }
-    fn done(&mut self, key: &K, _now: u64) -> DoneWith<()> {
-        match WorkState::done(self, key) {
+    fn done(&mut self, key: &K, hash: Option<KeyHash>, _now: u64) -> DoneWith<()> {
+        let outcome = match hash {
+            Some(hash) => WorkState::done_hashed(self, hash, key),
+            None => WorkState::done(self, key),
+        };
+        match outcome {
             DoneOutcome::Finished => DoneWith::Finished,
             DoneOutcome::Requeued => DoneWith::Requeued(()),
             DoneOutcome::NotProcessing => DoneWith::NotProcessing,
@@ -146,16 +165,19 @@ impl<K: Hash + Eq + Clone + Send + 'static> Machine<K> for WorkState<K> {
 impl<K: Hash + Eq + Clone + Send + 'static> Machine<K> for PriorityState<K> {
     type P = i32;
     const NEEDS_TIME: bool = true;
-    fn add(&mut self, key: K, p: i32, now: u64) -> Added<K> {
+    fn key_hasher(&self) -> Option<KeyHasher> {
+        None
+    }
+    fn add(&mut self, key: K, _hash: Option<KeyHash>, p: i32, now: u64) -> Added<K> {
         PriorityState::add(self, key, p, now).into()
     }
-    fn add_ref(&mut self, key: &K, p: i32, now: u64) -> Added<K> {
+    fn add_ref(&mut self, key: &K, _hash: Option<KeyHash>, p: i32, now: u64) -> Added<K> {
         PriorityState::add_ref(self, key, p, now).into()
     }
     fn pop(&mut self) -> PopOutcome<(K, i32)> {
         PriorityState::pop(self)
     }
-    fn done(&mut self, key: &K, now: u64) -> DoneWith<i32> {
+    fn done(&mut self, key: &K, _hash: Option<KeyHash>, now: u64) -> DoneWith<i32> {
         match PriorityState::done(self, key, now) {
             PriorityDone::Finished => DoneWith::Finished,
             PriorityDone::Requeued(p) => DoneWith::Requeued(p),
@@ -227,6 +249,9 @@ pub(crate) struct Shared<K, S: Machine<K>> {
     clock: QueueClock,
     origin: Instant,
     me: Weak<Self>,
+    /// The machine's key hasher, if it takes keys hashed outside the lock: `add` and `done`
+    /// hash before locking, so the lock covers the table look-ups only.
+    key_hasher: Option<KeyHasher>,
 }
 
 struct State<K, S: Machine<K>> {
@@ -284,7 +309,9 @@ where
         let limiter =
             limiter.unwrap_or_else(|| Arc::new(ratelimit::default_controller_rate_limiter()));
         let clock = QueueClock::new();
+        let key_hasher = machine.key_hasher();
         Arc::new_cyclic(|me| Shared {
+            key_hasher,
             name,
             state: Mutex::new(State {
                 machine,
@@ -311,6 +338,12 @@ where
         self.state.lock()
     }
 
+    /// `key`'s hash for the machine, made before the lock is taken (`None` if the machine
+    /// hashes under the lock).
+    fn hash(&self, key: &K) -> Option<KeyHash> {
+        self.key_hasher.as_ref().map(|h| h.hash(key))
+    }
+
     fn now_nanos(&self) -> u64 {
         if S::NEEDS_TIME {
             let since = self.clock.now().saturating_duration_since(self.origin);
@@ -331,10 +364,11 @@ where
 
     /// Adds `key` now; a borrowed key is cloned only if the queue keeps it.
     fn add_now(&self, key: Cow<'_, K>, p: S::P) -> Result<(), ShutDown<K>> {
+        let hash = self.hash(&key);
         let mut wake = Wake::default();
         let result = {
             let mut state = self.lock();
-            let r = self.add_locked(&mut state, key, p, &mut wake);
+            let r = self.add_locked(&mut state, key, hash, p, &mut wake);
             if state.recorder.is_enabled()
                 && state.metrics_task.as_ref().is_none_or(|t| t.is_closed())
                 && let Some(me) = self.arc()
@@ -352,6 +386,7 @@ where
         &self,
         state: &mut State<K, S>,
         key: Cow<'_, K>,
+        hash: Option<KeyHash>,
         p: S::P,
         wake: &mut Wake,
     ) -> Result<(), ShutDown<K>> {
@@ -369,8 +404,8 @@ where
         let metric_key = state.recorder.is_enabled().then(|| (*key).clone());
         let now = self.now_nanos();
         let added = match key {
-            Cow::Owned(key) => state.machine.add(key, p, now),
-            Cow::Borrowed(key) => state.machine.add_ref(key, p, now),
+            Cow::Owned(key) => state.machine.add(key, hash, p, now),
+            Cow::Borrowed(key) => state.machine.add_ref(key, hash, p, now),
         };
         match added {
             Added::Queued => {
@@ -426,7 +461,7 @@ where
             }
             ready.sort_unstable_by_key(|r| (r.0, r.1, r.2));
             for (_, std::cmp::Reverse(p), _, key) in ready {
-                let _ = self.add_locked(state, Cow::Owned(key), p, &mut wake);
+                let _ = self.add_locked(state, Cow::Owned(key), None, p, &mut wake);
             }
             debug!(queue = %self.name, ready = wake.getters, "delays over");
         }
@@ -448,7 +483,7 @@ where
             state.recorder.retry();
             self.ensure_metrics_task(&mut state);
             if delay.is_zero() {
-                self.add_locked(&mut state, Cow::Owned(key), p, &mut wake)
+                self.add_locked(&mut state, Cow::Owned(key), None, p, &mut wake)
             } else {
                 self.wait_locked(&mut state, key, p, delay.min(MAX_DELAY), &mut wake)
             }
@@ -469,7 +504,7 @@ where
     ) -> Result<(), ShutDown<K>> {
         if state.machine.absorbs_delayed(&key) {
             // Ready already: it stays ready, at the higher of the two priorities.
-            return self.add_locked(state, Cow::Owned(key), p, wake);
+            return self.add_locked(state, Cow::Owned(key), None, p, wake);
         }
         // The task is gone if its request channel closed while we hold the sender: its runtime
         // was dropped (a queue that outlives the runtime of its first delayed add, such as one
@@ -506,7 +541,7 @@ where
                 None => {
                     // No runtime to time the delay: add now rather than lose the key.
                     debug!(queue = %self.name, "delayed add outside a tokio runtime; adding now");
-                    return self.add_locked(state, Cow::Owned(key), p, wake);
+                    return self.add_locked(state, Cow::Owned(key), None, p, wake);
                 }
             },
         };
@@ -533,7 +568,7 @@ where
         }
         if state.waiting.is_full() {
             // 2^32 − 1 keys already wait: add now rather than lose the key.
-            return self.add_locked(state, Cow::Owned(key), p, wake);
+            return self.add_locked(state, Cow::Owned(key), None, p, wake);
         }
         state.wait_seq += 1;
         let slot = task.timers.arm(hash, key.clone(), deadline);
@@ -625,12 +660,13 @@ where
     }
 
     fn done(&self, key: &K) {
+        let hash = self.hash(key);
         let mut wake = Wake::default();
         {
             let mut state = self.lock();
             state.recorder.done(key, &self.clock);
             let now = self.now_nanos();
-            match state.machine.done(key, now) {
+            match state.machine.done(key, hash, now) {
                 // Counted by the metrics when it became dirty, not again here (as the original).
                 DoneWith::Requeued(_) => wake.getters += 1,
                 DoneWith::Finished | DoneWith::NotProcessing => {}
