@@ -318,8 +318,8 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// assert_eq!(state.len(), 1);
     /// ```
     pub fn add(&mut self, key: K) -> AddOutcome<K> {
-        let hash = KeyHash(self.hasher.hash_one(&key));
-        self.add_hashed(hash, key)
+        let hash = self.hasher.hash_one(&key);
+        self.add_with(hash, key)
     }
 
     /// [`add`](WorkState::add) with the key's hash made beforehand by this state's
@@ -337,7 +337,10 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// ```
     pub fn add_hashed(&mut self, hash: KeyHash, key: K) -> AddOutcome<K> {
         self.debug_check(hash, &key);
-        let hash = hash.0;
+        self.add_with(hash.0, key)
+    }
+
+    fn add_with(&mut self, hash: u64, key: K) -> AddOutcome<K> {
         if self.shut_down {
             return AddOutcome::Refused(key);
         }
@@ -368,8 +371,8 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// assert_eq!(Arc::strong_count(&key), 2, "one clone, in the queue");
     /// ```
     pub fn add_ref(&mut self, key: &K) -> AddOutcome<K> {
-        let hash = KeyHash(self.hasher.hash_one(key));
-        self.add_ref_hashed(hash, key)
+        let hash = self.hasher.hash_one(key);
+        self.add_ref_with(hash, key)
     }
 
     /// [`add_ref`](WorkState::add_ref) with the key's hash made beforehand by this state's
@@ -387,7 +390,10 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// ```
     pub fn add_ref_hashed(&mut self, hash: KeyHash, key: &K) -> AddOutcome<K> {
         self.debug_check(hash, key);
-        let hash = hash.0;
+        self.add_ref_with(hash.0, key)
+    }
+
+    fn add_ref_with(&mut self, hash: u64, key: &K) -> AddOutcome<K> {
         if self.shut_down {
             return AddOutcome::Refused(key.clone());
         }
@@ -480,8 +486,8 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let hash = KeyHash(self.hasher.hash_one(key));
-        self.done_hashed(hash, key)
+        let hash = self.hasher.hash_one(key);
+        self.done_with(hash, key)
     }
 
     /// [`done`](WorkState::done) with the key's hash made beforehand by this state's
@@ -505,7 +511,14 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         Q: Hash + Eq + ?Sized,
     {
         self.debug_check(hash, key);
-        let hash = hash.0;
+        self.done_with(hash.0, key)
+    }
+
+    fn done_with<Q>(&mut self, hash: u64, key: &Q) -> DoneOutcome
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let Ok(entry) = self.processing.find_entry(hash, |(k, _)| k.borrow() == key) else {
             return DoneOutcome::NotProcessing;
         };
