@@ -5,11 +5,15 @@
 //! `add_after` sets a key's timer there directly, and `DelayQueue` wakes this task when a new
 //! timer is earlier than the one it sleeps on. The task wakes exactly at the next deadline; it
 //! never polls on a heartbeat, and no channel stands between producers and the timers.
+//!
+//! Once, at its start, the task finds where tokio's timer grid lies, so that a key is timed by
+//! tokio's first millisecond after its deadline rather than rounded up to two grids in turn.
 
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
 use std::hash::Hash;
+use std::pin::Pin;
 use std::sync::Weak;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use std::hash::BuildHasher;
@@ -17,7 +21,7 @@ use std::hash::BuildHasher;
 use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::unconstrained;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 use tokio_util::time::DelayQueue;
 use tokio_util::time::delay_queue::Key;
 use tracing::{Instrument, debug, debug_span};
@@ -36,8 +40,20 @@ pub(crate) async fn run<K, S>(
     let span = debug_span!("workqueue_delay", queue = %name);
     async move {
         debug!("delay task started");
+        // Once, while the timers run: find tokio's timer grid, so keys ring up to a
+        // millisecond sooner (see `Timers::align`).
+        let align = async {
+            if let Some(grid) = find_grid().await
+                && let Some(shared) = shared.upgrade()
+            {
+                shared.align_timers(grid, PROBE_STEP);
+            }
+            std::future::pending::<()>().await;
+        };
+        tokio::pin!(align);
         loop {
             tokio::select! {
+                () = &mut align => {}
                 request = settle.recv() => match request {
                     Some(reply) => {
                         // Fire what is due at this instant, then answer.
@@ -65,6 +81,54 @@ pub(crate) async fn run<K, S>(
     .await;
 }
 
+/// The spacing of [`find_grid`]'s probes, and so its error.
+const PROBE_STEP: Duration = Duration::from_micros(10);
+
+/// Finds an instant that is at most [`PROBE_STEP`] before one at which tokio's timer ends the
+/// timers of a millisecond; `None` if three tries saw no clear boundary.
+///
+/// tokio's timer rounds every deadline up to a millisecond of its own grid, and a pass of its
+/// driver ends every timer whose millisecond has begun. So of probes set every
+/// [`PROBE_STEP`] over 2 ms, those that have ended after the first one did are the ones up to
+/// a grid instant, however late this task runs: the boundary between ended and running probes
+/// is that instant. Two reads must agree (a pass of the driver may be under way on another
+/// thread). Under paused time this is exact as well.
+async fn find_grid() -> Option<Instant> {
+    const PROBES: u32 = 201;
+    for _ in 0..3 {
+        let base = Instant::now() + Duration::from_millis(1);
+        let mut probes: Vec<Pin<Box<Sleep>>> = (0..PROBES)
+            .map(|i| Box::pin(tokio::time::sleep_until(base + PROBE_STEP * i)))
+            .collect();
+        // Register every probe with the timer (only the first one wakes this task).
+        {
+            let mut quiet = Context::from_waker(Waker::noop());
+            for probe in probes.iter_mut().skip(1) {
+                let _ = probe.as_mut().poll(&mut quiet);
+            }
+        }
+        if let Some(first) = probes.first_mut() {
+            first.as_mut().await;
+        }
+        let (a, b) = (ended_prefix(&probes), ended_prefix(&probes));
+        if let Some(i) = a
+            && a == b
+        {
+            return Some(base + PROBE_STEP * i);
+        }
+    }
+    None
+}
+
+/// The index of the last ended probe, if the ended ones come first and some still run.
+fn ended_prefix(probes: &[Pin<Box<Sleep>>]) -> Option<u32> {
+    let ended = probes.iter().take_while(|p| p.is_elapsed()).count();
+    let prefix = probes.iter().skip(ended).all(|p| !p.is_elapsed());
+    (prefix && ended > 0 && ended < probes.len())
+        .then(|| u32::try_from(ended - 1).ok())
+        .flatten()
+}
+
 /// Polls the timers once; `false` if the queue is gone.
 async fn poll_once<K, S>(shared: &Weak<Shared<K, S>>) -> bool
 where
@@ -89,10 +153,22 @@ where
 /// a new `Sleep` registered with the runtime's timer for each entry it hands out) per
 /// millisecond instead of per key. The grid is the `DelayQueue`'s own: `origin` is read just
 /// before it is made, so millisecond `t` rings at `origin + t` ms, which it rounds to `t`.
+/// Once the delay task has found tokio's own grid, each key goes to the millisecond whose timer
+/// tokio ends first at or after the key's deadline (see [`align`](Self::align)).
 pub(crate) struct Timers<K> {
     queue: DelayQueue<u64>,
     origin: Instant,
+    /// How far past each of our grid's milliseconds tokio's timer ends it, at least (see
+    /// [`align`](Self::align)); zero until measured.
+    phase: Duration,
     ticks: HashMap<u64, Tick<K>>,
+}
+
+/// What [`Timers::poll_due`] found: keys past their deadline, and keys whose millisecond rang
+/// early, which may not be.
+pub(crate) struct Due<K> {
+    pub(crate) due: Vec<(u64, K)>,
+    pub(crate) early: Vec<(u64, K)>,
 }
 
 /// The keys due in one millisecond (with their hashes) and the `DelayQueue` entry that rings
@@ -115,22 +191,58 @@ impl<K: Clone> Timers<K> {
         Timers {
             queue: DelayQueue::new(),
             origin,
+            phase: Duration::ZERO,
             ticks: HashMap::new(),
         }
     }
 
-    /// The first millisecond of the grid at or after `deadline`.
+    /// The first millisecond `t` of the grid whose timer ends at or after `deadline`: tokio
+    /// ends the timer of millisecond `t` at `origin + t ms + phase` or later.
     fn tick_of(&self, deadline: Instant) -> u64 {
-        let d = deadline.saturating_duration_since(self.origin);
-        d.as_secs()
-            .saturating_mul(1000)
-            .saturating_add(u64::from(d.subsec_nanos().div_ceil(1_000_000)))
+        ceil_ms(deadline.saturating_duration_since(self.origin + self.phase))
+    }
+
+    /// Takes tokio's timer grid into account: `grid` is at or at most `error` before an instant
+    /// at which tokio's timer ends the timers of a millisecond.
+    ///
+    /// `DelayQueue` sleeps until `origin + t ms`, and tokio rounds that up again, to its own
+    /// millisecond grid, which starts when the runtime was built: every timer ends the same
+    /// `phase` (0 to 1 ms) after our grid's millisecond. Not knowing it, a key due just after
+    /// `origin + (t − 1) ms` waits for `origin + t ms + phase`; knowing it, the key is timed by
+    /// the millisecond whose timer ends first at or after its deadline, which is up to `phase`
+    /// sooner. `phase` is rounded down, so no timer ends before its keys' deadline.
+    pub(crate) fn align(&mut self, grid: Instant, error: Duration) {
+        const MS: u128 = 1_000_000;
+        let phase = grid.saturating_duration_since(self.origin).as_nanos() % MS;
+        // The true phase is in [phase, phase + error): if that range wraps past a millisecond,
+        // the true phase may be near zero.
+        self.phase = if phase + error.as_nanos() < MS {
+            Duration::from_nanos(phase as u64)
+        } else {
+            Duration::ZERO
+        };
+        debug!(
+            phase_us = self.phase.as_micros() as u64,
+            "delay timers aligned to tokio's grid"
+        );
     }
 
     /// Sets a timer for `key` (whose hash in the waiting map is `hash`) at `deadline`. Callers
     /// enter the delay task's runtime: a new `DelayQueue` entry may create a `Sleep`.
     pub(crate) fn arm(&mut self, hash: u64, key: K, deadline: Instant) -> Slot {
         let tick = self.tick_of(deadline);
+        self.arm_tick(hash, key, tick)
+    }
+
+    /// Sets the timer of a key whose millisecond rang before its deadline (see
+    /// [`poll_due`](Self::poll_due)) at the first millisecond of the grid after it, ignoring
+    /// the phase: that millisecond has not rung yet, and its timer ends after the deadline.
+    pub(crate) fn rearm(&mut self, hash: u64, key: K, deadline: Instant) -> Slot {
+        let tick = ceil_ms(deadline.saturating_duration_since(self.origin));
+        self.arm_tick(hash, key, tick)
+    }
+
+    fn arm_tick(&mut self, hash: u64, key: K, tick: u64) -> Slot {
         let tick_entry = match self.ticks.entry(tick) {
             hashbrown::hash_map::Entry::Occupied(e) => e.into_mut(),
             hashbrown::hash_map::Entry::Vacant(e) => {
@@ -169,15 +281,37 @@ impl<K: Clone> Timers<K> {
 
     /// Takes every key (with its hash) whose millisecond rang; `cx` is woken at the next one,
     /// or when `arm` sets an earlier one.
-    pub(crate) fn poll_due(&mut self, cx: &mut Context<'_>) -> Vec<(u64, K)> {
-        let mut due = Vec::new();
+    ///
+    /// A millisecond rings when tokio's timer ends, or when `DelayQueue` is polled for another
+    /// reason after the millisecond began on its grid: then, with a phase, a key may be
+    /// handed out before its deadline. Callers check deadlines and [`rearm`](Self::rearm)
+    /// such keys: those of a millisecond that rang before `now` reached its end are returned
+    /// apart, in `early`.
+    pub(crate) fn poll_due(&mut self, cx: &mut Context<'_>, now: Instant) -> Due<K> {
+        let mut due = Due {
+            due: Vec::new(),
+            early: Vec::new(),
+        };
         while let Poll::Ready(Some(expired)) = self.queue.poll_expired(cx) {
-            if let Some(tick) = self.ticks.remove(&expired.into_inner()) {
-                due.extend(tick.keys);
+            let t = expired.into_inner();
+            if let Some(tick) = self.ticks.remove(&t) {
+                let end = self.origin + self.phase + Duration::from_millis(t);
+                if now >= end {
+                    due.due.extend(tick.keys);
+                } else {
+                    due.early.extend(tick.keys);
+                }
             }
         }
         due
     }
+}
+
+/// `d` in whole milliseconds, rounded up, saturating.
+fn ceil_ms(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1000)
+        .saturating_add(u64::from(d.subsec_nanos().div_ceil(1_000_000)))
 }
 
 /// A waiting key: its deadline, what it will be added with, its order and its timer.
@@ -302,5 +436,64 @@ impl<K: Hash + Eq, P> WaitingMap<K, P> {
     /// Every waiting key with its hash, to re-arm their timers.
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (u64, &mut Waiting<K, P>)> {
         self.entries.iter_mut().map(|w| (w.hash, w))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: Duration = Duration::from_micros(1);
+
+    /// Polls `timers` until a millisecond rings.
+    async fn next_ring(timers: &mut Timers<&'static str>) -> Due<&'static str> {
+        poll_fn(|cx| {
+            let due = timers.poll_due(cx, Instant::now());
+            if due.due.is_empty() && due.early.is_empty() {
+                Poll::Pending
+            } else {
+                Poll::Ready(due)
+            }
+        })
+        .await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn find_grid_finds_tokios_millisecond_grid() {
+        // The paused clock starts on tokio's grid; 0.3 ms later the probes start off it.
+        let start = Instant::now();
+        tokio::time::advance(US * 300).await;
+        let grid = find_grid().await.expect("a boundary");
+        assert_eq!(grid - start, Duration::from_millis(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_phase_near_a_whole_millisecond_counts_as_none() {
+        let start = Instant::now();
+        let mut timers = Timers::<&str>::new();
+        timers.align(start + US * 995, PROBE_STEP);
+        assert_eq!(timers.phase, Duration::ZERO);
+        timers.align(start + US * 700, PROBE_STEP);
+        assert_eq!(timers.phase, US * 700);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_of_a_millisecond_that_rang_before_their_deadline_come_apart_and_rearm() {
+        // A phase larger than the true one (zero: the timers start on tokio's grid) makes
+        // millisecond 1 ring at 1 ms, before a key due at 1.5 ms.
+        let start = Instant::now();
+        let mut timers = Timers::new();
+        timers.align(start + US * 900, PROBE_STEP);
+        let deadline = start + US * 1500;
+        timers.arm(7, "key", deadline);
+        let rang = next_ring(&mut timers).await;
+        assert!(Instant::now() < deadline);
+        assert_eq!((rang.due, rang.early), (vec![], vec![(7, "key")]));
+        // Rearmed, it rings after its deadline (still under the phase's suspicion: callers
+        // check the deadline of every early key).
+        timers.rearm(7, "key", deadline);
+        let rang = next_ring(&mut timers).await;
+        assert!(Instant::now() >= deadline);
+        assert_eq!([rang.due, rang.early].concat(), vec![(7, "key")]);
     }
 }

@@ -449,8 +449,20 @@ where
             let Some(task) = state.delay_task.as_mut() else {
                 return;
             };
+            let now = Instant::now();
+            let delay::Due { due, early } = task.timers.poll_due(cx, now);
             let mut ready: Vec<(Instant, std::cmp::Reverse<S::P>, u64, K)> = Vec::new();
-            for (hash, key) in task.timers.poll_due(cx) {
+            for (hash, key) in early {
+                // Rang before its deadline (see `Timers::poll_due`): time it again.
+                if let Some(w) = state.waiting.get_mut(hash, &key)
+                    && w.at > now
+                {
+                    w.slot = task.timers.rearm(hash, key, w.at);
+                } else if let Some(w) = state.waiting.remove(hash, &key) {
+                    ready.push((w.at, std::cmp::Reverse(w.p), w.seq, key));
+                }
+            }
+            for (hash, key) in due {
                 // Every timer belongs to a waiting key: adds now and shutdown remove both.
                 if let Some(w) = state.waiting.remove(hash, &key) {
                     ready.push((w.at, std::cmp::Reverse(w.p), w.seq, key));
@@ -466,6 +478,13 @@ where
             debug!(queue = %self.name, ready = wake.getters, "delays over");
         }
         self.wake(wake);
+    }
+
+    /// Aligns the delay timers to tokio's timer grid (see `Timers::align`).
+    pub(crate) fn align_timers(&self, grid: Instant, error: Duration) {
+        if let Some(task) = self.lock().delay_task.as_mut() {
+            task.timers.align(grid, error);
+        }
     }
 
     fn add_after_inner(
