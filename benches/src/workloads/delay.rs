@@ -11,13 +11,17 @@
 //! drained by that task (no work queue, no hand-off). Its lateness is reported next to ours as
 //! `floor_lateness_ms`: tokio rounds each deadline up to its 1 ms tick, `DelayQueue` rounds up to
 //! its own 1 ms grid first, and the driver parks in whole milliseconds, so no queue built on them
-//! can be on time more often than this.
+//! can be on time more often than this. `tokio_floor_lateness_ms` is the same run with one tokio
+//! `Sleep` per deadline instead: tokio's rounding and parking alone, the floor of anything timed
+//! by tokio's timer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use queue_async::WorkQueue;
 use tokio_util::time::DelayQueue;
 
@@ -35,8 +39,9 @@ pub fn run(flags: &Overrides) -> Report {
         .map(|_| Duration::from_nanos(rng.next() % 1_000_000_001))
         .collect();
     let floor_cpu0 = cpu_time();
-    let floor = floor_lateness(&delays);
+    let floor = floor_lateness(&delays, false);
     let floor_cpu_s = (cpu_time() - floor_cpu0).as_secs_f64();
+    let tokio_floor = floor_lateness(&delays, true);
     runtime().block_on(async move {
         let queue: WorkQueue<Arc<str>> = WorkQueue::new();
         // Deadline i in nanoseconds after `base`, stored before key i is added.
@@ -101,6 +106,7 @@ pub fn run(flags: &Overrides) -> Report {
                 ("lateness_ms", summary(&lateness, Some(avg))),
                 ("floor_cpu_s", Extra::Num(floor_cpu_s)),
                 ("floor_lateness_ms", summary(&floor, None)),
+                ("tokio_floor_lateness_ms", summary(&tokio_floor, None)),
             ],
         }
     })
@@ -125,29 +131,68 @@ fn index_of(key: &str) -> usize {
         .expect("keys end with obj-<i>")
 }
 
-/// The lateness of a bare `DelayQueue` given `delays` (ms, sorted): see the module docs.
+/// The timers a floor run measures.
+enum FloorTimers {
+    /// A bare `DelayQueue`: one entry per deadline.
+    DelayQueue(DelayQueue<tokio::time::Instant>),
+    /// tokio's timer itself: one `Sleep` per deadline.
+    Sleeps(FuturesUnordered<BoxFuture<'static, tokio::time::Instant>>),
+}
+
+impl FloorTimers {
+    fn insert(&mut self, deadline: tokio::time::Instant) {
+        match self {
+            FloorTimers::DelayQueue(q) => {
+                q.insert_at(deadline, deadline);
+            }
+            FloorTimers::Sleeps(s) => s.push(Box::pin(async move {
+                tokio::time::sleep_until(deadline).await;
+                deadline
+            })),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            FloorTimers::DelayQueue(q) => q.is_empty(),
+            FloorTimers::Sleeps(s) => s.is_empty(),
+        }
+    }
+
+    /// The deadline of the next timer to end.
+    async fn next(&mut self) -> Option<tokio::time::Instant> {
+        match self {
+            FloorTimers::DelayQueue(q) => q.next().await.map(|e| e.into_inner()),
+            FloorTimers::Sleeps(s) => s.next().await,
+        }
+    }
+}
+
+/// The lateness (ms, sorted) of bare timers given `delays`: a `DelayQueue`, or tokio's own
+/// timer with `sleeps` (see the module docs).
 ///
 /// Shaped like the measured run: a producer task computes each deadline and sends it over an
 /// unbounded channel; the timer task inserts what arrives and records each expiry on the spot.
-fn floor_lateness(delays: &[Duration]) -> Vec<f64> {
+fn floor_lateness(delays: &[Duration], sleeps: bool) -> Vec<f64> {
     let delays = delays.to_vec();
     let n = delays.len();
     let mut lateness = runtime().block_on(async move {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let timer = tokio::spawn(async move {
-            let mut timers = DelayQueue::with_capacity(n);
+            let mut timers = if sleeps {
+                FloorTimers::Sleeps(FuturesUnordered::new())
+            } else {
+                FloorTimers::DelayQueue(DelayQueue::with_capacity(n))
+            };
             let mut lateness = Vec::with_capacity(n);
             while lateness.len() < n {
                 tokio::select! {
                     biased;
-                    Some(expired) = timers.next(), if !timers.is_empty() => {
-                        let deadline: tokio::time::Instant = expired.into_inner();
+                    Some(deadline) = timers.next(), if !timers.is_empty() => {
                         let late = tokio::time::Instant::now().saturating_duration_since(deadline);
                         lateness.push(late.as_secs_f64() * 1e3);
                     }
-                    Some(deadline) = rx.recv() => {
-                        timers.insert_at(deadline, deadline);
-                    }
+                    Some(deadline) = rx.recv() => timers.insert(deadline),
                 }
             }
             lateness
