@@ -11,17 +11,15 @@
 //! drained by that task (no work queue, no hand-off). Its lateness is reported next to ours as
 //! `floor_lateness_ms`: tokio rounds each deadline up to its 1 ms tick, `DelayQueue` rounds up to
 //! its own 1 ms grid first, and the driver parks in whole milliseconds, so no queue built on them
-//! can be on time more often than this. `tokio_floor_lateness_ms` is the same run with one tokio
-//! `Sleep` per deadline instead: tokio's rounding and parking alone, the floor of anything timed
-//! by tokio's timer.
+//! can be on time more often than this. `tokio_floor_lateness_ms` is tokio's timer alone: one
+//! task sleeping until each deadline in turn, sorted in advance (its rounding and its parking in
+//! whole milliseconds): the floor of anything timed by tokio's timer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use futures::future::BoxFuture;
-use futures::stream::FuturesUnordered;
 use queue_async::WorkQueue;
 use tokio_util::time::DelayQueue;
 
@@ -39,9 +37,9 @@ pub fn run(flags: &Overrides) -> Report {
         .map(|_| Duration::from_nanos(rng.next() % 1_000_000_001))
         .collect();
     let floor_cpu0 = cpu_time();
-    let floor = floor_lateness(&delays, false);
+    let floor = floor_lateness(&delays);
     let floor_cpu_s = (cpu_time() - floor_cpu0).as_secs_f64();
-    let tokio_floor = floor_lateness(&delays, true);
+    let tokio_floor = tokio_floor_lateness(&delays);
     runtime().block_on(async move {
         let queue: WorkQueue<Arc<str>> = WorkQueue::new();
         // Deadline i in nanoseconds after `base`, stored before key i is added.
@@ -131,68 +129,29 @@ fn index_of(key: &str) -> usize {
         .expect("keys end with obj-<i>")
 }
 
-/// The timers a floor run measures.
-enum FloorTimers {
-    /// A bare `DelayQueue`: one entry per deadline.
-    DelayQueue(DelayQueue<tokio::time::Instant>),
-    /// tokio's timer itself: one `Sleep` per deadline.
-    Sleeps(FuturesUnordered<BoxFuture<'static, tokio::time::Instant>>),
-}
-
-impl FloorTimers {
-    fn insert(&mut self, deadline: tokio::time::Instant) {
-        match self {
-            FloorTimers::DelayQueue(q) => {
-                q.insert_at(deadline, deadline);
-            }
-            FloorTimers::Sleeps(s) => s.push(Box::pin(async move {
-                tokio::time::sleep_until(deadline).await;
-                deadline
-            })),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        match self {
-            FloorTimers::DelayQueue(q) => q.is_empty(),
-            FloorTimers::Sleeps(s) => s.is_empty(),
-        }
-    }
-
-    /// The deadline of the next timer to end.
-    async fn next(&mut self) -> Option<tokio::time::Instant> {
-        match self {
-            FloorTimers::DelayQueue(q) => q.next().await.map(|e| e.into_inner()),
-            FloorTimers::Sleeps(s) => s.next().await,
-        }
-    }
-}
-
-/// The lateness (ms, sorted) of bare timers given `delays`: a `DelayQueue`, or tokio's own
-/// timer with `sleeps` (see the module docs).
+/// The lateness (ms, sorted) of a bare `DelayQueue` given `delays`: see the module docs.
 ///
 /// Shaped like the measured run: a producer task computes each deadline and sends it over an
 /// unbounded channel; the timer task inserts what arrives and records each expiry on the spot.
-fn floor_lateness(delays: &[Duration], sleeps: bool) -> Vec<f64> {
+fn floor_lateness(delays: &[Duration]) -> Vec<f64> {
     let delays = delays.to_vec();
     let n = delays.len();
     let mut lateness = runtime().block_on(async move {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let timer = tokio::spawn(async move {
-            let mut timers = if sleeps {
-                FloorTimers::Sleeps(FuturesUnordered::new())
-            } else {
-                FloorTimers::DelayQueue(DelayQueue::with_capacity(n))
-            };
+            let mut timers = DelayQueue::with_capacity(n);
             let mut lateness = Vec::with_capacity(n);
             while lateness.len() < n {
                 tokio::select! {
                     biased;
-                    Some(deadline) = timers.next(), if !timers.is_empty() => {
+                    Some(expired) = timers.next(), if !timers.is_empty() => {
+                        let deadline: tokio::time::Instant = expired.into_inner();
                         let late = tokio::time::Instant::now().saturating_duration_since(deadline);
                         lateness.push(late.as_secs_f64() * 1e3);
                     }
-                    Some(deadline) = rx.recv() => timers.insert(deadline),
+                    Some(deadline) = rx.recv() => {
+                        timers.insert_at(deadline, deadline);
+                    }
                 }
             }
             lateness
@@ -203,6 +162,38 @@ fn floor_lateness(delays: &[Duration], sleeps: bool) -> Vec<f64> {
             tokio::task::consume_budget().await;
         }
         timer.await.expect("the floor task panicked")
+    });
+    lateness.sort_by(f64::total_cmp);
+    lateness
+}
+
+/// The lateness (ms, sorted) of tokio's timer alone given `delays`: see the module docs.
+///
+/// One task sleeps until each deadline in turn (sorted in advance) and records every deadline
+/// that has passed when it wakes: no producer, no second timer, nothing but tokio's rounding,
+/// its parking and the task's wake-up.
+fn tokio_floor_lateness(delays: &[Duration]) -> Vec<f64> {
+    let mut delays = delays.to_vec();
+    delays.sort_unstable();
+    let mut lateness = runtime().block_on(async move {
+        tokio::spawn(async move {
+            let start = tokio::time::Instant::now();
+            let mut lateness = Vec::with_capacity(delays.len());
+            let mut next = 0;
+            while let Some(&delay) = delays.get(next) {
+                tokio::time::sleep_until(start + delay).await;
+                let now = tokio::time::Instant::now();
+                while let Some(&delay) = delays.get(next)
+                    && start + delay <= now
+                {
+                    lateness.push((now - (start + delay)).as_secs_f64() * 1e3);
+                    next += 1;
+                }
+            }
+            lateness
+        })
+        .await
+        .expect("the floor task panicked")
     });
     lateness.sort_by(f64::total_cmp);
     lateness
