@@ -316,25 +316,29 @@ fn the_queue_behaves_like_the_model() {
 
 #[derive(Debug, Clone)]
 enum Timed {
-    /// `add_after(key, ms)`; 0 adds now.
+    /// `add_after(key, n quarters of a millisecond)`; 0 adds now.
     AddAfter(u8, u64),
     Add(u8),
-    /// Advance the paused clock by this many milliseconds, then let the delay task catch up.
+    /// Advance the paused clock by this many quarters of a millisecond, then let the delay task
+    /// catch up.
     Advance(u64),
     /// Get and finish every queued key.
     Drain,
 }
 
+const QUARTER_MS: Duration = Duration::from_micros(250);
+
 fn timed() -> impl Strategy<Value = Timed> {
     prop_oneof![
-        5 => (0u8..8, 0u64..6).prop_map(|(k, ms)| Timed::AddAfter(k, ms)),
+        5 => (0u8..8, 0u64..24).prop_map(|(k, q)| Timed::AddAfter(k, q)),
         2 => (0u8..8).prop_map(Timed::Add),
-        3 => (0u64..4).prop_map(Timed::Advance),
+        3 => (0u64..16).prop_map(Timed::Advance),
         2 => Just(Timed::Drain),
     ]
 }
 
-/// The delaying queue's model: waiting keys with their deadline (ms) and order; at each instant
+/// The delaying queue's model: waiting keys with their deadline (in quarters of a millisecond:
+/// off tokio's millisecond grid as often as on it) and order; at each instant
 /// the keys due are added by deadline, then order; an add now cancels the wait; a key waiting
 /// keeps its earlier deadline.
 #[derive(Default)]
@@ -353,11 +357,11 @@ impl TimedModel {
         }
     }
 
-    fn add_after(&mut self, k: u8, ms: u64) {
-        if ms == 0 {
+    fn add_after(&mut self, k: u8, q: u64) {
+        if q == 0 {
             return self.add(k);
         }
-        let at = self.now + ms;
+        let at = self.now + q;
         if self.waiting.get(&k).is_some_and(|&(w, _)| w <= at) {
             return;
         }
@@ -365,8 +369,8 @@ impl TimedModel {
         self.waiting.insert(k, (at, self.seq));
     }
 
-    fn advance(&mut self, ms: u64) {
-        self.now += ms;
+    fn advance(&mut self, q: u64) {
+        self.now += q;
         let mut due: Vec<(u64, u64, u8)> = self
             .waiting
             .iter()
@@ -381,7 +385,9 @@ impl TimedModel {
 }
 
 /// Random delayed adds, adds, clock advances and drains under paused time: the queue holds the
-/// model's keys in the model's order, and waits for the model's keys, after every step.
+/// model's keys in the model's order, and waits for the model's keys, after every step. So a
+/// key is never added before its deadline, and a `settle` adds every key due, whatever tokio's
+/// timer grid.
 #[test]
 fn delayed_adds_behave_like_the_model() {
     let mut runner = TestRunner::new(Config {
@@ -404,18 +410,18 @@ fn delayed_adds_behave_like_the_model() {
                 let mut model = TimedModel::default();
                 for s in steps {
                     match s {
-                        Timed::AddAfter(k, ms) => {
-                            queue.add_after(k, Duration::from_millis(ms)).unwrap();
-                            model.add_after(k, ms);
+                        Timed::AddAfter(k, q) => {
+                            queue.add_after(k, QUARTER_MS * q as u32).unwrap();
+                            model.add_after(k, q);
                         }
                         Timed::Add(k) => {
                             queue.add(k).unwrap();
                             model.add(k);
                         }
-                        Timed::Advance(ms) => {
-                            tokio::time::advance(Duration::from_millis(ms)).await;
+                        Timed::Advance(q) => {
+                            tokio::time::advance(QUARTER_MS * q as u32).await;
                             queue.settle().await;
-                            model.advance(ms);
+                            model.advance(q);
                         }
                         Timed::Drain => {
                             let mut got = Vec::new();

@@ -8,6 +8,9 @@
 //!
 //! Once, at its start, the task finds where tokio's timer grid lies, so that a key is timed by
 //! tokio's first millisecond after its deadline rather than rounded up to two grids in turn.
+//! Each time it wakes, it also takes the keys that have come due since that millisecond ended
+//! (tokio's driver wakes up to a millisecond after it): a key waits at most for the next wake
+//! after its deadline.
 
 use std::future::{Future, poll_fn};
 use std::hash::Hash;
@@ -96,7 +99,7 @@ const PROBE_STEP: Duration = Duration::from_micros(10);
 async fn find_grid() -> Option<Instant> {
     const PROBES: u32 = 201;
     for _ in 0..3 {
-        let base = Instant::now() + Duration::from_millis(1);
+        let base = Instant::now();
         let mut probes: Vec<Pin<Box<Sleep>>> = (0..PROBES)
             .map(|i| Box::pin(tokio::time::sleep_until(base + PROBE_STEP * i)))
             .collect();
@@ -162,6 +165,8 @@ pub(crate) struct Timers<K> {
     /// [`align`](Self::align)); zero until measured.
     phase: Duration,
     ticks: HashMap<u64, Tick<K>>,
+    /// The latest millisecond that rang.
+    rung: u64,
 }
 
 /// What [`Timers::poll_due`] found: keys past their deadline, and keys whose millisecond rang
@@ -193,6 +198,7 @@ impl<K: Clone> Timers<K> {
             origin,
             phase: Duration::ZERO,
             ticks: HashMap::new(),
+            rung: 0,
         }
     }
 
@@ -282,11 +288,10 @@ impl<K: Clone> Timers<K> {
     /// Takes every key (with its hash) whose millisecond rang; `cx` is woken at the next one,
     /// or when `arm` sets an earlier one.
     ///
-    /// A millisecond rings when tokio's timer ends, or when `DelayQueue` is polled for another
-    /// reason after the millisecond began on its grid: then, with a phase, a key may be
-    /// handed out before its deadline. Callers check deadlines and [`rearm`](Self::rearm)
-    /// such keys: those of a millisecond that rang before `now` reached its end are returned
-    /// apart, in `early`.
+    /// A millisecond rings when tokio's timer for it ends. That is never before the keys'
+    /// deadlines unless [`align`](Self::align) overestimated the phase; keys of a millisecond
+    /// that rang before `now` reached its end are returned apart, in `early`, for callers to
+    /// check their deadlines and [`rearm`](Self::rearm) those not due.
     pub(crate) fn poll_due(&mut self, cx: &mut Context<'_>, now: Instant) -> Due<K> {
         let mut due = Due {
             due: Vec::new(),
@@ -294,6 +299,7 @@ impl<K: Clone> Timers<K> {
         };
         while let Poll::Ready(Some(expired)) = self.queue.poll_expired(cx) {
             let t = expired.into_inner();
+            self.rung = self.rung.max(t);
             if let Some(tick) = self.ticks.remove(&t) {
                 let end = self.origin + self.phase + Duration::from_millis(t);
                 if now >= end {
@@ -306,6 +312,55 @@ impl<K: Clone> Timers<K> {
         due
     }
 }
+
+/// Takes from `timers` the keys of milliseconds that have not rung but whose deadline is at or
+/// before `now`, and removes them from `waiting`.
+///
+/// tokio's driver parks for whole milliseconds from wherever it stands in one, so the task
+/// wakes up to a millisecond after the timer's end: the keys due meanwhile, which belong to
+/// the next millisecond, are handed out now rather than at its end.
+pub(crate) fn take_begun<K: Hash + Eq + Clone, P>(
+    timers: &mut Timers<K>,
+    waiting: &mut WaitingMap<K, P>,
+    now: Instant,
+) -> Vec<Waiting<K, P>> {
+    let mut taken = Vec::new();
+    // A key of millisecond `t` is due after `origin + (t − 1) ms`: only those begun by `now`
+    // can hold due keys. Those rung are gone; of the rest, the latest few are looked at (a
+    // stalled task leaves older ones, which ring at once anyway).
+    let begun = ceil_ms(now.saturating_duration_since(timers.origin));
+    let first = timers
+        .rung
+        .saturating_add(1)
+        .max(begun.saturating_sub(MAX_BEGUN));
+    for t in first..=begun {
+        let Some(mut i) = timers.ticks.get(&t).map(|tick| tick.keys.len()) else {
+            continue;
+        };
+        // From the end: a key that moves into a freed place has been looked at.
+        while i > 0 {
+            i -= 1;
+            let slot = Slot { tick: t, index: i };
+            let Some((hash, key)) = timers.ticks.get(&t).and_then(|tick| tick.keys.get(i)) else {
+                break;
+            };
+            if waiting.get(*hash, key).is_some_and(|w| w.at <= now)
+                && let Some(w) = waiting.remove(*hash, key)
+            {
+                taken.push(w);
+                if let Some((hash, moved)) = timers.disarm(slot)
+                    && let Some(w) = waiting.get_mut(hash, moved)
+                {
+                    w.slot = slot;
+                }
+            }
+        }
+    }
+    taken
+}
+
+/// How many begun milliseconds [`take_begun`] looks at, at most, before the latest.
+const MAX_BEGUN: u64 = 8;
 
 /// `d` in whole milliseconds, rounded up, saturating.
 fn ceil_ms(d: Duration) -> u64 {
@@ -377,6 +432,14 @@ impl<K: Hash + Eq, P> WaitingMap<K, P> {
                 .ok()
                 .and_then(|i| entries.get(i))
                 .is_some_and(|w| w.key == *key)
+    }
+
+    pub(crate) fn get(&self, hash: u64, key: &K) -> Option<&Waiting<K, P>> {
+        let entries = &self.entries;
+        let &(_, i) = self.table.find(spread(hash as u32), |&(h, i)| {
+            Self::is_slot_of(entries, h, i, hash, key)
+        })?;
+        self.entries.get(i as usize)
     }
 
     pub(crate) fn get_mut(&mut self, hash: u64, key: &K) -> Option<&mut Waiting<K, P>> {
@@ -464,7 +527,7 @@ mod tests {
         let start = Instant::now();
         tokio::time::advance(US * 300).await;
         let grid = find_grid().await.expect("a boundary");
-        assert_eq!(grid - start, Duration::from_millis(2));
+        assert_eq!(grid - start, Duration::from_millis(1));
     }
 
     #[tokio::test(start_paused = true)]

@@ -468,6 +468,9 @@ where
                     ready.push((w.at, std::cmp::Reverse(w.p), w.seq, key));
                 }
             }
+            for w in delay::take_begun(&mut task.timers, &mut state.waiting, now) {
+                ready.push((w.at, std::cmp::Reverse(w.p), w.seq, w.key));
+            }
             if ready.is_empty() {
                 return;
             }
