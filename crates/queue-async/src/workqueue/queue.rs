@@ -220,11 +220,12 @@ where
     /// on, the next delayed add made in a runtime starts a new task there, which takes over
     /// every waiting key.
     ///
-    /// The key is never added before its deadline. It is added when tokio's timer ends the
-    /// first of its milliseconds that starts at or after the deadline: tokio's timer counts
-    /// whole milliseconds, and its driver parks for whole milliseconds, so a key comes up to
-    /// about 2 ms late on an idle machine (the `delay` bench measures this next to bare
-    /// `tokio::time::sleep_until` timers).
+    /// The key is never added before its deadline, and is added at the task's first wake-up
+    /// after it: tokio's timer ends timers on its millisecond grid, and its driver parks for
+    /// whole milliseconds, so that is up to about 1 ms late on an idle machine (the `delay`
+    /// bench measures it next to bare `tokio::time::sleep_until` timers). To time keys on
+    /// tokio's grid, the task sets 201 timers of its own over its first 2 ms: under paused
+    /// time, the clock may stop at them on its way to a deadline.
     ///
     /// # Errors
     ///
