@@ -348,15 +348,24 @@ pub(crate) fn take_begun<K: Hash + Eq + Clone, P>(
                 && let Some(w) = waiting.remove(*hash, key)
             {
                 taken.push(w);
-                if let Some((hash, moved)) = timers.disarm(slot)
-                    && let Some(w) = waiting.get_mut(hash, moved)
-                {
-                    w.slot = slot;
-                }
+                disarm(timers, waiting, slot);
             }
         }
     }
     taken
+}
+
+/// Removes the timer at `slot`, and records the new slot of the key that moved into its place.
+pub(crate) fn disarm<K: Hash + Eq + Clone, P>(
+    timers: &mut Timers<K>,
+    waiting: &mut WaitingMap<K, P>,
+    slot: Slot,
+) {
+    if let Some((hash, moved)) = timers.disarm(slot)
+        && let Some(w) = waiting.get_mut(hash, moved)
+    {
+        w.slot = slot;
+    }
 }
 
 /// How many begun milliseconds [`take_begun`] looks at, at most, before the latest.

@@ -26,7 +26,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::debug;
 
-use self::delay::{Slot, Timers, WaitingMap};
+use self::delay::{Timers, WaitingMap, disarm};
 
 use crate::ShutDown;
 use crate::clock::QueueClock;
@@ -621,19 +621,6 @@ where
 
     fn arc(&self) -> Option<Arc<Self>> {
         self.me.upgrade()
-    }
-}
-
-/// Removes the timer at `slot`, and records the new slot of the key that moved into its place.
-fn disarm<K: Hash + Eq + Clone, P>(
-    timers: &mut Timers<K>,
-    waiting: &mut WaitingMap<K, P>,
-    slot: Slot,
-) {
-    if let Some((hash, moved)) = timers.disarm(slot)
-        && let Some(w) = waiting.get_mut(hash, moved)
-    {
-        w.slot = slot;
     }
 }
 
