@@ -11,17 +11,26 @@
 //! seed), then pops and fails each: they reach unschedulable in an order unrelated to their
 //! addresses, as in a scheduler whose pods fail in a different order than they arrived.
 //!
+//! `floor_us_per_item_small` / `_large` and `floor_growth` time, in the same run, a loop that
+//! only moves memory: per item it reads a record the size of an unschedulable slot and a
+//! 160-byte box (the size of an item's boxed bookkeeping), both laid out in address order, and
+//! appends a 24-byte record (an expiry and an index) to a vector that keeps its memory from
+//! one rep to the next. That is less memory traffic than any move can do that reads each
+//! item's rejectors and records where it went, with no hashing, no hint and no heap order. How
+//! much it grows from the small size to the large one is the machine's part of `growth`.
+//!
 //! `faults_per_item_small` / `_large` count the minor page faults taken during the `REPS` moves
 //! of each size, per moved item. The destination heap's memory is new: whether the allocator
 //! reuses what an earlier run freed or takes fresh pages from the OS (one fault per 4 KiB)
 //! depends on its trimming thresholds, not on the queue, and a fault costs about as much as
 //! moving several items. Equal figures at both sizes mean faults do not explain the growth.
 
+use std::hint::black_box;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use queue_async::scheduling::{
-    ActionType, ClusterEvent, QueueingHint, SchedulingQueue, SchedulingQueueConfig,
+    ActionType, ClusterEvent, QueuedItem, QueueingHint, SchedulingQueue, SchedulingQueueConfig,
 };
 
 use crate::common::{
@@ -45,8 +54,17 @@ type Queue = SchedulingQueue<Arc<str>, i64>;
 /// rep to stderr.
 const REPS: usize = 7;
 
+/// Long enough that no backoff ends while a queue is built and moved, at any size: at
+/// 1,000,000 items the build takes about 0.9 s, and with the default 1 s the queue's flush task
+/// moved items from backoff to active during the timed move, on the other thread.
+const BACKOFF: Duration = Duration::from_secs(600);
+
 fn queue_with_hints() -> Queue {
-    let mut builder = Queue::builder(SchedulingQueueConfig::default().pop_from_backoff(false));
+    let config = SchedulingQueueConfig::default()
+        .pop_from_backoff(false)
+        .initial_backoff(BACKOFF)
+        .max_backoff(BACKOFF);
+    let mut builder = Queue::builder(config);
     for p in PLUGINS {
         builder = builder.hint(NODE_ADD, p, |_, _| Ok(QueueingHint::Queue));
     }
@@ -98,6 +116,56 @@ pub async fn move_once(queue: &Queue, n: usize) -> (f64, bool) {
     )
 }
 
+/// An unschedulable slot: an item and its key's hash.
+type SlotLike = (u64, QueuedItem<Arc<str>, i64>);
+
+/// The bytes of an item's boxed bookkeeping (gate, counts, two plugin sets, two instants).
+#[derive(Clone, Copy)]
+struct BoxLike([u64; 20]);
+
+/// Memory laid out like a queue of `n` unschedulable items: slots, and boxes allocated in the
+/// same order.
+struct FloorInput {
+    slots: Vec<[u8; std::mem::size_of::<SlotLike>()]>,
+    #[expect(
+        clippy::vec_box,
+        reason = "one allocation per box, spaced as the allocator spaces the items' boxes"
+    )]
+    boxes: Vec<Box<BoxLike>>,
+}
+
+impl FloorInput {
+    fn new(n: usize) -> Self {
+        let mut slots = Vec::with_capacity(n);
+        let mut boxes = Vec::with_capacity(n);
+        for i in 0..n {
+            slots.push([i as u8; std::mem::size_of::<SlotLike>()]);
+            boxes.push(Box::new(BoxLike([i as u64; 20])));
+        }
+        FloorInput { slots, boxes }
+    }
+}
+
+/// The memory-only loop of the module docs over `input`, appending to `out` (cleared first);
+/// the seconds it took.
+fn floor_once(input: &FloorInput, out: &mut Vec<[u64; 3]>) -> f64 {
+    out.clear();
+    out.reserve(input.slots.len());
+    let t = Instant::now();
+    for (i, (slot, boxed)) in input.slots.iter().zip(&input.boxes).enumerate() {
+        // One word from each cache line of the slot, and the words a move reads of the box.
+        let mut x = 0u64;
+        for line in slot.chunks(64) {
+            x ^= u64::from(line[0]);
+        }
+        x = x.wrapping_add(boxed.0[0]).wrapping_add(boxed.0[8]);
+        out.push([x, boxed.0[12], i as u64]);
+    }
+    let s = t.elapsed().as_secs_f64();
+    black_box(out);
+    s
+}
+
 /// Runs the workload (`--n` is the larger size; the smaller is n / 10).
 pub fn run(flags: &Overrides) -> Report {
     let params = flags.resolve(Params {
@@ -129,6 +197,18 @@ pub fn run(flags: &Overrides) -> Report {
             medians.push((n, times[REPS / 2]));
             faults.push(size_faults as f64 / (REPS * n) as f64);
         }
+        let mut floors = Vec::new();
+        let mut out = Vec::new();
+        for n in [big.len() / 10, big.len()] {
+            let mut times = Vec::new();
+            for _ in 0..REPS {
+                let input = FloorInput::new(n);
+                times.push(floor_once(&input, &mut out));
+            }
+            times.sort_by(f64::total_cmp);
+            floors.push(times[REPS / 2] * 1e6 / n as f64);
+        }
+        drop(out);
         let mut shuffled = Vec::new();
         for _ in 0..REPS {
             let queue = shuffled_unschedulable_queue(&big, params.seed).await;
@@ -159,6 +239,9 @@ pub fn run(flags: &Overrides) -> Report {
                     "us_per_item_large_shuffled",
                     Extra::Num(shuffled[REPS / 2] * 1e6 / big_n as f64),
                 ),
+                ("floor_us_per_item_small", Extra::Num(floors[0])),
+                ("floor_us_per_item_large", Extra::Num(floors[1])),
+                ("floor_growth", Extra::Num(floors[1] / floors[0] * 10.0)),
                 ("faults_per_item_small", Extra::Num(faults[0])),
                 ("faults_per_item_large", Extra::Num(faults[1])),
             ],
