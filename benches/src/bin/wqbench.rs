@@ -1,7 +1,7 @@
 //! `wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S]`: runs one
 //! workload of `WORKLOADS.md` and prints its JSON line.
 
-use benches::common::Overrides;
+use benches::common::{Extra, Overrides, steal_time};
 use benches::workloads;
 use std::alloc::System;
 use std::process::ExitCode;
@@ -16,12 +16,17 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match parse(&args) {
-        Ok((id, params)) => match workloads::run(&id, &params) {
-            Some(report) => {
+        Ok((id, params)) => match (steal_time(), workloads::run(&id, &params), steal_time()) {
+            (before, Some(mut report), after) => {
+                // Machine-wide, over the whole run (set-up included): a run with steal is noisy.
+                if let (Some(before), Some(after)) = (before, after) {
+                    let stolen = after.saturating_sub(before).as_secs_f64();
+                    report.extra.push(("steal_s", Extra::Num(stolen)));
+                }
                 println!("{}", report.to_json());
                 ExitCode::SUCCESS
             }
-            None => {
+            (_, None, _) => {
                 eprintln!(
                     "unknown workload {id:?}; known: {}",
                     workloads::IDS.join(", ")
