@@ -16,6 +16,8 @@ pub struct Params {
     pub keys: u64,
     /// Seed of the splitmix64 sequences.
     pub seed: u64,
+    /// Delays of the `delay` workload are uniform in [0, spread_ms] milliseconds.
+    pub spread_ms: u64,
 }
 
 impl Params {
@@ -27,6 +29,7 @@ impl Params {
             producers: 4,
             keys: 1_000,
             seed: 1,
+            spread_ms: 1_000,
         }
     }
 }
@@ -85,9 +88,9 @@ fn usage() -> nix::sys::resource::Usage {
 /// CPU time the hypervisor ran other guests on this machine's CPUs while they were ready to run
 /// ours ("steal" in `/proc/stat`), summed over the CPUs; `None` where that file cannot be read.
 ///
-/// Timings taken while this grows are the host's, not the code's: on the 2-vCPU machine of
-/// 2026-11-23, `sched-backoff` p99 was 1.7 ms in a run with 0.06 s stolen and 381 ms in one with
-/// 1.76 s stolen.
+/// Timings taken while this grows are the host's, not the code's: on a 2-vCPU machine,
+/// `sched-backoff` p99 was 1.7 ms in a run with 0.06 s stolen and 381 ms in one with 1.76 s
+/// stolen.
 pub fn steal_time() -> Option<Duration> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let ticks: u64 = stat
@@ -99,6 +102,15 @@ pub fn steal_time() -> Option<Duration> {
         .ok()?;
     // `/proc/stat` counts in USER_HZ: 100 per second on x86-64 and arm64.
     Some(Duration::from_millis(ticks * 10))
+}
+
+/// The resident set size of the process now, in bytes (`/proc/self/statm`); `None` where that
+/// file cannot be read.
+pub fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // The page size of x86-64 and of arm64 as Debian builds it.
+    Some(pages * 4096)
 }
 
 /// Peak resident set size of the process in bytes (`ru_maxrss`).
@@ -134,6 +146,8 @@ pub struct Overrides {
     pub keys: Option<u64>,
     /// `--seed`.
     pub seed: Option<u64>,
+    /// `--spread-ms`.
+    pub spread_ms: Option<u64>,
 }
 
 impl Overrides {
@@ -145,6 +159,7 @@ impl Overrides {
             producers: self.producers.unwrap_or(defaults.producers),
             keys: self.keys.unwrap_or(defaults.keys),
             seed: self.seed.unwrap_or(defaults.seed),
+            spread_ms: self.spread_ms.unwrap_or(defaults.spread_ms),
         }
     }
 }
@@ -179,8 +194,14 @@ impl Report {
     /// The JSON line of `WORKLOADS.md`.
     pub fn to_json(&self) -> String {
         let p = &self.params;
+        // As the Go peer does, only `delay` reports its spread.
+        let spread = if self.workload == "delay" {
+            format!(", \"spread_ms\": {}", p.spread_ms)
+        } else {
+            String::new()
+        };
         let mut s = format!(
-            "{{\"workload\": \"{}\", \"params\": {{\"n\": {}, \"workers\": {}, \"producers\": {}, \"keys\": {}, \"seed\": {}}}, \"seconds\": {}, \"ops_per_sec\": {}, \"extra\": {{",
+            "{{\"workload\": \"{}\", \"params\": {{\"n\": {}, \"workers\": {}, \"producers\": {}, \"keys\": {}, \"seed\": {}{spread}}}, \"seconds\": {}, \"ops_per_sec\": {}, \"extra\": {{",
             self.workload,
             p.n,
             p.workers,

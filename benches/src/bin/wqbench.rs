@@ -1,4 +1,4 @@
-//! `wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S]`: runs one
+//! `wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S] [--spread-ms MS]`: runs one
 //! workload of `WORKLOADS.md` and prints its JSON line.
 
 use benches::common::{Extra, Overrides, steal_time};
@@ -37,7 +37,7 @@ fn main() -> ExitCode {
         Err(msg) => {
             eprintln!("{msg}");
             eprintln!(
-                "usage: wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S]"
+                "usage: wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S] [--spread-ms MS]"
             );
             ExitCode::from(2)
         }
@@ -60,6 +60,7 @@ fn parse(args: &[String]) -> Result<(String, Overrides), String> {
             "--producers" => p.producers = Some(value),
             "--keys" => p.keys = Some(value),
             "--seed" => p.seed = Some(value),
+            "--spread-ms" => p.spread_ms = Some(value),
             other => return Err(format!("unknown flag {other}")),
         }
     }

@@ -1,5 +1,6 @@
-//! `delay`: n keys added with delays uniform in [0, 1 s] (splitmix64 mod 1,000,000,001 ns); one
-//! consumer measures each key's lateness against its deadline.
+//! `delay`: n keys added with delays uniform in [0, spread] (splitmix64 mod (spread_ms·10⁶ + 1)
+//! ns; `--spread-ms`, default 1,000); one consumer measures each key's lateness against its
+//! deadline.
 //!
 //! Keys are `Arc<str>` (see `fifo`). The consumer finds key i's deadline by reading i back from
 //! the key (`ns-…/obj-<i>`): the key's bytes are in cache after the queue hashed it, where a
@@ -34,7 +35,7 @@ pub fn run(flags: &Overrides) -> Report {
     let keys = super::fifo::keys(params.n);
     let mut rng = SplitMix64::new(params.seed);
     let delays: Vec<Duration> = (0..params.n)
-        .map(|_| Duration::from_nanos(rng.next() % 1_000_000_001))
+        .map(|_| Duration::from_nanos(rng.next() % (params.spread_ms * 1_000_000 + 1)))
         .collect();
     let floor_cpu0 = cpu_time();
     let floor = floor_lateness(&delays);

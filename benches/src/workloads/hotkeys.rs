@@ -1,18 +1,19 @@
 //! `hotkeys`: P producers each add n keys drawn from K (index splitmix64(seed·1000 + p) mod K,
-//! pre-generated); workers get → mark the key in flight (already marked = a violation) →
-//! unmark → done. Producers done → shut down with drain → wait for the workers.
+//! pre-generated); workers get → insert the key into a shared in-flight set (already there = a
+//! violation) → remove it → done. Producers done → shut down with drain → wait for the workers.
 //!
-//! Keys are `Arc<str>` (see `fifo`); the in-flight set is one flag per key, found through a
-//! read-only index built before the timer.
+//! Keys are `Arc<str>` (see `fifo`). The in-flight set is a general concurrent set a user's
+//! code would reach for, `dashmap::DashSet`, as the Go peer uses `sync.Map`'s `LoadOrStore` and
+//! `Delete`, so both time the same work per item.
 //!
 //! After the measured run on the workloads' 2-thread runtime, the same run on a 1-thread
 //! runtime is reported as `ops_per_sec_1thread` (see `concurrent`).
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use dashmap::DashSet;
 use queue_async::WorkQueue;
 
 use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, runtime_with};
@@ -21,13 +22,6 @@ use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, runt
 pub fn run(flags: &Overrides) -> Report {
     let params = flags.resolve(Params::defaults());
     let keys = super::fifo::keys(params.keys);
-    let index: Arc<HashMap<Arc<str>, usize>> = Arc::new(
-        keys.iter()
-            .cloned()
-            .enumerate()
-            .map(|(i, k)| (k, i))
-            .collect(),
-    );
     // Indices, not key clones: dropping a million `Arc` clones at the end of each producer
     // would put the benchmark's own reference counting in the timed region.
     let plans: Vec<Arc<Vec<u32>>> = (0..params.producers)
@@ -41,8 +35,8 @@ pub fn run(flags: &Overrides) -> Report {
         })
         .collect();
     let keys = Arc::new(keys);
-    let two = measure(&params, &keys, &index, &plans, 2);
-    let one = measure(&params, &keys, &index, &plans, 1);
+    let two = measure(&params, &keys, &plans, 2);
+    let one = measure(&params, &keys, &plans, 1);
     let adds = (params.producers * params.n) as f64;
     Report {
         workload: "hotkeys",
@@ -75,13 +69,11 @@ struct Measured {
 fn measure(
     params: &Params,
     keys: &Arc<Vec<Arc<str>>>,
-    index: &Arc<HashMap<Arc<str>, usize>>,
     plans: &[Arc<Vec<u32>>],
     threads: usize,
 ) -> Measured {
-    let (params, keys, index, plans) = (*params, keys.clone(), index.clone(), plans.to_vec());
-    let flags_in_flight: Arc<Vec<AtomicBool>> =
-        Arc::new((0..params.keys).map(|_| AtomicBool::new(false)).collect());
+    let (params, keys, plans) = (*params, keys.clone(), plans.to_vec());
+    let in_flight: Arc<DashSet<Arc<str>>> = Arc::new(DashSet::new());
     runtime_with(threads).block_on(async move {
         let queue: WorkQueue<Arc<str>> = WorkQueue::new();
         let processed = Arc::new(AtomicU64::new(0));
@@ -92,15 +84,14 @@ fn measure(
             .map(|_| {
                 let (queue, processed, violations) =
                     (queue.clone(), processed.clone(), violations.clone());
-                let (index, in_flight) = (index.clone(), flags_in_flight.clone());
+                let in_flight = in_flight.clone();
                 tokio::spawn(async move {
                     let mut n = 0;
                     while let Some(item) = queue.get().await {
-                        let flag = &in_flight[index[item.key()]];
-                        if flag.swap(true, Ordering::AcqRel) {
+                        if !in_flight.insert(item.key().clone()) {
                             violations.fetch_add(1, Ordering::Relaxed);
                         }
-                        flag.store(false, Ordering::Release);
+                        in_flight.remove(item.key());
                         item.done();
                         n += 1;
                     }
