@@ -92,7 +92,7 @@ async fn item_bucket_keeps_one_bucket_per_key() {
 
 #[tokio::test(start_paused = true)]
 async fn item_bucket_reclaims_idle_keys_without_changing_delays() {
-    let l = ItemBucketRateLimiter::with_period(ms(100), 2, 1 << 20).unwrap();
+    let l = ItemBucketRateLimiter::with_period(ms(100), 2).unwrap();
     for i in 0..5000u32 {
         l.when(&i);
     }
