@@ -143,8 +143,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
 ///
 /// The product is taken in 128-bit nanoseconds, so no exponent overflows or wraps to zero
 /// (kubernetes/kubernetes#31396): once `base · 2^exponent` passes `max` the result is `max`, for
-/// every exponent up to `u32::MAX`. A `base` above `max` gives `max`. This is the arithmetic of
-/// [`ExponentialRateLimiter`], whose n-th failure (counting from 0) waits
+/// every exponent up to `u32::MAX`. A `base` above `max` gives `max`, a zero `base` zero. This is
+/// the arithmetic of [`ExponentialRateLimiter`], whose n-th failure (counting from 0) waits
 /// `capped_exponential(base, max, n)`; a backoff of the form `base · 2^(n − 1)` for the n-th
 /// failure (counting from 1) is `capped_exponential(base, max, n − 1)`.
 ///
@@ -173,13 +173,10 @@ pub fn capped_exponential(base: Duration, max: Duration, exponent: u32) -> Durat
 /// [`capped_exponential`] on nanosecond counts (at most `Duration::MAX`'s), so the limiter
 /// converts its parameters once instead of on every call.
 pub(crate) fn backoff(base_ns: u128, max_ns: u128, exp: u32) -> Duration {
-    // base_ns < 2^94 (Duration::MAX), so the shift cannot lose bits when exp < leading_zeros.
-    let ns = if exp >= base_ns.leading_zeros() {
-        max_ns
-    } else {
-        (base_ns << exp).min(max_ns)
-    };
-    nanos_to_duration(ns)
+    // 2^exp saturates at u128::MAX from exp = 128 on, and so does the product from where it
+    // passes 2^128: both far above any max (a Duration is below 2^94 ns). A zero base stays 0.
+    let factor = 1u128.checked_shl(exp).unwrap_or(u128::MAX);
+    nanos_to_duration(base_ns.saturating_mul(factor).min(max_ns))
 }
 
 /// A nanosecond count that fits a `Duration` (it is at most a `Duration`'s own `as_nanos`).

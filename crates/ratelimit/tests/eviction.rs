@@ -107,3 +107,24 @@ fn a_full_map_evicts_keys_seen_once_before_keys_called_again() {
     assert_eq!(kept, 64);
     assert!(l.len() <= 4096);
 }
+
+#[test]
+fn a_stream_of_new_keys_replaces_the_oldest() {
+    // Least recently called first, approximately: after 40,000 keys seen once through a map of
+    // 4,096, the survivors are recent ones; none of the first 20,000 is left.
+    let l = ExponentialRateLimiter::with_max_keys(
+        Duration::from_millis(1),
+        Duration::from_secs(1),
+        4096,
+    )
+    .unwrap();
+    for k in 0..40_000u64 {
+        l.when(&k);
+    }
+    let old = (0..20_000u64).filter(|k| l.num_requeues(k) > 0).count();
+    assert_eq!(old, 0);
+    let recent = (36_000..40_000u64)
+        .filter(|k| l.num_requeues(k) > 0)
+        .count();
+    assert!(recent > 3000, "recent {recent}");
+}

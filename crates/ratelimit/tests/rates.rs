@@ -58,6 +58,13 @@ async fn bad_rates_are_typed_errors() {
     );
     // One token a day is the slowest; slower is rejected, however slow.
     assert!(BucketRateLimiter::with_rate(1.0 / 86_400.0, 1).is_ok());
+    assert_eq!(
+        BucketRateLimiter::with_rate(1.0 / 86_401.0, 1).unwrap_err(),
+        ConfigError::PeriodTooLong {
+            period: Duration::from_secs(86_401),
+            max: MAX_PERIOD
+        }
+    );
     for rate in [1.0 / 86_401.0, 1e-300, f64::MIN_POSITIVE] {
         assert!(matches!(
             BucketRateLimiter::with_rate(rate, 1),
@@ -102,8 +109,31 @@ async fn common_constructions_infer_their_types() {
     assert_eq!(b.when("k"), Duration::ZERO);
     assert_eq!(b.when(&String::from("k")), ms(100));
     assert_eq!(b.num_requeues(&7u8), 0);
+    // Accessors.
+    assert_eq!(BucketRateLimiter::per_second(10, 100).unwrap().burst(), 100);
+    assert_eq!(BucketRateLimiter::with_rate(0.5, 3).unwrap().burst(), 3);
+    assert_eq!(
+        BucketRateLimiter::with_rate(f64::INFINITY, 7)
+            .unwrap()
+            .burst(),
+        7
+    );
+    assert_eq!(BucketRateLimiter::unlimited().burst(), 0);
     // The per-item bucket has the bucket's constructors, all with a default bound.
     let i = ItemBucketRateLimiter::with_period(ms(100), 1).unwrap();
+    assert!(i.is_empty());
     assert_eq!(i.when(&1), Duration::ZERO);
+    assert!(!i.is_empty());
     assert_eq!(i.when(&1), ms(100));
+    let i = ItemBucketRateLimiter::with_rate(2.5, 1).unwrap();
+    assert_eq!((i.when(&1), i.when(&1)), (Duration::ZERO, ms(400)));
+    let i = ItemBucketRateLimiter::per_second(7, 1).unwrap();
+    assert_eq!(
+        (i.when(&1), i.when(&1)),
+        (Duration::ZERO, Duration::from_nanos(142_857_143))
+    );
+    let e = ExponentialRateLimiter::new(ms(1), ms(2)).unwrap();
+    assert!(e.is_empty());
+    e.when(&1u8);
+    assert_eq!((e.len(), e.is_empty()), (1, false));
 }
