@@ -25,6 +25,11 @@
 //! left behind: call it under the runtime's `Handle::enter` there. (`queue_async`'s queues do
 //! that for you when a plain thread adds a key rate-limited.)
 //!
+//! # Features
+//!
+//! - `test-util`: fixed hash seeds for the per-item maps, so that tests of which key a full map
+//!   evicts are reproducible. For tests only: a fixed seed lets crafted keys collide.
+//!
 //! # Examples
 //!
 //! ```

@@ -18,6 +18,8 @@ use ratelimit::{
 
 const DAY: Duration = Duration::from_secs(24 * 3600);
 const HOUR: Duration = Duration::from_secs(3600);
+/// A period (about 22 h) whose largest burst, 114,688, fills the horizon exactly.
+const EXACT: Duration = Duration::from_nanos(80_146_449_819_116);
 
 /// x/time/rate's `Limiter` as `ReserveN(now, 1)` with `maxFutureReserve = MAX_RESERVATION`; a
 /// refused reservation (Go: `Delay() == InfDuration`) reports `MAX_RESERVATION`.
@@ -114,6 +116,10 @@ async fn shapes_beyond_the_horizon_are_rejected() {
         }
     }
     assert_eq!(max_burst(DAY), 106_386);
+    assert_eq!(
+        EXACT.as_nanos() * u128::from(max_burst(EXACT)) + MAX_RESERVATION.as_nanos(),
+        MAX_HORIZON.as_nanos()
+    );
 }
 
 /// Drains the largest bucket a period allows at one instant, then checks the debt and the
@@ -150,6 +156,11 @@ async fn drain_at_the_edge(period: Duration) {
 #[tokio::test(start_paused = true)]
 async fn the_largest_daily_bucket_matches_go() {
     drain_at_the_edge(DAY).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_bucket_that_fills_the_horizon_exactly_matches_go() {
+    drain_at_the_edge(EXACT).await;
 }
 
 #[tokio::test(start_paused = true)]
