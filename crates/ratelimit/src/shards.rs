@@ -154,25 +154,18 @@ impl<K, V> Table<K, V> {
     /// Evicts the least recently called of the next [`SAMPLE`] entries from the hand.
     fn evict_one(&mut self) {
         let buckets = self.entries.num_buckets();
-        let mut oldest: Option<(usize, u32)> = None;
-        let mut sampled = 0;
-        // One lap at most (the table is not empty, so the sample is never empty).
-        for _ in 0..buckets {
-            // The table only grows, but a hand past its end would merely wrap.
-            let at = self.hand % buckets;
-            self.hand = at + 1;
-            let Some(e) = self.entries.get_bucket(at) else {
-                continue;
-            };
-            let age = self.calls.wrapping_sub(e.stamp);
-            if oldest.is_none_or(|(_, a)| age > a) {
-                oldest = Some((at, age));
-            }
-            sampled += 1;
-            if sampled == SAMPLE {
-                break;
-            }
-        }
+        let (hand, calls) = (self.hand, self.calls);
+        let mut last = hand;
+        // One lap at most; the table is not empty, so neither is the sample.
+        let oldest = (hand..hand + buckets)
+            .map(|i| i % buckets)
+            .filter_map(|at| Some((at, calls.wrapping_sub(self.entries.get_bucket(at)?.stamp))))
+            .take(SAMPLE)
+            .inspect(|&(at, _)| last = at)
+            .max_by_key(|&(_, age)| age);
+        // The next sample starts where this one ended (that bucket is looked at twice, which
+        // costs one comparison).
+        self.hand = last;
         if let Some((at, age)) = oldest
             && let Ok(e) = self.entries.get_bucket_entry(at)
         {
