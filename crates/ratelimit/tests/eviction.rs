@@ -128,3 +128,25 @@ fn a_stream_of_new_keys_replaces_the_oldest() {
         .count();
     assert!(recent > 3000, "recent {recent}");
 }
+
+#[test]
+fn with_test_util_eviction_is_reproducible() {
+    // The same calls on two limiters evict the same keys: the hash seed is fixed.
+    let survivors = || {
+        let l = ExponentialRateLimiter::with_max_keys(
+            Duration::from_millis(1),
+            Duration::from_secs(1),
+            64,
+        )
+        .unwrap();
+        for k in 0..1000u64 {
+            l.when(&k);
+        }
+        (0..1000u64)
+            .filter(|k| l.num_requeues(k) > 0)
+            .collect::<Vec<_>>()
+    };
+    let first = survivors();
+    assert_eq!(first.len(), 64);
+    assert_eq!(first, survivors());
+}
