@@ -35,8 +35,9 @@ pub const MAX_RESERVATION: Duration = Duration::from_secs(365 * 24 * 3600);
 ///
 /// A bucket is accepted only if `burst × period + MAX_RESERVATION ≤ MAX_HORIZON` (a full burst
 /// of debt plus the furthest reservation), so for example one token a day allows a burst of at
-/// most 106,386. Within that, every sequence of calls gets x/time/rate's delays. A bucket's clock
-/// counts from its construction and stops `MAX_HORIZON` later.
+/// most 106,386. Within that, every sequence of calls gets x/time/rate's delays (Go's own, for a
+/// period of whole nanoseconds; a fractional rate's period is rounded to the nearest one). A
+/// bucket's clock counts from its construction and stops `MAX_HORIZON` later.
 ///
 /// # Examples
 ///

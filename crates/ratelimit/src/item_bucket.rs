@@ -12,8 +12,8 @@ use crate::{ConfigError, RateLimiter};
 /// One token bucket per key (client-go v0.18's `ItemBucketRateLimiter`), each with the semantics
 /// of [`BucketRateLimiter`](crate::BucketRateLimiter).
 ///
-/// A key's bucket is one instant (its theoretical arrival time), stored in the map: 8 bytes
-/// beside the key. Memory is reclaimed two ways: `forget` drops the key's bucket, and every so
+/// A key's bucket is one instant (its theoretical arrival time), stored in the map beside the
+/// key. Memory is reclaimed two ways: `forget` drops the key's bucket, and every so
 /// often (after as many calls as there are keys, at least 1024) `when` drops buckets that are
 /// full again, which are indistinguishable from fresh ones, so reclaiming them changes no delay.
 /// The number of keys is also capped (default 2^20, about 50 bytes each beside the key's own heap
