@@ -4,9 +4,9 @@ use std::time::Instant;
 
 /// Clock readings stop here: 2^63 − 1 ns, about 292 years after the bucket was built.
 ///
-/// Together with [`MAX_HORIZON`](crate::MAX_HORIZON) (2^63 ns, the furthest a bucket's state
-/// can run ahead of its clock), every instant a bucket stores fits a `u64`.
-pub(crate) const CLOCK_MAX_NS: u64 = (1 << 63) - 1;
+/// A bucket's state runs at most [`MAX_HORIZON`](crate::MAX_HORIZON) ahead of its clock, so
+/// every instant a bucket stores fits a `u64`.
+pub(crate) const CLOCK_MAX_NS: u64 = u64::MAX - crate::MAX_HORIZON.as_nanos() as u64;
 
 /// A clock following `tokio::time::Instant` (paused time included), counting whole nanoseconds
 /// since `base` so that all arithmetic is on `u64` (std `Instant` arithmetic costs more than the

@@ -247,3 +247,27 @@ proptest! {
         })?;
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_clock_stops_at_the_horizon_and_the_largest_bucket_stays_exact() {
+    let burst = max_burst(EXACT);
+    let b = BucketRateLimiter::with_period(EXACT, burst).unwrap();
+    tokio::time::advance(Duration::from_secs(300 * 365 * 24 * 3600)).await;
+    // The bucket's clock stopped 2^63 − 1 ns after its construction: Go at that instant, with
+    // the bucket driven to the deepest debt it accepts there.
+    let end = (1i128 << 63) - 1;
+    let mut go = GoLimiter::new(EXACT, burst);
+    let mut calls = 0;
+    loop {
+        let (got, want) = (b.reserve(), go.reserve(end));
+        assert_eq!(got, want, "call {calls}");
+        calls += 1;
+        if got == MAX_RESERVATION {
+            break;
+        }
+    }
+    assert!(calls > burst);
+    // Later calls see the same instant.
+    tokio::time::advance(DAY).await;
+    assert_eq!(b.reserve(), go.reserve(end));
+}
