@@ -104,6 +104,7 @@ async fn common_constructions_infer_their_types() {
     assert_eq!(l.when(&"a"), ms(5));
     assert_eq!(l.when(&"a"), ms(100));
     assert_eq!(l.num_requeues(&"a"), 2);
+    assert_eq!(format!("{l:?}"), "MaxOfRateLimiter { limiters: 2 }");
     // The bucket's methods on a key of any type, no annotation.
     let b = BucketRateLimiter::per_second(10, 1).unwrap();
     assert_eq!(b.when("k"), Duration::ZERO);
