@@ -1,61 +1,32 @@
 //! [`BucketRateLimiter`]: one token bucket shared by every key, with Go's `Reserve().Delay()`.
 //!
-//! # Why the reservation is exact
-//!
-//! governor implements GCRA: with period `T`, burst `b` and tolerance `τ = (b − 1)·T`, a check at
-//! instant `t` conforms iff `t ≥ TAT − τ`, and on success sets `TAT ← max(TAT, t) + T`. A failed
-//! check changes nothing and reports `earliest_possible() = TAT − τ`. Since governor 0.8 this is
-//! exactly x/time/rate's bucket (capacity `b`, starting full, refilled at `1/T`), whose
-//! `Reserve()` returns `delay = max(0, TAT − τ − now)` and sets `TAT ← max(TAT, now) + T`.
-//!
-//! governor has no reservations, so `when` builds one: it checks at `now`; if that fails it checks
-//! again *at* `t = earliest_possible()` (the clock is overridden for that one call, see
-//! `clock.rs`). At that instant `t = TAT − τ ≥ now`, so the check conforms and sets
-//! `TAT ← TAT + T`: the same update as Go's, and the delay is `t − now`. If another thread moved
-//! `TAT` in between, the second check fails and the loop retries from the new earliest instant;
-//! each retry means another caller's CAS succeeded, so the loop is lock-free and the outcome is
-//! the serial order of the successful CASes. "Check, and on failure return the wait" would be
-//! wrong: it records no debt, so a burst of rejected callers would all get the same delay.
-//!
-//! A bucket in debt would fail the first check on every call. To save that check, the bucket
-//! keeps a hint `h`, a lower bound of the earliest conforming instant `TAT − τ`, and checks first
-//! at `max(now, h)`. A check at an instant `t > now` that is at most `TAT − τ` conforms only if
-//! `t = TAT − τ` exactly, so a claim with a positive delay happened at exactly `TAT − τ`, which
-//! makes the new `TAT = t + τ + T`: the hint becomes exactly `t + T`. A claim at `now` only tells
-//! `TAT ≥ now + T`, so the hint becomes `now + T − τ`. `TAT` never decreases, so a hint stays a
-//! lower bound forever: a fresh hint claims in one check, a stale one (another thread claimed
-//! since) merely fails that check and falls back to the loop above.
+//! The bucket is one `AtomicU64`, its theoretical arrival time (see `gcra.rs`). A reservation
+//! reads it, computes the claim and installs the new value with one compare-and-swap; a failed
+//! swap means another caller claimed in between, so it retries from the value that caller
+//! stored. The loop is lock-free and the outcome is the serial order of the successful swaps:
+//! every caller gets a distinct slot, as under Go's mutex.
 
-use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use governor::Quota;
-use governor::middleware::NoOpMiddleware;
-use governor::nanos::Nanos;
-use governor::state::{InMemoryState, NotKeyed};
-
 use crate::clock::TokioClock;
+use crate::gcra::{Gcra, claim_delay};
 use crate::{ConfigError, RateLimiter};
 
-/// The governor limiter used by the buckets.
-pub(crate) type Direct =
-    governor::RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Nanos>>;
-
-/// The longest refill period accepted (one token per day at least).
-pub const MAX_PERIOD: Duration = Duration::from_secs(24 * 3600);
-
-/// The longest delay a reservation returns; beyond it no token is claimed (a documented clamp
-/// that keeps governor's nanosecond state far from its 584-year limit).
-pub const MAX_RESERVATION: Duration = Duration::from_secs(365 * 24 * 3600);
-
 /// A token bucket shared by all keys: client-go's `BucketRateLimiter` (`rate.NewLimiter(qps,
-/// burst)`), built on governor and driven by tokio's clock.
+/// burst)`), driven by tokio's clock.
 ///
 /// Every [`when`](RateLimiter::when) takes a token now or reserves one in the future and returns
 /// the wait, so a burst of calls gets increasing delays and never an error: at 10/s with burst
 /// 100, the first 100 calls wait 0, then 100 ms, 200 ms, ... The bucket starts full and refills
 /// continuously. `forget` does nothing and `num_requeues` is always 0 (no per-key state), as in Go.
+///
+/// The delays are x/time/rate's for every sequence of calls, with two documented limits: a wait
+/// longer than [`MAX_RESERVATION`](crate::MAX_RESERVATION) claims nothing and returns that cap,
+/// and the shape must fit [`MAX_HORIZON`](crate::MAX_HORIZON). Go's `rate.Inf` is
+/// [`unlimited`](Self::unlimited) (or `with_rate(f64::INFINITY, _)`). A zero rate (Go: the
+/// burst, then never again) is rejected: a retry limiter that never lets a key through again
+/// strands it; cap retries in the caller instead.
 ///
 /// Time is read from `tokio::time::Instant`, so `tokio::time::pause()` drives it.
 ///
@@ -76,22 +47,23 @@ pub const MAX_RESERVATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// ```
 #[derive(Debug)]
 pub struct BucketRateLimiter {
-    limiter: Direct,
-    period: Duration,
+    gcra: Gcra,
     burst: u32,
-    /// The limiter's clock (kept to read it without going through governor).
     clock: TokioClock,
-    /// Clock reading before which no check can conform (see the module docs).
-    hint: AtomicU64,
+    /// The theoretical arrival time, in clock nanoseconds.
+    tat: AtomicU64,
 }
 
 impl BucketRateLimiter {
     /// A bucket refilled with `rate` tokens per second, holding at most `burst`.
     ///
+    /// The period `1 s / rate` is rounded to the nearest nanosecond (at least 1 ns, so rates
+    /// above 10^9 per second act as 10^9).
+    ///
     /// # Errors
     ///
-    /// [`ConfigError::Zero`] if `rate` or `burst` is zero. Rates above 10^9 per second are
-    /// clamped to 10^9 (governor counts whole nanoseconds).
+    /// [`ConfigError::Zero`] if `rate` or `burst` is zero, [`ConfigError::HorizonTooLong`] if
+    /// `burst / rate` exceeds the horizon.
     ///
     /// # Examples
     ///
@@ -105,23 +77,51 @@ impl BucketRateLimiter {
     /// # }
     /// ```
     pub fn per_second(rate: u32, burst: u32) -> Result<Self, ConfigError> {
-        if rate == 0 {
-            return Err(ConfigError::Zero { name: "rate" });
-        }
-        Self::with_period(
-            (Duration::from_secs(1) / rate).max(Duration::from_nanos(1)),
-            burst,
-        )
+        Gcra::per_second(rate, burst).map(|g| Self::from_gcra(g, burst))
+    }
+
+    /// A bucket refilled with `rate` tokens per second, fractional rates included (Go's
+    /// `rate.Limit(2.5)`), holding at most `burst`; `f64::INFINITY` never waits (Go's `rate.Inf`,
+    /// any burst).
+    ///
+    /// The period `1 s / rate` is rounded to the nearest nanosecond (at least 1 ns).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::InvalidRate`] for a negative or NaN rate, [`ConfigError::Zero`] for a zero
+    /// rate or burst, [`ConfigError::PeriodTooLong`] below one token per
+    /// [`MAX_PERIOD`](crate::MAX_PERIOD), [`ConfigError::HorizonTooLong`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::{BucketRateLimiter, RateLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let b = BucketRateLimiter::with_rate(2.5, 1).unwrap();
+    /// assert_eq!(b.period(), Duration::from_millis(400));
+    /// let unlimited = BucketRateLimiter::with_rate(f64::INFINITY, 1).unwrap();
+    /// assert_eq!(unlimited.reserve(), Duration::ZERO);
+    /// assert_eq!(unlimited.reserve(), Duration::ZERO);
+    /// assert!(BucketRateLimiter::with_rate(f64::NAN, 1).is_err());
+    /// # }
+    /// ```
+    pub fn with_rate(rate: f64, burst: u32) -> Result<Self, ConfigError> {
+        Gcra::per_second_f64(rate, burst).map(|g| Self::from_gcra(g, burst))
     }
 
     /// A bucket gaining one token every `period`, holding at most `burst`.
     ///
-    /// Periods are whole nanoseconds (governor's resolution).
+    /// Periods are whole nanoseconds.
     ///
     /// # Errors
     ///
     /// [`ConfigError::ZeroDuration`] for a zero period, [`ConfigError::Zero`] for a zero burst,
-    /// [`ConfigError::PeriodTooLong`] beyond [`MAX_PERIOD`].
+    /// [`ConfigError::PeriodTooLong`] beyond [`MAX_PERIOD`](crate::MAX_PERIOD),
+    /// [`ConfigError::HorizonTooLong`] if `burst × period` plus
+    /// [`MAX_RESERVATION`](crate::MAX_RESERVATION) exceeds [`MAX_HORIZON`](crate::MAX_HORIZON).
     ///
     /// # Examples
     ///
@@ -136,39 +136,38 @@ impl BucketRateLimiter {
     /// # }
     /// ```
     pub fn with_period(period: Duration, burst: u32) -> Result<Self, ConfigError> {
-        let burst_nz = NonZeroU32::new(burst).ok_or(ConfigError::Zero { name: "burst" })?;
-        if period > MAX_PERIOD {
-            return Err(ConfigError::PeriodTooLong {
-                period,
-                max: MAX_PERIOD,
-            });
-        }
-        let quota = Quota::with_period(period)
-            .ok_or(ConfigError::ZeroDuration { name: "period" })?
-            .allow_burst(burst_nz);
-        Ok(Self::from_quota(quota, period, burst))
+        Gcra::with_period(period, burst).map(|g| Self::from_gcra(g, burst))
     }
 
-    /// A bucket of `RATE` per second and burst `BURST`, checked at compile time (both non-zero).
-    pub(crate) fn per_second_const<const RATE: u32, const BURST: u32>() -> Self {
-        let rate = const { NonZeroU32::new(RATE).expect("RATE > 0") };
-        let burst = const { NonZeroU32::new(BURST).expect("BURST > 0") };
-        let quota = Quota::per_second(rate).allow_burst(burst);
-        Self::from_quota(quota, Duration::from_secs(1) / RATE, BURST)
+    /// A bucket that never makes anyone wait: Go's `rate.NewLimiter(rate.Inf, _)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::BucketRateLimiter;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let b = BucketRateLimiter::unlimited();
+    /// assert!((0..1000).all(|_| b.reserve() == Duration::ZERO));
+    /// assert_eq!(b.period(), Duration::ZERO);
+    /// # }
+    /// ```
+    pub fn unlimited() -> Self {
+        Self::from_gcra(Gcra::UNLIMITED, 0)
     }
 
-    fn from_quota(quota: Quota, period: Duration, burst: u32) -> Self {
-        let clock = TokioClock::new();
+    pub(crate) fn from_gcra(gcra: Gcra, burst: u32) -> Self {
         Self {
-            limiter: governor::RateLimiter::direct_with_clock(quota, clock),
-            period,
+            gcra,
             burst,
-            clock,
-            hint: AtomicU64::new(0),
+            clock: TokioClock::new(),
+            tat: AtomicU64::new(0),
         }
     }
 
-    /// The refill period (time per token).
+    /// The refill period (time per token; zero for an [`unlimited`](Self::unlimited) bucket).
     ///
     /// # Examples
     ///
@@ -180,10 +179,10 @@ impl BucketRateLimiter {
     /// # }
     /// ```
     pub fn period(&self) -> Duration {
-        self.period
+        Duration::from_nanos(self.gcra.period_ns())
     }
 
-    /// The bucket capacity.
+    /// The bucket capacity (as given; 0 for [`unlimited`](Self::unlimited), which has none).
     ///
     /// # Examples
     ///
@@ -211,59 +210,26 @@ impl BucketRateLimiter {
     /// # }
     /// ```
     pub fn reserve(&self) -> Duration {
-        let now = self.clock.elapsed_ns();
-        let hint = self.hint.load(Ordering::Relaxed);
-        let delay = reserve_from(&self.limiter, now, now.max(hint));
-        if delay < MAX_RESERVATION_NS {
-            let claimed = now + delay;
-            let period = duration_ns(self.period);
-            let next = if delay == 0 {
-                // Claimed at `now`: TAT' ≥ now + T, so the next claim is at or after now + T − τ.
-                let tau = period.saturating_mul(u64::from(self.burst - 1));
-                (claimed + period).saturating_sub(tau)
-            } else {
-                // Claimed in the future: that instant was exactly TAT − τ, so TAT' = t + τ + T
-                // and the next claim is at exactly t + T.
-                claimed + period
-            };
-            self.hint.store(next, Ordering::Relaxed);
+        if self.gcra.is_unlimited() {
+            // Go's `rate.Inf`: free, and no state changes.
+            return Duration::ZERO;
         }
-        Duration::from_nanos(delay)
-    }
-}
-
-/// [`MAX_RESERVATION`] in nanoseconds.
-const MAX_RESERVATION_NS: u64 = MAX_RESERVATION.as_secs() * 1_000_000_000;
-
-/// A duration in whole nanoseconds (saturating; our periods are at most a day).
-pub(crate) fn duration_ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// Go's `Reserve().DelayFrom(now)` on a governor direct limiter (see the module docs); clock
-/// readings and the delay in nanoseconds.
-pub(crate) fn reserve(limiter: &Direct, now: u64) -> u64 {
-    reserve_from(limiter, now, now)
-}
-
-/// [`reserve`], trying first at `start ≥ now`, a lower bound of the earliest conforming instant.
-fn reserve_from(limiter: &Direct, now: u64, start: u64) -> u64 {
-    if start - now > MAX_RESERVATION_NS {
-        return MAX_RESERVATION_NS;
-    }
-    let mut t = start;
-    loop {
-        match TokioClock::at(t, || limiter.check()) {
-            Ok(()) => return t - now,
-            Err(not_until) => {
-                let next = not_until.earliest_possible().as_u64();
-                if next.saturating_sub(now) > MAX_RESERVATION_NS {
-                    tracing::debug!(wait_ns = next - now, "bucket reservation clamped");
-                    return MAX_RESERVATION_NS;
-                }
-                // NOTE: `next > t` always (a failed check at t means TAT − τ > t), so this
-                // terminates; `max` guards against a non-advancing clock anyway.
-                t = next.max(t + 1);
+        let now = self.clock.elapsed_ns();
+        // NOTE: Relaxed suffices: the bucket is this one atomic, and a compare-and-swap always
+        // acts on its latest value; no other memory is published through it.
+        let mut tat = self.tat.load(Ordering::Relaxed);
+        loop {
+            let claim = self.gcra.claim(tat, now);
+            let Some((_, next)) = claim else {
+                tracing::debug!("bucket reservation beyond the cap: nothing claimed");
+                return claim_delay(claim);
+            };
+            match self
+                .tat
+                .compare_exchange_weak(tat, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return claim_delay(claim),
+                Err(seen) => tat = seen,
             }
         }
     }

@@ -3,6 +3,7 @@
 use std::hash::Hash;
 use std::time::Duration;
 
+use crate::gcra::Gcra;
 use crate::shards::DEFAULT_MAX_KEYS;
 use crate::{BucketRateLimiter, ExponentialRateLimiter, MaxOfRateLimiter};
 
@@ -36,7 +37,8 @@ where
         Duration::from_secs(1000),
         DEFAULT_MAX_KEYS,
     );
-    let bucket = BucketRateLimiter::per_second_const::<10, 100>();
+    // 10/s, burst 100: a valid shape (see the `default_bucket_shape_is_valid` test).
+    let bucket = BucketRateLimiter::from_gcra(DEFAULT_BUCKET, 100);
     MaxOfRateLimiter {
         limiters: vec![Box::new(exp), Box::new(bucket)],
     }
@@ -63,4 +65,17 @@ where
         Duration::from_secs(1000),
         DEFAULT_MAX_KEYS,
     )
+}
+
+/// client-go's default controller bucket, 10 per second with burst 100.
+const DEFAULT_BUCKET: Gcra = Gcra::from_parts(100_000_000, 100);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_bucket_shape_is_valid() {
+        assert_eq!(Ok(DEFAULT_BUCKET), Gcra::per_second(10, 100));
+    }
 }

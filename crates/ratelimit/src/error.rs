@@ -48,6 +48,23 @@ pub enum ConfigError {
         /// The largest accepted period.
         max: Duration,
     },
+    /// A token bucket's shape does not fit the horizon its arithmetic covers: `burst × period`
+    /// plus [`MAX_RESERVATION`](crate::MAX_RESERVATION) exceeds
+    /// [`MAX_HORIZON`](crate::MAX_HORIZON).
+    #[error(
+        "burst {burst} × period {period:?} plus the reservation cap exceeds the horizon {max:?}"
+    )]
+    HorizonTooLong {
+        /// The rejected period.
+        period: Duration,
+        /// The rejected burst.
+        burst: u32,
+        /// The horizon.
+        max: Duration,
+    },
+    /// A token bucket's rate was negative or not a number.
+    #[error("rate must be a positive number of tokens per second, or infinity")]
+    InvalidRate,
     /// A max-of limiter was given no children.
     #[error("a max-of limiter needs at least one child")]
     NoLimiters,

@@ -8,13 +8,16 @@ use crate::{ConfigError, RateLimiter};
 
 /// Per-item exponential backoff: client-go's `ItemExponentialFailureRateLimiter`.
 ///
-/// The n-th `when` of a key (counting from 0) returns `min(base · 2^n, max)`. The arithmetic is
-/// integer and saturating: 1000 failures give `max`, never an overflowed zero
-/// (kubernetes/kubernetes#31396). `forget` resets the key.
+/// The n-th `when` of a key (counting from 0) returns `min(base · 2^n, max)`
+/// ([`capped_exponential`](crate::capped_exponential)). The arithmetic is integer and
+/// saturating: 1000 failures give `max`, never an overflowed zero (kubernetes/kubernetes#31396).
+/// `forget` resets the key.
 ///
-/// Memory is bounded: at most about [`max_keys`](Self::with_max_keys) keys (default 2^20) are
-/// tracked; when full, one arbitrary key is evicted (it restarts at `base`). Keys are spread over
-/// 16 locked shards, so threads working on different keys rarely contend.
+/// Memory is bounded: at most about [`max_keys`](Self::with_max_keys) keys (default 2^20, about
+/// 34 bytes each beside the key's own heap data) are tracked. A full map evicts the least
+/// recently called of a sample of keys (it restarts at `base`), so keys that keep failing keep
+/// their backoff while keys that stopped failing go. Keys are spread over 16 locked shards, so
+/// threads working on different keys rarely contend.
 ///
 /// # Examples
 ///
@@ -59,7 +62,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
     }
 
     /// Like [`new`](Self::new), tracking at most about `max_keys` keys (rounded up to a multiple
-    /// of 16); a full shard evicts one arbitrary key, which then restarts at `base`.
+    /// of 16); a full shard evicts a key not called for long, which then restarts at `base`.
     ///
     /// # Errors
     ///
@@ -136,15 +139,44 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
     }
 }
 
-/// `min(base · 2^exp, max)` without overflow.
+/// `min(base · 2^exponent, max)`, computed without overflow: capped exponential backoff.
+///
+/// The product is taken in 128-bit nanoseconds, so no exponent overflows or wraps to zero
+/// (kubernetes/kubernetes#31396): once `base · 2^exponent` passes `max` the result is `max`, for
+/// every exponent up to `u32::MAX`. A `base` above `max` gives `max`, a zero `base` zero. This is
+/// the arithmetic of [`ExponentialRateLimiter`], whose n-th failure (counting from 0) waits
+/// `capped_exponential(base, max, n)`; a backoff of the form `base · 2^(n − 1)` for the n-th
+/// failure (counting from 1) is `capped_exponential(base, max, n − 1)`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ratelimit::capped_exponential;
+///
+/// let (base, max) = (Duration::from_millis(1), Duration::from_secs(1));
+/// assert_eq!(capped_exponential(base, max, 0), Duration::from_millis(1));
+/// assert_eq!(capped_exponential(base, max, 3), Duration::from_millis(8));
+/// assert_eq!(capped_exponential(base, max, 10), Duration::from_secs(1));
+/// assert_eq!(capped_exponential(base, max, u32::MAX), Duration::from_secs(1));
+/// // Tiny bases are not truncated to 32 bits: 1 ns · 2^32.
+/// assert_eq!(
+///     capped_exponential(Duration::from_nanos(1), Duration::MAX, 32),
+///     Duration::from_nanos(1 << 32)
+/// );
+/// ```
+#[must_use]
+pub fn capped_exponential(base: Duration, max: Duration, exponent: u32) -> Duration {
+    backoff(base.as_nanos(), max.as_nanos(), exponent)
+}
+
+/// [`capped_exponential`] on nanosecond counts (at most `Duration::MAX`'s), so the limiter
+/// converts its parameters once instead of on every call.
 pub(crate) fn backoff(base_ns: u128, max_ns: u128, exp: u32) -> Duration {
-    // base_ns < 2^94 (Duration::MAX), so the shift cannot lose bits when exp < leading_zeros.
-    let ns = if exp >= base_ns.leading_zeros() {
-        max_ns
-    } else {
-        (base_ns << exp).min(max_ns)
-    };
-    nanos_to_duration(ns)
+    // 2^exp saturates at u128::MAX from exp = 128 on, and so does the product from where it
+    // passes 2^128: both far above any max (a Duration is below 2^94 ns). A zero base stays 0.
+    let factor = 1u128.checked_shl(exp).unwrap_or(u128::MAX);
+    nanos_to_duration(base_ns.saturating_mul(factor).min(max_ns))
 }
 
 /// A nanosecond count that fits a `Duration` (it is at most a `Duration`'s own `as_nanos`).

@@ -51,8 +51,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> FastSlowRateLimiter<K> {
         Self::with_max_keys(fast, slow, max_fast_attempts, DEFAULT_MAX_KEYS)
     }
 
-    /// Like [`new`](Self::new), tracking at most about `max_keys` keys (a full shard evicts one
-    /// arbitrary key, which restarts with fast delays).
+    /// Like [`new`](Self::new), tracking at most about `max_keys` keys (a full shard evicts a
+    /// key not called for long, which restarts with fast delays).
     ///
     /// # Errors
     ///

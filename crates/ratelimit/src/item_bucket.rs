@@ -1,33 +1,24 @@
 //! [`ItemBucketRateLimiter`]: one token bucket per key, idle buckets reclaimed.
 
 use std::hash::Hash;
-use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use governor::Quota;
-
-use crate::bucket::{Direct, MAX_PERIOD, duration_ns, reserve};
 use crate::clock::TokioClock;
+use crate::gcra::{Gcra, claim_delay};
 use crate::shards::{DEFAULT_MAX_KEYS, Shards};
 use crate::{ConfigError, RateLimiter};
-
-/// One bucket and the instant it will be full again (governor's TAT, mirrored under the lock).
-#[derive(Debug)]
-struct Entry {
-    limiter: Direct,
-    /// Clock reading (ns) from which the bucket is full again.
-    full_at: u64,
-}
 
 /// One token bucket per key (client-go v0.18's `ItemBucketRateLimiter`), each with the semantics
 /// of [`BucketRateLimiter`](crate::BucketRateLimiter).
 ///
-/// Memory is reclaimed two ways: `forget` drops the key's bucket, and every so often (after as
-/// many calls as there are keys, at least 1024) `when` drops buckets that are full again, which
-/// are indistinguishable from fresh ones, so reclaiming them changes no delay. The number of keys
-/// is also capped (default 2^20; a full shard evicts an arbitrary bucket). `num_requeues` is
-/// always 0, as in Go.
+/// A key's bucket is one instant (its theoretical arrival time), stored in the map beside the
+/// key. Memory is reclaimed two ways: `forget` drops the key's bucket, and every so
+/// often (after as many calls as there are keys, at least 1024) `when` drops buckets that are
+/// full again, which are indistinguishable from fresh ones, so reclaiming them changes no delay.
+/// The number of keys is also capped (default 2^20, about 50 bytes each beside the key's own heap
+/// data); a full map evicts the least recently called of a sample of keys, so keys that keep
+/// failing keep their debt. `num_requeues` is always 0, as in Go.
 ///
 /// # Examples
 ///
@@ -45,21 +36,20 @@ struct Entry {
 /// ```
 #[derive(Debug)]
 pub struct ItemBucketRateLimiter<K> {
-    quota: Quota,
-    period_ns: u64,
+    gcra: Gcra,
     clock: TokioClock,
-    buckets: Shards<K, Entry>,
+    /// Each key's theoretical arrival time, in clock nanoseconds.
+    buckets: Shards<K, u64>,
     calls: AtomicUsize,
     next_sweep: AtomicUsize,
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
-    /// Per-key buckets refilled at `rate` per second, holding `burst`.
+    /// Per-key buckets refilled at `rate` per second, holding `burst`, at most 2^20 keys.
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Zero`] if `rate` or `burst` is zero. Rates above 10^9 per second are
-    /// clamped to 10^9 (governor counts whole nanoseconds).
+    /// As [`BucketRateLimiter::per_second`](crate::BucketRateLimiter::per_second).
     ///
     /// # Examples
     ///
@@ -69,23 +59,38 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
     /// assert!(ItemBucketRateLimiter::<u64>::per_second(10, 0).is_err());
     /// ```
     pub fn per_second(rate: u32, burst: u32) -> Result<Self, ConfigError> {
-        if rate == 0 {
-            return Err(ConfigError::Zero { name: "rate" });
-        }
-        Self::with_period(
-            (Duration::from_secs(1) / rate).max(Duration::from_nanos(1)),
-            burst,
-            DEFAULT_MAX_KEYS,
-        )
+        Gcra::per_second(rate, burst).map(|g| Self::from_gcra(g, DEFAULT_MAX_KEYS))
     }
 
-    /// Per-key buckets gaining a token every `period`, holding `burst`, at most about `max_keys`
-    /// keys.
+    /// Per-key buckets refilled at a fractional `rate` per second (`f64::INFINITY`: never
+    /// wait), holding `burst`, at most 2^20 keys.
     ///
     /// # Errors
     ///
-    /// [`ConfigError::ZeroDuration`], [`ConfigError::Zero`], [`ConfigError::PeriodTooLong`],
-    /// [`ConfigError::ZeroCapacity`].
+    /// As [`BucketRateLimiter::with_rate`](crate::BucketRateLimiter::with_rate).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::{ItemBucketRateLimiter, RateLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let l = ItemBucketRateLimiter::with_rate(0.5, 1).unwrap();
+    /// assert_eq!(l.when(&1), Duration::ZERO);
+    /// assert_eq!(l.when(&1), Duration::from_secs(2));
+    /// # }
+    /// ```
+    pub fn with_rate(rate: f64, burst: u32) -> Result<Self, ConfigError> {
+        Gcra::per_second_f64(rate, burst).map(|g| Self::from_gcra(g, DEFAULT_MAX_KEYS))
+    }
+
+    /// Per-key buckets gaining a token every `period`, holding `burst`, at most 2^20 keys.
+    ///
+    /// # Errors
+    ///
+    /// As [`BucketRateLimiter::with_period`](crate::BucketRateLimiter::with_period).
     ///
     /// # Examples
     ///
@@ -93,30 +98,50 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
     /// use std::time::Duration;
     /// use ratelimit::ItemBucketRateLimiter;
     ///
-    /// assert!(ItemBucketRateLimiter::<u64>::with_period(Duration::from_millis(100), 5, 1000).is_ok());
+    /// assert!(ItemBucketRateLimiter::<u64>::with_period(Duration::from_millis(100), 5).is_ok());
     /// ```
-    pub fn with_period(period: Duration, burst: u32, max_keys: usize) -> Result<Self, ConfigError> {
-        let burst = NonZeroU32::new(burst).ok_or(ConfigError::Zero { name: "burst" })?;
-        if period > MAX_PERIOD {
-            return Err(ConfigError::PeriodTooLong {
-                period,
-                max: MAX_PERIOD,
-            });
-        }
+    pub fn with_period(period: Duration, burst: u32) -> Result<Self, ConfigError> {
+        Self::with_max_keys(period, burst, DEFAULT_MAX_KEYS)
+    }
+
+    /// Like [`with_period`](Self::with_period), tracking at most about `max_keys` keys (rounded
+    /// up to a multiple of 16).
+    ///
+    /// # Errors
+    ///
+    /// As [`with_period`](Self::with_period), plus [`ConfigError::ZeroCapacity`] if `max_keys` is
+    /// zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::ItemBucketRateLimiter;
+    ///
+    /// let ms = Duration::from_millis;
+    /// assert!(ItemBucketRateLimiter::<u64>::with_max_keys(ms(100), 5, 1000).is_ok());
+    /// assert!(ItemBucketRateLimiter::<u64>::with_max_keys(ms(100), 5, 0).is_err());
+    /// ```
+    pub fn with_max_keys(
+        period: Duration,
+        burst: u32,
+        max_keys: usize,
+    ) -> Result<Self, ConfigError> {
+        let gcra = Gcra::with_period(period, burst)?;
         if max_keys == 0 {
             return Err(ConfigError::ZeroCapacity);
         }
-        let quota = Quota::with_period(period)
-            .ok_or(ConfigError::ZeroDuration { name: "period" })?
-            .allow_burst(burst);
-        Ok(Self {
-            quota,
-            period_ns: duration_ns(period),
+        Ok(Self::from_gcra(gcra, max_keys))
+    }
+
+    fn from_gcra(gcra: Gcra, max_keys: usize) -> Self {
+        Self {
+            gcra,
             clock: TokioClock::new(),
             buckets: Shards::new(max_keys),
             calls: AtomicUsize::new(0),
             next_sweep: AtomicUsize::new(MIN_SWEEP_INTERVAL),
-        })
+        }
     }
 
     /// Number of buckets held.
@@ -142,8 +167,15 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
     /// # Examples
     ///
     /// ```
-    /// let l = ratelimit::ItemBucketRateLimiter::<u8>::per_second(10, 1).unwrap();
+    /// use ratelimit::{ItemBucketRateLimiter, RateLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let l = ItemBucketRateLimiter::per_second(10, 1).unwrap();
     /// assert!(l.is_empty());
+    /// l.when(&1);
+    /// assert!(!l.is_empty());
+    /// # }
     /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -168,7 +200,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
     /// ```
     pub fn retain_recent(&self) {
         let now = self.clock.elapsed_ns();
-        self.buckets.retain(|e| e.full_at > now);
+        // A bucket whose arrival time has passed holds its full burst: a fresh one.
+        self.buckets.retain(|tat| *tat > now);
     }
 
     fn maybe_sweep(&self) {
@@ -189,21 +222,24 @@ const MIN_SWEEP_INTERVAL: usize = 1024;
 
 impl<K: Hash + Eq + Clone + Send + Sync> RateLimiter<K> for ItemBucketRateLimiter<K> {
     fn when(&self, key: &K) -> Duration {
+        if self.gcra.is_unlimited() {
+            // Go's `rate.Inf`: free, and nothing to remember.
+            return Duration::ZERO;
+        }
         self.maybe_sweep();
         let now = self.clock.elapsed_ns();
-        let delay = self.buckets.with_entry(
+        let claim = self.buckets.with_entry(
             key,
-            || Entry {
-                limiter: governor::RateLimiter::direct_with_clock(self.quota, self.clock),
-                full_at: now,
-            },
-            |e| {
-                let delay = reserve(&e.limiter, now);
-                e.full_at = e.full_at.max(now + delay) + self.period_ns;
-                delay
+            || 0,
+            |tat| {
+                let claim = self.gcra.claim(*tat, now);
+                if let Some((_, next)) = claim {
+                    *tat = next;
+                }
+                claim
             },
         );
-        Duration::from_nanos(delay)
+        claim_delay(claim)
     }
 
     fn forget(&self, key: &K) {

@@ -1,5 +1,5 @@
-//! Retry limiters for work queues: client-go's `util/workqueue/default_rate_limiters.go`, on
-//! `governor`, driven by tokio's (pausable) clock.
+//! Retry limiters for work queues: client-go's `util/workqueue/default_rate_limiters.go`, driven
+//! by tokio's (pausable) clock.
 //!
 //! A [`RateLimiter`] decides how long a failed key waits before its next try:
 //!
@@ -13,14 +13,22 @@
 //! | [`WithMaxWaitRateLimiter`] | caps another limiter |
 //!
 //! [`default_controller_rate_limiter`] and [`default_item_based_rate_limiter`] are client-go's
-//! defaults. Differences from Go, all deliberate: bad parameters are a [`ConfigError`] instead of
-//! a hot loop or a panic; per-item maps are bounded (kubernetes/kubernetes#138743); the buckets
+//! defaults; [`capped_exponential`] is the exponential backoff arithmetic on its own. Differences
+//! from Go, all deliberate: bad parameters are a [`ConfigError`] instead of a hot loop or a panic
+//! (a zero rate too; Go's `rate.Inf` is [`BucketRateLimiter::unlimited`]); a bucket's shape must
+//! fit [`MAX_HORIZON`] and its reservations stop at [`MAX_RESERVATION`]; per-item maps are
+//! bounded (kubernetes/kubernetes#138743) and evict keys that stopped failing first; the buckets
 //! read `tokio::time::Instant`, never the wall clock.
 //!
 //! `tokio::time::Instant` is the clock of the runtime the calling thread is in. Called from a
 //! plain thread outside any runtime, a bucket reads the real clock, which a paused test has
 //! left behind: call it under the runtime's `Handle::enter` there. (`queue_async`'s queues do
 //! that for you when a plain thread adds a key rate-limited.)
+//!
+//! # Features
+//!
+//! - `test-util`: fixed hash seeds for the per-item maps, so that tests of which key a full map
+//!   evicts are reproducible. For tests only: a fixed seed lets crafted keys collide.
 //!
 //! # Examples
 //!
@@ -46,17 +54,19 @@ mod defaults;
 mod error;
 mod exponential;
 mod fast_slow;
+mod gcra;
 mod item_bucket;
 mod limiter;
 mod max_of;
 mod max_wait;
 mod shards;
 
-pub use bucket::{BucketRateLimiter, MAX_PERIOD, MAX_RESERVATION};
+pub use bucket::BucketRateLimiter;
 pub use defaults::{default_controller_rate_limiter, default_item_based_rate_limiter};
 pub use error::ConfigError;
-pub use exponential::ExponentialRateLimiter;
+pub use exponential::{ExponentialRateLimiter, capped_exponential};
 pub use fast_slow::FastSlowRateLimiter;
+pub use gcra::{MAX_HORIZON, MAX_PERIOD, MAX_RESERVATION};
 pub use item_bucket::ItemBucketRateLimiter;
 pub use limiter::RateLimiter;
 pub use max_of::MaxOfRateLimiter;

@@ -17,12 +17,8 @@ use crate::{ConfigError, RateLimiter};
 /// use ratelimit::{ExponentialRateLimiter, FastSlowRateLimiter, MaxOfRateLimiter, RateLimiter};
 ///
 /// let ms = Duration::from_millis;
-/// let l = MaxOfRateLimiter::new(vec![
-///     Box::new(FastSlowRateLimiter::new(ms(5), Duration::from_secs(3), 3).unwrap())
-///         as Box<dyn RateLimiter<&str>>,
-///     Box::new(ExponentialRateLimiter::new(ms(1), Duration::from_secs(1)).unwrap()),
-/// ])
-/// .unwrap();
+/// let l = MaxOfRateLimiter::of(FastSlowRateLimiter::new(ms(5), Duration::from_secs(3), 3).unwrap())
+///     .and(ExponentialRateLimiter::new(ms(1), Duration::from_secs(1)).unwrap());
 /// assert_eq!(l.when(&"a"), ms(5));
 /// ```
 pub struct MaxOfRateLimiter<K: ?Sized> {
@@ -30,7 +26,51 @@ pub struct MaxOfRateLimiter<K: ?Sized> {
 }
 
 impl<K: ?Sized> MaxOfRateLimiter<K> {
-    /// The maximum of `limiters`.
+    /// A max-of limiter with one child; add more with [`and`](Self::and). The key type is
+    /// inferred from the children, so no cast is needed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::{BucketRateLimiter, ExponentialRateLimiter, MaxOfRateLimiter, RateLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let ms = Duration::from_millis;
+    /// let l = MaxOfRateLimiter::of(ExponentialRateLimiter::new(ms(5), Duration::from_secs(1000)).unwrap())
+    ///     .and(BucketRateLimiter::per_second(10, 1).unwrap());
+    /// assert_eq!(l.when(&"a"), ms(5));
+    /// assert_eq!(l.when(&"b"), ms(100));
+    /// # }
+    /// ```
+    pub fn of(first: impl RateLimiter<K> + 'static) -> Self {
+        Self {
+            limiters: vec![Box::new(first)],
+        }
+    }
+
+    /// Adds a child.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::{FastSlowRateLimiter, MaxOfRateLimiter, RateLimiter};
+    ///
+    /// let s = Duration::from_secs;
+    /// let l = MaxOfRateLimiter::of(FastSlowRateLimiter::new(s(1), s(2), 0).unwrap())
+    ///     .and(FastSlowRateLimiter::new(s(3), s(4), 0).unwrap());
+    /// assert_eq!(l.when(&7), s(4));
+    /// ```
+    #[must_use]
+    pub fn and(mut self, next: impl RateLimiter<K> + 'static) -> Self {
+        self.limiters.push(Box::new(next));
+        self
+    }
+
+    /// The maximum of `limiters` (a list built at run time; [`of`](Self::of) and
+    /// [`and`](Self::and) infer the key type).
     ///
     /// # Errors
     ///

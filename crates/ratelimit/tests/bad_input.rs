@@ -63,7 +63,7 @@ async fn buckets_reject_zero_rate_burst_period_and_huge_periods() {
     assert!(BucketRateLimiter::with_period(Duration::MAX, 1).is_err());
     assert!(BucketRateLimiter::per_second(u32::MAX, 1).is_ok());
     assert!(ItemBucketRateLimiter::<u8>::per_second(0, 1).is_err());
-    assert!(ItemBucketRateLimiter::<u8>::with_period(S, 1, 0).is_err());
+    assert!(ItemBucketRateLimiter::<u8>::with_max_keys(S, 1, 0).is_err());
 }
 
 #[tokio::test(start_paused = true)]

@@ -42,7 +42,7 @@ fn fast_slow_map_is_capped_at_max_keys() {
 
 #[tokio::test(start_paused = true)]
 async fn item_bucket_map_is_capped_at_max_keys() {
-    let l = ItemBucketRateLimiter::with_period(Duration::from_secs(1), 1, 128).unwrap();
+    let l = ItemBucketRateLimiter::with_max_keys(Duration::from_secs(1), 1, 128).unwrap();
     for i in 0..10_000u32 {
         l.when(&i);
     }

@@ -92,7 +92,7 @@ async fn item_bucket_keeps_one_bucket_per_key() {
 
 #[tokio::test(start_paused = true)]
 async fn item_bucket_reclaims_idle_keys_without_changing_delays() {
-    let l = ItemBucketRateLimiter::with_period(ms(100), 2, 1 << 20).unwrap();
+    let l = ItemBucketRateLimiter::with_period(ms(100), 2).unwrap();
     for i in 0..5000u32 {
         l.when(&i);
     }
@@ -140,4 +140,41 @@ async fn contending_threads_get_every_reservation_exactly_once() {
     let mut want = vec![Duration::ZERO; 100];
     want.extend((1..=900u64).map(|k| ms(100 * k)));
     assert_eq!(all, want);
+}
+
+#[tokio::test(start_paused = true)]
+async fn item_bucket_sweeps_once_every_1024_calls_at_least() {
+    let l = ItemBucketRateLimiter::with_period(ms(100), 1).unwrap();
+    // Calls 1..=1023 sweep nothing, even once every bucket is full again.
+    for k in 0..1023u32 {
+        l.when(&k);
+    }
+    tokio::time::advance(ms(100)).await;
+    assert_eq!(l.len(), 1023);
+    // Call 1024 sweeps the idle buckets before taking its own.
+    l.when(&5000);
+    assert_eq!(l.len(), 1);
+    // The count restarts: 1023 more calls, then the next sweep.
+    for k in 10_000..11_023u32 {
+        l.when(&k);
+    }
+    tokio::time::advance(ms(100)).await;
+    assert_eq!(l.len(), 1024);
+    l.when(&20_000);
+    assert_eq!(l.len(), 1);
+    // Buckets in debt are kept, and a sweep that keeps n > 1024 buckets waits n calls for the
+    // next. Time stands still: sweeps at calls 1024 (keeps 1024) and 2048 (keeps 2048).
+    for k in 30_000..32_048u32 {
+        l.when(&k);
+    }
+    assert_eq!(l.len(), 2049);
+    tokio::time::advance(ms(100)).await;
+    // 2047 calls: no sweep yet, though every older bucket is idle now.
+    for k in 40_000..42_047u32 {
+        l.when(&k);
+    }
+    assert_eq!(l.len(), 4096);
+    // The 2048th sweeps the 2049 idle ones; the 2047 just taken are in debt.
+    l.when(&50_000);
+    assert_eq!(l.len(), 2048);
 }

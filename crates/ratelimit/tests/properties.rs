@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
 use ratelimit::{
     BucketRateLimiter, ExponentialRateLimiter, FastSlowRateLimiter, MaxOfRateLimiter, RateLimiter,
-    WithMaxWaitRateLimiter,
+    WithMaxWaitRateLimiter, capped_exponential,
 };
 
 fn config(cases: u32) -> Config {
@@ -64,6 +64,57 @@ proptest! {
             prop_assert_eq!(l.num_requeues(&key), failures[k] as usize);
         }
     }
+}
+
+proptest! {
+    #![proptest_config(config(4000))]
+
+    #[test]
+    fn capped_exponential_matches_model(
+        base in duration_ns(),
+        max in duration_ns(),
+        exponent in prop_oneof![0u32..130, any::<u32>()],
+    ) {
+        let got = capped_exponential(base, max, exponent);
+        // The model doubles `min(base, max)`-style only up to the cap; a base above max is max.
+        let want = if base > max { max } else { model_exp(base, max, exponent.min(200)) };
+        prop_assert_eq!(got, want);
+        prop_assert_eq!(got, capped_exponential(base, max, exponent.saturating_add(1)).min(got));
+    }
+}
+
+#[test]
+fn capped_exponential_edges() {
+    let ns = Duration::from_nanos;
+    // 2^63 ns exactly: Go returns a negative delay here; we return the product.
+    assert_eq!(capped_exponential(ns(1), Duration::MAX, 63), ns(1 << 63));
+    assert_eq!(
+        capped_exponential(ns(1), Duration::MAX, 64),
+        Duration::new(18_446_744_073, 709_551_616)
+    );
+    // The largest Duration times two saturates at max; huge exponents too.
+    assert_eq!(
+        capped_exponential(Duration::MAX, Duration::MAX, 1),
+        Duration::MAX
+    );
+    assert_eq!(
+        capped_exponential(Duration::MAX, Duration::MAX, u32::MAX),
+        Duration::MAX
+    );
+    assert_eq!(capped_exponential(ns(3), ns(100), u32::MAX), ns(100));
+    // Exactly at the cap, and a base above max.
+    assert_eq!(capped_exponential(ns(25), ns(100), 2), ns(100));
+    assert_eq!(capped_exponential(ns(25), ns(100), 1), ns(50));
+    assert_eq!(capped_exponential(ns(200), ns(100), 0), ns(100));
+    assert_eq!(
+        capped_exponential(Duration::ZERO, ns(100), 5),
+        Duration::ZERO
+    );
+    // A product wider than 64 bits of nanoseconds below a wider cap.
+    assert_eq!(
+        capped_exponential(Duration::from_secs(1), Duration::MAX, 40),
+        Duration::from_secs(1 << 40)
+    );
 }
 
 proptest! {
