@@ -33,6 +33,12 @@ mod etcd;
 #[cfg_attr(docsrs, doc(cfg(all(feature = "etcd", feature = "test-util"))))]
 pub mod etcd_server;
 mod jitter;
+#[cfg(feature = "kube")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
+mod lease;
+#[cfg(all(feature = "kube", feature = "test-util"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "kube", feature = "test-util"))))]
+pub mod lease_emulation;
 mod lock;
 mod memory;
 mod multi;
@@ -49,6 +55,8 @@ pub use elector::{ElectorStatus, LeaderElector, Leadership, LeadershipEnd};
 pub use error::{ConfigError, HealthError, LockError};
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdLock;
+#[cfg(feature = "kube")]
+pub use lease::{DEFAULT_REQUEST_TIMEOUT, LeaseLock, RequestTimedOut, lease_record};
 pub use lock::Lock;
 pub use memory::{MemoryLock, MemoryStore};
 pub use multi::{MultiLock, UNKNOWN_LEADER};
