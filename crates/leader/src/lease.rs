@@ -9,11 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 
-use crate::{LeaderRecord, Lock, LockError, Versioned};
-
-/// The default bound on each request: 5 s, half the default renew deadline, as client-go's
-/// `max(1 s, renew deadline / 2)`, so one hung request cannot use up a renew deadline.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimedOut, Versioned};
 
 /// A [`Lock`] on a Kubernetes `Lease` (`coordination.k8s.io/v1`), as client-go's `LeaseLock`:
 /// what kube-controller-manager, kube-scheduler and controller-runtime managers elect on, so a
@@ -67,11 +63,6 @@ pub struct LeaseLock {
     /// The Lease as last read or written; `update` replaces this object.
     cached: Mutex<Option<Lease>>,
 }
-
-/// A request did not answer within the lock's request timeout.
-#[derive(Debug, thiserror::Error)]
-#[error("Lease request timed out after {0:?}")]
-pub struct RequestTimedOut(pub Duration);
 
 /// The API server answered with a Lease this lock cannot read.
 #[derive(Debug, thiserror::Error)]
