@@ -620,3 +620,28 @@ async fn lease_electors_should_keep_one_leader_under_a_slow_and_failing_server()
         c.task.abort();
     }
 }
+
+/// The seeded fault simulation (kills, partitions, slow answers, 500s, a third party rewriting
+/// the Lease) over `LeaseLock`s through the emulation: never two leaders, and every failover
+/// after a kill within the formula's bound.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn lease_simulation_with_faults_should_never_overlap() {
+    use leader::simulation::{LeaseBackend, simulate_with};
+    for seed in 1..=4 {
+        let backend = LeaseBackend(Arc::new(LeaseServer::start().await.unwrap()));
+        let report = timeout(
+            Duration::from_secs(24 * 3600),
+            simulate_with(backend, config(seed), seed, 3, 3, true),
+        )
+        .await
+        .expect("the simulation ends");
+        assert_eq!(report.overlaps, 0, "seed {seed}: {report:?}");
+        assert_eq!(report.failovers.len(), 3);
+    }
+    let backend = LeaseBackend(Arc::new(LeaseServer::start().await.unwrap()));
+    let report = simulate_with(backend, config(9), 9, 3, 20, false).await;
+    assert_eq!(report.overlaps, 0);
+    for f in &report.failovers {
+        assert!(*f <= Duration::from_secs(15) + Duration::from_millis(8800), "{f:?}");
+    }
+}
