@@ -642,6 +642,9 @@ async fn lease_simulation_with_faults_should_never_overlap() {
     let report = simulate_with(backend, config(9), 9, 3, 20, false).await;
     assert_eq!(report.overlaps, 0);
     for f in &report.failovers {
-        assert!(*f <= Duration::from_secs(15) + Duration::from_millis(8800), "{f:?}");
+        assert!(
+            *f <= Duration::from_secs(15) + Duration::from_millis(8800),
+            "{f:?}"
+        );
     }
 }
