@@ -5,8 +5,10 @@
 //! emulation stands in for it: real HTTP on 127.0.0.1, real `kube::Client`s, the API server's
 //! answers for Leases (resource versions, 409 / 404 / 400 / 422 with `Status` bodies) and
 //! injected faults. The record fixtures under `tests/fixtures` are Leases as client-go writes
-//! them. Runs on paused time in a current-thread runtime: the server and the clients share it,
-//! so each request is answered before the clock can move.
+//! them. Runs on paused time in a current-thread runtime shared by the server and the clients:
+//! loopback delivers each write to the peer before the send returns, so the runtime always has
+//! work while a request is in flight and the paused clock does not jump (the tests that check
+//! exact elapsed times would fail if it did).
 
 use std::error::Error as _;
 use std::sync::{Arc, Mutex};
