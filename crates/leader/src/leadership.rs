@@ -106,7 +106,8 @@ impl Leadership {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Records `reason` unless an earlier one stands; a loss overrides a stop request.
+    /// Records `reason` unless an earlier one stands; a loss during a drain overrides the stop
+    /// request.
     pub(crate) fn end(&self, reason: LeadershipEnd) {
         {
             let mut end = self
@@ -115,7 +116,9 @@ impl Leadership {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             match *end {
                 None => *end = Some(reason),
-                Some(LeadershipEnd::StopRequested) if reason.is_loss() => *end = Some(reason),
+                // Only a loss can follow a stop request (the elector's drain ends on a loss, the
+                // work returning, or the grace period, and only a loss records a new reason).
+                Some(LeadershipEnd::StopRequested) => *end = Some(reason),
                 Some(_) => {}
             }
         }

@@ -310,3 +310,35 @@ async fn persistent_failures_should_warn_a_few_times_not_per_retry() {
         "{w:?}"
     );
 }
+
+#[test]
+fn only_losses_should_count_as_losses() {
+    assert!(LeadershipEnd::LostToOther.is_loss());
+    assert!(LeadershipEnd::RenewDeadlinePassed.is_loss());
+    assert!(!LeadershipEnd::StopRequested.is_loss());
+    assert!(!LeadershipEnd::WorkFinished.is_loss());
+}
+
+/// The lease is released only when a stop was requested and `release_on_cancel` is set.
+#[tokio::test(start_paused = true)]
+async fn release_should_need_both_a_stop_and_release_on_cancel() {
+    // release_on_cancel set, but the work returns on its own: kept, to expire.
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("a"), config().release_on_cancel(true)).unwrap();
+    e.run(CancellationToken::new(), |_| async {}).await;
+    assert_eq!(store.record().unwrap().holder_identity, "a");
+    // a stop, but release_on_cancel unset: kept.
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("a"), config()).unwrap();
+    let stop = CancellationToken::new();
+    let s2 = stop.clone();
+    e.run(stop, |_| async move { s2.cancel() }).await;
+    assert_eq!(store.record().unwrap().holder_identity, "a");
+    // both: released.
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("a"), config().release_on_cancel(true)).unwrap();
+    let stop = CancellationToken::new();
+    let s2 = stop.clone();
+    e.run(stop, |_| async move { s2.cancel() }).await;
+    assert!(store.record().unwrap().is_free());
+}
