@@ -650,3 +650,35 @@ async fn lease_simulation_with_faults_should_never_overlap() {
         );
     }
 }
+
+proptest::proptest! {
+    /// Any record with whole-microsecond times (what a Lease stores) survives the Lease JSON
+    /// unchanged, and its times are written with exactly six fractional digits.
+    #[test]
+    fn any_record_should_round_trip_through_the_lease_json(
+        holder in "[a-z0-9-]{0,20}",
+        duration in 1u32..100_000,
+        transitions in 0u32..i32::MAX as u32,
+        acquire_us in -62_135_596_800_000_000i64..253_402_300_799_999_999,
+        renew_us in 0i64..4_000_000_000_000_000,
+    ) {
+        let time = |us: i64| {
+            let d = Duration::from_micros(us.unsigned_abs());
+            if us >= 0 { SystemTime::UNIX_EPOCH + d } else { SystemTime::UNIX_EPOCH - d }
+        };
+        let r = LeaderRecord {
+            holder_identity: holder,
+            lease_duration_seconds: duration,
+            acquire_time: time(acquire_us),
+            renew_time: time(renew_us),
+            leader_transitions: transitions,
+        };
+        let spec = lease_record::to_spec_json(&r).unwrap();
+        for field in ["acquireTime", "renewTime"] {
+            let t = spec[field].as_str().unwrap();
+            let frac = t.rsplit_once('.').unwrap().1;
+            proptest::prop_assert_eq!(frac.len(), 7, "{}", t); // six digits and the Z
+        }
+        proptest::prop_assert_eq!(lease_record::from_spec_json(&spec).unwrap(), r);
+    }
+}
