@@ -40,7 +40,7 @@ fn spawn_follower(
     (e, rx)
 }
 
-/// The scenario: a stop on a leader whose work takes 20 s to drain. The lease must stay
+/// The graceful shutdown a new user wires: a stop on a leader whose work takes 20 s to drain. The lease must stay
 /// with it until the work returns; only then may the other replica lead.
 #[tokio::test(start_paused = true)]
 async fn stop_should_keep_the_lease_until_the_drain_finishes() {

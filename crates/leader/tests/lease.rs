@@ -110,7 +110,7 @@ fn record_times_should_be_written_with_exactly_six_fractional_digits() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn lock_should_create_get_and_replace_with_the_resource_version() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let a = lock(&server, "a").await;
     assert!(matches!(a.get().await, Err(LockError::NotFound)));
     let v1 = a.create(record("a", 0)).await.unwrap();
@@ -146,7 +146,7 @@ async fn lock_should_create_get_and_replace_with_the_resource_version() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn lock_should_map_each_api_error() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let a = lock(&server, "a").await;
     let b = lock(&server, "b").await;
     // update before any read: a conflict, and nothing is sent.
@@ -189,7 +189,7 @@ async fn lock_should_map_each_api_error() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn lock_should_bound_every_request_by_its_timeout() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let a = lock(&server, "a")
         .await
         .request_timeout(Duration::from_secs(2));
@@ -216,7 +216,7 @@ async fn lock_should_bound_every_request_by_its_timeout() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn lock_should_see_429_only_when_kube_retries_are_off_or_exhausted() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     // kube-rs's default client retries a 429 after its Retry-After.
     let a = lock(&server, "a").await;
     a.create(record("a", 0)).await.unwrap();
@@ -258,7 +258,7 @@ async fn lock_should_see_429_only_when_kube_retries_are_off_or_exhausted() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn update_should_keep_the_fields_the_lock_does_not_own() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let mut lease = fixture("lease-coordinated.json");
     lease["metadata"]["namespace"] = json!(NS);
     lease["metadata"]["name"] = json!(NAME);
@@ -308,7 +308,7 @@ async fn raw(url: &str, method: &str, path: &str, body: Option<&Value>) -> (u16,
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn emulation_should_answer_as_the_api_server_does() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let url = server.endpoint("raw").await.unwrap();
     let item = "/apis/coordination.k8s.io/v1/namespaces/default/leases/x";
     let coll = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
@@ -406,7 +406,7 @@ async fn emulation_should_answer_as_the_api_server_does() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn emulation_should_drop_coordinated_fields_when_the_feature_is_off() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     server.coordinated(false);
     let url = server.endpoint("raw").await.unwrap();
     let mut lease = fixture("lease-coordinated.json");
@@ -523,7 +523,7 @@ fn leader_index(cands: &[Candidate]) -> usize {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn three_lease_electors_should_fail_over_when_the_leader_is_killed() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let terms = Terms::default();
     let mut cands = Vec::new();
     for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
@@ -558,7 +558,7 @@ async fn three_lease_electors_should_fail_over_when_the_leader_is_killed() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_partitioned_lease_leader_should_step_down_before_another_leads() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let terms = Terms::default();
     let mut cands = Vec::new();
     for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
@@ -590,7 +590,7 @@ async fn a_partitioned_lease_leader_should_step_down_before_another_leads() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn lease_electors_should_keep_one_leader_under_a_slow_and_failing_server() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let terms = Terms::default();
     let mut cands = Vec::new();
     for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
@@ -630,7 +630,7 @@ async fn lease_electors_should_keep_one_leader_under_a_slow_and_failing_server()
 async fn lease_simulation_with_faults_should_never_overlap() {
     use leader::simulation::{LeaseBackend, simulate_with};
     for seed in 1..=4 {
-        let backend = LeaseBackend(Arc::new(LeaseServer::start().await.unwrap()));
+        let backend = LeaseBackend(Arc::new(LeaseServer::start()));
         let report = timeout(
             Duration::from_secs(24 * 3600),
             simulate_with(backend, config(seed), seed, 3, 3, true),
@@ -640,7 +640,7 @@ async fn lease_simulation_with_faults_should_never_overlap() {
         assert_eq!(report.overlaps, 0, "seed {seed}: {report:?}");
         assert_eq!(report.failovers.len(), 3);
     }
-    let backend = LeaseBackend(Arc::new(LeaseServer::start().await.unwrap()));
+    let backend = LeaseBackend(Arc::new(LeaseServer::start()));
     let report = simulate_with(backend, config(9), 9, 3, 20, false).await;
     assert_eq!(report.overlaps, 0);
     for f in &report.failovers {

@@ -38,7 +38,7 @@
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
-//! let server = LeaseServer::start().await.unwrap();
+//! let server = LeaseServer::start();
 //! let lock = LeaseLock::new(server.client("a").await.unwrap(), "default", "demo", "a");
 //! let elector = LeaderElector::new(lock, LeaderElectionConfig::default()).unwrap();
 //! elector.run(CancellationToken::new(), |_| async {}).await;
@@ -69,11 +69,8 @@ use api::{handle, status_response};
 /// # Examples
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let server = leader::lease_emulation::LeaseServer::start().await.unwrap();
+/// let server = leader::lease_emulation::LeaseServer::start();
 /// assert!(server.lease("default", "x").is_none());
-/// # }
 /// ```
 #[derive(Debug)]
 pub struct LeaseServer {
@@ -132,13 +129,11 @@ impl Drop for LeaseServer {
 }
 
 impl LeaseServer {
-    /// Starts an empty server (no listener yet; each [`client`](Self::client) gets one).
-    ///
-    /// # Errors
-    ///
-    /// Never today; kept fallible for servers that bind at start.
-    pub async fn start() -> std::io::Result<Self> {
-        Ok(Self {
+    /// An empty server. It listens nowhere until a client asks: each
+    /// [`client`](Self::client) (or [`endpoint`](Self::endpoint)) gets a listener of its own.
+    #[must_use]
+    pub fn start() -> Self {
+        Self {
             state: Arc::new(Mutex::new(State {
                 leases: HashMap::new(),
                 next_version: 1000,
@@ -148,7 +143,7 @@ impl LeaseServer {
                 log: Vec::new(),
             })),
             stop: CancellationToken::new(),
-        })
+        }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
