@@ -682,3 +682,32 @@ proptest::proptest! {
         proptest::prop_assert_eq!(lease_record::from_spec_json(&spec).unwrap(), r);
     }
 }
+
+/// A Lease held by a Go controller (as client-go writes it): our elector waits out the lease on
+/// its own clock, then takes over with one more transition, keeping what it does not own.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn elector_should_take_over_a_lease_written_by_client_go_after_it_expires() {
+    let server = LeaseServer::start();
+    let mut lease = fixture("lease-coordinated.json");
+    lease["metadata"]["namespace"] = json!(NS);
+    lease["metadata"]["name"] = json!(NAME);
+    server.insert(NS, NAME, lease.clone());
+    let e = LeaderElector::new(lock(&server, "a").await, config(1)).unwrap();
+    let start = Instant::now();
+    let (at, fencing) = timeout(
+        Duration::from_secs(60),
+        e.run(CancellationToken::new(), |l| async move {
+            (Instant::now(), l.fencing_token())
+        }),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(at - start >= Duration::from_secs(15), "{:?}", at - start);
+    assert_eq!(fencing, 5, "leaseTransitions 4 + 1");
+    let stored = server.lease(NS, NAME).unwrap();
+    assert_eq!(stored["spec"]["holderIdentity"], "a");
+    assert_eq!(stored["spec"]["leaseTransitions"], 5);
+    assert_eq!(stored["spec"]["strategy"], lease["spec"]["strategy"]);
+    assert_eq!(stored["metadata"]["labels"], lease["metadata"]["labels"]);
+}
