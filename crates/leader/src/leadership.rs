@@ -19,8 +19,8 @@ use crate::LockError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LeadershipEnd {
-    /// The `cancel` token given to [`LeaderElector::run`] fired: the lease is still held and
-    /// renewed while the work drains, for at most the grace period.
+    /// The `cancel` token given to [`LeaderElector::run`](crate::LeaderElector::run) fired: the
+    /// lease is still held and renewed while the work drains, for at most the grace period.
     StopRequested,
     /// A renew found another candidate holding the lease.
     LostToOther,
@@ -89,8 +89,9 @@ impl Leadership {
     /// The fencing token of this grant: strictly greater than that of every earlier grant on the
     /// same record, to any candidate, including this one acquiring again. Guard writes with it
     /// where the resource can check it. What it is derived from depends on the lock
-    /// ([`Lock::fencing_token`]): the leader transitions count for the in-memory and the
-    /// Kubernetes Lease locks, the etcd revision of the acquiring write for the etcd lock.
+    /// ([`Lock::fencing_token`](crate::Lock::fencing_token)): the leader transitions count for
+    /// the in-memory and the Kubernetes Lease locks, the etcd revision of the acquiring write for
+    /// the etcd lock.
     #[must_use]
     pub fn fencing_token(&self) -> u64 {
         self.fencing
@@ -127,7 +128,7 @@ impl Leadership {
 }
 
 /// What a candidate observes of its election, published through
-/// [`LeaderElector::subscribe_status`].
+/// [`LeaderElector::subscribe_status`](crate::LeaderElector::subscribe_status).
 ///
 /// # Examples
 ///
