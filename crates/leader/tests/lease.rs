@@ -285,8 +285,8 @@ async fn update_should_keep_the_fields_the_lock_does_not_own() {
     assert_eq!(stored["spec"]["renewTime"], "2023-11-14T22:13:25.123456Z");
 }
 
-/// One HTTP/1.1 request over a plain socket; returns the status and the JSON body.
-async fn raw(url: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+/// One HTTP/1.1 request over a plain socket; returns the status, the JSON body and the head.
+async fn raw(url: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value, String) {
     let addr = url.trim_start_matches("http://");
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let body = body.map(Value::to_string).unwrap_or_default();
@@ -299,11 +299,9 @@ async fn raw(url: &str, method: &str, path: &str, body: Option<&Value>) -> (u16,
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
     let status = out[9..12].parse().unwrap();
-    let json = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| serde_json::from_str(b).unwrap_or(Value::Null))
-        .unwrap();
-    (status, json)
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    let json = serde_json::from_str(body).unwrap_or(Value::Null);
+    (status, json, head.to_ascii_lowercase())
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
@@ -320,7 +318,7 @@ async fn emulation_should_answer_as_the_api_server_does() {
         "acquireTime": "2026-01-01T00:00:00.000001Z", "renewTime": "2026-01-01T00:00:00.000001Z",
         "leaseTransitions": 0});
 
-    let (code, body) = raw(&url, "GET", item, None).await;
+    let (code, body, _) = raw(&url, "GET", item, None).await;
     assert_eq!(code, 404);
     assert_eq!(body["kind"], "Status");
     assert_eq!(body["reason"], "NotFound");
@@ -330,14 +328,14 @@ async fn emulation_should_answer_as_the_api_server_does() {
     );
 
     // A PUT without resourceVersion creates a missing Lease (create on update).
-    let (code, created) = raw(&url, "PUT", item, Some(&lease(good.clone()))).await;
+    let (code, created, _) = raw(&url, "PUT", item, Some(&lease(good.clone()))).await;
     assert_eq!(code, 201);
     let rv = created["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .to_owned();
     // ... but on an existing one it is refused: no unconditional update.
-    let (code, body) = raw(&url, "PUT", item, Some(&lease(good.clone()))).await;
+    let (code, body, _) = raw(&url, "PUT", item, Some(&lease(good.clone()))).await;
     assert_eq!(code, 422);
     assert_eq!(body["reason"], "Invalid");
     assert!(
@@ -346,7 +344,7 @@ async fn emulation_should_answer_as_the_api_server_does() {
         )
     );
     // POST of an existing name.
-    let (code, body) = raw(&url, "POST", coll, Some(&lease(good.clone()))).await;
+    let (code, body, _) = raw(&url, "POST", coll, Some(&lease(good.clone()))).await;
     assert_eq!(
         (code, body["reason"].as_str()),
         (409, Some("AlreadyExists"))
@@ -355,16 +353,26 @@ async fn emulation_should_answer_as_the_api_server_does() {
     // The same object again keeps its version; a change bumps it; a stale one conflicts.
     let mut same = created.clone();
     same["unknownField"] = json!(1);
-    let (code, body) = raw(&url, "PUT", item, Some(&same)).await;
+    same["spec"]["bogus"] = json!(true);
+    let (code, body, head) = raw(&url, "PUT", item, Some(&same)).await;
     assert_eq!(code, 200);
+    assert!(
+        head.contains(r#"warning: 299 - "unknown field \"unknownfield\"""#),
+        "{head}"
+    );
+    assert!(
+        head.contains(r#"warning: 299 - "unknown field \"spec.bogus\"""#),
+        "{head}"
+    );
+    assert!(body["spec"].get("bogus").is_none());
     assert_eq!(body["metadata"]["resourceVersion"], rv.as_str());
     assert!(body.get("unknownField").is_none(), "unknown fields dropped");
     let mut changed = created.clone();
     changed["spec"]["holderIdentity"] = json!("b");
-    let (code, body) = raw(&url, "PUT", item, Some(&changed)).await;
+    let (code, body, _) = raw(&url, "PUT", item, Some(&changed)).await;
     assert_eq!(code, 200);
     assert_ne!(body["metadata"]["resourceVersion"], rv.as_str());
-    let (code, body) = raw(&url, "PUT", item, Some(&changed)).await;
+    let (code, body, _) = raw(&url, "PUT", item, Some(&changed)).await;
     assert_eq!(code, 409);
     assert_eq!(body["reason"], "Conflict");
     assert_eq!(
@@ -376,7 +384,7 @@ async fn emulation_should_answer_as_the_api_server_does() {
     // Decoding errors: 400.
     let mut bad = good.clone();
     bad["renewTime"] = json!("2026-01-01T00:00:00.123Z");
-    let (code, body) = raw(&url, "POST", coll, Some(&lease(bad))).await;
+    let (code, body, _) = raw(&url, "POST", coll, Some(&lease(bad))).await;
     assert_eq!((code, body["reason"].as_str()), (400, Some("BadRequest")));
     let mut bad = good.clone();
     bad["leaseDurationSeconds"] = json!("15");
@@ -384,7 +392,7 @@ async fn emulation_should_answer_as_the_api_server_does() {
     // Validation errors: 422 with causes.
     let mut bad = good.clone();
     bad["leaseDurationSeconds"] = json!(0);
-    let (code, body) = raw(&url, "POST", coll, Some(&lease(bad))).await;
+    let (code, body, _) = raw(&url, "POST", coll, Some(&lease(bad))).await;
     assert_eq!((code, body["reason"].as_str()), (422, Some("Invalid")));
     assert_eq!(
         body["details"]["causes"][0]["field"],
@@ -398,7 +406,7 @@ async fn emulation_should_answer_as_the_api_server_does() {
     assert_eq!(raw(&url, "POST", coll, Some(&lease(bad))).await.0, 422);
 
     // DELETE, then it is gone.
-    let (code, body) = raw(&url, "DELETE", item, None).await;
+    let (code, body, _) = raw(&url, "DELETE", item, None).await;
     assert_eq!((code, body["status"].as_str()), (200, Some("Success")));
     assert_eq!(raw(&url, "GET", item, None).await.0, 404);
     assert!(server.lease("default", "x").is_none());
@@ -414,7 +422,7 @@ async fn emulation_should_drop_coordinated_fields_when_the_feature_is_off() {
         .as_object_mut()
         .unwrap()
         .remove("resourceVersion");
-    let (code, body) = raw(
+    let (code, body, _) = raw(
         &url,
         "POST",
         "/apis/coordination.k8s.io/v1/namespaces/default/leases",

@@ -96,11 +96,11 @@ pub(super) fn handle(
         }
         (&Method::POST, [ns, "leases"]) => match decode(body, ns, None, s.coordinated) {
             Err(r) => *r,
-            Ok(lease) => create(s, ns, lease),
+            Ok(lease) => warn_unknown(create(s, ns, lease), body, s.coordinated),
         },
         (&Method::PUT, [ns, "leases", name]) => match decode(body, ns, Some(name), s.coordinated) {
             Err(r) => *r,
-            Ok(lease) => replace(s, ns, name, lease),
+            Ok(lease) => warn_unknown(replace(s, ns, name, lease), body, s.coordinated),
         },
         (_, [_, "leases"] | [_, "leases", _]) => status_response(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -190,6 +190,46 @@ fn replace(s: &mut State, ns: &str, name: &str, mut lease: Value) -> Response<Fu
     }
     s.leases.insert(key, lease.clone());
     json_response(StatusCode::OK, &lease)
+}
+
+/// Adds the API server's `Warning: 299` header for each unknown top-level or `spec` field the
+/// write dropped (`metadata`'s many other fields are dropped without one).
+fn warn_unknown(
+    mut resp: Response<Full<Bytes>>,
+    body: &[u8],
+    coordinated: bool,
+) -> Response<Full<Bytes>> {
+    let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(body) else {
+        return resp;
+    };
+    let mut unknown: Vec<String> = obj
+        .keys()
+        .filter(|k| !["apiVersion", "kind", "metadata", "spec"].contains(&k.as_str()))
+        .cloned()
+        .collect();
+    if let Some(Value::Object(spec)) = obj.get("spec") {
+        let mut known = vec![
+            "holderIdentity",
+            "leaseDurationSeconds",
+            "acquireTime",
+            "renewTime",
+            "leaseTransitions",
+        ];
+        if coordinated {
+            known.extend(["strategy", "preferredHolder"]);
+        }
+        unknown.extend(
+            spec.keys()
+                .filter(|k| !known.contains(&k.as_str()))
+                .map(|k| format!("spec.{k}")),
+        );
+    }
+    for field in unknown {
+        if let Ok(v) = format!("299 - \"unknown field \\\"{field}\\\"\"").parse() {
+            resp.headers_mut().append("warning", v);
+        }
+    }
+    resp
 }
 
 /// Decodes a Lease as the API server's decoder would: 400 for what does not decode; unknown

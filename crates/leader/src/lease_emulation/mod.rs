@@ -18,8 +18,9 @@
 //!   answers 400 `BadRequest`; one that decodes but is invalid (`leaseDurationSeconds` ≤ 0,
 //!   `leaseTransitions` < 0, `preferredHolder` without `strategy`, a bad name) answers 422
 //!   `Invalid`;
-//! - unknown fields are dropped; `spec.strategy` and `spec.preferredHolder` are kept (the
-//!   `CoordinatedLeaderElection` feature on) unless [`LeaseServer::coordinated`] turns it off.
+//! - unknown fields are dropped, with a `Warning: 299` header for top-level and `spec` ones;
+//!   `spec.strategy` and `spec.preferredHolder` are kept (the `CoordinatedLeaderElection`
+//!   feature on) unless [`LeaseServer::coordinated`] turns it off.
 //!
 //! Each candidate talks to the server through its own listener ([`LeaseServer::client`]), so
 //! faults apply per candidate: latency, 500s, 429s with `Retry-After`, dropped connections, a
@@ -27,7 +28,7 @@
 //! can rewrite or delete the Lease ([`LeaseServer::modify`], [`LeaseServer::delete`]).
 //!
 //! What it does not do: authentication, watches, lists, patches, field selectors, dry runs,
-//! managed fields and the `Warning` header for dropped fields.
+//! managed fields, and the `Warning` header for dropped `metadata` fields.
 //!
 //! # Examples
 //!
