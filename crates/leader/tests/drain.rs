@@ -342,3 +342,20 @@ async fn release_should_need_both_a_stop_and_release_on_cancel() {
     e.run(stop, |_| async move { s2.cancel() }).await;
     assert!(store.record().unwrap().is_free());
 }
+
+/// Watchers of the status wake on changes only, not on every renew of a healthy leader.
+#[tokio::test(start_paused = true)]
+async fn status_should_not_wake_watchers_on_every_renew() {
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("a"), config()).unwrap();
+    let mut status = e.subscribe_status();
+    let woke = e
+        .run(CancellationToken::new(), |_| async move {
+            status.borrow_and_update();
+            sleep(Duration::from_secs(20)).await;
+            status.has_changed().unwrap()
+        })
+        .await;
+    assert_eq!(woke, Some(false));
+    assert!(store.operations().len() > 10, "renewed meanwhile");
+}
