@@ -236,7 +236,10 @@ async fn status_should_follow_leadership() {
     let e = LeaderElector::new(store.lock("a"), config()).unwrap();
     let status = e.subscribe_status();
     let st = status.clone();
+    assert_eq!(e.identity(), "a");
+    let e2 = &e;
     e.run(CancellationToken::new(), |l| async move {
+        assert_eq!(e2.leading_metric(), 1);
         let s = st.borrow().clone();
         assert!(s.leading);
         assert_eq!(s.leader, "a");
@@ -245,6 +248,7 @@ async fn status_should_follow_leadership() {
     .await;
     assert!(!status.borrow().leading);
     assert_eq!(status.borrow().fencing_token, None);
+    assert_eq!(e.leading_metric(), 0);
 }
 
 /// Counts `warn!` events by message, on the current thread.
