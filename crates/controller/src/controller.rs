@@ -91,7 +91,7 @@ pub struct Controller<K, E> {
     name: String,
     reconcile: Reconciler<K, E>,
     policy: Policy<K, E>,
-    hook: Option<Hook<K>>,
+    hooks: Vec<Hook<K>>,
     sources: Vec<Subscribe<K>>,
     elector: Option<Arc<dyn Elect>>,
     settings: TermSettings<K>,
@@ -139,7 +139,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
         Self {
             reconcile: Arc::new(move |k, ctx| reconcile(k, ctx).boxed()),
             policy: Arc::new(|_, _, _| Action::RequeueRateLimited),
-            hook: None,
+            hooks: Vec::new(),
             sources: Vec::new(),
             elector: None,
             settings: TermSettings {
@@ -283,8 +283,9 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
         self
     }
 
-    /// Calls `hook` at every [`Event`] as it happens (terms, reconciles, drains). The hook runs
-    /// on the worker or the runner, so it must be quick and must not panic.
+    /// Calls `hook` at every [`Event`] as it happens (terms, reconciles, drains), after the hooks
+    /// added before it. A hook runs on the worker or the runner, so it must be quick and must not
+    /// panic.
     ///
     /// # Examples
     ///
@@ -299,7 +300,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     where
         F: Fn(&Event<'_, K>) + Send + Sync + 'static,
     {
-        self.hook = Some(Arc::new(hook));
+        self.hooks.push(Arc::new(hook));
         self
     }
 
@@ -348,7 +349,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             name,
             reconcile,
             policy,
-            hook,
+            hooks,
             mut sources,
             elector,
             settings,
@@ -357,7 +358,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
         let shared = Arc::new(Shared {
             reconcile,
             policy,
-            hook,
+            hooks,
             recorder,
         });
         let span = debug_span!("controller", controller = %name);

@@ -73,6 +73,9 @@ mod event;
 pub mod metrics;
 mod stats;
 mod term;
+#[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+pub mod testing;
 
 pub use action::{Action, ReconcileError};
 pub use context::Context;

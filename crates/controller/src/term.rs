@@ -36,7 +36,7 @@ pub(crate) struct TermSettings<K> {
 pub(crate) struct Shared<K, E> {
     pub(crate) reconcile: Reconciler<K, E>,
     pub(crate) policy: Policy<K, E>,
-    pub(crate) hook: Option<Hook<K>>,
+    pub(crate) hooks: Vec<Hook<K>>,
     pub(crate) recorder: Recorder,
 }
 
@@ -240,7 +240,7 @@ fn ok_outcome(action: Action) -> Outcome {
 
 impl<K, E> Shared<K, E> {
     pub(crate) fn emit(&self, event: &Event<'_, K>) {
-        if let Some(hook) = &self.hook {
+        for hook in &self.hooks {
             hook(event);
         }
     }
