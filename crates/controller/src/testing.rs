@@ -241,6 +241,13 @@ pub enum Record<K> {
         /// When.
         at: Instant,
     },
+    /// The replica was killed by [`Harness::kill`].
+    Killed {
+        /// The replica.
+        replica: String,
+        /// When.
+        at: Instant,
+    },
     /// A drain began.
     DrainStarted {
         /// The replica.
@@ -362,29 +369,28 @@ impl<K: Key> Observations<K> {
         })
     }
 
-    /// For each term after the first: the time from the end of the reconciles of the previous
-    /// leader (its last reconcile end, or when it lost the lease, whichever is later) to the new
-    /// term's start, with the new leader.
+    /// Each failover: the new leader and the time from the end of the previous leader's term
+    /// (its lost lease, its drain's end, or its kill) to the start of the new term.
     #[must_use]
     pub fn failovers(&self) -> Vec<(String, Duration)> {
         let mut out = Vec::new();
-        let mut last_active: Option<(String, Instant)> = None;
+        let mut leader: Option<&str> = None;
+        let mut ended: Option<Instant> = None;
         for r in &self.records {
             match r {
                 Record::Leading { replica, at, .. } => {
-                    if let Some((prev, since)) = &last_active
-                        && prev != replica
-                    {
-                        out.push((replica.clone(), at.duration_since(*since)));
+                    if let Some(end) = ended.take() {
+                        out.push((replica.clone(), at.duration_since(end)));
                     }
-                    last_active = Some((replica.clone(), *at));
+                    leader = Some(replica);
                 }
-                Record::Finished { replica, at, .. }
-                | Record::LeadershipLost { replica, at }
+                Record::LeadershipLost { replica, at }
                 | Record::DrainFinished { replica, at, .. }
-                    if last_active.as_ref().is_some_and(|(p, _)| p == replica) =>
+                | Record::Killed { replica, at }
+                    if leader == Some(replica.as_str()) =>
                 {
-                    last_active = Some((replica.clone(), *at));
+                    leader = None;
+                    ended = Some(*at);
                 }
                 _ => {}
             }
@@ -472,6 +478,10 @@ impl<K: Key> Harness<K> {
     pub fn kill(&mut self, id: &str) {
         if let Some(i) = self.replicas.iter().position(|r| r.id == id) {
             self.replicas.swap_remove(i).run.abort();
+            lock(&self.log).records.push(Record::Killed {
+                replica: id.to_owned(),
+                at: Instant::now(),
+            });
         }
     }
 
