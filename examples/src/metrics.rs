@@ -1,7 +1,9 @@
-//! The Prometheus registry of the main example (`--metrics`).
+//! The Prometheus registry of the main example (`--metrics`): the work queue's client-go
+//! metrics and the controller's controller-runtime metrics.
 
 use std::sync::Arc;
 
+use controller::metrics::ControllerMetrics;
 use queue_async::metrics::MetricsProvider;
 use queue_async::prometheus::PrometheusMetrics;
 
@@ -22,6 +24,7 @@ use queue_async::prometheus::PrometheusMetrics;
 pub struct Registry {
     registry: prometheus_client::registry::Registry,
     metrics: Arc<PrometheusMetrics>,
+    controller: Arc<ControllerMetrics>,
 }
 
 impl Default for Registry {
@@ -31,16 +34,27 @@ impl Default for Registry {
 }
 
 impl Registry {
-    /// A fresh registry with client-go's seven work-queue metrics.
+    /// A fresh registry with client-go's seven work-queue metrics and controller-runtime's six
+    /// reconcile metrics.
     pub fn new() -> Self {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = PrometheusMetrics::register(&mut registry);
-        Self { registry, metrics }
+        let controller = ControllerMetrics::register(&mut registry);
+        Self {
+            registry,
+            metrics,
+            controller,
+        }
     }
 
     /// The provider to build queues with.
     pub fn provider(&self) -> Arc<dyn MetricsProvider> {
         self.metrics.clone()
+    }
+
+    /// The controller-runtime reconcile metrics to give controllers.
+    pub fn controller_metrics(&self) -> Arc<ControllerMetrics> {
+        self.controller.clone()
     }
 
     /// The text exposition format.

@@ -144,9 +144,20 @@ impl ControllerMetrics {
         Arc::new(me)
     }
 
+    /// Sets the worker gauge and, as controller-runtime does when a controller starts, creates
+    /// every series at zero so dashboards see them before the first failure.
     pub(crate) fn set_max_concurrent(&self, name: &str, n: usize) {
+        let l = labels(name);
         let n = i64::try_from(n).unwrap_or(i64::MAX);
-        self.max_concurrent.get_or_create(&labels(name)).set(n);
+        self.max_concurrent.get_or_create(&l).set(n);
+        self.active.get_or_create(&l);
+        self.errors.get_or_create(&l);
+        self.panics.get_or_create(&l);
+        for result in ["success", "error", "requeue", "requeue_after"] {
+            let mut l = l.clone();
+            l.push(("result", result.to_owned()));
+            self.total.get_or_create(&l);
+        }
     }
 
     pub(crate) fn add_active(&self, name: &str, delta: i64) {

@@ -75,6 +75,7 @@ async fn counters_match_the_reconciles_observed() {
     sleep(Duration::from_secs(1)).await;
     let mut mid = String::new();
     encode(&mut mid, &registry).unwrap();
+    assert!(mid.contains("controller_runtime_reconcile_panics_total{controller=\"pods\"}"));
     assert_eq!(
         value(
             &mid,
