@@ -150,13 +150,13 @@ impl ControllerMetrics {
         let l = labels(name);
         let n = i64::try_from(n).unwrap_or(i64::MAX);
         self.max_concurrent.get_or_create(&l).set(n);
-        self.active.get_or_create(&l);
-        self.errors.get_or_create(&l);
-        self.panics.get_or_create(&l);
+        let _ = self.active.get_or_create(&l);
+        let _ = self.errors.get_or_create(&l);
+        let _ = self.panics.get_or_create(&l);
         for result in ["success", "error", "requeue", "requeue_after"] {
             let mut l = l.clone();
             l.push(("result", result.to_owned()));
-            self.total.get_or_create(&l);
+            let _ = self.total.get_or_create(&l);
         }
     }
 
