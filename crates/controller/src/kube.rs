@@ -2,7 +2,7 @@
 //! resources mapped to their owner, related resources through a mapping function, and a
 //! periodic resync, all as streams of [`ObjectRef`] keys for [`Controller::source`](crate::Controller::source).
 //!
-//! Each source takes a stream of [`watcher::Event`]s, so it runs on a live
+//! Each source takes a stream of [`watcher::Event`](Event)s, so it runs on a live
 //! [`watcher`](::kube::runtime::watcher()) and on a recorded stream alike. Applied, listed and
 //! deleted objects all yield a key (a reconcile finds a deleted object gone); `Init` and
 //! `InitDone` yield none; watcher errors are logged and skipped, since the watcher retries by
