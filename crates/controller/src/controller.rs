@@ -13,6 +13,7 @@ use leader::{LeaderElector, Leadership, Lock};
 use queue_async::WorkQueue;
 use queue_async::metrics::MetricsProvider;
 use ratelimit::RateLimiter;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span};
 
@@ -100,6 +101,9 @@ pub struct Controller<K, E> {
 
 /// A [`LeaderElector`] with its lock type erased.
 pub(crate) trait Elect: Send + Sync {
+    /// Whether the elector holds the lease; goes false when it stops renewing.
+    fn leading(&self) -> watch::Receiver<bool>;
+
     fn run_term<'a>(
         &'a self,
         cancel: CancellationToken,
@@ -108,6 +112,10 @@ pub(crate) trait Elect: Send + Sync {
 }
 
 impl<L: Lock> Elect for LeaderElector<L> {
+    fn leading(&self) -> watch::Receiver<bool> {
+        self.subscribe_leading()
+    }
+
     fn run_term<'a>(
         &'a self,
         cancel: CancellationToken,
@@ -373,10 +381,13 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
                 let (s, sh, src) = (&settings, &shared, &mut sources);
                 let cancel = shutdown.clone();
                 let shutdown = &shutdown;
+                let el = &elector;
                 let end = elector
                     .run_term(
                         cancel,
-                        Box::new(move |l| s.term(sh, src, Some(l), shutdown).boxed()),
+                        Box::new(move |l| {
+                            s.term(sh, src, Some((l, el.leading())), shutdown).boxed()
+                        }),
                     )
                     .await;
                 match end {

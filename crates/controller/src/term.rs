@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use leader::Leadership;
+use leader::{Leadership, LeadershipEnd};
 use queue_async::metrics::MetricsProvider;
 use queue_async::{Item, WorkQueue};
 use ratelimit::RateLimiter;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -73,10 +74,11 @@ impl<K: Key> TermSettings<K> {
         &self,
         shared: &Arc<Shared<K, E>>,
         sources: &mut [Box<dyn FnMut() -> BoxStream<'static, K> + Send>],
-        leadership: Option<Leadership>,
+        leadership: Option<(Leadership, watch::Receiver<bool>)>,
         shutdown: &CancellationToken,
     ) -> TermEnd {
-        let fencing = leadership.as_ref().map(|l| u64::from(l.fencing_token()));
+        let (leadership, mut leading) = leadership.unzip();
+        let fencing = leadership.as_ref().map(Leadership::fencing_token);
         shared.recorder.stats.terms.fetch_add(1, Relaxed);
         shared.recorder.workers(self.workers);
         debug!(?fencing, "term started");
@@ -113,13 +115,29 @@ impl<K: Key> TermSettings<K> {
         term.stop.cancel();
         pumps.abort_all();
         let before = shared.recorder.stats.aborted.load(Relaxed);
-        let end = if shutdown.is_cancelled() {
+        let lost = leadership
+            .as_ref()
+            .and_then(Leadership::end_reason)
+            .is_some_and(LeadershipEnd::is_loss);
+        let end = if shutdown.is_cancelled() && !lost {
             let in_flight = term.in_flight.load(Relaxed);
             debug!(in_flight, "draining");
             shared.emit(&Event::DrainStarted { in_flight });
-            let finished = tokio::time::timeout(self.grace, join_all(&mut workers))
-                .await
-                .is_ok();
+            // The elector renews while the workers drain; if it stops (the lease was lost, or
+            // its own grace period ran out), the in-flight reconciles are dropped at once.
+            let stopped_leading = async {
+                match &mut leading {
+                    Some(rx) => drop(rx.wait_for(|leading| !*leading).await),
+                    None => std::future::pending().await,
+                }
+            };
+            let finished = tokio::select! {
+                r = tokio::time::timeout(self.grace, join_all(&mut workers)) => r.is_ok(),
+                () = stopped_leading => {
+                    debug!("the elector stopped renewing during the drain");
+                    false
+                }
+            };
             TermEnd::Drained { finished }
         } else {
             TermEnd::Lost

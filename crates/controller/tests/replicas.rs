@@ -131,7 +131,7 @@ async fn no_two_replicas_reconcile_at_once_under_kills_partitions_and_stops() {
         for (k, g) in api.objects() {
             assert_eq!(seen.get(&k), Some(&g), "seed {seed}: key {k}");
         }
-        // A holder that re-acquires its own lease keeps its token; a new holder gets a greater one.
+        // Every term's fencing token is greater than the one before, the same holder's included.
         let terms: Vec<_> = log
             .records()
             .iter()

@@ -28,9 +28,14 @@ pub struct LeaderElectionConfig {
     pub(crate) renew_deadline: Duration,
     pub(crate) retry_period: Duration,
     pub(crate) release_on_cancel: bool,
+    pub(crate) grace_period: Duration,
     pub(crate) name: String,
     pub(crate) jitter_seed: Option<u64>,
 }
+
+/// How long a leader asked to stop keeps renewing while its work drains, by default: 30 s, the
+/// default graceful shutdown timeout of controller-runtime's manager.
+pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 
 /// The original's jitter factor: acquire retries wait `[1, 2.2)` × retry period.
 pub(crate) const JITTER_FACTOR: f64 = 1.2;
@@ -61,6 +66,27 @@ impl LeaderElectionConfig {
     #[must_use]
     pub fn release_on_cancel(mut self, yes: bool) -> Self {
         self.release_on_cancel = yes;
+        self
+    }
+
+    /// Sets the grace period of a stop request (default [`DEFAULT_GRACE_PERIOD`], 30 s).
+    ///
+    /// When the `cancel` token given to [`run`](crate::LeaderElector::run) fires while leading,
+    /// the work's [`Leadership::token`](crate::Leadership::token) fires at once, and the elector
+    /// keeps renewing the lease until the work returns, for at most this long; no other
+    /// candidate can lead meanwhile. When it runs out the elector stops renewing, as on a lost
+    /// lease, and another candidate may lead once the lease expires. Zero stops renewing at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = leader::LeaderElectionConfig::default().grace_period(Duration::from_secs(60));
+    /// assert!(config.validate().is_ok());
+    /// ```
+    #[must_use]
+    pub fn grace_period(mut self, d: Duration) -> Self {
+        self.grace_period = d;
         self
     }
 
@@ -131,6 +157,7 @@ impl Default for LeaderElectionConfig {
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
             release_on_cancel: false,
+            grace_period: DEFAULT_GRACE_PERIOD,
             name: String::from("leader"),
             jitter_seed: None,
         }

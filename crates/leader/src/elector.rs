@@ -1,18 +1,25 @@
-//! The elector: acquire, renew, step down, release.
+//! The elector: acquire, renew, drain, step down, release.
 
 use std::future::Future;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, debug_span};
+use tracing::{Instrument, debug, debug_span, warn};
 
 use crate::config::JITTER_FACTOR;
 use crate::jitter::Jitter;
-use crate::{ConfigError, HealthError, LeaderElectionConfig, LeaderRecord, Lock, LockError};
+use crate::{
+    ConfigError, HealthError, LeaderElectionConfig, LeaderRecord, Lock, LockError, Versioned,
+};
+
+/// After this many lock failures in a row the elector logs a warning (and again every
+/// [`WARN_EVERY`] failures while they last); each single failure is a `debug!`.
+const WARN_AFTER: u64 = 3;
+const WARN_EVERY: u64 = 30;
 
 /// Keeps at most one candidate leading among those sharing a lock.
 ///
@@ -21,6 +28,22 @@ use crate::{ConfigError, HealthError, LeaderElectionConfig, LeaderRecord, Lock, 
 /// deadline of retry period + renew deadline measured from before the last successful renew was
 /// sent; leadership ends at once when that passes or a renew sees another valid holder, which
 /// is before any follower (whose clock starts after that send) can take over.
+///
+/// # Timing budget
+///
+/// A leader that loses the store stops at most retry period + renew deadline after it sent its
+/// last successful renew (12 s with the defaults); followers can take over at the earliest a
+/// lease duration after they saw that renew (15 s). The difference (3 s with the defaults,
+/// enforced positive by [`LeaderElectionConfig::validate`]) is the margin for clock rate
+/// differences and for the work to notice its token.
+///
+/// Renews are sent a retry period after the previous renew was *sent* (at once if its answer
+/// came later), so a leader keeps leading while each request takes less than
+/// (retry period + renew deadline) / 2: 6 s with the defaults. client-go keeps leading up to
+/// a latency of the renew deadline (10 s), but its leader may then act for up to twice the renew
+/// deadline plus the retry period after its last renew was sent, past the lease duration; no
+/// scheme that stops before followers may take over can stay leading above half the lease
+/// duration (7.5 s).
 ///
 /// # Examples
 ///
@@ -43,7 +66,49 @@ pub struct LeaderElector<L> {
     state: Mutex<Observed>,
     leader_tx: watch::Sender<String>,
     leading_tx: watch::Sender<bool>,
+    status_tx: watch::Sender<ElectorStatus>,
     slow_path: AtomicU64,
+    lock_errors: AtomicU64,
+    #[cfg(feature = "prometheus")]
+    metrics: Option<crate::prometheus::LeaderMetrics>,
+}
+
+/// Why a [`Leadership`] ended.
+///
+/// # Examples
+///
+/// ```
+/// use leader::LeadershipEnd;
+/// let shutdown = |end: Option<LeadershipEnd>| end == Some(LeadershipEnd::StopRequested);
+/// assert!(!shutdown(Some(LeadershipEnd::LostToOther)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LeadershipEnd {
+    /// The `cancel` token given to [`LeaderElector::run`] fired: the lease is still held and
+    /// renewed while the work drains, for at most the grace period.
+    StopRequested,
+    /// A renew found another candidate holding the lease.
+    LostToOther,
+    /// No renew succeeded before the renew deadline (the store is unreachable, slow or failing).
+    RenewDeadlinePassed,
+    /// The work returned on its own.
+    WorkFinished,
+}
+
+impl LeadershipEnd {
+    /// Whether the lease was lost (rather than given up): stop acting at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(leader::LeadershipEnd::LostToOther.is_loss());
+    /// assert!(!leader::LeadershipEnd::StopRequested.is_loss());
+    /// ```
+    #[must_use]
+    pub fn is_loss(self) -> bool {
+        matches!(self, Self::LostToOther | Self::RenewDeadlinePassed)
+    }
 }
 
 /// What the leading work receives.
@@ -58,6 +123,7 @@ pub struct LeaderElector<L> {
 /// # let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
 /// elector.run(CancellationToken::new(), |l| async move {
 ///     assert!(!l.token().is_cancelled());
+///     assert_eq!(l.end_reason(), None);
 ///     assert_eq!(l.fencing_token(), 0);
 /// }).await;
 /// # }
@@ -65,7 +131,72 @@ pub struct LeaderElector<L> {
 #[derive(Debug, Clone)]
 pub struct Leadership {
     token: CancellationToken,
-    fencing: u32,
+    fencing: u64,
+    end: Arc<Mutex<Option<LeadershipEnd>>>,
+}
+
+impl Leadership {
+    /// Fires when leadership ends or is asked to end; see [`end_reason`](Self::end_reason) for
+    /// why. On a loss stop acting as leader at once; on a stop request finish (drain) and
+    /// return: the lease is renewed until then, within the grace period.
+    #[must_use]
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    /// The fencing token of this grant: strictly greater than that of every earlier grant on the
+    /// same record, to any candidate, including this one acquiring again. Guard writes with it
+    /// where the resource can check it. What it is derived from depends on the lock
+    /// ([`Lock::fencing_token`]): the leader transitions count for the in-memory and the
+    /// Kubernetes Lease locks, the etcd revision of the acquiring write for the etcd lock.
+    #[must_use]
+    pub fn fencing_token(&self) -> u64 {
+        self.fencing
+    }
+
+    /// Why leadership ended; `None` while still leading and not asked to stop. A loss during a
+    /// drain replaces [`LeadershipEnd::StopRequested`].
+    #[must_use]
+    pub fn end_reason(&self) -> Option<LeadershipEnd> {
+        *lock(&self.end)
+    }
+
+    /// Records `reason` unless an earlier one stands; a loss overrides a stop request.
+    fn end(&self, reason: LeadershipEnd) {
+        {
+            let mut end = lock(&self.end);
+            match *end {
+                None => *end = Some(reason),
+                Some(LeadershipEnd::StopRequested) if reason.is_loss() => *end = Some(reason),
+                Some(_) => {}
+            }
+        }
+        self.token.cancel();
+    }
+}
+
+/// What a candidate observes of its election, published through
+/// [`LeaderElector::subscribe_status`].
+///
+/// # Examples
+///
+/// ```
+/// let status = leader::ElectorStatus::default();
+/// assert!(!status.leading && status.last_error.is_none());
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ElectorStatus {
+    /// Whether this candidate holds the lease and renews it.
+    pub leading: bool,
+    /// The last observed holder identity (empty: none).
+    pub leader: String,
+    /// The fencing token of the current grant, while leading.
+    pub fencing_token: Option<u64>,
+    /// Lock operations that failed in a row (reset by any answer from the store).
+    pub consecutive_failures: u64,
+    /// The last lock failure (the store unreachable, timed out, refusing); kept after recovery.
+    pub last_error: Option<Arc<LockError>>,
 }
 
 #[derive(Debug)]
@@ -76,19 +207,15 @@ struct Observed {
     jitter: Jitter,
 }
 
-impl Leadership {
-    /// Fires when leadership ends; stop acting as leader at once.
-    #[must_use]
-    pub fn token(&self) -> &CancellationToken {
-        &self.token
-    }
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
-    /// The leader transitions at acquisition: strictly increasing per term while the record is
-    /// not deleted. Guard writes with it where the resource can check it.
-    #[must_use]
-    pub fn fencing_token(&self) -> u32 {
-        self.fencing
-    }
+/// Whether a try runs while acquiring or while renewing a term already held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Acquire,
+    Renew,
 }
 
 impl<L: Lock> LeaderElector<L> {
@@ -97,6 +224,13 @@ impl<L: Lock> LeaderElector<L> {
     /// # Errors
     ///
     /// The [`ConfigError`] of the first broken rule, or [`ConfigError::EmptyIdentity`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// assert!(LeaderElector::new(MemoryStore::new().lock(""), LeaderElectionConfig::default()).is_err());
+    /// ```
     pub fn new(lock: L, config: LeaderElectionConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         if lock.identity().is_empty() {
@@ -118,20 +252,73 @@ impl<L: Lock> LeaderElector<L> {
             }),
             leader_tx: watch::Sender::new(String::new()),
             leading_tx: watch::Sender::new(false),
+            status_tx: watch::Sender::new(ElectorStatus::default()),
             slow_path: AtomicU64::new(0),
+            lock_errors: AtomicU64::new(0),
+            #[cfg(feature = "prometheus")]
+            metrics: None,
         })
     }
 
-    /// Acquires the lease, runs `work` while leading, then stops. Returns `None` if `cancel`
-    /// fired before the lease was acquired, else the work's output.
+    /// Reports this elector's leading state and slow-path renews to `metrics`, under the
+    /// configured election name; the status gauge starts at 0.
     ///
-    /// Leadership ends when `work` returns, when `cancel` fires, or when renewing fails; the
-    /// work's [`Leadership::token`] fires and the work is awaited to completion. Then, if
-    /// configured, the lease is released, only if the fetched record still names us.
+    /// # Examples
+    ///
+    /// ```
+    /// use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// let mut registry = prometheus_client::registry::Registry::default();
+    /// let metrics = leader::prometheus::LeaderMetrics::register(&mut registry);
+    /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default())
+    ///     .unwrap()
+    ///     .with_metrics(metrics);
+    /// # drop(elector);
+    /// ```
+    #[cfg(feature = "prometheus")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: crate::prometheus::LeaderMetrics) -> Self {
+        metrics.set_leading(&self.config.name, false);
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Acquires the lease, runs `work` while leading, then stops. Returns `None` if `cancel`
+    /// fired before the lease was acquired, else the work's output. Callable again after it
+    /// returns, to stand for election again.
+    ///
+    /// - On a lost lease (a renew saw another holder, or no renew succeeded before the renew
+    ///   deadline) the work's [`Leadership::token`] fires at once and renewing stops.
+    /// - When `cancel` fires while leading, the token fires at once (the work drains), and the
+    ///   lease is renewed until the work returns, for at most the
+    ///   [grace period](LeaderElectionConfig::grace_period); then renewing stops.
+    /// - When the work returns on its own, renewing stops.
+    ///
+    /// In every case the work is awaited to completion; then, if `cancel` fired and
+    /// [`release_on_cancel`](LeaderElectionConfig::release_on_cancel) is set, the lease is
+    /// released, only if the fetched record still names this candidate.
     ///
     /// # Cancel safety
     ///
     /// Dropping this future drops the work; the lease is not released and expires.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use leader::{LeaderElectionConfig, LeaderElector, LeadershipEnd, MemoryStore};
+    /// use tokio_util::sync::CancellationToken;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let stop = CancellationToken::new();
+    /// let out = elector.run(stop.clone(), |l| async move {
+    ///     stop.cancel();
+    ///     l.token().cancelled().await;
+    ///     l.end_reason()
+    /// }).await;
+    /// assert_eq!(out, Some(Some(LeadershipEnd::StopRequested)));
+    /// # }
+    /// ```
     pub async fn run<F, Fut>(&self, cancel: CancellationToken, work: F) -> Option<Fut::Output>
     where
         F: FnOnce(Leadership) -> Fut,
@@ -140,24 +327,62 @@ impl<L: Lock> LeaderElector<L> {
         let span = debug_span!("leader_election", lock = %self.lock.describe());
         async {
             let sent = self.acquire(&cancel).await?;
-            let token = CancellationToken::new();
-            let fencing = self.observed_record().leader_transitions;
-            self.leading_tx.send_replace(true);
-            debug!(identity = self.lock.identity(), fencing, "started leading");
-            let work = work(Leadership {
-                token: token.clone(),
+            let fencing = {
+                let s = self.lock_state();
+                self.lock.fencing_token(&Versioned {
+                    record: s.record.clone(),
+                    version: s.version.clone().unwrap_or_default(),
+                })
+            };
+            let leadership = Leadership {
+                token: CancellationToken::new(),
                 fencing,
-            });
+                end: Arc::default(),
+            };
+            self.set_leading(true, Some(fencing));
+            debug!(identity = self.lock.identity(), fencing, "started leading");
+            let work = work(leadership.clone());
             tokio::pin!(work);
+            let renew = self.renew(sent);
+            tokio::pin!(renew);
             let out = tokio::select! {
-                out = &mut work => { token.cancel(); Some(out) }
-                () = self.renew(sent, &cancel) => { token.cancel(); None }
+                out = &mut work => {
+                    leadership.end(LeadershipEnd::WorkFinished);
+                    Some(out)
+                }
+                reason = &mut renew => {
+                    debug!(?reason, "leadership lost");
+                    leadership.end(reason);
+                    None
+                }
+                () = cancel.cancelled() => {
+                    debug!(grace = ?self.config.grace_period, "stop requested; draining");
+                    leadership.end(LeadershipEnd::StopRequested);
+                    let grace = sleep(self.config.grace_period);
+                    tokio::select! {
+                        out = &mut work => Some(out),
+                        reason = &mut renew => {
+                            debug!(?reason, "leadership lost while draining");
+                            leadership.end(reason);
+                            None
+                        }
+                        () = grace => {
+                            debug!("grace period over; no longer renewing");
+                            None
+                        }
+                    }
+                }
             };
             let out = match out {
-                Some(o) => o,
-                None => work.await,
+                Some(out) => {
+                    self.set_leading(false, None);
+                    out
+                }
+                None => {
+                    self.set_leading(false, None);
+                    work.await
+                }
             };
-            self.leading_tx.send_replace(false);
             debug!(identity = self.lock.identity(), "stopped leading");
             if self.config.release_on_cancel && cancel.is_cancelled() {
                 self.release().await;
@@ -173,7 +398,7 @@ impl<L: Lock> LeaderElector<L> {
             let sent = Instant::now();
             let ok = tokio::select! {
                 () = cancel.cancelled() => return None,
-                ok = self.try_acquire_or_renew() => ok,
+                ok = self.try_acquire_or_renew(Mode::Acquire) => ok,
             };
             self.report_leader();
             if ok {
@@ -188,23 +413,17 @@ impl<L: Lock> LeaderElector<L> {
         }
     }
 
-    /// Renews until a renew cannot succeed before `last_sent + retry period + renew deadline`,
-    /// a renew sees another holder, or `cancel` fires.
-    async fn renew(&self, mut last_sent: Instant, cancel: &CancellationToken) {
+    /// Renews until a renew cannot succeed before `last_sent + retry period + renew deadline`
+    /// or a renew sees another holder; returns why it stopped. Each renew is sent a retry period
+    /// after the previous successful one was sent (at once if its answer came later).
+    async fn renew(&self, mut last_sent: Instant) -> LeadershipEnd {
         let rp = self.config.retry_period;
         loop {
             let deadline = last_sent + rp + self.config.renew_deadline;
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                () = sleep(rp) => {}
-            }
+            sleep_until(last_sent + rp).await;
             loop {
                 let sent = Instant::now();
-                let attempt = timeout_at(deadline, self.try_acquire_or_renew());
-                let ok = tokio::select! {
-                    () = cancel.cancelled() => return,
-                    r = attempt => r,
-                };
+                let ok = timeout_at(deadline, self.try_acquire_or_renew(Mode::Renew)).await;
                 self.report_leader();
                 match ok {
                     Ok(true) => {
@@ -213,29 +432,27 @@ impl<L: Lock> LeaderElector<L> {
                     }
                     Err(_) => {
                         debug!("renew deadline passed");
-                        return;
+                        return LeadershipEnd::RenewDeadlinePassed;
                     }
                     Ok(false) if !self.is_leader() => {
                         debug!(holder = %self.observed_record().holder_identity, "lost the lease");
-                        return;
+                        return LeadershipEnd::LostToOther;
                     }
                     Ok(false) => {}
                 }
-                tokio::select! {
-                    () = cancel.cancelled() => return,
-                    () = sleep_until((sent + rp).min(deadline)) => {}
-                }
+                sleep_until((sent + rp).min(deadline)).await;
                 if Instant::now() >= deadline {
                     debug!("renew deadline passed");
-                    return;
+                    return LeadershipEnd::RenewDeadlinePassed;
                 }
             }
         }
     }
 
-    /// One try, as the original's `tryAcquireOrRenew`: the fast path while leading, else get and
-    /// create or take over.
-    async fn try_acquire_or_renew(&self) -> bool {
+    /// One try, as the original's `tryAcquireOrRenew`: the fast path while renewing, else get
+    /// and create or take over. Acquiring always starts a new term (leader transitions + 1),
+    /// even when the record still names this candidate, so fencing tokens never repeat.
+    async fn try_acquire_or_renew(&self, mode: Mode) -> bool {
         let now = Instant::now();
         let wall = SystemTime::now();
         let mut rec = LeaderRecord {
@@ -246,31 +463,29 @@ impl<L: Lock> LeaderElector<L> {
             renew_time: wall,
             leader_transitions: 0,
         };
-        if self.is_leader() && self.is_lease_valid(now) {
+        if mode == Mode::Renew && self.is_leader() && self.is_lease_valid(now) {
             let old = self.observed_record();
             rec.acquire_time = old.acquire_time;
             rec.leader_transitions = old.leader_transitions;
             match self.lock.update(rec.clone()).await {
                 Ok(v) => return self.observe(rec, v, now),
-                Err(e) => debug!(error = %e, "fast path update failed, falling back to get"),
+                Err(e) => {
+                    self.note_result(Some(e), "fast path update");
+                }
             }
         }
         let old = match self.lock.get().await {
             Ok(v) => v,
             Err(LockError::NotFound) => {
+                self.note_result(None, "get");
                 return match self.lock.create(rec.clone()).await {
                     Ok(v) => self.observe(rec, v, now),
-                    Err(e) => {
-                        debug!(error = %e, "create failed");
-                        false
-                    }
+                    Err(e) => self.note_result(Some(e), "create"),
                 };
             }
-            Err(e) => {
-                debug!(error = %e, "get failed");
-                return false;
-            }
+            Err(e) => return self.note_result(Some(e), "get"),
         };
+        self.note_result(None, "get");
         {
             let mut s = self.lock_state();
             if s.version.as_deref() != Some(&old.version) {
@@ -283,24 +498,71 @@ impl<L: Lock> LeaderElector<L> {
         if !holder.is_empty() && holder != self.lock.identity() && self.is_lease_valid(now) {
             return false;
         }
-        if holder == self.lock.identity() {
+        if mode == Mode::Renew && holder == self.lock.identity() {
             rec.acquire_time = old.record.acquire_time;
             rec.leader_transitions = old.record.leader_transitions;
             self.slow_path.fetch_add(1, Ordering::Relaxed);
+            #[cfg(feature = "prometheus")]
+            if let Some(m) = &self.metrics {
+                m.slow_path(&self.config.name);
+            }
         } else {
             rec.leader_transitions = old.record.leader_transitions.saturating_add(1);
         }
         match self.lock.update(rec.clone()).await {
             Ok(v) => self.observe(rec, v, now),
-            Err(e) => {
-                debug!(error = %e, "update failed");
-                false
-            }
+            Err(e) => self.note_result(Some(e), "update"),
         }
+    }
+
+    /// Counts a lock failure (a backend error) or a reset (any answer from the store); warns
+    /// when failures persist. Returns `false`, the try's result after a failure.
+    fn note_result(&self, err: Option<LockError>, op: &'static str) -> bool {
+        let Some(err) = err else {
+            self.status_tx.send_if_modified(|s| {
+                let was = s.consecutive_failures;
+                s.consecutive_failures = 0;
+                if was >= WARN_AFTER {
+                    warn!(failures = was, "lock answers again");
+                }
+                was != 0
+            });
+            return false;
+        };
+        if !matches!(err, LockError::Backend(_)) {
+            // A lost race or a record that moved: the store answered.
+            debug!(error = %err, op, "lock operation refused");
+            self.note_result(None, op);
+            return false;
+        }
+        self.lock_errors.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "prometheus")]
+        if let Some(m) = &self.metrics {
+            m.lock_error(&self.config.name);
+        }
+        let err = Arc::new(err);
+        self.status_tx.send_modify(|s| {
+            s.consecutive_failures += 1;
+            let n = s.consecutive_failures;
+            if n == WARN_AFTER || (n > WARN_AFTER && (n - WARN_AFTER).is_multiple_of(WARN_EVERY)) {
+                warn!(
+                    lock = %self.lock.describe(),
+                    failures = n,
+                    error = %ErrorChain(&err),
+                    op,
+                    "lock keeps failing"
+                );
+            } else {
+                debug!(error = %ErrorChain(&err), op, "lock operation failed");
+            }
+            s.last_error = Some(err.clone());
+        });
+        false
     }
 
     /// Records our own successful write; our clock for it starts at `sent`, before the request.
     fn observe(&self, rec: LeaderRecord, version: String, sent: Instant) -> bool {
+        self.note_result(None, "write");
         let mut s = self.lock_state();
         s.record = rec;
         s.version = Some(version);
@@ -336,6 +598,7 @@ impl<L: Lock> LeaderElector<L> {
                     Ok(v) => {
                         debug!("released");
                         self.observe(rec, v, Instant::now());
+                        self.report_leader();
                         return;
                     }
                     Err(LockError::Conflict) => continue,
@@ -352,6 +615,12 @@ impl<L: Lock> LeaderElector<L> {
     #[must_use]
     pub fn identity(&self) -> &str {
         self.lock.identity()
+    }
+
+    /// The lock this elector runs on.
+    #[must_use]
+    pub fn lock(&self) -> &L {
+        &self.lock
     }
 
     /// Whether the last observed record names this candidate.
@@ -379,10 +648,34 @@ impl<L: Lock> LeaderElector<L> {
         self.leader_tx.subscribe()
     }
 
-    /// A watch of whether this candidate is leading: `true` when it starts, `false` when it stops.
+    /// A watch of whether this candidate is leading: `true` when it acquires, `false` when it
+    /// stops renewing.
     #[must_use]
     pub fn subscribe_leading(&self) -> watch::Receiver<bool> {
         self.leading_tx.subscribe()
+    }
+
+    /// A watch of this candidate's [`ElectorStatus`]: leading, the observed leader, and lock
+    /// failures (how many in a row, the last one), so a candidate that cannot reach its store
+    /// is visible.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// use tokio_util::sync::CancellationToken;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let status = elector.subscribe_status();
+    /// elector.run(CancellationToken::new(), |_| async {}).await;
+    /// assert_eq!(status.borrow().leader, "a");
+    /// assert_eq!(status.borrow().consecutive_failures, 0);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn subscribe_status(&self) -> watch::Receiver<ElectorStatus> {
+        self.status_tx.subscribe()
     }
 
     /// The leading metric: 1 while leading, else 0.
@@ -395,6 +688,12 @@ impl<L: Lock> LeaderElector<L> {
     #[must_use]
     pub fn slow_path_count(&self) -> u64 {
         self.slow_path.load(Ordering::Relaxed)
+    }
+
+    /// How many lock operations failed (backend errors; lost races are not failures).
+    #[must_use]
+    pub fn lock_error_count(&self) -> u64 {
+        self.lock_errors.load(Ordering::Relaxed)
     }
 
     /// Health: unhealthy when this candidate leads but has not renewed for longer than the lease
@@ -415,6 +714,18 @@ impl<L: Lock> LeaderElector<L> {
         Ok(())
     }
 
+    fn set_leading(&self, leading: bool, fencing: Option<u64>) {
+        self.leading_tx.send_replace(leading);
+        self.status_tx.send_modify(|s| {
+            s.leading = leading;
+            s.fencing_token = fencing;
+        });
+        #[cfg(feature = "prometheus")]
+        if let Some(m) = &self.metrics {
+            m.set_leading(&self.config.name, leading);
+        }
+    }
+
     fn report_leader(&self) {
         let holder = self.observed_record().holder_identity;
         self.leader_tx.send_if_modified(|cur| {
@@ -422,14 +733,34 @@ impl<L: Lock> LeaderElector<L> {
                 return false;
             }
             debug!(leader = %holder, "new leader observed");
-            *cur = holder;
+            cur.clone_from(&holder);
+            true
+        });
+        self.status_tx.send_if_modified(|s| {
+            if s.leader == holder {
+                return false;
+            }
+            s.leader = holder;
             true
         });
     }
 
     fn lock_state(&self) -> std::sync::MutexGuard<'_, Observed> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.state)
+    }
+}
+
+/// Displays an error with its sources, `a: b: c`.
+struct ErrorChain<'a>(&'a LockError);
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = std::error::Error::source(self.0);
+        while let Some(e) = source {
+            write!(f, ": {e}")?;
+            source = e.source();
+        }
+        Ok(())
     }
 }

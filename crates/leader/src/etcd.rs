@@ -153,6 +153,16 @@ impl Lock for EtcdLock {
         Ok(rev.to_string())
     }
 
+    /// The etcd revision of the acquiring write: etcd's revision counts every write of the
+    /// cluster, is durable and never goes back, so it strictly increases over grants even across
+    /// server restarts and a deleted and recreated key.
+    fn fencing_token(&self, granted: &Versioned) -> u64 {
+        granted
+            .version
+            .parse()
+            .unwrap_or_else(|_| u64::from(granted.record.leader_transitions))
+    }
+
     fn identity(&self) -> &str {
         &self.identity
     }

@@ -36,13 +36,16 @@ mod jitter;
 mod lock;
 mod memory;
 mod multi;
+#[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+pub mod prometheus;
 mod record;
 #[cfg(any(test, feature = "test-util"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod simulation;
 
-pub use config::LeaderElectionConfig;
-pub use elector::{LeaderElector, Leadership};
+pub use config::{DEFAULT_GRACE_PERIOD, LeaderElectionConfig};
+pub use elector::{ElectorStatus, LeaderElector, Leadership, LeadershipEnd};
 pub use error::{ConfigError, HealthError, LockError};
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdLock;

@@ -43,6 +43,28 @@ pub trait Lock: Send + Sync + 'static {
     /// [`LockError::Backend`] on failure.
     async fn update(&self, record: LeaderRecord) -> Result<String, LockError>;
 
+    /// The fencing token of a grant: `granted` is the record this candidate wrote to acquire the
+    /// lease and the version the store gave that write.
+    ///
+    /// It must strictly increase over the grants of every candidate on the same record. The
+    /// default is the record's `leader_transitions`, which the elector increments on every
+    /// acquisition (a takeover, a free lease, and the same holder acquiring again) and copies on
+    /// every renew and release; it restarts at 0 if the record is deleted and created again. A
+    /// store with a durable, totally ordered write counter (etcd's revision) does better.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use leader::{LeaderRecord, Lock, MemoryStore, Versioned};
+    /// let lock = MemoryStore::new().lock("a");
+    /// let mut record = LeaderRecord::default();
+    /// record.leader_transitions = 4;
+    /// assert_eq!(lock.fencing_token(&Versioned { record, version: "9".into() }), 4);
+    /// ```
+    fn fencing_token(&self, granted: &Versioned) -> u64 {
+        u64::from(granted.record.leader_transitions)
+    }
+
     /// This candidate's identity.
     fn identity(&self) -> &str;
 
