@@ -485,6 +485,14 @@ impl<K: Key> Harness<K> {
         }
     }
 
+    /// Asks replica `id` to shut down gracefully without waiting for it (it drains meanwhile);
+    /// [`stop`](Self::stop) or [`stop_all`](Self::stop_all) then collect its summary.
+    pub fn request_stop(&self, id: &str) {
+        if let Some(r) = self.replicas.iter().find(|r| r.id == id) {
+            r.shutdown.cancel();
+        }
+    }
+
     /// Shuts replica `id` down gracefully and returns its summary (`None` if there is no such
     /// replica, or it panicked).
     pub async fn stop(&mut self, id: &str) -> Option<Summary> {

@@ -211,3 +211,108 @@ async fn after_a_lost_lease_the_replica_stands_again_with_a_fresh_queue() {
     );
     let _ = seen;
 }
+
+/// A controller whose reconciles take `took`, on a lone key source `0..n`.
+fn slow(api: &ScriptedSource<u32>, took: Duration) -> Controller<u32, Infallible> {
+    let source = api.clone();
+    Controller::new("objects", move |_key: u32, _ctx: Context| async move {
+        sleep(took).await;
+        Ok(Action::Done)
+    })
+    .source(move || source.subscribe())
+    .grace_period(Duration::from_secs(60))
+}
+
+fn leading_at(log: &[Record<u32>]) -> Vec<(String, tokio::time::Instant)> {
+    log.iter()
+        .filter_map(|r| match r {
+            Record::Leading { replica, at, .. } => Some((replica.clone(), *at)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A shutdown during a reconcile longer than the lease: the elector keeps renewing while the
+/// reconcile finishes, so the other replica cannot lead until the drain is over.
+#[tokio::test(start_paused = true)]
+async fn the_lease_is_kept_while_the_leader_drains() {
+    let api = ScriptedSource::new();
+    api.apply(1);
+    let mut harness = Harness::new(config());
+    harness.spawn("a", slow(&api, Duration::from_secs(25)));
+    sleep(Duration::from_secs(1)).await;
+    harness.spawn("b", slow(&api, Duration::from_secs(25)));
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(harness.leader().as_deref(), Some("a"));
+    let summary = bounded(LIMIT, harness.stop("a")).await.unwrap();
+    assert!(summary.drained, "{summary:?}");
+    assert_eq!((summary.reconciles, summary.aborted), (1, 0));
+    sleep(Duration::from_secs(30)).await;
+    bounded(LIMIT, harness.stop_all()).await;
+
+    let log = harness.observations();
+    assert_eq!(log.overlaps(), 0);
+    let drained = log
+        .records()
+        .iter()
+        .find_map(|r| match r {
+            Record::DrainFinished { replica, at, .. } if replica == "a" => Some(*at),
+            _ => None,
+        })
+        .unwrap();
+    let b = leading_at(log.records())
+        .into_iter()
+        .find(|(r, _)| r == "b")
+        .expect("b leads after a released");
+    assert!(b.1 >= drained, "b led during a's drain");
+}
+
+/// A leader partitioned while it drains loses the lease: its in-flight reconcile is dropped at
+/// once, before the other replica can lead.
+#[tokio::test(start_paused = true)]
+async fn a_lease_lost_during_the_drain_drops_the_reconciles_at_once() {
+    let api = ScriptedSource::new();
+    api.apply(1);
+    let mut harness = Harness::new(config());
+    harness.spawn("a", slow(&api, Duration::from_secs(50)));
+    sleep(Duration::from_secs(1)).await;
+    harness.spawn("b", slow(&api, Duration::from_secs(1)));
+    sleep(Duration::from_secs(1)).await;
+    harness.request_stop("a");
+    sleep(Duration::from_secs(1)).await;
+    let partitioned = tokio::time::Instant::now();
+    harness.partition("a", true);
+    let summary = bounded(LIMIT, harness.stop("a")).await.unwrap();
+    assert!(!summary.drained);
+    assert_eq!(summary.aborted, 1);
+    sleep(Duration::from_secs(30)).await;
+    bounded(LIMIT, harness.stop_all()).await;
+
+    let log = harness.observations();
+    assert_eq!(log.overlaps(), 0);
+    let dropped = log
+        .records()
+        .iter()
+        .find_map(|r| match r {
+            Record::Finished {
+                replica,
+                outcome: controller::ReconcileOutcome::Aborted,
+                at,
+                ..
+            } if replica == "a" => Some(*at),
+            _ => None,
+        })
+        .unwrap();
+    let b = leading_at(log.records())
+        .into_iter()
+        .find(|(r, _)| r == "b")
+        .expect("b took over");
+    assert!(b.1 > dropped);
+    // Within the renew deadline (10 s) and a retry period of the partition, not at the end of
+    // the 50 s reconcile.
+    assert!(
+        dropped - partitioned <= Duration::from_secs(12),
+        "{:?}",
+        dropped - partitioned
+    );
+}
