@@ -9,7 +9,9 @@
 //! - each reconcile returns an [`Action`]; failures and panics go to an error policy (by default
 //!   a rate-limited requeue), and a panic never loses the key;
 //! - with a [`LeaderElector`](leader::LeaderElector), workers run only while leading; a lost
-//!   lease cancels at once, and the controller stands again with a fresh queue;
+//!   lease cancels at once, and the controller stands again with a fresh queue, which its sources
+//!   fill anew: a source is a function returning a stream, called at the start of every term,
+//!   as a watch is re-listed (no key set is kept between terms);
 //! - a shutdown drains: no new keys, in-flight reconciles finish within a grace period while the
 //!   lease is kept, then [`Controller::run`] returns a [`Summary`];
 //! - controller-runtime's metric names ([`metrics`], feature `prometheus`), a `tracing` span per

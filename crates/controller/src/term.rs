@@ -95,11 +95,12 @@ impl<K: Key> TermSettings<K> {
         });
         let mut pumps = JoinSet::new();
         for subscribe in sources.iter_mut() {
-            pumps.spawn(pump(subscribe(), term.queue.clone()));
+            pumps.spawn(pump(subscribe(), term.queue.clone()).in_current_span());
         }
         let mut workers = JoinSet::new();
         for _ in 0..self.workers {
-            workers.spawn(term.clone().work());
+            // Spawned tasks do not inherit the span: carry the controller's into each worker.
+            workers.spawn(term.clone().work().in_current_span());
         }
         let lost = async {
             match &leadership {
