@@ -274,7 +274,10 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     }
 
     /// Sets how long in-flight reconciles may run after a shutdown request before they are
-    /// dropped; [`DEFAULT_GRACE_PERIOD`] by default.
+    /// dropped; [`DEFAULT_GRACE_PERIOD`] by default. With an elector, the drain also ends (and
+    /// drops what is in flight) when the elector stops renewing: at a lost lease, or at the end
+    /// of its own grace period (`LeaderElectionConfig::grace_period`), so set that one at
+    /// least as long.
     ///
     /// # Examples
     ///

@@ -77,8 +77,48 @@ impl<K: Key> TermSettings<K> {
         leadership: Option<(Leadership, watch::Receiver<bool>)>,
         shutdown: &CancellationToken,
     ) -> TermEnd {
-        let (leadership, mut leading) = leadership.unzip();
+        let (leadership, leading) = leadership.unzip();
         let fencing = leadership.as_ref().map(Leadership::fencing_token);
+        let (term, mut pumps, mut workers) = self.start(shared, sources, fencing);
+        let lost = async {
+            match &leadership {
+                Some(l) => l.token().cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = lost => {}
+        }
+        term.ctx_token.cancel();
+        term.stop.cancel();
+        pumps.abort_all();
+        let before = shared.recorder.stats.aborted.load(Relaxed);
+        let lost = leadership
+            .as_ref()
+            .and_then(Leadership::end_reason)
+            .is_some_and(LeadershipEnd::is_loss);
+        let end = if shutdown.is_cancelled() && !lost {
+            let finished = self.drain(&term, &mut workers, leading).await;
+            TermEnd::Drained { finished }
+        } else {
+            TermEnd::Lost
+        };
+        workers.abort_all();
+        join_all(&mut workers).await;
+        term.queue.shut_down();
+        let aborted = shared.recorder.stats.aborted.load(Relaxed) - before;
+        shared.ended(end, aborted);
+        end
+    }
+
+    /// A fresh queue, the sources pumping into it and the workers taking from it.
+    fn start<E: Send + 'static>(
+        &self,
+        shared: &Arc<Shared<K, E>>,
+        sources: &mut [Box<dyn FnMut() -> BoxStream<'static, K> + Send>],
+        fencing: Option<u64>,
+    ) -> (Arc<Term<K, E>>, JoinSet<()>, JoinSet<()>) {
         shared.recorder.stats.terms.fetch_add(1, Relaxed);
         shared.recorder.workers(self.workers);
         debug!(?fencing, "term started");
@@ -102,60 +142,33 @@ impl<K: Key> TermSettings<K> {
             // Spawned tasks do not inherit the span: carry the controller's into each worker.
             workers.spawn(term.clone().work().in_current_span());
         }
-        let lost = async {
-            match &leadership {
-                Some(l) => l.token().cancelled().await,
+        (term, pumps, workers)
+    }
+
+    /// Lets the in-flight reconciles finish within the grace period; `false` if it ran out or
+    /// the elector stopped renewing first (the lease was lost, or its own grace period ran out).
+    async fn drain<E: Send + 'static>(
+        &self,
+        term: &Term<K, E>,
+        workers: &mut JoinSet<()>,
+        mut leading: Option<watch::Receiver<bool>>,
+    ) -> bool {
+        let in_flight = term.in_flight.load(Relaxed);
+        debug!(in_flight, "draining");
+        term.shared.emit(&Event::DrainStarted { in_flight });
+        let stopped_leading = async {
+            match &mut leading {
+                Some(rx) => drop(rx.wait_for(|leading| !*leading).await),
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
-            () = shutdown.cancelled() => {}
-            () = lost => {}
-        }
-        term.ctx_token.cancel();
-        term.stop.cancel();
-        pumps.abort_all();
-        let before = shared.recorder.stats.aborted.load(Relaxed);
-        let lost = leadership
-            .as_ref()
-            .and_then(Leadership::end_reason)
-            .is_some_and(LeadershipEnd::is_loss);
-        let end = if shutdown.is_cancelled() && !lost {
-            let in_flight = term.in_flight.load(Relaxed);
-            debug!(in_flight, "draining");
-            shared.emit(&Event::DrainStarted { in_flight });
-            // The elector renews while the workers drain; if it stops (the lease was lost, or
-            // its own grace period ran out), the in-flight reconciles are dropped at once.
-            let stopped_leading = async {
-                match &mut leading {
-                    Some(rx) => drop(rx.wait_for(|leading| !*leading).await),
-                    None => std::future::pending().await,
-                }
-            };
-            let finished = tokio::select! {
-                r = tokio::time::timeout(self.grace, join_all(&mut workers)) => r.is_ok(),
-                () = stopped_leading => {
-                    debug!("the elector stopped renewing during the drain");
-                    false
-                }
-            };
-            TermEnd::Drained { finished }
-        } else {
-            TermEnd::Lost
-        };
-        workers.abort_all();
-        join_all(&mut workers).await;
-        term.queue.shut_down();
-        let aborted = shared.recorder.stats.aborted.load(Relaxed) - before;
-        match end {
-            TermEnd::Drained { .. } => shared.emit(&Event::DrainFinished { aborted }),
-            TermEnd::Lost => {
-                shared.recorder.stats.leases_lost.fetch_add(1, Relaxed);
-                shared.emit(&Event::LeadershipLost { aborted });
+            r = tokio::time::timeout(self.grace, join_all(workers)) => r.is_ok(),
+            () = stopped_leading => {
+                debug!("the elector stopped renewing during the drain");
+                false
             }
         }
-        debug!(?end, aborted, "term ended");
-        end
     }
 
     fn queue(&self) -> WorkQueue<K> {
@@ -258,6 +271,18 @@ fn ok_outcome(action: Action) -> Outcome {
 }
 
 impl<K, E> Shared<K, E> {
+    /// Counts and reports the end of a term.
+    fn ended(&self, end: TermEnd, aborted: u64) {
+        match end {
+            TermEnd::Drained { .. } => self.emit(&Event::DrainFinished { aborted }),
+            TermEnd::Lost => {
+                self.recorder.stats.leases_lost.fetch_add(1, Relaxed);
+                self.emit(&Event::LeadershipLost { aborted });
+            }
+        }
+        debug!(?end, aborted, "term ended");
+    }
+
     pub(crate) fn emit(&self, event: &Event<'_, K>) {
         for hook in &self.hooks {
             hook(event);
