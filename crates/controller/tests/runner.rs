@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use controller::testing::ScriptedSource;
 use controller::{Action, Context, Controller, Event, ReconcileError, ReconcileOutcome};
+use futures::StreamExt;
 use support::{Rng, bounded};
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
@@ -386,23 +387,56 @@ async fn several_sources_are_merged() {
     assert_eq!(keys, [1, 2, 3]);
 }
 
-/// Without an elector the fencing token is absent; dropping `run` drops its workers.
+/// Sets its flag when dropped.
+struct DropFlag(Arc<Mutex<bool>>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = true;
+    }
+}
+
+/// Without an elector the fencing token is absent. Cancel safety: dropping `run` drops the
+/// workers with their in-flight reconciles, and the sources.
 #[tokio::test(start_paused = true)]
-async fn without_an_elector_there_is_no_fencing_token_and_dropping_run_stops_it() {
+async fn without_an_elector_there_is_no_fencing_token_and_dropping_run_drops_everything() {
     let fencing: Log<Option<u64>> = log();
-    let f = fencing.clone();
+    let (reconcile_dropped, source_dropped) =
+        (Arc::new(Mutex::new(false)), Arc::new(Mutex::new(false)));
+    let (f, rd, sd) = (
+        fencing.clone(),
+        reconcile_dropped.clone(),
+        source_dropped.clone(),
+    );
     let run = Controller::new("objects", move |_key: u32, ctx: Context| {
         f.lock().unwrap().push(ctx.fencing_token());
-        async {
+        let flag = DropFlag(rd.clone());
+        async move {
+            let _flag = flag;
             sleep(Duration::from_secs(3600)).await;
             Ok::<_, Infallible>(Action::Done)
         }
     })
-    .source(|| futures::stream::iter([1]))
+    .source(move || {
+        let flag = DropFlag(sd.clone());
+        futures::stream::iter([1])
+            .chain(futures::stream::pending())
+            .inspect(move |_| {
+                let _ = &flag;
+            })
+    })
     .run(CancellationToken::new());
     let handle = tokio::spawn(run);
     sleep(Duration::from_secs(1)).await;
+    assert!(!*reconcile_dropped.lock().unwrap());
     handle.abort();
     assert!(handle.await.unwrap_err().is_cancelled());
+    // The aborted tasks are dropped by the runtime once it gets to them.
+    bounded(Duration::from_secs(1), async {
+        while !(*reconcile_dropped.lock().unwrap() && *source_dropped.lock().unwrap()) {
+            sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
     assert_eq!(*fencing.lock().unwrap(), [None]);
 }
