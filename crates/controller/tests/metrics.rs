@@ -32,6 +32,7 @@ fn value(text: &str, series: &str) -> f64 {
 async fn counters_match_the_reconciles_observed() {
     let mut registry = Registry::default();
     let metrics = ControllerMetrics::register(&mut registry);
+    let queue_metrics = queue_async::prometheus::PrometheusMetrics::register(&mut registry);
     let rng = Arc::new(Mutex::new(Rng::new(7)));
     let observed: Arc<Mutex<HashMap<&'static str, u64>>> = Arc::default();
     let o = observed.clone();
@@ -57,6 +58,7 @@ async fn counters_match_the_reconciles_observed() {
     .source(|| futures::stream::iter(0..40))
     .workers(4)
     .metrics(metrics)
+    .queue_metrics(queue_metrics)
     .on_event(move |e| {
         if let Event::ReconcileFinished { outcome, .. } = e {
             let result = match outcome {
@@ -146,5 +148,13 @@ async fn counters_match_the_reconciles_observed() {
         0.0
     );
     assert_eq!(summary.panics as f64, panics);
+    // The queue's client-go metrics, under the controller's name: 40 listed keys plus every
+    // requeue came through it.
+    let adds = value(&text, r#"workqueue_adds_total{name="pods"}"#);
+    assert!(
+        adds >= 40.0 + seen("requeue") + seen("requeue_after"),
+        "{adds}"
+    );
+    assert_eq!(value(&text, r#"workqueue_depth{name="pods"}"#), 0.0);
     assert_eq!(summary.errors as f64, errors - panics);
 }

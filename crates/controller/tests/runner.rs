@@ -440,3 +440,36 @@ async fn without_an_elector_there_is_no_fencing_token_and_dropping_run_drops_eve
     .await;
     assert_eq!(*fencing.lock().unwrap(), [None]);
 }
+
+/// A limiter given to the controller paces its rate-limited requeues.
+#[tokio::test(start_paused = true)]
+async fn the_given_rate_limiter_paces_retries() {
+    let starts: Log<Instant> = log();
+    let s = starts.clone();
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let limiter =
+        ratelimit::ExponentialRateLimiter::new(Duration::from_secs(3), Duration::from_secs(3))
+            .unwrap();
+    let run = tokio::spawn(
+        Controller::new("objects", move |_key: u32, _ctx: Context| {
+            let n = {
+                let mut s = s.lock().unwrap();
+                s.push(Instant::now());
+                s.len()
+            };
+            if n == 3 {
+                stop.cancel();
+            }
+            async { Err::<Action, _>(Failed) }
+        })
+        .source(|| futures::stream::iter([1]))
+        .rate_limiter(Arc::new(limiter))
+        .grace_period(Duration::ZERO)
+        .run(shutdown.clone()),
+    );
+    bounded(LIMIT, run).await.unwrap();
+    let starts = starts.lock().unwrap();
+    let gaps: Vec<_> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(gaps, [Duration::from_secs(3); 2]);
+}
