@@ -7,7 +7,11 @@ use std::time::Duration;
 
 use examples::controller::{Options, run};
 use leader::EtcdLock;
-use leader::etcd_server::EtcdServer;
+#[path = "../../crates/leader/tests/support/etcd_server.rs"]
+#[allow(dead_code)]
+mod etcd_server;
+
+use etcd_server::EtcdServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_fails_over_on_etcd() {

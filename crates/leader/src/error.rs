@@ -20,6 +20,25 @@ pub enum LockError {
     Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
+/// The default bound on each request of the network locks: 5 s, half the default renew
+/// deadline, as client-go's `max(1 s, renew deadline / 2)`, so one hung request cannot use up a
+/// renew deadline and the acquire loop never hangs on a dead server.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A lock request did not answer within its request timeout; the source of a
+/// [`LockError::Backend`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let e = leader::RequestTimedOut(Duration::from_secs(5));
+/// assert_eq!(e.to_string(), "lock request timed out after 5s");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("lock request timed out after {0:?}")]
+pub struct RequestTimedOut(pub Duration);
+
 /// A [`LeaderElectionConfig`](crate::LeaderElectionConfig) rule that was broken; each variant
 /// carries the rejected values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

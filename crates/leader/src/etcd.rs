@@ -5,14 +5,16 @@ use std::time::{Duration, SystemTime};
 
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
 
-use crate::{LeaderRecord, Lock, LockError, Versioned};
+use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimedOut, Versioned};
 
 /// A [`Lock`] on an etcd key (v3 API; works with etcd 3.4).
 ///
 /// `create` is a transaction on `create_revision(key) == 0`, `update` one on
 /// `mod_revision(key) ==` the revision this lock last saw. The value is a small line format:
 /// `leaseDurationSeconds`, `acquireTime` and `renewTime` (Unix nanoseconds), `leaderTransitions`,
-/// then the holder identity.
+/// then the holder identity. Every request is bounded by the
+/// [request timeout](Self::request_timeout) (default [`DEFAULT_REQUEST_TIMEOUT`]), so a stopped
+/// or unreachable etcd fails requests instead of hanging them.
 ///
 /// # Examples
 ///
@@ -34,6 +36,7 @@ pub struct EtcdLock {
     client: Client,
     key: String,
     identity: String,
+    timeout: Duration,
     /// The mod revision this lock last saw; guards `update`.
     last_seen: Mutex<Option<i64>>,
 }
@@ -46,7 +49,36 @@ impl EtcdLock {
             client,
             key: key.into(),
             identity: identity.into(),
+            timeout: DEFAULT_REQUEST_TIMEOUT,
             last_seen: Mutex::new(None),
+        }
+    }
+
+    /// Bounds each request (default [`DEFAULT_REQUEST_TIMEOUT`]); keep it below the renew
+    /// deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: etcd_client::Client) {
+    /// use std::time::Duration;
+    /// let lock = leader::EtcdLock::new(client, "/elections/x", "pod-a")
+    ///     .request_timeout(Duration::from_secs(2));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    async fn bounded<T>(
+        &self,
+        request: impl Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<T, LockError> {
+        match tokio::time::timeout(self.timeout, request).await {
+            Ok(r) => r.map_err(backend),
+            Err(_) => Err(LockError::Backend(Box::new(RequestTimedOut(self.timeout)))),
         }
     }
 
@@ -62,7 +94,8 @@ impl EtcdLock {
             Txn::new()
                 .when([cmp])
                 .and_then([TxnOp::put(self.key.clone(), encode(record), None)]);
-        let resp = self.client.clone().txn(txn).await.map_err(backend)?;
+        let mut client = self.client.clone();
+        let resp = self.bounded(client.txn(txn)).await?;
         let rev = resp
             .header()
             .map_or(0, etcd_client::ResponseHeader::revision);
@@ -113,12 +146,8 @@ fn decode(v: &[u8]) -> Option<LeaderRecord> {
 #[async_trait::async_trait]
 impl Lock for EtcdLock {
     async fn get(&self) -> Result<Versioned, LockError> {
-        let resp = self
-            .client
-            .clone()
-            .get(self.key.clone(), None)
-            .await
-            .map_err(backend)?;
+        let mut client = self.client.clone();
+        let resp = self.bounded(client.get(self.key.clone(), None)).await?;
         let kv = resp.kvs().first().ok_or(LockError::NotFound)?;
         let record = decode(kv.value()).ok_or_else(|| LockError::Backend(Box::new(Malformed)))?;
         self.seen(Some(kv.mod_revision()));
@@ -177,6 +206,7 @@ impl std::fmt::Debug for EtcdLock {
         f.debug_struct("EtcdLock")
             .field("key", &self.key)
             .field("identity", &self.identity)
+            .field("timeout", &self.timeout)
             .finish()
     }
 }

@@ -29,10 +29,13 @@ mod error;
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 mod etcd;
-#[cfg(all(feature = "etcd", feature = "test-util"))]
-#[cfg_attr(docsrs, doc(cfg(all(feature = "etcd", feature = "test-util"))))]
-pub mod etcd_server;
 mod jitter;
+#[cfg(feature = "kube")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
+mod lease;
+#[cfg(all(feature = "kube", feature = "test-util"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "kube", feature = "test-util"))))]
+pub mod lease_emulation;
 mod lock;
 mod memory;
 mod multi;
@@ -40,15 +43,17 @@ mod multi;
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
 mod record;
-#[cfg(any(test, feature = "test-util"))]
+#[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod simulation;
 
 pub use config::{DEFAULT_GRACE_PERIOD, LeaderElectionConfig};
 pub use elector::{ElectorStatus, LeaderElector, Leadership, LeadershipEnd};
-pub use error::{ConfigError, HealthError, LockError};
+pub use error::{ConfigError, DEFAULT_REQUEST_TIMEOUT, HealthError, LockError, RequestTimedOut};
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdLock;
+#[cfg(feature = "kube")]
+pub use lease::{LeaseLock, lease_record};
 pub use lock::Lock;
 pub use memory::{MemoryLock, MemoryStore};
 pub use multi::{MultiLock, UNKNOWN_LEADER};

@@ -1,7 +1,8 @@
 //! The in-memory lock: the embedded default and the test harness.
 //!
-//! Many candidates share one [`MemoryStore`]; each gets its own [`MemoryLock`]. The store can
-//! inject faults per candidate (fail, delay, partition, lose a race) and logs every operation.
+//! Many candidates share one [`MemoryStore`]; each gets its own [`MemoryLock`]. The store logs
+//! every operation and, with the `test-util` feature, injects faults per candidate (fail, delay,
+//! partition, lose a race).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,8 +21,7 @@ use crate::{LeaderRecord, Lock, LockError, Versioned};
 /// let store = MemoryStore::new();
 /// let a = store.lock("a");
 /// a.create(leader::LeaderRecord::default()).await.unwrap();
-/// store.fail_next("a", 1);
-/// assert!(a.get().await.is_err());
+/// assert!(a.get().await.is_ok());
 /// assert_eq!(store.operations(), vec![("a".to_string(), "create"), ("a".to_string(), "get")]);
 /// # }
 /// ```
@@ -97,6 +97,22 @@ impl MemoryStore {
     }
 
     /// Fails the next `n` operations of `identity` with a backend error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use leader::{Lock, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let store = MemoryStore::new();
+    /// let a = store.lock("a");
+    /// store.fail_next("a", 1);
+    /// assert!(matches!(a.get().await, Err(leader::LockError::Backend(_))));
+    /// assert!(matches!(a.get().await, Err(leader::LockError::NotFound)));
+    /// # }
+    /// ```
+    #[cfg(feature = "test-util")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub fn fail_next(&self, identity: &str, n: u32) {
         self.faults(identity, |f| f.fail_next = n);
     }
@@ -104,6 +120,8 @@ impl MemoryStore {
     /// Delays the next `n` operations of `identity` by `delay`: half before the operation reaches
     /// the store, half before its answer returns (a caller that gives up may miss a write that
     /// happened).
+    #[cfg(feature = "test-util")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub fn delay_next(&self, identity: &str, n: u32, delay: Duration) {
         self.faults(identity, |f| {
             f.delay_next = n;
@@ -112,16 +130,36 @@ impl MemoryStore {
     }
 
     /// Cuts `identity` off from the store (every operation fails) or reconnects it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use leader::{Lock, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let store = MemoryStore::new();
+    /// let a = store.lock("a");
+    /// store.partition("a", true);
+    /// assert!(a.get().await.is_err());
+    /// store.partition("a", false);
+    /// assert!(matches!(a.get().await, Err(leader::LockError::NotFound)));
+    /// # }
+    /// ```
+    #[cfg(feature = "test-util")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub fn partition(&self, identity: &str, partitioned: bool) {
         self.faults(identity, |f| f.partitioned = partitioned);
     }
 
     /// Makes the next `n` updates of `identity` lose a race: another writer changes the version
     /// (record unchanged) just before, so they fail with [`LockError::Conflict`].
+    #[cfg(feature = "test-util")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub fn lose_next_update(&self, identity: &str, n: u32) {
         self.faults(identity, |f| f.lose_next_update = n);
     }
 
+    #[cfg(feature = "test-util")]
     fn faults(&self, identity: &str, f: impl FnOnce(&mut Faults)) {
         f(self.state().faults.entry(identity.to_owned()).or_default());
     }

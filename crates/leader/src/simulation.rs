@@ -1,4 +1,6 @@
-//! A seeded simulation of candidates contending on one [`MemoryStore`] under faults.
+//! A seeded simulation of candidates contending on one store under faults: a [`MemoryStore`]
+//! ([`simulate`]) or any [`SimBackend`] ([`simulate_with`]), such as the emulated Kubernetes API
+//! server of [`lease_emulation`](crate::lease_emulation) with the `kube` feature.
 //!
 //! Runs on paused time: call it inside a current-thread runtime built with `start_paused(true)`.
 //! Each candidate loops on [`LeaderElector::run`]; its leading work records a term from
@@ -14,7 +16,99 @@ use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
 use crate::jitter::Jitter;
-use crate::{LeaderElectionConfig, LeaderElector, MemoryLock, MemoryStore};
+use crate::{LeaderElectionConfig, LeaderElector, Lock, MemoryStore};
+
+/// A store the simulation can run candidates on and inject faults into, per candidate.
+pub trait SimBackend: Clone + Send + Sync + 'static {
+    /// The lock each candidate gets.
+    type Lock: Lock;
+
+    /// A lock for the candidate `identity`.
+    fn lock(&self, identity: &str) -> impl Future<Output = Self::Lock> + Send;
+
+    /// Cuts `identity` off from the store or reconnects it.
+    fn partition(&self, identity: &str, partitioned: bool);
+
+    /// Slows the next `ops` operations of `identity` by `delay` each.
+    fn slow(&self, identity: &str, ops: u32, delay: Duration);
+
+    /// Fails the next `ops` operations of `identity`.
+    fn fail(&self, identity: &str, ops: u32);
+
+    /// Makes the next `ops` updates of `identity` lose a race to another writer.
+    fn lose_race(&self, identity: &str, ops: u32);
+}
+
+impl SimBackend for MemoryStore {
+    type Lock = crate::MemoryLock;
+
+    async fn lock(&self, identity: &str) -> Self::Lock {
+        MemoryStore::lock(self, identity)
+    }
+
+    fn partition(&self, identity: &str, partitioned: bool) {
+        MemoryStore::partition(self, identity, partitioned);
+    }
+
+    fn slow(&self, identity: &str, ops: u32, delay: Duration) {
+        self.delay_next(identity, ops, delay);
+    }
+
+    fn fail(&self, identity: &str, ops: u32) {
+        self.fail_next(identity, ops);
+    }
+
+    fn lose_race(&self, identity: &str, ops: u32) {
+        self.lose_next_update(identity, ops);
+    }
+}
+
+/// The emulated API server: each candidate a `LeaseLock` on the Lease `default/sim` through its
+/// own listener. A lost race is a third party rewriting the Lease's labels; a slow candidate
+/// gets the latency for `ops` × `delay`.
+#[cfg(feature = "kube")]
+#[derive(Clone, Debug)]
+pub struct LeaseBackend(pub std::sync::Arc<crate::lease_emulation::LeaseServer>);
+
+#[cfg(feature = "kube")]
+impl SimBackend for LeaseBackend {
+    type Lock = crate::LeaseLock;
+
+    async fn lock(&self, identity: &str) -> Self::Lock {
+        let client = self
+            .0
+            .client(identity)
+            .await
+            .expect("a local listener for the emulated API server");
+        crate::LeaseLock::new(client, "default", "sim", identity)
+    }
+
+    fn partition(&self, identity: &str, partitioned: bool) {
+        self.0.partition(identity, partitioned);
+    }
+
+    fn slow(&self, identity: &str, ops: u32, delay: Duration) {
+        self.0.latency(identity, delay);
+        let (server, id) = (self.0.clone(), identity.to_owned());
+        tokio::spawn(async move {
+            sleep(delay * ops).await;
+            server.latency(&id, Duration::ZERO);
+        });
+    }
+
+    fn fail(&self, identity: &str, ops: u32) {
+        let faults = vec![crate::lease_emulation::Fault::InternalError; ops as usize];
+        self.0.fail_next(identity, &faults);
+    }
+
+    fn lose_race(&self, _identity: &str, ops: u32) {
+        for _ in 0..ops {
+            self.0.modify("default", "sim", |l| {
+                l["metadata"]["labels"] = serde_json::json!({"touched": "by a third party"});
+            });
+        }
+    }
+}
 
 /// What one simulation run observed.
 ///
@@ -55,8 +149,8 @@ impl Drop for EndOnDrop {
     }
 }
 
-struct Candidate {
-    elector: Arc<LeaderElector<MemoryLock>>,
+struct Candidate<L> {
+    elector: Arc<LeaderElector<L>>,
     task: JoinHandle<()>,
 }
 
@@ -78,11 +172,39 @@ pub async fn simulate(
     kills: usize,
     faults: bool,
 ) -> SimReport {
-    let store = MemoryStore::new();
+    simulate_with(MemoryStore::new(), config, seed, candidates, kills, faults).await
+}
+
+/// [`simulate`] on any [`SimBackend`].
+///
+/// # Panics
+///
+/// If the config is invalid.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use leader::simulation::simulate_with;
+/// let store = leader::MemoryStore::new();
+/// let report = simulate_with(store, leader::LeaderElectionConfig::default(), 1, 3, 1, true).await;
+/// assert_eq!(report.overlaps, 0);
+/// # }
+/// ```
+pub async fn simulate_with<B: SimBackend>(
+    store: B,
+    config: LeaderElectionConfig,
+    seed: u64,
+    candidates: usize,
+    kills: usize,
+    faults: bool,
+) -> SimReport {
     let terms: Terms = Arc::default();
     let mut rng = Jitter::new(seed);
-    let mut cands: Vec<Candidate> = (0..candidates)
-        .map(|i| {
+    let mut cands: Vec<Candidate<B::Lock>> = Vec::with_capacity(candidates);
+    for i in 0..candidates {
+        cands.push(
             start(
                 &store,
                 &config,
@@ -91,8 +213,9 @@ pub async fn simulate(
                 seed.wrapping_mul(31).wrapping_add(i as u64),
                 Duration::ZERO,
             )
-        })
-        .collect();
+            .await,
+        );
+    }
     let mut failovers = Vec::new();
     let secs = |rng: &mut Jitter, lo: f64, hi: f64| {
         Duration::from_secs_f64(lo + rng.next_f64() * (hi - lo))
@@ -111,13 +234,13 @@ pub async fn simulate(
                         s.partition(&id, false);
                     });
                 }
-                1 => store.delay_next(
+                1 => store.slow(
                     &id,
                     1 + (rng.next_f64() * 5.0) as u32,
                     secs(&mut rng, 0.0, 8.0),
                 ),
-                2 => store.fail_next(&id, 1 + (rng.next_f64() * 5.0) as u32),
-                _ => store.lose_next_update(&id, 1 + (rng.next_f64() * 3.0) as u32),
+                2 => store.fail(&id, 1 + (rng.next_f64() * 5.0) as u32),
+                _ => store.lose_race(&id, 1 + (rng.next_f64() * 3.0) as u32),
             }
         }
         sleep(secs(&mut rng, 1.0, 40.0)).await;
@@ -135,7 +258,8 @@ pub async fn simulate(
             i,
             seed ^ (restarts << 32),
             secs(&mut rng, 0.0, 30.0),
-        );
+        )
+        .await;
         let next = loop {
             let started = lock(&terms).get(before).map(|t| t.start);
             if let Some(start) = started {
@@ -165,17 +289,17 @@ pub async fn simulate(
     }
 }
 
-fn start(
-    store: &MemoryStore,
+async fn start<B: SimBackend>(
+    store: &B,
     config: &LeaderElectionConfig,
     terms: &Terms,
     i: usize,
     seed: u64,
     after: Duration,
-) -> Candidate {
+) -> Candidate<B::Lock> {
     let elector = Arc::new(
         LeaderElector::new(
-            store.lock(format!("c{i}-{seed:x}")),
+            store.lock(&format!("c{i}-{seed:x}")).await,
             config.clone().jitter_seed(seed),
         )
         .expect("the simulation's config is valid"),

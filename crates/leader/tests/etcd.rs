@@ -5,8 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leader::etcd_server::EtcdServer;
-use leader::{EtcdLock, LeaderElectionConfig, LeaderElector};
+#[path = "support/etcd_server.rs"]
+mod etcd_server;
+
+use etcd_server::EtcdServer;
+use leader::{EtcdLock, LeaderElectionConfig, LeaderElector, Lock};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -71,5 +74,49 @@ async fn etcd_electors_should_fail_over_and_step_down_when_etcd_stops() {
     assert!(
         stepped < Duration::from_secs(3),
         "before anyone could take over: {stepped:?}"
+    );
+}
+
+/// A server frozen (`SIGSTOP`) and thawed (`SIGCONT`) while one candidate leads: requests fail
+/// at the lock's timeout instead of hanging, the leader steps down, and every later grant gets a
+/// greater fencing token (the revision of the acquiring write).
+#[tokio::test]
+async fn etcd_fencing_should_increase_across_a_frozen_and_thawed_server() {
+    let etcd = EtcdServer::start().await;
+    let client = etcd_client::Client::connect([etcd.url()], None)
+        .await
+        .unwrap();
+    let lock =
+        EtcdLock::new(client, "/leader-fence", "a").request_timeout(Duration::from_millis(500));
+    let e = LeaderElector::new(lock, config()).unwrap();
+    let mut tokens = Vec::new();
+    let etcd = &etcd;
+    for _ in 0..3 {
+        let out = tokio::time::timeout(
+            Duration::from_secs(30),
+            e.run(CancellationToken::new(), |l| async move {
+                etcd.freeze(true);
+                l.token().cancelled().await;
+                (l.fencing_token(), l.end_reason())
+            }),
+        )
+        .await
+        .expect("leads and steps down")
+        .unwrap();
+        assert_eq!(out.1, Some(leader::LeadershipEnd::RenewDeadlinePassed));
+        tokens.push(out.0);
+        // Frozen: a request fails at the timeout rather than hanging.
+        let start = Instant::now();
+        assert!(e.lock().get().await.is_err());
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        etcd.freeze(false);
+    }
+    assert!(
+        tokens.windows(2).all(|w| w[1] > w[0]),
+        "strictly increasing: {tokens:?}"
     );
 }

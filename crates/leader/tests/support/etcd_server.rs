@@ -1,5 +1,7 @@
 //! A throwaway etcd server for tests: Debian's `etcd` binary on 127.0.0.1, free ports, a
-//! temporary data directory, killed and cleaned up on drop.
+//! temporary data directory, killed and cleaned up on drop. Test support code, included with
+//! `#[path]` by the tests that need it (it starts a process and panics, so it is no part of the
+//! library).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -7,18 +9,8 @@ use std::time::Duration;
 
 /// A running etcd started by a test.
 ///
-/// # Examples
-///
-/// ```no_run
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let etcd = leader::etcd_server::EtcdServer::start().await;
-/// let client = etcd_client::Client::connect([etcd.url()], None).await.unwrap();
-/// # drop(client);
-/// # }
-/// ```
 #[derive(Debug)]
-pub struct EtcdServer {
+pub(crate) struct EtcdServer {
     child: Child,
     dir: PathBuf,
     url: String,
@@ -45,7 +37,7 @@ impl EtcdServer {
     ///
     /// Loudly, if etcd cannot be started or does not become ready within 10 s: a test that needs
     /// the server must fail rather than skip (`scripts/test` installs `etcd-server`).
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let (client, peer) = (free_port(), free_port());
         let dir = std::env::temp_dir().join(format!("ctrlq-etcd-{}-{client}", std::process::id()));
         let url = format!("http://127.0.0.1:{client}");
@@ -79,13 +71,23 @@ impl EtcdServer {
     }
 
     /// The client URL, `http://127.0.0.1:<port>`.
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.url
     }
 
     /// Kills the server now (a crashed store); idempotent.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Freezes (`SIGSTOP`) or thaws (`SIGCONT`) the server: requests hang while it is frozen.
+    pub(crate) fn freeze(&self, frozen: bool) {
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {signal} failed");
     }
 }

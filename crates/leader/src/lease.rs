@@ -1,0 +1,338 @@
+//! The Kubernetes Lease lock: one `coordination.k8s.io/v1` Lease, compare-and-set on its
+//! `resourceVersion`, as client-go's `LeaseLock`.
+
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+
+use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimedOut, Versioned};
+
+/// A [`Lock`] on a Kubernetes `Lease` (`coordination.k8s.io/v1`), as client-go's `LeaseLock`:
+/// what kube-controller-manager, kube-scheduler and controller-runtime managers elect on, so a
+/// Go controller and this crate's elector can contend for the same Lease.
+///
+/// - `get` reads the Lease; `create` posts it; `update` replaces it with the `resourceVersion`
+///   of the Lease this lock last read or wrote, so the API server's optimistic concurrency is
+///   the compare-and-set. Before any read, `update` fails with [`LockError::Conflict`] and
+///   sends nothing.
+/// - The record maps to the spec as client-go's `LeaderElectionRecordToLeaseSpec`:
+///   `holderIdentity`, `leaseDurationSeconds`, `acquireTime`, `renewTime` (`MicroTime`, whole
+///   microseconds), `leaseTransitions`. Everything else on the Lease (labels, annotations,
+///   owner references, `spec.strategy`, `spec.preferredHolder`) is kept on every update.
+/// - Errors as the API server gives them: 404 is [`LockError::NotFound`]; 409 on create is
+///   [`LockError::AlreadyExists`], on replace [`LockError::Conflict`]; anything else (5xx, 429,
+///   transport, the [request timeout](Self::request_timeout)) is [`LockError::Backend`] with the
+///   kube error as its source.
+/// - The fencing token ([`Lock::fencing_token`]) is `leaseTransitions`, which the elector
+///   increments on every grant: it restarts at 0 if the Lease is deleted (a `resourceVersion`
+///   is opaque, so it cannot serve).
+///
+/// The crate never enables a `k8s-openapi` Kubernetes version feature: the application does
+/// (for example `k8s-openapi = { version = "0.29", features = ["latest"] }`), and picks a TLS
+/// backend through its own `kube` dependency.
+///
+/// # Examples
+///
+/// On a real cluster (in-cluster config or the kubeconfig):
+///
+/// ```no_run
+/// use leader::{LeaderElectionConfig, LeaderElector, LeaseLock};
+/// use tokio_util::sync::CancellationToken;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = kube::Client::try_default().await?;
+/// let pod = std::env::var("POD_NAME")?;
+/// let lock = LeaseLock::new(client, "kube-system", "my-controller", pod);
+/// let elector = LeaderElector::new(lock, LeaderElectionConfig::default().release_on_cancel(true))?;
+/// elector.run(CancellationToken::new(), |leadership| async move {
+///     leadership.token().cancelled().await;
+/// }).await;
+/// # Ok(())
+/// # }
+/// ```
+pub struct LeaseLock {
+    api: Api<Lease>,
+    namespace: String,
+    name: String,
+    identity: String,
+    timeout: Duration,
+    /// The Lease as last read or written; `update` replaces this object.
+    cached: Mutex<Option<Lease>>,
+}
+
+/// The API server answered with a Lease this lock cannot read.
+#[derive(Debug, thiserror::Error)]
+#[error("malformed Lease: {0}")]
+struct Malformed(&'static str);
+
+impl LeaseLock {
+    /// A lock on the Lease `namespace/name` for the candidate `identity`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: kube::Client) {
+    /// let lock = leader::LeaseLock::new(client, "default", "my-controller", "pod-a");
+    /// assert_eq!(leader::Lock::describe(&lock), "default/my-controller");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn new(
+        client: kube::Client,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+        identity: impl Into<String>,
+    ) -> Self {
+        let namespace = namespace.into();
+        Self {
+            api: Api::namespaced(client, &namespace),
+            namespace,
+            name: name.into(),
+            identity: identity.into(),
+            timeout: DEFAULT_REQUEST_TIMEOUT,
+            cached: Mutex::new(None),
+        }
+    }
+
+    /// Bounds each request, including kube-rs's own retries of 429, 503 and 504 (default
+    /// [`DEFAULT_REQUEST_TIMEOUT`]). Keep it below the renew deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: kube::Client) {
+    /// use std::time::Duration;
+    /// let lock = leader::LeaseLock::new(client, "default", "my-controller", "pod-a")
+    ///     .request_timeout(Duration::from_secs(2));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    fn cache(&self, lease: Option<Lease>) {
+        *self
+            .cached
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = lease;
+    }
+
+    async fn bounded<T>(
+        &self,
+        request: impl Future<Output = kube::Result<T>>,
+        on_conflict: LockError,
+    ) -> Result<T, LockError> {
+        match tokio::time::timeout(self.timeout, request).await {
+            Err(_) => Err(LockError::Backend(Box::new(RequestTimedOut(self.timeout)))),
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(kube::Error::Api(status))) if status.code == 404 => Err(LockError::NotFound),
+            Ok(Err(kube::Error::Api(status))) if status.code == 409 => Err(on_conflict),
+            Ok(Err(e)) => Err(LockError::Backend(Box::new(e))),
+        }
+    }
+
+    /// Caches `lease` and returns its version.
+    fn seen(&self, lease: Lease) -> Result<String, LockError> {
+        let version = lease
+            .metadata
+            .resource_version
+            .clone()
+            .ok_or_else(|| LockError::Backend(Box::new(Malformed("no resourceVersion"))))?;
+        self.cache(Some(lease));
+        Ok(version)
+    }
+}
+
+/// client-go's `LeaderElectionRecordToLeaseSpec`, onto `spec` (whose other fields stay).
+pub(crate) fn record_to_spec(record: &LeaderRecord, spec: &mut LeaseSpec) {
+    spec.holder_identity = Some(record.holder_identity.clone());
+    spec.lease_duration_seconds =
+        Some(i32::try_from(record.lease_duration_seconds).unwrap_or(i32::MAX));
+    spec.acquire_time = Some(micro_time(record.acquire_time));
+    spec.renew_time = Some(micro_time(record.renew_time));
+    spec.lease_transitions = Some(i32::try_from(record.leader_transitions).unwrap_or(i32::MAX));
+}
+
+/// client-go's `LeaseSpecToLeaderElectionRecord`: absent fields are zero (times: the epoch).
+pub(crate) fn spec_to_record(spec: &LeaseSpec) -> LeaderRecord {
+    let time = |t: &Option<MicroTime>| t.as_ref().map_or(SystemTime::UNIX_EPOCH, system_time);
+    LeaderRecord {
+        holder_identity: spec.holder_identity.clone().unwrap_or_default(),
+        lease_duration_seconds: spec
+            .lease_duration_seconds
+            .map_or(0, |d| u32::try_from(d).unwrap_or(0)),
+        acquire_time: time(&spec.acquire_time),
+        renew_time: time(&spec.renew_time),
+        leader_transitions: spec
+            .lease_transitions
+            .map_or(0, |t| u32::try_from(t).unwrap_or(0)),
+    }
+}
+
+/// A wall-clock time as a `MicroTime`, truncated to whole microseconds as the API server
+/// stores it.
+fn micro_time(t: SystemTime) -> MicroTime {
+    let ts = match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => Timestamp::new(
+            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            i32::try_from(d.subsec_micros() * 1000).unwrap_or(0),
+        ),
+        Err(e) => {
+            // Before the epoch: round the magnitude up to whole microseconds, then negate.
+            let d = e.duration();
+            let micros = i128::try_from(d.as_nanos().div_ceil(1000)).unwrap_or(i128::MAX);
+            Timestamp::from_nanosecond(-micros * 1000)
+        }
+    };
+    MicroTime(ts.unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+fn system_time(t: &MicroTime) -> SystemTime {
+    let nanos = t.0.as_nanosecond();
+    let magnitude = Duration::new(
+        u64::try_from(nanos.unsigned_abs() / 1_000_000_000).unwrap_or(u64::MAX),
+        u32::try_from(nanos.unsigned_abs() % 1_000_000_000).unwrap_or(0),
+    );
+    if nanos >= 0 {
+        SystemTime::UNIX_EPOCH.checked_add(magnitude)
+    } else {
+        SystemTime::UNIX_EPOCH.checked_sub(magnitude)
+    }
+    .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+#[async_trait::async_trait]
+impl Lock for LeaseLock {
+    async fn get(&self) -> Result<Versioned, LockError> {
+        let lease = self
+            .bounded(self.api.get(&self.name), LockError::Conflict)
+            .await?;
+        let record = spec_to_record(lease.spec.as_ref().unwrap_or(&LeaseSpec::default()));
+        let version = self.seen(lease)?;
+        Ok(Versioned { record, version })
+    }
+
+    async fn create(&self, record: LeaderRecord) -> Result<String, LockError> {
+        let mut spec = LeaseSpec::default();
+        record_to_spec(&record, &mut spec);
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                namespace: Some(self.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(spec),
+        };
+        let created = self
+            .bounded(
+                self.api.create(&PostParams::default(), &lease),
+                LockError::AlreadyExists,
+            )
+            .await?;
+        self.seen(created)
+    }
+
+    async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
+        let cached = self
+            .cached
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut lease = cached.ok_or(LockError::Conflict)?;
+        record_to_spec(&record, lease.spec.get_or_insert_with(LeaseSpec::default));
+        let replaced = self
+            .bounded(
+                self.api.replace(&self.name, &PostParams::default(), &lease),
+                LockError::Conflict,
+            )
+            .await?;
+        self.seen(replaced)
+    }
+
+    fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    fn describe(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+impl std::fmt::Debug for LeaseLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseLock")
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .field("identity", &self.identity)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Converts between the leader record and a Lease's JSON as client-go writes it; for tests and
+/// tools that inspect Leases.
+///
+/// # Examples
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let spec = serde_json::json!({
+///     "holderIdentity": "pod-a",
+///     "leaseDurationSeconds": 15,
+///     "acquireTime": "2022-06-28T06:09:26.837773Z",
+///     "renewTime": "2022-06-28T06:09:40.000001Z",
+///     "leaseTransitions": 2
+/// });
+/// let record = leader::lease_record::from_spec_json(&spec)?;
+/// assert_eq!(record.holder_identity, "pod-a");
+/// assert_eq!(leader::lease_record::to_spec_json(&record)?, spec);
+/// # Ok(())
+/// # }
+/// ```
+pub mod lease_record {
+    use super::{LeaseSpec, record_to_spec, spec_to_record};
+    use crate::LeaderRecord;
+
+    /// The record of a Lease `spec` object.
+    ///
+    /// # Errors
+    ///
+    /// When the JSON is not a Lease spec (wrong types, a malformed time).
+    pub fn from_spec_json(spec: &serde_json::Value) -> Result<LeaderRecord, serde_json::Error> {
+        let spec: LeaseSpec = serde_json::from_value(spec.clone())?;
+        Ok(spec_to_record(&spec))
+    }
+
+    /// The Lease `spec` object client-go writes for `record`.
+    ///
+    /// # Errors
+    ///
+    /// Only if serialization fails, which a valid record does not.
+    pub fn to_spec_json(record: &LeaderRecord) -> Result<serde_json::Value, serde_json::Error> {
+        let mut spec = LeaseSpec::default();
+        record_to_spec(record, &mut spec);
+        serde_json::to_value(spec)
+    }
+
+    /// Writes `record` into an existing Lease object's `spec`, keeping every field the record does
+    /// not own (metadata, `strategy`, `preferredHolder`), as the lock's update does.
+    ///
+    /// # Errors
+    ///
+    /// When `lease` is not a Lease.
+    pub fn apply_to_lease_json(
+        record: &LeaderRecord,
+        lease: &serde_json::Value,
+    ) -> Result<serde_json::Value, serde_json::Error> {
+        let mut lease: k8s_openapi::api::coordination::v1::Lease =
+            serde_json::from_value(lease.clone())?;
+        record_to_spec(record, lease.spec.get_or_insert_with(LeaseSpec::default));
+        serde_json::to_value(lease)
+    }
+}

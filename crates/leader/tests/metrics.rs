@@ -1,0 +1,50 @@
+//! client-go's leader-election metrics through prometheus-client (feature `prometheus`).
+
+use std::time::Duration;
+
+use leader::prometheus::LeaderMetrics;
+use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+
+fn encode(registry: &Registry) -> String {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    text
+}
+
+#[tokio::test(start_paused = true)]
+async fn metrics_should_report_status_slow_path_and_lock_errors_per_name() {
+    let mut registry = Registry::default();
+    let metrics = LeaderMetrics::register(&mut registry);
+    let store = MemoryStore::new();
+    let config = LeaderElectionConfig::default().name("ctl").jitter_seed(1);
+    let e = LeaderElector::new(store.lock("a"), config)
+        .unwrap()
+        .with_metrics(metrics.clone());
+    assert!(encode(&registry).contains(r#"leader_election_master_status{name="ctl"} 0"#));
+    store.fail_next("a", 2);
+    let (s, r) = (store.clone(), &registry);
+    e.run(CancellationToken::new(), |_| async move {
+        assert!(encode(r).contains(r#"leader_election_master_status{name="ctl"} 1"#));
+        // one renew loses a race: it takes the slow path.
+        s.lose_next_update("a", 1);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    })
+    .await;
+    let text = encode(&registry);
+    assert!(
+        text.contains(r#"leader_election_master_status{name="ctl"} 0"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"leader_election_slowpath_total{name="ctl"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"leader_election_lock_errors_total{name="ctl"} 2"#),
+        "{text}"
+    );
+    assert_eq!(e.slow_path_count(), 1);
+    assert_eq!(e.lock_error_count(), 2);
+}
