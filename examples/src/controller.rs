@@ -1,6 +1,7 @@
 //! The controller of the main example, built on [`controller::Controller`]: replicas of one
 //! controller share a lease; a synthetic cluster creates and updates objects; the leader
-//! reconciles them (some attempts fail and are retried with backoff); midway the leader is killed
+//! reconciles them (some attempts fail and are retried with backoff, each success asks for a check
+//! again half a second later); midway the leader is killed
 //! and another replica takes over with a fresh queue filled by its own listing; at the end every
 //! replica shuts down and the leader drains.
 //!
@@ -312,6 +313,13 @@ where
     if options.progress {
         eprintln!();
     }
+    // Shut down while the leader is busy with its re-checks, so the drain has work to finish.
+    let busy = tokio::time::timeout(RECHECK * 2, async {
+        while !cluster.reconciling() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    let _ = busy.await;
     cluster.say(format_args!(
         "all objects reconciled; shutting down every replica"
     ));
@@ -408,6 +416,9 @@ struct Log {
     drain: Option<(u64, u64)>,
 }
 
+/// How long after a successful reconcile an object is checked again.
+const RECHECK: Duration = Duration::from_millis(500);
+
 /// Failures printed as they happen; the rest are counted in the summary.
 const FAILURES_PRINTED: u64 = 8;
 
@@ -439,6 +450,11 @@ impl Cluster {
     /// Objects whose latest generation is reconciled.
     fn fresh(&self) -> usize {
         self.fresh.load(Ordering::Relaxed)
+    }
+
+    /// Whether some replica is in reconcile now.
+    fn reconciling(&self) -> bool {
+        lock(&self.log).in_reconcile.values().any(|n| *n > 0)
     }
 
     fn current_leader(&self) -> Option<String> {
@@ -533,7 +549,9 @@ impl Cluster {
             o.reconciled = seen;
         }
         self.reconciled.fetch_add(1, Ordering::Relaxed);
-        Ok(Action::Done)
+        // Check again later, as controllers do for drift nobody reports: the leader is never
+        // idle for long, so the final shutdown has reconciles in flight to drain.
+        Ok(Action::requeue_after(RECHECK))
     }
 
     /// The replicas' event hook: leader changes, overlap checks, failures, drains.

@@ -38,9 +38,9 @@ async fn a_small_run_reconciles_everything_across_a_failover() {
         failover >= Duration::from_millis(600) && failover <= FAILOVER_BOUND,
         "failover {failover:?}"
     );
-    // The final leader drained at the shutdown.
+    // The final leader drained at the shutdown, with its re-checks in flight.
     let (in_flight, dropped) = summary.drain.expect("a drain");
-    assert!(dropped <= in_flight);
+    assert!(in_flight >= 1, "{text}");
     assert_eq!(dropped, 0, "{text}");
     assert!(summary.latency_p50 <= summary.latency_p99);
     assert!(
