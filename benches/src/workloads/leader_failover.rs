@@ -60,11 +60,8 @@ pub(crate) fn run(flags: &Overrides) -> Report {
     };
     let lease_run = |seed: u64, kills: usize, faults: bool| {
         io_rt().block_on(async {
-            let server = LeaseServer::start()
-                .await
-                .expect("the emulated API server starts");
             simulate_with(
-                LeaseBackend(Arc::new(server)),
+                LeaseBackend(Arc::new(LeaseServer::start())),
                 config.clone(),
                 seed,
                 3,

@@ -30,6 +30,7 @@ mod error;
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 mod etcd;
 mod jitter;
+mod leadership;
 #[cfg(feature = "kube")]
 #[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
 mod lease;
@@ -48,10 +49,11 @@ mod record;
 pub mod simulation;
 
 pub use config::{DEFAULT_GRACE_PERIOD, LeaderElectionConfig};
-pub use elector::{ElectorStatus, LeaderElector, Leadership, LeadershipEnd};
+pub use elector::LeaderElector;
 pub use error::{ConfigError, DEFAULT_REQUEST_TIMEOUT, HealthError, LockError, RequestTimedOut};
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdLock;
+pub use leadership::{ElectorStatus, Leadership, LeadershipEnd};
 #[cfg(feature = "kube")]
 pub use lease::{LeaseLock, lease_record};
 pub use lock::Lock;

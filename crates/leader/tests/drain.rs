@@ -40,7 +40,7 @@ fn spawn_follower(
     (e, rx)
 }
 
-/// The scenario: a stop on a leader whose work takes 20 s to drain. The lease must stay
+/// The graceful shutdown a new user wires: a stop on a leader whose work takes 20 s to drain. The lease must stay
 /// with it until the work returns; only then may the other replica lead.
 #[tokio::test(start_paused = true)]
 async fn stop_should_keep_the_lease_until_the_drain_finishes() {
@@ -309,4 +309,53 @@ async fn persistent_failures_should_warn_a_few_times_not_per_retry() {
         ],
         "{w:?}"
     );
+}
+
+#[test]
+fn only_losses_should_count_as_losses() {
+    assert!(LeadershipEnd::LostToOther.is_loss());
+    assert!(LeadershipEnd::RenewDeadlinePassed.is_loss());
+    assert!(!LeadershipEnd::StopRequested.is_loss());
+    assert!(!LeadershipEnd::WorkFinished.is_loss());
+}
+
+/// The lease is released only when a stop was requested and `release_on_cancel` is set.
+#[tokio::test(start_paused = true)]
+async fn release_should_need_both_a_stop_and_release_on_cancel() {
+    // release_on_cancel set, but the work returns on its own: kept, to expire.
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("a"), config().release_on_cancel(true)).unwrap();
+    e.run(CancellationToken::new(), |_| async {}).await;
+    assert_eq!(store.record().unwrap().holder_identity, "a");
+    // a stop, but release_on_cancel unset: kept.
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("a"), config()).unwrap();
+    let stop = CancellationToken::new();
+    let s2 = stop.clone();
+    e.run(stop, |_| async move { s2.cancel() }).await;
+    assert_eq!(store.record().unwrap().holder_identity, "a");
+    // both: released.
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("a"), config().release_on_cancel(true)).unwrap();
+    let stop = CancellationToken::new();
+    let s2 = stop.clone();
+    e.run(stop, |_| async move { s2.cancel() }).await;
+    assert!(store.record().unwrap().is_free());
+}
+
+/// Watchers of the status wake on changes only, not on every renew of a healthy leader.
+#[tokio::test(start_paused = true)]
+async fn status_should_not_wake_watchers_on_every_renew() {
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("a"), config()).unwrap();
+    let mut status = e.subscribe_status();
+    let woke = e
+        .run(CancellationToken::new(), |_| async move {
+            status.borrow_and_update();
+            sleep(Duration::from_secs(20)).await;
+            status.has_changed().unwrap()
+        })
+        .await;
+    assert_eq!(woke, Some(false));
+    assert!(store.operations().len() > 10, "renewed meanwhile");
 }

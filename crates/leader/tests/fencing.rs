@@ -107,3 +107,34 @@ async fn leader_should_step_down_under_latency_above_half_of_retry_plus_deadline
         .await;
     assert_eq!(out, Some(true));
 }
+
+/// Acquire retries wait a jittered `[1, 2.2)` × retry period after each try, as client-go's
+/// `JitterUntil` with factor 1.2: with a fixed seed, 60 waits cover that whole range.
+#[tokio::test(start_paused = true)]
+async fn acquire_retries_should_wait_one_to_two_point_two_retry_periods() {
+    let store = MemoryStore::new();
+    store.partition("b", true);
+    let e = LeaderElector::new(store.lock("b"), config()).unwrap();
+    let mut status = e.subscribe_status();
+    let cancel = CancellationToken::new();
+    let run = e.run(cancel.clone(), |_| async {});
+    tokio::pin!(run);
+    let mut tries = Vec::new();
+    while tries.len() < 61 {
+        tokio::select! {
+            _ = &mut run => panic!("cannot lead while partitioned"),
+            r = timeout(Duration::from_secs(10), status.changed()) => {
+                r.unwrap().unwrap();
+                tries.push(Instant::now());
+            }
+        }
+    }
+    let waits: Vec<f64> = tries
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_secs_f64())
+        .collect();
+    assert!(waits.iter().all(|w| (2.0..4.4).contains(w)), "{waits:?}");
+    let max = waits.iter().copied().fold(0.0, f64::max);
+    let min = waits.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(max > 4.0 && min < 2.4, "{min} .. {max}");
+}

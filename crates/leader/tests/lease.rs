@@ -110,7 +110,7 @@ fn record_times_should_be_written_with_exactly_six_fractional_digits() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn lock_should_create_get_and_replace_with_the_resource_version() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let a = lock(&server, "a").await;
     assert!(matches!(a.get().await, Err(LockError::NotFound)));
     let v1 = a.create(record("a", 0)).await.unwrap();
@@ -146,7 +146,7 @@ async fn lock_should_create_get_and_replace_with_the_resource_version() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn lock_should_map_each_api_error() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let a = lock(&server, "a").await;
     let b = lock(&server, "b").await;
     // update before any read: a conflict, and nothing is sent.
@@ -189,7 +189,7 @@ async fn lock_should_map_each_api_error() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn lock_should_bound_every_request_by_its_timeout() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let a = lock(&server, "a")
         .await
         .request_timeout(Duration::from_secs(2));
@@ -216,7 +216,7 @@ async fn lock_should_bound_every_request_by_its_timeout() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn lock_should_see_429_only_when_kube_retries_are_off_or_exhausted() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     // kube-rs's default client retries a 429 after its Retry-After.
     let a = lock(&server, "a").await;
     a.create(record("a", 0)).await.unwrap();
@@ -258,7 +258,7 @@ async fn lock_should_see_429_only_when_kube_retries_are_off_or_exhausted() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn update_should_keep_the_fields_the_lock_does_not_own() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let mut lease = fixture("lease-coordinated.json");
     lease["metadata"]["namespace"] = json!(NS);
     lease["metadata"]["name"] = json!(NAME);
@@ -285,8 +285,8 @@ async fn update_should_keep_the_fields_the_lock_does_not_own() {
     assert_eq!(stored["spec"]["renewTime"], "2023-11-14T22:13:25.123456Z");
 }
 
-/// One HTTP/1.1 request over a plain socket; returns the status and the JSON body.
-async fn raw(url: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+/// One HTTP/1.1 request over a plain socket; returns the status, the JSON body and the head.
+async fn raw(url: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value, String) {
     let addr = url.trim_start_matches("http://");
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let body = body.map(Value::to_string).unwrap_or_default();
@@ -299,16 +299,14 @@ async fn raw(url: &str, method: &str, path: &str, body: Option<&Value>) -> (u16,
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
     let status = out[9..12].parse().unwrap();
-    let json = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| serde_json::from_str(b).unwrap_or(Value::Null))
-        .unwrap();
-    (status, json)
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    let json = serde_json::from_str(body).unwrap_or(Value::Null);
+    (status, json, head.to_ascii_lowercase())
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn emulation_should_answer_as_the_api_server_does() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let url = server.endpoint("raw").await.unwrap();
     let item = "/apis/coordination.k8s.io/v1/namespaces/default/leases/x";
     let coll = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
@@ -320,7 +318,7 @@ async fn emulation_should_answer_as_the_api_server_does() {
         "acquireTime": "2026-01-01T00:00:00.000001Z", "renewTime": "2026-01-01T00:00:00.000001Z",
         "leaseTransitions": 0});
 
-    let (code, body) = raw(&url, "GET", item, None).await;
+    let (code, body, _) = raw(&url, "GET", item, None).await;
     assert_eq!(code, 404);
     assert_eq!(body["kind"], "Status");
     assert_eq!(body["reason"], "NotFound");
@@ -330,14 +328,14 @@ async fn emulation_should_answer_as_the_api_server_does() {
     );
 
     // A PUT without resourceVersion creates a missing Lease (create on update).
-    let (code, created) = raw(&url, "PUT", item, Some(&lease(good.clone()))).await;
+    let (code, created, _) = raw(&url, "PUT", item, Some(&lease(good.clone()))).await;
     assert_eq!(code, 201);
     let rv = created["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .to_owned();
     // ... but on an existing one it is refused: no unconditional update.
-    let (code, body) = raw(&url, "PUT", item, Some(&lease(good.clone()))).await;
+    let (code, body, _) = raw(&url, "PUT", item, Some(&lease(good.clone()))).await;
     assert_eq!(code, 422);
     assert_eq!(body["reason"], "Invalid");
     assert!(
@@ -346,7 +344,7 @@ async fn emulation_should_answer_as_the_api_server_does() {
         )
     );
     // POST of an existing name.
-    let (code, body) = raw(&url, "POST", coll, Some(&lease(good.clone()))).await;
+    let (code, body, _) = raw(&url, "POST", coll, Some(&lease(good.clone()))).await;
     assert_eq!(
         (code, body["reason"].as_str()),
         (409, Some("AlreadyExists"))
@@ -355,16 +353,26 @@ async fn emulation_should_answer_as_the_api_server_does() {
     // The same object again keeps its version; a change bumps it; a stale one conflicts.
     let mut same = created.clone();
     same["unknownField"] = json!(1);
-    let (code, body) = raw(&url, "PUT", item, Some(&same)).await;
+    same["spec"]["bogus"] = json!(true);
+    let (code, body, head) = raw(&url, "PUT", item, Some(&same)).await;
     assert_eq!(code, 200);
+    assert!(
+        head.contains(r#"warning: 299 - "unknown field \"unknownfield\"""#),
+        "{head}"
+    );
+    assert!(
+        head.contains(r#"warning: 299 - "unknown field \"spec.bogus\"""#),
+        "{head}"
+    );
+    assert!(body["spec"].get("bogus").is_none());
     assert_eq!(body["metadata"]["resourceVersion"], rv.as_str());
     assert!(body.get("unknownField").is_none(), "unknown fields dropped");
     let mut changed = created.clone();
     changed["spec"]["holderIdentity"] = json!("b");
-    let (code, body) = raw(&url, "PUT", item, Some(&changed)).await;
+    let (code, body, _) = raw(&url, "PUT", item, Some(&changed)).await;
     assert_eq!(code, 200);
     assert_ne!(body["metadata"]["resourceVersion"], rv.as_str());
-    let (code, body) = raw(&url, "PUT", item, Some(&changed)).await;
+    let (code, body, _) = raw(&url, "PUT", item, Some(&changed)).await;
     assert_eq!(code, 409);
     assert_eq!(body["reason"], "Conflict");
     assert_eq!(
@@ -376,7 +384,7 @@ async fn emulation_should_answer_as_the_api_server_does() {
     // Decoding errors: 400.
     let mut bad = good.clone();
     bad["renewTime"] = json!("2026-01-01T00:00:00.123Z");
-    let (code, body) = raw(&url, "POST", coll, Some(&lease(bad))).await;
+    let (code, body, _) = raw(&url, "POST", coll, Some(&lease(bad))).await;
     assert_eq!((code, body["reason"].as_str()), (400, Some("BadRequest")));
     let mut bad = good.clone();
     bad["leaseDurationSeconds"] = json!("15");
@@ -384,7 +392,7 @@ async fn emulation_should_answer_as_the_api_server_does() {
     // Validation errors: 422 with causes.
     let mut bad = good.clone();
     bad["leaseDurationSeconds"] = json!(0);
-    let (code, body) = raw(&url, "POST", coll, Some(&lease(bad))).await;
+    let (code, body, _) = raw(&url, "POST", coll, Some(&lease(bad))).await;
     assert_eq!((code, body["reason"].as_str()), (422, Some("Invalid")));
     assert_eq!(
         body["details"]["causes"][0]["field"],
@@ -398,7 +406,7 @@ async fn emulation_should_answer_as_the_api_server_does() {
     assert_eq!(raw(&url, "POST", coll, Some(&lease(bad))).await.0, 422);
 
     // DELETE, then it is gone.
-    let (code, body) = raw(&url, "DELETE", item, None).await;
+    let (code, body, _) = raw(&url, "DELETE", item, None).await;
     assert_eq!((code, body["status"].as_str()), (200, Some("Success")));
     assert_eq!(raw(&url, "GET", item, None).await.0, 404);
     assert!(server.lease("default", "x").is_none());
@@ -406,7 +414,7 @@ async fn emulation_should_answer_as_the_api_server_does() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn emulation_should_drop_coordinated_fields_when_the_feature_is_off() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     server.coordinated(false);
     let url = server.endpoint("raw").await.unwrap();
     let mut lease = fixture("lease-coordinated.json");
@@ -414,7 +422,7 @@ async fn emulation_should_drop_coordinated_fields_when_the_feature_is_off() {
         .as_object_mut()
         .unwrap()
         .remove("resourceVersion");
-    let (code, body) = raw(
+    let (code, body, _) = raw(
         &url,
         "POST",
         "/apis/coordination.k8s.io/v1/namespaces/default/leases",
@@ -523,7 +531,7 @@ fn leader_index(cands: &[Candidate]) -> usize {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn three_lease_electors_should_fail_over_when_the_leader_is_killed() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let terms = Terms::default();
     let mut cands = Vec::new();
     for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
@@ -558,7 +566,7 @@ async fn three_lease_electors_should_fail_over_when_the_leader_is_killed() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_partitioned_lease_leader_should_step_down_before_another_leads() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let terms = Terms::default();
     let mut cands = Vec::new();
     for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
@@ -590,7 +598,7 @@ async fn a_partitioned_lease_leader_should_step_down_before_another_leads() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn lease_electors_should_keep_one_leader_under_a_slow_and_failing_server() {
-    let server = LeaseServer::start().await.unwrap();
+    let server = LeaseServer::start();
     let terms = Terms::default();
     let mut cands = Vec::new();
     for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
@@ -630,7 +638,7 @@ async fn lease_electors_should_keep_one_leader_under_a_slow_and_failing_server()
 async fn lease_simulation_with_faults_should_never_overlap() {
     use leader::simulation::{LeaseBackend, simulate_with};
     for seed in 1..=4 {
-        let backend = LeaseBackend(Arc::new(LeaseServer::start().await.unwrap()));
+        let backend = LeaseBackend(Arc::new(LeaseServer::start()));
         let report = timeout(
             Duration::from_secs(24 * 3600),
             simulate_with(backend, config(seed), seed, 3, 3, true),
@@ -640,7 +648,7 @@ async fn lease_simulation_with_faults_should_never_overlap() {
         assert_eq!(report.overlaps, 0, "seed {seed}: {report:?}");
         assert_eq!(report.failovers.len(), 3);
     }
-    let backend = LeaseBackend(Arc::new(LeaseServer::start().await.unwrap()));
+    let backend = LeaseBackend(Arc::new(LeaseServer::start()));
     let report = simulate_with(backend, config(9), 9, 3, 20, false).await;
     assert_eq!(report.overlaps, 0);
     for f in &report.failovers {
@@ -649,4 +657,65 @@ async fn lease_simulation_with_faults_should_never_overlap() {
             "{f:?}"
         );
     }
+}
+
+proptest::proptest! {
+    /// Any record with whole-microsecond times (what a Lease stores) survives the Lease JSON
+    /// unchanged, and its times are written with exactly six fractional digits.
+    #[test]
+    fn any_record_should_round_trip_through_the_lease_json(
+        holder in "[a-z0-9-]{0,20}",
+        duration in 1u32..100_000,
+        transitions in 0u32..i32::MAX as u32,
+        acquire_us in -62_135_596_800_000_000i64..253_402_300_799_999_999,
+        renew_us in 0i64..4_000_000_000_000_000,
+    ) {
+        let time = |us: i64| {
+            let d = Duration::from_micros(us.unsigned_abs());
+            if us >= 0 { SystemTime::UNIX_EPOCH + d } else { SystemTime::UNIX_EPOCH - d }
+        };
+        let r = LeaderRecord {
+            holder_identity: holder,
+            lease_duration_seconds: duration,
+            acquire_time: time(acquire_us),
+            renew_time: time(renew_us),
+            leader_transitions: transitions,
+        };
+        let spec = lease_record::to_spec_json(&r).unwrap();
+        for field in ["acquireTime", "renewTime"] {
+            let t = spec[field].as_str().unwrap();
+            let frac = t.rsplit_once('.').unwrap().1;
+            proptest::prop_assert_eq!(frac.len(), 7, "{}", t); // six digits and the Z
+        }
+        proptest::prop_assert_eq!(lease_record::from_spec_json(&spec).unwrap(), r);
+    }
+}
+
+/// A Lease held by a Go controller (as client-go writes it): our elector waits out the lease on
+/// its own clock, then takes over with one more transition, keeping what it does not own.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn elector_should_take_over_a_lease_written_by_client_go_after_it_expires() {
+    let server = LeaseServer::start();
+    let mut lease = fixture("lease-coordinated.json");
+    lease["metadata"]["namespace"] = json!(NS);
+    lease["metadata"]["name"] = json!(NAME);
+    server.insert(NS, NAME, lease.clone());
+    let e = LeaderElector::new(lock(&server, "a").await, config(1)).unwrap();
+    let start = Instant::now();
+    let (at, fencing) = timeout(
+        Duration::from_secs(60),
+        e.run(CancellationToken::new(), |l| async move {
+            (Instant::now(), l.fencing_token())
+        }),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(at - start >= Duration::from_secs(15), "{:?}", at - start);
+    assert_eq!(fencing, 5, "leaseTransitions 4 + 1");
+    let stored = server.lease(NS, NAME).unwrap();
+    assert_eq!(stored["spec"]["holderIdentity"], "a");
+    assert_eq!(stored["spec"]["leaseTransitions"], 5);
+    assert_eq!(stored["spec"]["strategy"], lease["spec"]["strategy"]);
+    assert_eq!(stored["metadata"]["labels"], lease["metadata"]["labels"]);
 }
