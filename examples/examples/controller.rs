@@ -39,6 +39,7 @@ async fn async_main(args: Args) -> ExitCode {
     let registry = args.metrics.then(examples::metrics::Registry::new);
     let mut options = args.options.clone();
     options.controller_metrics = registry.as_ref().map(|r| r.controller_metrics());
+    options.leader_metrics = registry.as_ref().map(|r| r.leader_metrics());
     let o = &options;
     println!(
         "== controller: {} replicas, {} objects + {} updates, {} workers, failure rate {}, seed {}",

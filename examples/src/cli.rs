@@ -25,7 +25,7 @@ FLAGS:
     --replicas N       controller replicas contending for the lease [3]
     --seed S           seed of the events and of the failures [1]
     --no-kill          do not kill the leader midway
-    --metrics          print the queue's and the controller's Prometheus metrics at the end
+    --metrics          print the queue's, controller's and elector's Prometheus metrics at the end
     --etcd URL         elect the leader on a real etcd (build with `--features etcd`)
     -q, --quiet        no live progress line (drawn only when stderr is a terminal)
     -h, --help         this text

@@ -19,6 +19,7 @@ use controller::metrics::ControllerMetrics;
 use controller::{Action, Context, Controller, Event, ReconcileOutcome};
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use leader::prometheus::LeaderMetrics;
 use leader::{LeaderElectionConfig, LeaderElector, Lock};
 use queue_async::metrics::MetricsProvider;
 use tokio::sync::mpsc;
@@ -62,6 +63,8 @@ pub struct Options {
     pub verbose: bool,
     /// Report controller-runtime's reconcile metrics here.
     pub controller_metrics: Option<Arc<ControllerMetrics>>,
+    /// Report the electors' leader-election metrics here.
+    pub leader_metrics: Option<LeaderMetrics>,
 }
 
 impl Default for Options {
@@ -79,6 +82,7 @@ impl Default for Options {
             progress: false,
             verbose: false,
             controller_metrics: None,
+            leader_metrics: None,
         }
     }
 }
@@ -269,7 +273,11 @@ where
     for r in 0..options.replicas {
         let id = format!("replica-{r}");
         let config = election_config().jitter_seed(options.seed ^ r as u64);
-        let elector = Arc::new(LeaderElector::new(make_lock(&id), config)?);
+        let mut elector = LeaderElector::new(make_lock(&id), config)?;
+        if let Some(m) = &options.leader_metrics {
+            elector = elector.with_metrics(m.clone());
+        }
+        let elector = Arc::new(elector);
         let c = replica(&cluster, &id, metrics.clone()).leader_elector(elector);
         replicas.push((id, tokio::spawn(c.run(shutdown.clone()))));
     }

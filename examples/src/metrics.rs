@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use controller::metrics::ControllerMetrics;
+use leader::prometheus::LeaderMetrics;
 use queue_async::metrics::MetricsProvider;
 use queue_async::prometheus::PrometheusMetrics;
 
@@ -25,6 +26,7 @@ pub struct Registry {
     registry: prometheus_client::registry::Registry,
     metrics: Arc<PrometheusMetrics>,
     controller: Arc<ControllerMetrics>,
+    leader: LeaderMetrics,
 }
 
 impl Default for Registry {
@@ -35,15 +37,17 @@ impl Default for Registry {
 
 impl Registry {
     /// A fresh registry with client-go's seven work-queue metrics and controller-runtime's six
-    /// reconcile metrics.
+    /// reconcile metrics and client-go's leader-election metrics.
     pub fn new() -> Self {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = PrometheusMetrics::register(&mut registry);
         let controller = ControllerMetrics::register(&mut registry);
+        let leader = LeaderMetrics::register(&mut registry);
         Self {
             registry,
             metrics,
             controller,
+            leader,
         }
     }
 
@@ -55,6 +59,11 @@ impl Registry {
     /// The controller-runtime reconcile metrics to give controllers.
     pub fn controller_metrics(&self) -> Arc<ControllerMetrics> {
         self.controller.clone()
+    }
+
+    /// The leader-election metrics to give electors.
+    pub fn leader_metrics(&self) -> LeaderMetrics {
+        self.leader.clone()
     }
 
     /// The text exposition format.

@@ -11,10 +11,12 @@
 //! | `controller_runtime_active_workers` | gauge | `controller` |
 //!
 //! As in controller-runtime, a panic counts as a panic, as an error and as a reconcile with
-//! result `error`. The queue's client-go metrics come from
-//! [`queue_async::prometheus::PrometheusMetrics`], given to
-//! [`Controller::queue_metrics`](crate::Controller::queue_metrics); the elector's
-//! `leader_election_master_status` from [`LeaderElector::leading_metric`](leader::LeaderElector::leading_metric).
+//! result `error`; every series of a controller exists (at zero) from its first term. The
+//! feature also turns on the metrics that sit next to these: the queue's client-go ones
+//! ([`queue_async::prometheus::PrometheusMetrics`], given to
+//! [`Controller::queue_metrics`](crate::Controller::queue_metrics)) and the elector's,
+//! `leader_election_master_status` among them ([`leader::prometheus::LeaderMetrics`], given to
+//! [`LeaderElector::with_metrics`](leader::LeaderElector::with_metrics)).
 //!
 //! # Examples
 //!
