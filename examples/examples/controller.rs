@@ -1,9 +1,10 @@
 //! The main example: a controller built from all four crates.
 //!
-//! Three replicas elect a leader on the in-memory lock (or on etcd with `--etcd URL`); the
-//! leader's workers drain a rate-limited priority work queue fed by a synthetic event source;
-//! midway the leader is killed and another replica finishes the work. Then a scheduling queue
-//! places pods that wait in backoff or unschedulable until an event helps.
+//! Three replicas of a controller built with the `controller` crate's runner share a lease on the
+//! in-memory lock (or on etcd with `--etcd URL`); the leader reconciles a synthetic cluster's
+//! objects, failures are retried with backoff; midway the leader is killed and another replica
+//! takes over with a fresh listing; at the end the leader drains. Then a scheduling queue places
+//! pods that wait in backoff or unschedulable until an event helps.
 //!
 //! Run with `cargo run -p examples --example controller` (`-- --help` for the flags).
 
@@ -35,12 +36,15 @@ fn main() -> ExitCode {
 }
 
 async fn async_main(args: Args) -> ExitCode {
-    let o = &args.options;
+    let registry = args.metrics.then(examples::metrics::Registry::new);
+    let mut options = args.options.clone();
+    options.controller_metrics = registry.as_ref().map(|r| r.controller_metrics());
+    options.leader_metrics = registry.as_ref().map(|r| r.leader_metrics());
+    let o = &options;
     println!(
         "== controller: {} replicas, {} objects + {} updates, {} workers, failure rate {}, seed {}",
         o.replicas, o.objects, o.updates, o.workers, o.failure_rate, o.seed
     );
-    let registry = args.metrics.then(examples::metrics::Registry::new);
     let provider = registry.as_ref().map(|r| r.provider());
     let result: Result<Summary, Box<dyn std::error::Error>> = match &args.etcd {
         None => controller::run_in_memory(o, provider)
@@ -55,7 +59,7 @@ async fn async_main(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!("{}", summary.render());
+    println!("\n== summary\n{}", summary.render());
 
     println!("\n== scheduling queue: 6 pods, one node with 3 slots, then a node is added");
     let report = scheduler::run(6, 3).await;
@@ -67,7 +71,9 @@ async fn async_main(args: Args) -> ExitCode {
         println!("\n== metrics (Prometheus text format)");
         print!("{}", registry.encode());
     }
-    let ok = summary.stale == 0 && summary.max_concurrent_leaders <= 1;
+    let ok = summary.stale == 0
+        && summary.max_concurrent_leaders <= 1
+        && summary.failover.is_none_or(|f| f <= summary.failover_bound);
     if ok {
         ExitCode::SUCCESS
     } else {

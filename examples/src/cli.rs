@@ -7,23 +7,25 @@ use crate::controller::Options;
 
 /// `--help` text.
 pub const HELP: &str = "\
-controller: three replicas of a small controller elect a leader; the leader's workers drain a
-rate-limited priority work queue fed by a synthetic event source; midway the leader is killed and
-another replica takes over. Then a scheduling queue places pods that wait in backoff or
+controller: three replicas of a controller (the `controller` crate's runner) share a lease; a
+synthetic cluster creates and updates objects; the leader reconciles them, failed attempts are
+retried with backoff; midway the leader is killed and another replica takes over with a fresh
+listing; at the end every replica shuts down and the leader drains. Events are printed as they
+happen, then a summary. Then a scheduling queue places pods that wait in backoff or
 unschedulable until an event helps them.
 
 USAGE:
     cargo run -p examples --example controller -- [FLAGS]
 
 FLAGS:
-    --objects N        objects the event source creates, each a low-priority create event [300]
-    --updates N        update events (normal priority) for random existing objects [objects / 2]
+    --objects N        objects the synthetic cluster creates [300]
+    --updates N        updates of random existing objects [objects / 2]
     --failure-rate F   probability that one reconcile attempt fails, in [0, 1) [0.2]
-    --workers N        worker tasks of the leader [4]
+    --workers N        concurrent reconciles of the leader [4]
     --replicas N       controller replicas contending for the lease [3]
     --seed S           seed of the events and of the failures [1]
     --no-kill          do not kill the leader midway
-    --metrics          print the work queue's Prometheus metrics (text format) at the end
+    --metrics          print the queue's, controller's and elector's Prometheus metrics at the end
     --etcd URL         elect the leader on a real etcd (build with `--features etcd`)
     -q, --quiet        no live progress line (drawn only when stderr is a terminal)
     -h, --help         this text
@@ -65,6 +67,7 @@ impl Args {
     {
         let mut options = Options {
             progress: std::io::stderr().is_terminal(),
+            verbose: true,
             ..Options::default()
         };
         let (mut metrics, mut etcd, mut help, mut updates) = (false, None, false, None);

@@ -1,6 +1,9 @@
-//! The controller of the main example: replicas elect a leader, the leader's workers drain a
-//! rate-limited priority work queue fed by a synthetic event source, and the leader is killed
-//! midway so another replica takes over and finishes the work.
+//! The controller of the main example, built on [`controller::Controller`]: replicas of one
+//! controller share a lease; a synthetic cluster creates and updates objects; the leader
+//! reconciles them (some attempts fail and are retried with backoff, each success asks for a check
+//! again half a second later); midway the leader is killed
+//! and another replica takes over with a fresh queue filled by its own listing; at the end every
+//! replica shuts down and the leader drains.
 //!
 //! Everything reads time through `tokio::time`, so a test runs the whole story in virtual time
 //! under a paused clock (see `examples/tests/controller.rs`).
@@ -12,22 +15,19 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use leader::{LeaderElectionConfig, LeaderElector, Leadership, Lock};
-use queue_async::PriorityQueue;
+use controller::metrics::ControllerMetrics;
+use controller::{Action, Context, Controller, Event, ReconcileOutcome};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use leader::prometheus::LeaderMetrics;
+use leader::{LeaderElectionConfig, LeaderElector, Lock};
 use queue_async::metrics::MetricsProvider;
-use queue_async::priority::AddOptions;
-use ratelimit::default_controller_rate_limiter;
-use tokio::sync::broadcast;
-use tokio::task::JoinSet;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::rng::{SplitMix64, draw};
-
-/// The priority of the initial list and of create events (background work).
-pub const LOW: i32 = -10;
-/// The priority of update events (a user changed something: serve it first).
-pub const NORMAL: i32 = 0;
 
 /// How a run is shaped. [`Options::default`] is the README's run.
 ///
@@ -39,26 +39,32 @@ pub const NORMAL: i32 = 0;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Objects the event source creates (each a create event).
+    /// Objects the cluster creates.
     pub objects: usize,
-    /// Update events the source sends for random existing objects.
+    /// Updates the cluster makes to random existing objects.
     pub updates: usize,
     /// Probability that one reconcile attempt fails, in `[0, 1)`.
     pub failure_rate: f64,
-    /// Worker tasks of the leader.
+    /// Concurrent reconciles of the leader.
     pub workers: usize,
     /// Controller replicas contending for the lease.
     pub replicas: usize,
-    /// Seed of the event source and of the failures.
+    /// Seed of the cluster's changes and of the failures.
     pub seed: u64,
     /// Kill the leader once half the objects are reconciled.
     pub kill_leader: bool,
-    /// Time between two events of the source.
+    /// Time between two changes of the cluster.
     pub event_interval: Duration,
     /// Time one reconcile takes.
     pub work_time: Duration,
     /// Draw a live progress line on stderr.
     pub progress: bool,
+    /// Print each event (leader changes, the first failures, the drain) as it happens.
+    pub verbose: bool,
+    /// Report controller-runtime's reconcile metrics here.
+    pub controller_metrics: Option<Arc<ControllerMetrics>>,
+    /// Report the electors' leader-election metrics here.
+    pub leader_metrics: Option<LeaderMetrics>,
 }
 
 impl Default for Options {
@@ -74,6 +80,9 @@ impl Default for Options {
             event_interval: Duration::from_millis(4),
             work_time: Duration::from_millis(3),
             progress: false,
+            verbose: false,
+            controller_metrics: None,
+            leader_metrics: None,
         }
     }
 }
@@ -99,22 +108,29 @@ pub struct Summary {
     pub objects: usize,
     /// Successful reconciles (an object reconciled twice, for two generations, counts twice).
     pub reconciled: u64,
-    /// Failed attempts handed back with `requeue_rate_limited`.
+    /// Failed attempts, each retried after the rate limiter's backoff.
     pub retries: u64,
-    /// Median time from an event's add to the worker's `get`.
+    /// Median time from an object's change to the start of the reconcile that saw it.
     pub latency_p50: Duration,
     /// 99th percentile of the same.
     pub latency_p99: Duration,
     /// The replica killed, if any.
     pub killed: Option<String>,
-    /// From the kill to the next leader starting its work.
+    /// From the kill to the next leader's term.
     pub failover: Option<Duration>,
+    /// The longest a failover can take with the example's election timings.
+    pub failover_bound: Duration,
     /// Every leader in order of their terms.
     pub leaders: Vec<String>,
-    /// The most replicas that were leading at one moment (must be 1).
+    /// The most replicas that were in reconcile at one moment, checked at every reconcile start
+    /// and end (must be 1).
     pub max_concurrent_leaders: usize,
+    /// Reconcile starts and ends at which that was checked.
+    pub checks: u64,
     /// Objects whose latest generation is not reconciled (0 after a complete run).
     pub stale: usize,
+    /// The final leader's drain: reconciles in flight at the shutdown, and dropped at its end.
+    pub drain: Option<(u64, u64)>,
     /// Duration of the run.
     pub elapsed: Duration,
 }
@@ -135,41 +151,67 @@ impl Summary {
     /// use examples::controller::{Options, run_in_memory};
     /// let options = Options { objects: 20, updates: 10, ..Default::default() };
     /// let summary = run_in_memory(&options, None).await.unwrap();
-    /// assert!(summary.render().contains("reconciled"));
+    /// assert!(summary.render().contains("every object at its last generation: yes"));
     /// # }
     /// ```
     pub fn render(&self) -> String {
         let mut s = String::new();
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let _ = writeln!(s, "objects            {}", self.objects);
+        let yes = |b: bool| if b { "yes" } else { "NO" };
         let _ = writeln!(
             s,
-            "reconciled         {} (all generations)",
-            self.reconciled
+            "objects            {} ; every object at its last generation: {} ({} stale)",
+            self.objects,
+            yes(self.stale == 0),
+            self.stale
         );
-        let _ = writeln!(s, "retries            {}", self.retries);
         let _ = writeln!(
             s,
-            "queue latency      p50 {:.1} ms, p99 {:.1} ms",
+            "reconciles         {} succeeded, {} failed and retried with backoff",
+            self.reconciled, self.retries
+        );
+        let _ = writeln!(
+            s,
+            "change to reconcile p50 {:.1} ms, p99 {:.1} ms",
             ms(self.latency_p50),
             ms(self.latency_p99)
         );
+        let bound = self.failover_bound.as_secs_f64();
         match (&self.killed, self.failover) {
             (Some(k), Some(f)) => {
                 let _ = writeln!(
                     s,
-                    "failover           {k} killed; next leader after {:.2} s",
-                    f.as_secs_f64()
+                    "failover           {k} killed; next leader after {:.2} s (bound {bound:.2} s: {})",
+                    f.as_secs_f64(),
+                    yes(f <= self.failover_bound)
                 );
+            }
+            (Some(k), None) => {
+                let _ = writeln!(s, "failover           {k} killed; no next leader");
             }
             _ => {
                 let _ = writeln!(s, "failover           none");
             }
         }
         let _ = writeln!(s, "leaders            {}", self.leaders.join(" -> "));
-        let _ = writeln!(s, "final leader       {}", self.final_leader());
-        let _ = writeln!(s, "two leaders at once {}", self.max_concurrent_leaders > 1);
-        let _ = writeln!(s, "stale objects      {}", self.stale);
+        let _ = writeln!(
+            s,
+            "two replicas at once {} (checked at {} reconcile starts and ends)",
+            if self.max_concurrent_leaders > 1 {
+                "YES"
+            } else {
+                "never"
+            },
+            self.checks
+        );
+        if let Some((in_flight, dropped)) = self.drain {
+            let _ = writeln!(
+                s,
+                "drain              {} finished {} in-flight reconciles, dropped {dropped}",
+                self.final_leader(),
+                in_flight - dropped
+            );
+        }
         let _ = write!(s, "elapsed            {:.2} s", self.elapsed.as_secs_f64());
         s
     }
@@ -188,7 +230,12 @@ pub fn election_config() -> LeaderElectionConfig {
         .lease_duration(Duration::from_secs(1))
         .renew_deadline(Duration::from_millis(600))
         .retry_period(Duration::from_millis(300))
+        .release_on_cancel(true)
 }
+
+/// The longest failover with [`election_config`]: the lease must expire, then a follower's next
+/// jittered retry (up to 2.2 retry periods) takes it.
+pub const FAILOVER_BOUND: Duration = Duration::from_millis(1_000 + 660);
 
 /// Runs the example with its replicas on one in-memory store (the embedded default).
 ///
@@ -203,7 +250,8 @@ pub async fn run_in_memory(
     run(options, metrics, |id| store.lock(id)).await
 }
 
-/// Runs the example with `make_lock(identity)` as each replica's lock.
+/// Runs the example with `make_lock(identity)` as each replica's lock; `metrics` receives the
+/// work queue's client-go metrics.
 ///
 /// # Errors
 ///
@@ -219,38 +267,31 @@ where
 {
     validate(options)?;
     let start = Instant::now();
-    let ctx = Arc::new(Ctx::new(options, metrics));
-
-    let mut electors = Vec::new();
-    let mut replicas = Vec::new();
-    let cancel = CancellationToken::new();
+    let cluster = Arc::new(Cluster::new(options));
+    let shutdown = CancellationToken::new();
+    let mut replicas: Vec<(String, JoinHandle<controller::Summary>)> = Vec::new();
     for r in 0..options.replicas {
         let id = format!("replica-{r}");
-        let elector = Arc::new(LeaderElector::new(
-            make_lock(&id),
-            election_config().jitter_seed(options.seed ^ r as u64),
-        )?);
-        electors.push(elector.clone());
-        let (ctx, cancel, id2) = (ctx.clone(), cancel.clone(), id.clone());
-        let handle = tokio::spawn(async move {
-            elector
-                .run(cancel, move |leadership| lead(ctx, id2, leadership))
-                .await;
-        });
-        replicas.push((id, handle));
+        let config = election_config().jitter_seed(options.seed ^ r as u64);
+        let mut elector = LeaderElector::new(make_lock(&id), config)?;
+        if let Some(m) = &options.leader_metrics {
+            elector = elector.with_metrics(m.clone());
+        }
+        let elector = Arc::new(elector);
+        let c = replica(&cluster, &id, metrics.clone()).leader_elector(elector);
+        replicas.push((id, tokio::spawn(c.run(shutdown.clone()))));
     }
-    let source = tokio::spawn(event_source(ctx.clone()));
+    let source = tokio::spawn(cluster.clone().changes());
 
-    let mut killed = None;
-    let mut kill_time = None;
+    let (mut killed, mut kill_time) = (None, None);
     let mut last_progress = (0usize, Instant::now());
     let stall_limit = Duration::from_secs(60);
     let mut tick = tokio::time::interval(Duration::from_millis(20));
     loop {
         tick.tick().await;
-        let fresh = ctx.fresh();
+        let fresh = cluster.fresh();
         if options.progress {
-            draw_progress(&ctx, fresh, options.objects);
+            cluster.draw_progress(fresh);
         }
         if source.is_finished() && fresh == options.objects {
             break;
@@ -258,19 +299,21 @@ where
         if fresh != last_progress.0 {
             last_progress = (fresh, Instant::now());
         } else if last_progress.1.elapsed() > stall_limit {
-            cancel.cancel();
+            shutdown.cancel();
             return Err(RunError::Stuck(stall_limit, options.objects - fresh));
         }
         if options.kill_leader
             && killed.is_none()
             && fresh * 2 >= options.objects
-            && let Some(current) = ctx.current_leader()
+            && let Some(current) = cluster.current_leader()
             && let Some((_, handle)) = replicas.iter().find(|(id, _)| *id == current)
         {
             // A crash: the replica's task dies with its workers; the lease is not released
             // and must expire before another replica can take over.
             handle.abort();
-            tracing::info!(replica = %current, "killed the leader");
+            cluster.say(format_args!(
+                "{current} killed (a crash: its lease must expire)"
+            ));
             killed = Some(current);
             kill_time = Some(Instant::now());
         }
@@ -278,33 +321,21 @@ where
     if options.progress {
         eprintln!();
     }
-    cancel.cancel();
+    // Shut down while the leader is busy with its re-checks, so the drain has work to finish.
+    let busy = tokio::time::timeout(RECHECK * 2, async {
+        while !cluster.reconciling() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    let _ = busy.await;
+    cluster.say(format_args!(
+        "all objects reconciled; shutting down every replica"
+    ));
+    shutdown.cancel();
     for (_, handle) in replicas {
         let _ = handle.await;
     }
-    let elapsed = start.elapsed();
-    let terms = ctx.terms();
-    let failover = kill_time.and_then(|k| {
-        terms
-            .iter()
-            .find(|(_, started)| *started > k)
-            .map(|(_, started)| *started - k)
-    });
-    let mut latencies = std::mem::take(&mut *lock(&ctx.latencies));
-    latencies.sort_unstable();
-    Ok(Summary {
-        objects: options.objects,
-        reconciled: ctx.reconciled.load(Ordering::Relaxed),
-        retries: ctx.retries.load(Ordering::Relaxed),
-        latency_p50: percentile(&latencies, 0.50),
-        latency_p99: percentile(&latencies, 0.99),
-        killed,
-        failover,
-        leaders: terms.into_iter().map(|(id, _)| id).collect(),
-        max_concurrent_leaders: ctx.max_leading.load(Ordering::Relaxed),
-        stale: options.objects - ctx.fresh(),
-        elapsed,
-    })
+    Ok(cluster.summary(start, killed, kill_time))
 }
 
 fn validate(o: &Options) -> Result<(), RunError> {
@@ -323,6 +354,333 @@ fn validate(o: &Options) -> Result<(), RunError> {
     Ok(())
 }
 
+/// The reconcile's error: the synthetic cluster refused the write.
+#[derive(Debug, thiserror::Error)]
+#[error("conflict writing {0} (injected failure)")]
+pub struct Conflict(String);
+
+/// One replica of the controller: reconcile, source, workers, events.
+fn replica(
+    cluster: &Arc<Cluster>,
+    id: &str,
+    metrics: Option<Arc<dyn MetricsProvider>>,
+) -> Controller<String, Conflict> {
+    let (c, source, events) = (cluster.clone(), cluster.clone(), cluster.clone());
+    let id = id.to_owned();
+    let mut controller = Controller::new("example-controller", move |key: String, ctx: Context| {
+        let c = c.clone();
+        async move {
+            let seen = c.observe(&key);
+            tokio::time::sleep(c.options.work_time).await;
+            c.reconcile(&key, seen, ctx.attempts())
+        }
+    })
+    // Each term lists every object, then follows changes, as a watch does.
+    .source(move || source.subscribe())
+    .workers(cluster.options.workers)
+    .grace_period(Duration::from_secs(1))
+    .on_event(move |e| events.on_event(&id, e));
+    if let Some(m) = metrics {
+        controller = controller.queue_metrics(m);
+    }
+    if let Some(m) = &cluster.options.controller_metrics {
+        controller = controller.metrics(m.clone());
+    }
+    controller
+}
+
+/// One object of the synthetic cluster.
+#[derive(Debug, Clone, Copy)]
+struct Object {
+    generation: u64,
+    reconciled: u64,
+    /// When the oldest change not yet seen by a reconcile was made.
+    changed: Option<Instant>,
+}
+
+/// The synthetic cluster and what the replicas report.
+struct Cluster {
+    options: Options,
+    start: Instant,
+    objects: Mutex<HashMap<String, Object>>,
+    watchers: Mutex<Vec<mpsc::UnboundedSender<String>>>,
+    fresh: AtomicUsize,
+    reconciled: AtomicU64,
+    retries: AtomicU64,
+    latencies: Mutex<Vec<Duration>>,
+    log: Mutex<Log>,
+}
+
+/// What the event hook tracks across replicas.
+#[derive(Default)]
+struct Log {
+    /// `(identity, start)` of every term.
+    terms: Vec<(String, Instant)>,
+    leading: Option<String>,
+    in_reconcile: HashMap<String, usize>,
+    max_concurrent: usize,
+    checks: u64,
+    failures_printed: u64,
+    drain: Option<(u64, u64)>,
+}
+
+/// How long after a successful reconcile an object is checked again.
+const RECHECK: Duration = Duration::from_millis(500);
+
+/// Failures printed as they happen; the rest are counted in the summary.
+const FAILURES_PRINTED: u64 = 8;
+
+impl Cluster {
+    fn new(options: &Options) -> Self {
+        Self {
+            options: options.clone(),
+            start: Instant::now(),
+            objects: Mutex::new(HashMap::new()),
+            watchers: Mutex::new(Vec::new()),
+            fresh: AtomicUsize::new(0),
+            reconciled: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+            latencies: Mutex::new(Vec::new()),
+            log: Mutex::new(Log::default()),
+        }
+    }
+
+    fn say(&self, what: std::fmt::Arguments<'_>) {
+        if self.options.verbose {
+            let t = self.start.elapsed().as_secs_f64();
+            if self.options.progress {
+                eprint!("\r\x1b[2K");
+            }
+            println!("[{t:6.2} s] {what}");
+        }
+    }
+
+    /// Objects whose latest generation is reconciled.
+    fn fresh(&self) -> usize {
+        self.fresh.load(Ordering::Relaxed)
+    }
+
+    /// Whether some replica is in reconcile now.
+    fn reconciling(&self) -> bool {
+        lock(&self.log).in_reconcile.values().any(|n| *n > 0)
+    }
+
+    fn current_leader(&self) -> Option<String> {
+        lock(&self.log).leading.clone()
+    }
+
+    /// A watch: every object's key (sorted), then each changed key.
+    fn subscribe(&self) -> BoxStream<'static, String> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let objects = lock(&self.objects);
+        let mut keys: Vec<&String> = objects.keys().collect();
+        keys.sort_unstable();
+        for k in keys {
+            let _ = tx.send(k.clone());
+        }
+        lock(&self.watchers).push(tx);
+        drop(objects);
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|k| (k, rx)) })
+            .boxed()
+    }
+
+    /// Creates or updates `key`, then tells the watchers.
+    fn change(&self, key: String) {
+        let mut objects = lock(&self.objects);
+        let o = objects.entry(key.clone()).or_insert(Object {
+            generation: 0,
+            reconciled: 0,
+            changed: None,
+        });
+        if o.generation == o.reconciled && o.generation > 0 {
+            self.fresh.fetch_sub(1, Ordering::Relaxed);
+        }
+        o.generation += 1;
+        o.changed.get_or_insert_with(Instant::now);
+        lock(&self.watchers).retain(|w| w.send(key.clone()).is_ok());
+    }
+
+    /// `objects` creates interleaved with `updates` updates of random existing objects, one
+    /// every `event_interval`.
+    async fn changes(self: Arc<Self>) {
+        let o = &self.options;
+        let mut rng = SplitMix64::new(o.seed);
+        let (mut created, mut updated) = (0usize, 0usize);
+        let mut tick = tokio::time::interval(o.event_interval);
+        while created < o.objects || updated < o.updates {
+            tick.tick().await;
+            let update = created > 0
+                && updated < o.updates
+                && (created == o.objects
+                    || rng.below(o.objects as u64 + o.updates as u64) < o.updates as u64);
+            if update {
+                let i = rng.below(created as u64);
+                self.change(object_key(i as usize));
+                updated += 1;
+            } else {
+                self.change(object_key(created));
+                created += 1;
+            }
+        }
+    }
+
+    /// What a reconcile reads first: the object's generation (recording how long the change
+    /// waited).
+    fn observe(&self, key: &str) -> u64 {
+        let mut objects = lock(&self.objects);
+        let Some(o) = objects.get_mut(key) else {
+            return 0;
+        };
+        if let Some(changed) = o.changed.take() {
+            lock(&self.latencies).push(changed.elapsed());
+        }
+        o.generation
+    }
+
+    /// The reconcile's write: fails when the seeded draw says so, else marks `seen` reconciled.
+    fn reconcile(&self, key: &str, seen: u64, attempts: u32) -> Result<Action, Conflict> {
+        let key_hash = key
+            .bytes()
+            .fold(0u64, |h, b| h.wrapping_mul(31) ^ u64::from(b));
+        let roll = draw(&[self.options.seed, key_hash, seen, u64::from(attempts)]);
+        if roll < self.options.failure_rate {
+            self.retries.fetch_add(1, Ordering::Relaxed);
+            return Err(Conflict(key.to_owned()));
+        }
+        let mut objects = lock(&self.objects);
+        if let Some(o) = objects.get_mut(key)
+            && seen > o.reconciled
+        {
+            if o.reconciled != o.generation && seen == o.generation {
+                self.fresh.fetch_add(1, Ordering::Relaxed);
+            }
+            o.reconciled = seen;
+        }
+        self.reconciled.fetch_add(1, Ordering::Relaxed);
+        // Check again later, as controllers do for drift nobody reports: the leader is never
+        // idle for long, so the final shutdown has reconciles in flight to drain.
+        Ok(Action::requeue_after(RECHECK))
+    }
+
+    /// The replicas' event hook: leader changes, overlap checks, failures, drains.
+    fn on_event(&self, replica: &str, e: &Event<'_, String>) {
+        let mut log = lock(&self.log);
+        match e {
+            Event::Leading { fencing_token } => {
+                log.terms.push((replica.to_owned(), Instant::now()));
+                log.leading = Some(replica.to_owned());
+                drop(log);
+                let term = fencing_token.unwrap_or_default();
+                self.say(format_args!(
+                    "{replica} leads (fencing token {term}); its queue is filled by a fresh listing"
+                ));
+            }
+            Event::ReconcileStarted { .. } => {
+                *log.in_reconcile.entry(replica.to_owned()).or_default() += 1;
+                log.check();
+            }
+            Event::ReconcileFinished { key, outcome, .. } => {
+                log.check();
+                if let Some(n) = log.in_reconcile.get_mut(replica) {
+                    *n -= 1;
+                }
+                if matches!(outcome, ReconcileOutcome::Error(_)) {
+                    log.failures_printed += 1;
+                    let n = log.failures_printed;
+                    drop(log);
+                    if n <= FAILURES_PRINTED {
+                        self.say(format_args!(
+                            "{replica}: {key} failed; retried with backoff"
+                        ));
+                    } else if n == FAILURES_PRINTED + 1 {
+                        self.say(format_args!(
+                            "(further failures are counted in the summary)"
+                        ));
+                    }
+                }
+            }
+            Event::LeadershipLost { aborted } => {
+                log.leading = None;
+                drop(log);
+                self.say(format_args!(
+                    "{replica} lost the lease; dropped {aborted} in-flight reconciles"
+                ));
+            }
+            Event::DrainStarted { in_flight } => {
+                log.drain = Some((*in_flight, 0));
+                drop(log);
+                self.say(format_args!(
+                    "{replica} drains: no new keys, {in_flight} in-flight reconciles may finish"
+                ));
+            }
+            Event::DrainFinished { aborted } => {
+                if let Some(d) = &mut log.drain {
+                    d.1 = *aborted;
+                }
+                log.leading = None;
+                drop(log);
+                self.say(format_args!(
+                    "{replica} drained ({aborted} dropped) and released the lease"
+                ));
+            }
+            _ => {}
+        }
+    }
+
+    fn summary(&self, start: Instant, killed: Option<String>, kill: Option<Instant>) -> Summary {
+        let log = lock(&self.log);
+        let failover = kill.and_then(|k| {
+            log.terms
+                .iter()
+                .find(|(_, started)| *started > k)
+                .map(|(_, started)| *started - k)
+        });
+        let mut latencies = lock(&self.latencies).clone();
+        latencies.sort_unstable();
+        Summary {
+            objects: self.options.objects,
+            reconciled: self.reconciled.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
+            latency_p50: percentile(&latencies, 0.50),
+            latency_p99: percentile(&latencies, 0.99),
+            killed,
+            failover,
+            failover_bound: FAILOVER_BOUND,
+            leaders: log.terms.iter().map(|(id, _)| id.clone()).collect(),
+            max_concurrent_leaders: log.max_concurrent,
+            checks: log.checks,
+            stale: self.options.objects - self.fresh(),
+            drain: log.drain,
+            elapsed: start.elapsed(),
+        }
+    }
+
+    fn draw_progress(&self, fresh: usize) {
+        const WIDTH: usize = 30;
+        let total = self.options.objects;
+        let filled = (fresh * WIDTH).checked_div(total).unwrap_or(WIDTH);
+        let leader = self.current_leader().unwrap_or_else(|| "(electing)".into());
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r[{}{}] {fresh:>5}/{total} fresh · retries {:>4} · leader {leader:<11}",
+            "#".repeat(filled),
+            ".".repeat(WIDTH - filled),
+            self.retries.load(Ordering::Relaxed),
+        );
+        let _ = err.flush();
+    }
+}
+
+impl Log {
+    /// One check: how many replicas are in reconcile now.
+    fn check(&mut self) {
+        let now = self.in_reconcile.values().filter(|n| **n > 0).count();
+        self.max_concurrent = self.max_concurrent.max(now);
+        self.checks += 1;
+    }
+}
+
 fn percentile(sorted: &[Duration], q: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -335,256 +693,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One event of the synthetic source.
-#[derive(Debug, Clone)]
-struct Event {
-    key: String,
-    priority: i32,
-}
-
-/// One object of the fake cluster.
-#[derive(Debug, Clone, Copy, Default)]
-struct Object {
-    generation: u64,
-    reconciled: u64,
-}
-
-/// What every replica shares: the fake cluster, the event stream and the counters.
-struct Ctx {
-    options: Options,
-    metrics: Option<Arc<dyn MetricsProvider>>,
-    cluster: Mutex<HashMap<String, Object>>,
-    fresh: AtomicUsize,
-    events: broadcast::Sender<Event>,
-    reconciled: AtomicU64,
-    retries: AtomicU64,
-    added: Mutex<HashMap<String, Instant>>,
-    latencies: Mutex<Vec<Duration>>,
-    /// `(identity, start)` of every term; the last is the current leader while `leading > 0`.
-    terms: Mutex<Vec<(String, Instant)>>,
-    leading: AtomicUsize,
-    max_leading: AtomicUsize,
-}
-
-impl Ctx {
-    fn new(options: &Options, metrics: Option<Arc<dyn MetricsProvider>>) -> Self {
-        let (events, _) = broadcast::channel(options.objects + options.updates + 16);
-        Self {
-            options: options.clone(),
-            metrics,
-            cluster: Mutex::new(HashMap::new()),
-            fresh: AtomicUsize::new(0),
-            events,
-            reconciled: AtomicU64::new(0),
-            retries: AtomicU64::new(0),
-            added: Mutex::new(HashMap::new()),
-            latencies: Mutex::new(Vec::new()),
-            terms: Mutex::new(Vec::new()),
-            leading: AtomicUsize::new(0),
-            max_leading: AtomicUsize::new(0),
-        }
-    }
-
-    /// Objects whose latest generation is reconciled.
-    fn fresh(&self) -> usize {
-        self.fresh.load(Ordering::Relaxed)
-    }
-
-    fn terms(&self) -> Vec<(String, Instant)> {
-        lock(&self.terms).clone()
-    }
-
-    fn current_leader(&self) -> Option<String> {
-        if self.leading.load(Ordering::Relaxed) == 0 {
-            return None;
-        }
-        lock(&self.terms).last().map(|(id, _)| id.clone())
-    }
-
-    fn term_started(&self, id: &str) {
-        lock(&self.terms).push((id.to_owned(), Instant::now()));
-        lock(&self.added).clear();
-        let now = self.leading.fetch_add(1, Ordering::Relaxed) + 1;
-        self.max_leading.fetch_max(now, Ordering::Relaxed);
-    }
-
-    fn term_ended(&self) {
-        self.leading.fetch_sub(1, Ordering::Relaxed);
-    }
-
-    /// Applies one event to the cluster and publishes it.
-    fn emit(&self, key: String, priority: i32) {
-        {
-            let mut cluster = lock(&self.cluster);
-            let object = cluster.entry(key.clone()).or_default();
-            if object.generation == object.reconciled && object.generation > 0 {
-                self.fresh.fetch_sub(1, Ordering::Relaxed);
-            }
-            object.generation += 1;
-        }
-        // No receiver (between leaders) is fine: the next leader lists everything.
-        let _ = self.events.send(Event { key, priority });
-    }
-
-    /// Keys of every object, for a new leader's initial list.
-    fn list(&self) -> Vec<String> {
-        let mut keys: Vec<String> = lock(&self.cluster).keys().cloned().collect();
-        keys.sort_unstable();
-        keys
-    }
-
-    /// One reconcile attempt of `key`: succeeds unless the seeded draw says it fails.
-    fn reconcile(&self, key: &str, attempt: usize) -> bool {
-        let mut cluster = lock(&self.cluster);
-        let Some(object) = cluster.get_mut(key) else {
-            return true;
-        };
-        let key_hash = key
-            .bytes()
-            .fold(0u64, |h, b| h.wrapping_mul(31) ^ u64::from(b));
-        let roll = draw(&[
-            self.options.seed,
-            key_hash,
-            object.generation,
-            attempt as u64,
-        ]);
-        if roll < self.options.failure_rate {
-            return false;
-        }
-        if object.reconciled != object.generation {
-            object.reconciled = object.generation;
-            self.fresh.fetch_add(1, Ordering::Relaxed);
-        }
-        self.reconciled.fetch_add(1, Ordering::Relaxed);
-        true
-    }
-
-    fn note_added(&self, key: &str) {
-        lock(&self.added)
-            .entry(key.to_owned())
-            .or_insert_with(Instant::now);
-    }
-
-    fn note_got(&self, key: &str) {
-        if let Some(added) = lock(&self.added).remove(key) {
-            lock(&self.latencies).push(added.elapsed());
-        }
-    }
-}
-
-/// Sends `objects` creates (low priority) interleaved with `updates` updates of random existing
-/// objects (normal priority), one every `event_interval`.
-async fn event_source(ctx: Arc<Ctx>) {
-    let o = &ctx.options;
-    let mut rng = SplitMix64::new(o.seed);
-    let (mut created, mut updated) = (0usize, 0usize);
-    let mut tick = tokio::time::interval(o.event_interval);
-    while created < o.objects || updated < o.updates {
-        tick.tick().await;
-        let update = created > 0
-            && updated < o.updates
-            && (created == o.objects
-                || rng.below(o.objects as u64 + o.updates as u64) < o.updates as u64);
-        if update {
-            let i = rng.below(created as u64);
-            ctx.emit(object_key(i as usize), NORMAL);
-            updated += 1;
-        } else {
-            ctx.emit(object_key(created), LOW);
-            created += 1;
-        }
-    }
-}
-
 fn object_key(i: usize) -> String {
     format!("default/object-{i:04}")
-}
-
-/// The leader's work: list, watch, and run the workers until leadership ends.
-async fn lead(ctx: Arc<Ctx>, id: String, leadership: Leadership) {
-    ctx.term_started(&id);
-    // Ends the term when this future ends or is dropped (the replica was killed).
-    let _term = Term(ctx.clone());
-    tracing::info!(replica = %id, fencing = leadership.fencing_token(), "leading");
-    let mut builder = PriorityQueue::<String>::builder()
-        .name("example-controller")
-        .rate_limiter(Arc::new(default_controller_rate_limiter()));
-    if let Some(m) = &ctx.metrics {
-        builder = builder.metrics(m.clone());
-    }
-    let queue = builder.build();
-    // Watch before listing, so nothing created in between is missed (a duplicate is coalesced).
-    let mut events = ctx.events.subscribe();
-    for key in ctx.list() {
-        ctx.note_added(&key);
-        let _ = queue.add_with(key, AddOptions::default().priority(LOW));
-    }
-    let mut workers = JoinSet::new();
-    for _ in 0..ctx.options.workers {
-        workers.spawn(worker(ctx.clone(), queue.clone()));
-    }
-    loop {
-        tokio::select! {
-            () = leadership.token().cancelled() => break,
-            event = events.recv() => match event {
-                Ok(Event { key, priority }) => {
-                    ctx.note_added(&key);
-                    let _ = queue.add_with(key, AddOptions::default().priority(priority));
-                }
-                // The source is done; keep working until leadership ends.
-                Err(broadcast::error::RecvError::Closed) => {
-                    leadership.token().cancelled().await;
-                    break;
-                }
-                // Fell behind the stream: relist, as an informer would.
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    for key in ctx.list() {
-                        let _ = queue.add_with(key, AddOptions::default().priority(LOW));
-                    }
-                }
-            },
-        }
-    }
-    queue.shut_down();
-    while workers.join_next().await.is_some() {}
-    tracing::info!(replica = %id, "stopped leading");
-}
-
-struct Term(Arc<Ctx>);
-
-impl Drop for Term {
-    fn drop(&mut self) {
-        self.0.term_ended();
-    }
-}
-
-/// One worker: get, reconcile, then forget on success or requeue with the rate limiter.
-async fn worker(ctx: Arc<Ctx>, queue: PriorityQueue<String>) {
-    while let Some(item) = queue.get().await {
-        ctx.note_got(item.key());
-        tokio::time::sleep(ctx.options.work_time).await;
-        let attempt = queue.num_requeues(item.key());
-        if ctx.reconcile(item.key(), attempt) {
-            queue.forget(item.key());
-            item.done();
-        } else {
-            ctx.retries.fetch_add(1, Ordering::Relaxed);
-            let _ = item.requeue_rate_limited();
-        }
-    }
-}
-
-fn draw_progress(ctx: &Ctx, fresh: usize, total: usize) {
-    const WIDTH: usize = 30;
-    let filled = (fresh * WIDTH).checked_div(total).unwrap_or(WIDTH);
-    let leader = ctx.current_leader().unwrap_or_else(|| "(electing)".into());
-    let mut err = std::io::stderr().lock();
-    let _ = write!(
-        err,
-        "\r[{}{}] {fresh:>5}/{total} fresh · retries {:>4} · leader {leader:<11}",
-        "#".repeat(filled),
-        ".".repeat(WIDTH - filled),
-        ctx.retries.load(Ordering::Relaxed),
-    );
-    let _ = err.flush();
 }

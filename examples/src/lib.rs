@@ -1,7 +1,7 @@
 //! The code behind the workspace's examples, as a library so tests can run it in virtual time.
 //!
-//! - [`controller`]: replicas electing a leader whose workers drain a rate-limited priority work
-//!   queue; the leader is killed midway and another finishes the work.
+//! - [`controller`]: replicas of a controller built on the `controller` runner share a lease; the
+//!   leader is killed midway and another finishes the work; the last one drains.
 //! - [`scheduler`]: a scheduling queue placing pods that wait in backoff or unschedulable.
 //! - [`cli`]: the main example's flags.
 //! - [`metrics`]: the Prometheus registry the example prints with `--metrics`.

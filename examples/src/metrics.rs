@@ -1,7 +1,10 @@
-//! The Prometheus registry of the main example (`--metrics`).
+//! The Prometheus registry of the main example (`--metrics`): the work queue's client-go
+//! metrics and the controller's controller-runtime metrics.
 
 use std::sync::Arc;
 
+use controller::metrics::ControllerMetrics;
+use leader::prometheus::LeaderMetrics;
 use queue_async::metrics::MetricsProvider;
 use queue_async::prometheus::PrometheusMetrics;
 
@@ -22,6 +25,8 @@ use queue_async::prometheus::PrometheusMetrics;
 pub struct Registry {
     registry: prometheus_client::registry::Registry,
     metrics: Arc<PrometheusMetrics>,
+    controller: Arc<ControllerMetrics>,
+    leader: LeaderMetrics,
 }
 
 impl Default for Registry {
@@ -31,16 +36,34 @@ impl Default for Registry {
 }
 
 impl Registry {
-    /// A fresh registry with client-go's seven work-queue metrics.
+    /// A fresh registry with client-go's seven work-queue metrics and controller-runtime's six
+    /// reconcile metrics and client-go's leader-election metrics.
     pub fn new() -> Self {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = PrometheusMetrics::register(&mut registry);
-        Self { registry, metrics }
+        let controller = ControllerMetrics::register(&mut registry);
+        let leader = LeaderMetrics::register(&mut registry);
+        Self {
+            registry,
+            metrics,
+            controller,
+            leader,
+        }
     }
 
     /// The provider to build queues with.
     pub fn provider(&self) -> Arc<dyn MetricsProvider> {
         self.metrics.clone()
+    }
+
+    /// The controller-runtime reconcile metrics to give controllers.
+    pub fn controller_metrics(&self) -> Arc<ControllerMetrics> {
+        self.controller.clone()
+    }
+
+    /// The leader-election metrics to give electors.
+    pub fn leader_metrics(&self) -> LeaderMetrics {
+        self.leader.clone()
     }
 
     /// The text exposition format.

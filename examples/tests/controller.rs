@@ -1,6 +1,8 @@
 //! The main example, run small in virtual time: its summary must show the whole story.
 
-use examples::controller::{Options, run_in_memory};
+use std::time::Duration;
+
+use examples::controller::{FAILOVER_BOUND, Options, run_in_memory};
 
 fn small() -> Options {
     Options {
@@ -18,24 +20,34 @@ async fn a_small_run_reconciles_everything_across_a_failover() {
     let summary = run_in_memory(&small(), None)
         .await
         .expect("the run completes");
-    assert_eq!(summary.stale, 0, "{}", summary.render());
+    let text = summary.render();
+    assert_eq!(summary.stale, 0, "{text}");
     // Every object at least once, and the failures were retried.
-    assert!(summary.reconciled >= 60, "{}", summary.render());
-    assert!(summary.retries > 0, "{}", summary.render());
+    assert!(summary.reconciled >= 60, "{text}");
+    assert!(summary.retries > 0, "{text}");
     // The leader was killed midway and another replica took over, never two at once.
     let killed = summary.killed.clone().expect("the leader was killed");
-    assert!(summary.leaders.len() >= 2, "{}", summary.render());
+    assert!(summary.leaders.len() >= 2, "{text}");
     assert_ne!(summary.final_leader(), killed);
-    assert_eq!(summary.max_concurrent_leaders, 1);
-    // The lease (1 s) must expire before the next leader: failover is at least that, and at
-    // most lease + the jittered retry (2.2 x 300 ms) + one poll of the example.
+    assert_eq!(summary.max_concurrent_leaders, 1, "{text}");
+    assert!(summary.checks >= 2 * summary.reconciled, "{text}");
+    // The lease (1 s) must expire before the next leader: failover is at least the part of it
+    // left after the last renew, and at most the bound.
     let failover = summary.failover.expect("a new leader after the kill");
     assert!(
-        failover.as_millis() >= 600 && failover.as_millis() <= 1_800,
+        failover >= Duration::from_millis(600) && failover <= FAILOVER_BOUND,
         "failover {failover:?}"
     );
+    // The final leader drained at the shutdown, with its re-checks in flight.
+    let (in_flight, dropped) = summary.drain.expect("a drain");
+    assert!(in_flight >= 1, "{text}");
+    assert_eq!(dropped, 0, "{text}");
     assert!(summary.latency_p50 <= summary.latency_p99);
-    assert!(summary.render().contains("final leader"));
+    assert!(
+        text.contains("every object at its last generation: yes"),
+        "{text}"
+    );
+    assert!(text.contains("two replicas at once never"), "{text}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -52,6 +64,31 @@ async fn without_a_kill_one_leader_does_everything() {
     assert_eq!(summary.leaders.len(), 1);
     assert_eq!(summary.retries, 0);
     assert!(summary.failover.is_none());
+}
+
+/// A large initial listing under a stream of updates five times as long: the runner's
+/// FIFO queue still reaches every listed object (the updates do not starve the listing).
+#[tokio::test(start_paused = true)]
+async fn the_initial_list_is_not_starved_by_updates() {
+    let options = Options {
+        objects: 400,
+        updates: 2_000,
+        failure_rate: 0.0,
+        workers: 2,
+        kill_leader: false,
+        event_interval: Duration::from_micros(200),
+        work_time: Duration::from_millis(2),
+        ..small()
+    };
+    let summary = run_in_memory(&options, None)
+        .await
+        .expect("the run completes");
+    assert_eq!(summary.stale, 0, "{}", summary.render());
+    assert!(
+        summary.latency_p99 < Duration::from_secs(2),
+        "{}",
+        summary.render()
+    );
 }
 
 #[tokio::test(start_paused = true)]

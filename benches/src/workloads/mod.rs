@@ -3,6 +3,7 @@
 use crate::common::{Overrides, Report};
 
 pub mod concurrent;
+pub mod controller;
 pub mod delay;
 pub mod fifo;
 pub mod hotkeys;
@@ -28,6 +29,7 @@ pub const IDS: &[&str] = &[
     "sched-move",
     "sched-backoff",
     "leader-failover",
+    "controller",
 ];
 
 /// Runs workload `id` with the given flags over its defaults, or returns `None` for an unknown id.
@@ -47,6 +49,7 @@ pub fn run(id: &str, flags: &Overrides) -> Option<Report> {
         "sched-move" => Some(sched_move::run(flags)),
         "sched-backoff" => Some(sched_backoff::run(flags)),
         "leader-failover" => Some(leader_failover::run(flags)),
+        "controller" => Some(controller::run(flags)),
         _ => None,
     }
 }

@@ -1,0 +1,145 @@
+//! `controller`: the runner's cost over a hand-written worker loop on the same queue.
+//!
+//! `n` keys (100,000 by default) go through a no-op reconcile on `workers` (4) workers, once
+//! through [`controller::Controller`] and once through a hand-written loop (`get`, count,
+//! `forget`) over a [`WorkQueue`] built the same way, fed by one task as the runner's source
+//! pump is. The two alternate inside one run, in [`PAIRS`] pairs whose order flips every pair,
+//! so drift in the machine's state hits both alike. Each side is judged by its median CPU time
+//! per key (the process's user + system time over the run, which counts the runtime's work on
+//! both threads); `overhead` is the runner's median over the loop's, minus one.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use controller::{Action, Context, Controller};
+use queue_async::WorkQueue;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{Extra, Overrides, Params, Report, cpu_time, percentile, runtime};
+
+/// Runner/loop pairs per run.
+pub const PAIRS: usize = 5;
+
+/// Runs the workload.
+pub fn run(flags: &Overrides) -> Report {
+    let params = flags.resolve(Params {
+        n: 100_000,
+        ..Params::defaults()
+    });
+    let keys = Arc::new(super::fifo::keys(params.n));
+    let rt = runtime();
+    let (mut runner, mut hand) = (Vec::new(), Vec::new());
+    let mut ok = true;
+    for pair in 0..PAIRS {
+        for side in [pair % 2, 1 - pair % 2] {
+            let m = if side == 0 {
+                rt.block_on(with_runner(&params, &keys))
+            } else {
+                rt.block_on(with_loop(&params, &keys))
+            };
+            ok &= m.processed == params.n;
+            if side == 0 { &mut runner } else { &mut hand }.push(m);
+        }
+    }
+    let per_key = |ms: &[Measured]| {
+        let mut v: Vec<f64> = ms.iter().map(|m| m.cpu_s / params.n as f64).collect();
+        v.sort_by(f64::total_cmp);
+        percentile(&v, 50.0)
+    };
+    let (r, h) = (per_key(&runner), per_key(&hand));
+    let mut secs: Vec<f64> = runner.iter().map(|m| m.seconds).collect();
+    secs.sort_by(f64::total_cmp);
+    let seconds = percentile(&secs, 50.0);
+    Report {
+        workload: "controller",
+        params,
+        seconds,
+        ops_per_sec: params.n as f64 / seconds,
+        extra: vec![
+            ("ok", Extra::Bool(ok)),
+            (
+                "cpu_s",
+                Extra::Num(runner.iter().chain(&hand).map(|m| m.cpu_s).sum()),
+            ),
+            ("pairs", Extra::Num(PAIRS as f64)),
+            ("cpu_ns_per_key_runner", Extra::Num(r * 1e9)),
+            ("cpu_ns_per_key_loop", Extra::Num(h * 1e9)),
+            ("overhead", Extra::Num(r / h - 1.0)),
+        ],
+    }
+}
+
+/// One timed pass.
+struct Measured {
+    seconds: f64,
+    cpu_s: f64,
+    processed: u64,
+}
+
+/// The keys through the runner; the reconcile that counts the last key stops it.
+async fn with_runner(params: &Params, keys: &Arc<Vec<Arc<str>>>) -> Measured {
+    let processed = Arc::new(AtomicU64::new(0));
+    let shutdown = CancellationToken::new();
+    let (p, stop, n) = (processed.clone(), shutdown.clone(), params.n);
+    let keys = keys.clone();
+    let cpu0 = cpu_time();
+    let t0 = Instant::now();
+    let controller = Controller::new("bench", move |_key: Arc<str>, _ctx: Context| {
+        if p.fetch_add(1, Ordering::Relaxed) + 1 == n {
+            stop.cancel();
+        }
+        std::future::ready(Ok::<_, Infallible>(Action::Done))
+    })
+    .source(move || futures::stream::iter(keys.to_vec()))
+    .workers(params.workers as usize);
+    let summary = tokio::spawn(controller.run(shutdown))
+        .await
+        .expect("the runner does not panic");
+    assert_eq!(summary.reconciles, processed.load(Ordering::Relaxed));
+    Measured {
+        seconds: t0.elapsed().as_secs_f64(),
+        cpu_s: (cpu_time() - cpu0).as_secs_f64(),
+        processed: processed.load(Ordering::Relaxed),
+    }
+}
+
+/// The keys through a hand-written loop: one feeding task, `workers` tasks of get, count,
+/// forget; the worker that counts the last key shuts the queue down.
+async fn with_loop(params: &Params, keys: &Arc<Vec<Arc<str>>>) -> Measured {
+    let processed = Arc::new(AtomicU64::new(0));
+    let cpu0 = cpu_time();
+    let t0 = Instant::now();
+    let queue: WorkQueue<Arc<str>> = WorkQueue::builder().name("bench").build();
+    let feeder = {
+        let (queue, keys) = (queue.clone(), keys.clone());
+        tokio::spawn(async move {
+            for k in keys.iter() {
+                if queue.add(k.clone()).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    let workers: Vec<_> = (0..params.workers)
+        .map(|_| {
+            let (queue, processed, n) = (queue.clone(), processed.clone(), params.n);
+            tokio::spawn(async move {
+                while let Some(item) = queue.get().await {
+                    if processed.fetch_add(1, Ordering::Relaxed) + 1 == n {
+                        queue.shut_down();
+                    }
+                    item.forget();
+                }
+            })
+        })
+        .collect();
+    super::fifo::join(vec![feeder], "the feeder").await;
+    super::fifo::join(workers, "a worker").await;
+    Measured {
+        seconds: t0.elapsed().as_secs_f64(),
+        cpu_s: (cpu_time() - cpu0).as_secs_f64(),
+        processed: processed.load(Ordering::Relaxed),
+    }
+}

@@ -1,0 +1,438 @@
+//! [`Controller`]: sources of keys, a reconcile function and an optional lease, run as workers.
+
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, Stream, StreamExt};
+use leader::{LeaderElector, Leadership, Lock};
+use queue_async::WorkQueue;
+use queue_async::metrics::MetricsProvider;
+use ratelimit::RateLimiter;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, debug_span};
+
+use crate::stats::Recorder;
+use crate::term::{Shared, TermEnd, TermSettings};
+use crate::{Action, Context, Event, ReconcileError, Summary};
+
+/// What a key must be: the work queue's bounds, and `Debug` for the reconcile span.
+///
+/// Implemented for every type with these bounds.
+pub trait Key: Hash + Eq + Clone + fmt::Debug + Send + Sync + 'static {}
+
+impl<T: Hash + Eq + Clone + fmt::Debug + Send + Sync + 'static> Key for T {}
+
+pub(crate) type Reconciler<K, E> =
+    Arc<dyn Fn(K, Context) -> BoxFuture<'static, Result<Action, E>> + Send + Sync>;
+pub(crate) type Policy<K, E> = Arc<dyn Fn(&K, &ReconcileError<E>, u32) -> Action + Send + Sync>;
+pub(crate) type Hook<K> = Arc<dyn Fn(&Event<'_, K>) + Send + Sync>;
+type Subscribe<K> = Box<dyn FnMut() -> BoxStream<'static, K> + Send>;
+
+/// How long in-flight reconciles may run after a shutdown request: controller-runtime's default
+/// graceful shutdown timeout.
+pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
+
+/// A controller: keys from one or more sources go through a work queue to `workers` concurrent
+/// reconciles, each key's outcome ([`Action`]) decides when it comes back.
+///
+/// - **The queue's rules hold**: a key is never reconciled twice at once, and a key added while
+///   it is reconciled is reconciled again afterwards.
+/// - **Failures**: an `Err` or a panic in reconcile goes to the error policy (by default a
+///   rate-limited requeue with [`ratelimit::default_controller_rate_limiter`]); a panic is
+///   caught and counted, the key is kept.
+/// - **Terms**: without an elector the controller runs one term until shutdown. With one,
+///   workers run only while leading; each term has a fresh work queue, and the sources are
+///   subscribed anew (each source is a function returning a stream, called once per term, as a
+///   watch is re-listed). On a lost lease the term ends at once: in-flight reconciles are
+///   dropped, the queue with them, and the controller stands for election again; the next term's
+///   queue is filled by the sources' next listing.
+/// - **Shutdown**: when `shutdown` fires, workers stop taking keys, the [`Context`] tokens fire,
+///   in-flight reconciles get the grace period to finish (while leading, the elector keeps the
+///   lease until they have), and [`run`](Self::run) returns a [`Summary`].
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::sync::{Arc, Mutex};
+/// use controller::{Action, Context, Controller};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let shutdown = CancellationToken::new();
+/// let (log, stop) = (seen.clone(), shutdown.clone());
+/// let summary = Controller::new("greeter", move |name: String, _ctx: Context| {
+///         let (log, stop) = (log.clone(), stop.clone());
+///         async move {
+///             let mut log = log.lock().unwrap();
+///             log.push(name);
+///             if log.len() == 3 {
+///                 stop.cancel();
+///             }
+///             Ok::<_, Infallible>(Action::Done)
+///         }
+///     })
+///     .source(|| futures::stream::iter(["a", "b", "c"].map(String::from)))
+///     .workers(1)
+///     .run(shutdown)
+///     .await;
+/// assert_eq!(*seen.lock().unwrap(), ["a", "b", "c"]);
+/// assert_eq!(summary.reconciles, 3);
+/// # }
+/// ```
+pub struct Controller<K, E> {
+    name: String,
+    reconcile: Reconciler<K, E>,
+    policy: Policy<K, E>,
+    hooks: Vec<Hook<K>>,
+    sources: Vec<Subscribe<K>>,
+    elector: Option<Arc<dyn Elect>>,
+    settings: TermSettings<K>,
+    recorder: Recorder,
+}
+
+/// A [`LeaderElector`] with its lock type erased.
+pub(crate) trait Elect: Send + Sync {
+    /// Whether the elector holds the lease; goes false when it stops renewing.
+    fn leading(&self) -> watch::Receiver<bool>;
+
+    fn run_term<'a>(
+        &'a self,
+        cancel: CancellationToken,
+        work: Box<dyn FnOnce(Leadership) -> BoxFuture<'a, TermEnd> + Send + 'a>,
+    ) -> BoxFuture<'a, Option<TermEnd>>;
+}
+
+impl<L: Lock> Elect for LeaderElector<L> {
+    fn leading(&self) -> watch::Receiver<bool> {
+        self.subscribe_leading()
+    }
+
+    fn run_term<'a>(
+        &'a self,
+        cancel: CancellationToken,
+        work: Box<dyn FnOnce(Leadership) -> BoxFuture<'a, TermEnd> + Send + 'a>,
+    ) -> BoxFuture<'a, Option<TermEnd>> {
+        Box::pin(self.run(cancel, work))
+    }
+}
+
+impl<K: Key, E: Send + 'static> Controller<K, E> {
+    /// A controller named `name` (the `controller` label of its metrics, the queue's `name`)
+    /// that reconciles keys with `reconcile`. Add sources with [`source`](Self::source).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use controller::{Action, Context, Controller};
+    /// let c = Controller::new("pods", |_key: String, _ctx: Context| async {
+    ///     Ok::<_, std::io::Error>(Action::Done)
+    /// });
+    /// # let _ = c;
+    /// ```
+    pub fn new<F, Fut>(name: impl Into<String>, reconcile: F) -> Self
+    where
+        F: Fn(K, Context) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    {
+        let name = name.into();
+        Self {
+            reconcile: Arc::new(move |k, ctx| reconcile(k, ctx).boxed()),
+            policy: Arc::new(|_, _, _| Action::RequeueRateLimited),
+            hooks: Vec::new(),
+            sources: Vec::new(),
+            elector: None,
+            settings: TermSettings {
+                name: name.clone(),
+                workers: 1,
+                grace: DEFAULT_GRACE_PERIOD,
+                limiter: None,
+                queue_metrics: None,
+            },
+            recorder: Recorder {
+                name: name.clone(),
+                ..Recorder::default()
+            },
+            name,
+        }
+    }
+
+    /// Adds a source: `subscribe` is called at the start of every term and its stream's keys are
+    /// added to that term's queue. The stream should begin with every key that currently needs
+    /// reconciling (a watch's initial list does), since each term starts with an empty queue.
+    /// Several sources are merged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use controller::{Action, Context, Controller};
+    /// let c = Controller::new("pods", |_key: u32, _ctx: Context| async {
+    ///         Ok::<_, std::io::Error>(Action::Done)
+    ///     })
+    ///     .source(|| futures::stream::iter(0..10))
+    ///     .source(|| futures::stream::iter([42]));
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn source<F, S>(mut self, mut subscribe: F) -> Self
+    where
+        F: FnMut() -> S + Send + 'static,
+        S: Stream<Item = K> + Send + 'static,
+    {
+        self.sources.push(Box::new(move || subscribe().boxed()));
+        self
+    }
+
+    /// Sets the error policy: what to do with a key whose reconcile failed or panicked, given
+    /// its failures in a row before this one. By default [`Action::RequeueRateLimited`]. A panic
+    /// in the policy itself is caught and taken as [`Action::RequeueRateLimited`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use controller::{Action, Context, Controller};
+    /// let c = Controller::new("pods", |_key: u32, _ctx: Context| async {
+    ///         Err::<Action, _>(std::io::Error::other("down"))
+    ///     })
+    ///     .error_policy(|_key, _err, attempts| {
+    ///         if attempts < 5 { Action::RequeueRateLimited } else { Action::requeue_after(Duration::from_secs(600)) }
+    ///     });
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn error_policy<F>(mut self, policy: F) -> Self
+    where
+        F: Fn(&K, &ReconcileError<E>, u32) -> Action + Send + Sync + 'static,
+    {
+        self.policy = Arc::new(policy);
+        self
+    }
+
+    /// Sets the number of concurrent reconciles (controller-runtime's `MaxConcurrentReconciles`);
+    /// 1 by default, 0 is taken as 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use controller::{Action, Context, Controller};
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .workers(4);
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn workers(mut self, n: usize) -> Self {
+        self.settings.workers = n.max(1);
+        self
+    }
+
+    /// Sets the limiter behind rate-limited requeues, shared by all terms. By default each term's
+    /// queue has a fresh [`ratelimit::default_controller_rate_limiter`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use controller::{Action, Context, Controller};
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .rate_limiter(Arc::new(ratelimit::default_item_based_rate_limiter()));
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<K>>) -> Self {
+        self.settings.limiter = Some(limiter);
+        self
+    }
+
+    /// Runs the workers only while `elector` leads. The elector should be configured to release
+    /// on cancel, so a successor need not wait out the lease after a shutdown.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use controller::{Action, Context, Controller};
+    /// use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// let store = MemoryStore::new();
+    /// let elector = LeaderElector::new(store.lock("replica-a"), LeaderElectionConfig::default()).unwrap();
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .leader_elector(Arc::new(elector));
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn leader_elector<L: Lock>(mut self, elector: Arc<LeaderElector<L>>) -> Self {
+        self.elector = Some(elector);
+        self
+    }
+
+    /// Sets how long in-flight reconciles may run after a shutdown request before they are
+    /// dropped; [`DEFAULT_GRACE_PERIOD`] by default. With an elector, the drain also ends (and
+    /// drops what is in flight) when the elector stops renewing: at a lost lease, or at the end
+    /// of its own grace period (`LeaderElectionConfig::grace_period`), so set that one at
+    /// least as long.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use controller::{Action, Context, Controller};
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .grace_period(Duration::from_secs(10));
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn grace_period(mut self, grace: Duration) -> Self {
+        self.settings.grace = grace;
+        self
+    }
+
+    /// Calls `hook` at every [`Event`] as it happens (terms, reconciles, drains), after the hooks
+    /// added before it. A hook runs on the worker or the runner, so it must be quick and must not
+    /// panic.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use controller::{Action, Context, Controller, Event};
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .on_event(|e| if let Event::LeadershipLost { aborted } = e { eprintln!("lost, {aborted} dropped") });
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn on_event<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&Event<'_, K>) + Send + Sync + 'static,
+    {
+        self.hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// Reports the work queue's client-go metrics through `provider`, under the controller's
+    /// name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use controller::{Action, Context, Controller};
+    /// let provider = Arc::new(queue_async::metrics::NoopProvider);
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .queue_metrics(provider);
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn queue_metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
+        self.settings.queue_metrics = Some(provider);
+        self
+    }
+
+    /// Reports controller-runtime's reconcile metrics to `metrics` under the controller's name.
+    ///
+    /// See [`metrics`](crate::metrics) for an example.
+    #[cfg(feature = "prometheus")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+    #[must_use]
+    pub fn metrics(mut self, metrics: Arc<crate::metrics::ControllerMetrics>) -> Self {
+        self.recorder.prometheus = Some(metrics);
+        self
+    }
+
+    /// Runs until `shutdown` fires, then drains and returns what was done.
+    ///
+    /// With an elector: stands for election, runs a term while leading, and after a lost lease
+    /// stands again; `shutdown` is also the elector's cancel, so it releases the lease after the
+    /// drain if configured to.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops the workers with their in-flight reconciles and the term's
+    /// queue, without a drain; with an elector, the lease is not released and expires.
+    pub async fn run(self, shutdown: CancellationToken) -> Summary {
+        let Self {
+            name,
+            reconcile,
+            policy,
+            hooks,
+            mut sources,
+            elector,
+            settings,
+            recorder,
+        } = self;
+        let shared = Arc::new(Shared {
+            reconcile,
+            policy,
+            hooks,
+            recorder,
+        });
+        let span = debug_span!("controller", controller = %name);
+        let drained = async {
+            let Some(elector) = elector else {
+                return settings
+                    .term(&shared, &mut sources, None, &shutdown)
+                    .await
+                    .drained();
+            };
+            loop {
+                let (s, sh, src) = (&settings, &shared, &mut sources);
+                let cancel = shutdown.clone();
+                let shutdown = &shutdown;
+                let el = &elector;
+                let end = elector
+                    .run_term(
+                        cancel,
+                        Box::new(move |l| {
+                            s.term(sh, src, Some((l, el.leading())), shutdown).boxed()
+                        }),
+                    )
+                    .await;
+                match end {
+                    None => return false,
+                    Some(TermEnd::Drained { finished }) => return finished,
+                    Some(TermEnd::Lost) => debug!("lease lost; standing for election again"),
+                }
+            }
+        }
+        .instrument(span)
+        .await;
+        shared.recorder.summary(drained)
+    }
+}
+
+impl<K, E> fmt::Debug for Controller<K, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Controller")
+            .field("name", &self.name)
+            .field("sources", &self.sources.len())
+            .field("workers", &self.settings.workers)
+            .field("grace_period", &self.settings.grace)
+            .field("leader_elector", &self.elector.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Applies `action` to the finished `item` of `queue`.
+pub(crate) fn apply<K: Key>(queue: &WorkQueue<K>, item: queue_async::Item<K>, action: Action) {
+    let r = match action {
+        Action::Done => {
+            item.forget();
+            Ok(())
+        }
+        Action::RequeueAfter(delay) => {
+            queue.forget(item.key());
+            item.requeue_after(delay)
+        }
+        Action::RequeueRateLimited => item.requeue_rate_limited(),
+    };
+    if let Err(e) = r {
+        // Only at the end of a term: the next term's sources bring the key back.
+        debug!(key = ?e.0, "queue shut down; requeue dropped with the term");
+    }
+}

@@ -1,0 +1,118 @@
+//! [`Event`]: what the runner reports as it happens, and [`Summary`]: what a run did.
+
+use std::time::Duration;
+
+/// A transition of the runner, handed to the hook given to
+/// [`Controller::on_event`](crate::Controller::on_event) as it happens.
+///
+/// # Examples
+///
+/// ```
+/// use controller::Event;
+///
+/// fn describe(event: &Event<'_, String>) -> String {
+///     match event {
+///         Event::Leading { fencing_token } => format!("leading, term {fencing_token:?}"),
+///         Event::ReconcileFinished { key, outcome, .. } => format!("{key}: {outcome:?}"),
+///         other => format!("{other:?}"),
+///     }
+/// }
+/// assert_eq!(describe(&Event::Leading { fencing_token: Some(3) }), "leading, term Some(3)");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event<'a, K> {
+    /// A term began: the sources are subscribed and the workers run. Without an elector there is
+    /// one term, with no fencing token.
+    Leading {
+        /// The term's fencing token.
+        fencing_token: Option<u64>,
+    },
+    /// A reconcile of `key` is about to start.
+    ReconcileStarted {
+        /// The key.
+        key: &'a K,
+        /// Its failures in a row so far.
+        attempts: u32,
+    },
+    /// A reconcile of `key` ended.
+    ReconcileFinished {
+        /// The key.
+        key: &'a K,
+        /// How it ended.
+        outcome: ReconcileOutcome,
+        /// How long it ran.
+        took: Duration,
+    },
+    /// The lease was lost: in-flight reconciles were dropped at once and the term's queue with
+    /// them. The runner stands for election again.
+    LeadershipLost {
+        /// Reconciles dropped.
+        aborted: u64,
+    },
+    /// A shutdown was requested: workers stop taking keys and in-flight reconciles get the grace
+    /// period to finish.
+    DrainStarted {
+        /// Reconciles in flight.
+        in_flight: u64,
+    },
+    /// The drain ended.
+    DrainFinished {
+        /// Reconciles dropped when the grace period ran out.
+        aborted: u64,
+    },
+}
+
+/// How one reconcile ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReconcileOutcome {
+    /// It returned this action.
+    Ok(crate::Action),
+    /// It returned an error; the error policy chose this action.
+    Error(crate::Action),
+    /// It panicked; the error policy chose this action.
+    Panic(crate::Action),
+    /// It was dropped unfinished (lost lease, or the grace period ran out).
+    Aborted,
+}
+
+/// What a [`Controller::run`](crate::Controller::run) did, returned after the drain.
+///
+/// `reconciles` = `successes` + `errors` + `panics`; aborted reconciles are counted apart.
+///
+/// # Examples
+///
+/// ```
+/// let summary = controller::Summary::default();
+/// assert_eq!(summary.failures(), 0);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Summary {
+    /// Reconciles that returned or panicked.
+    pub reconciles: u64,
+    /// Reconciles that returned `Ok`.
+    pub successes: u64,
+    /// Reconciles that returned `Err`.
+    pub errors: u64,
+    /// Reconciles that panicked.
+    pub panics: u64,
+    /// Reconciles dropped unfinished: at a lost lease, or when the grace period ran out.
+    pub aborted: u64,
+    /// Terms led (1 without an elector, if the run started).
+    pub terms: u64,
+    /// Terms that ended with a lost lease.
+    pub leases_lost: u64,
+    /// Whether the last drain finished within the grace period (`true` if nothing was in
+    /// flight, `false` if the run ended without a drain).
+    pub drained: bool,
+}
+
+impl Summary {
+    /// Errors and panics.
+    #[must_use]
+    pub fn failures(&self) -> u64 {
+        self.errors + self.panics
+    }
+}

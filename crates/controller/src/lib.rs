@@ -1,0 +1,88 @@
+//! A controller runner: sources of keys, a reconcile function and an optional lease, turned into
+//! leader-gated workers over a work queue.
+//!
+//! [`Controller`] wires what every controller needs and what is easy to get wrong by hand:
+//!
+//! - keys from one or more sources (any [`Stream`](futures::Stream); kube-runtime watchers with
+//!   the `kube` feature) go through a [`WorkQueue`](queue_async::WorkQueue), so a key is never
+//!   reconciled twice at once and a key changed during its reconcile is reconciled again;
+//! - each reconcile returns an [`Action`]; failures and panics go to an error policy (by default
+//!   a rate-limited requeue), and a panic never loses the key;
+//! - with a [`LeaderElector`](leader::LeaderElector), workers run only while leading; a lost
+//!   lease cancels at once, and the controller stands again with a fresh queue, which its sources
+//!   fill anew: a source is a function returning a stream, called at the start of every term,
+//!   as a watch is re-listed (no key set is kept between terms);
+//! - a shutdown drains: no new keys, in-flight reconciles finish within a grace period while the
+//!   lease is kept, then [`Controller::run`] returns a [`Summary`];
+//! - controller-runtime's metric names ([`metrics`], feature `prometheus`), a `tracing` span per
+//!   reconcile carrying the key, and [`Event`]s as they happen.
+//!
+//! # Examples
+//!
+//! Three replicas of a controller share one in-memory lock; the leader reconciles every key,
+//! then all shut down and the leader drains.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use controller::{Action, Context, Controller};
+//! use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! #[derive(Debug)]
+//! struct Unavailable;
+//!
+//! async fn reconcile(key: String, ctx: Context) -> Result<Action, Unavailable> {
+//!     // Read the object, act, write status guarded by the fencing token...
+//!     let _ = (key, ctx.fencing_token());
+//!     tokio::time::sleep(Duration::from_millis(10)).await;
+//!     Ok(Action::requeue_after(Duration::from_secs(300)))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let store = MemoryStore::new();
+//! let shutdown = CancellationToken::new();
+//! let mut replicas = Vec::new();
+//! for id in ["a", "b", "c"] {
+//!     let config = LeaderElectionConfig::default().release_on_cancel(true);
+//!     let elector = Arc::new(LeaderElector::new(store.lock(id), config).unwrap());
+//!     let controller = Controller::new("objects", reconcile)
+//!         .source(|| futures::stream::iter((0..100).map(|i| format!("ns/obj-{i}"))))
+//!         .workers(4)
+//!         .leader_elector(elector);
+//!     replicas.push(tokio::spawn(controller.run(shutdown.clone())));
+//! }
+//! tokio::time::sleep(Duration::from_secs(5)).await;
+//! shutdown.cancel();
+//! let mut reconciles = 0;
+//! for r in replicas {
+//!     let summary = r.await.unwrap();
+//!     assert!(summary.drained || summary.terms == 0);
+//!     reconciles += summary.reconciles;
+//! }
+//! assert_eq!(reconciles, 100);
+//! # }
+//! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod action;
+mod context;
+mod controller;
+mod event;
+#[cfg(feature = "kube")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
+pub mod kube;
+#[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+pub mod metrics;
+mod stats;
+mod term;
+#[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+pub mod testing;
+
+pub use action::{Action, ReconcileError};
+pub use context::Context;
+pub use controller::{Controller, DEFAULT_GRACE_PERIOD, Key};
+pub use event::{Event, ReconcileOutcome, Summary};

@@ -1,0 +1,198 @@
+//! controller-runtime's reconcile metrics in a `prometheus-client` registry, under the names,
+//! labels and buckets its dashboards read (feature `prometheus`).
+//!
+//! | name | type | labels |
+//! |---|---|---|
+//! | `controller_runtime_reconcile_total` | counter | `controller`, `result` (`success`, `error`, `requeue`, `requeue_after`) |
+//! | `controller_runtime_reconcile_errors_total` | counter | `controller` |
+//! | `controller_runtime_reconcile_panics_total` | counter | `controller` |
+//! | `controller_runtime_reconcile_time_seconds` | histogram (5 ms … 60 s) | `controller` |
+//! | `controller_runtime_max_concurrent_reconciles` | gauge | `controller` |
+//! | `controller_runtime_active_workers` | gauge | `controller` |
+//!
+//! As in controller-runtime, a panic counts as a panic, as an error and as a reconcile with
+//! result `error`; every series of a controller exists (at zero) from its first term. The
+//! feature also turns on the metrics that sit next to these: the queue's client-go ones
+//! ([`queue_async::prometheus::PrometheusMetrics`], given to
+//! [`Controller::queue_metrics`](crate::Controller::queue_metrics)) and the elector's,
+//! `leader_election_master_status` among them ([`leader::prometheus::LeaderMetrics`], given to
+//! [`LeaderElector::with_metrics`](leader::LeaderElector::with_metrics)).
+//!
+//! # Examples
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use controller::{Action, Context, Controller};
+//! use controller::metrics::ControllerMetrics;
+//! use prometheus_client::registry::Registry;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let mut registry = Registry::default();
+//! let metrics = ControllerMetrics::register(&mut registry);
+//! let shutdown = CancellationToken::new();
+//! let stop = shutdown.clone();
+//! let summary = Controller::new("pods", move |_key: u32, _ctx: Context| {
+//!         stop.cancel();
+//!         async { Ok::<_, Infallible>(Action::Done) }
+//!     })
+//!     .source(|| futures::stream::iter([1]))
+//!     .metrics(metrics)
+//!     .run(shutdown)
+//!     .await;
+//! assert_eq!(summary.reconciles, 1);
+//!
+//! let mut text = String::new();
+//! prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+//! assert!(text.contains(
+//!     r#"controller_runtime_reconcile_total{controller="pods",result="success"} 1"#
+//! ));
+//! # }
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::stats::Outcome;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// controller-runtime's reconcile time buckets, in seconds.
+const BUCKETS: [f64; 40] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+#[derive(Clone, Copy)]
+struct Buckets;
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(BUCKETS)
+    }
+}
+
+/// The six reconcile metric families, registered once; every controller given them reports
+/// under its own `controller` label.
+pub struct ControllerMetrics {
+    total: Family<Labels, Counter>,
+    errors: Family<Labels, Counter>,
+    panics: Family<Labels, Counter>,
+    time: Family<Labels, Histogram, Buckets>,
+    max_concurrent: Family<Labels, Gauge>,
+    active: Family<Labels, Gauge>,
+}
+
+impl ControllerMetrics {
+    /// Registers the six families in `registry` and returns the handle to give controllers
+    /// ([`Controller::metrics`](crate::Controller::metrics)). Register once per registry: the
+    /// names are fixed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut registry = prometheus_client::registry::Registry::default();
+    /// let _metrics = controller::metrics::ControllerMetrics::register(&mut registry);
+    /// ```
+    pub fn register(registry: &mut Registry) -> Arc<Self> {
+        let me = Self {
+            total: Family::default(),
+            errors: Family::default(),
+            panics: Family::default(),
+            time: Family::new_with_constructor(Buckets),
+            max_concurrent: Family::default(),
+            active: Family::default(),
+        };
+        // prometheus-client appends `_total` to counters.
+        registry.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            me.total.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            me.errors.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_panics",
+            "Total number of reconciliation panics per controller",
+            me.panics.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            me.time.clone(),
+        );
+        registry.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            me.max_concurrent.clone(),
+        );
+        registry.register(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            me.active.clone(),
+        );
+        Arc::new(me)
+    }
+
+    /// Sets the worker gauge and, as controller-runtime does when a controller starts, creates
+    /// every series at zero so dashboards see them before the first failure.
+    pub(crate) fn set_max_concurrent(&self, name: &str, n: usize) {
+        let l = labels(name);
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        self.max_concurrent.get_or_create(&l).set(n);
+        let _ = self.active.get_or_create(&l);
+        let _ = self.errors.get_or_create(&l);
+        let _ = self.panics.get_or_create(&l);
+        for result in ["success", "error", "requeue", "requeue_after"] {
+            let mut l = l.clone();
+            l.push(("result", result.to_owned()));
+            let _ = self.total.get_or_create(&l);
+        }
+    }
+
+    pub(crate) fn add_active(&self, name: &str, delta: i64) {
+        self.active.get_or_create(&labels(name)).inc_by(delta);
+    }
+
+    pub(crate) fn finished(&self, name: &str, outcome: Outcome, took: Duration) {
+        let result = match outcome {
+            Outcome::Success => "success",
+            Outcome::Requeue => "requeue",
+            Outcome::RequeueAfter => "requeue_after",
+            Outcome::Error | Outcome::Panic => "error",
+        };
+        let l = labels(name);
+        if outcome == Outcome::Panic {
+            self.panics.get_or_create(&l).inc();
+        }
+        if matches!(outcome, Outcome::Error | Outcome::Panic) {
+            self.errors.get_or_create(&l).inc();
+        }
+        self.time.get_or_create(&l).observe(took.as_secs_f64());
+        let mut l = l;
+        l.push(("result", result.to_owned()));
+        self.total.get_or_create(&l).inc();
+    }
+}
+
+fn labels(name: &str) -> Labels {
+    vec![("controller", name.to_owned())]
+}
+
+impl fmt::Debug for ControllerMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ControllerMetrics").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,339 @@
+//! One term: a fresh queue, the sources pumping into it, the workers taking from it, and how it
+//! ends (drain on shutdown, drop on a lost lease).
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use leader::{Leadership, LeadershipEnd};
+use queue_async::metrics::MetricsProvider;
+use queue_async::{Item, WorkQueue};
+use ratelimit::RateLimiter;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, debug_span};
+
+use crate::action::panic_message;
+use crate::controller::{Hook, Key, Policy, Reconciler, apply};
+use crate::event::ReconcileOutcome;
+use crate::stats::{Outcome, Recorder};
+use crate::{Action, Context, Event, ReconcileError};
+
+/// What every term is built from.
+pub(crate) struct TermSettings<K> {
+    pub(crate) name: String,
+    pub(crate) workers: usize,
+    pub(crate) grace: Duration,
+    pub(crate) limiter: Option<Arc<dyn RateLimiter<K>>>,
+    pub(crate) queue_metrics: Option<Arc<dyn MetricsProvider>>,
+}
+
+/// What the workers of every term share.
+pub(crate) struct Shared<K, E> {
+    pub(crate) reconcile: Reconciler<K, E>,
+    pub(crate) policy: Policy<K, E>,
+    pub(crate) hooks: Vec<Hook<K>>,
+    pub(crate) recorder: Recorder,
+}
+
+/// How a term ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TermEnd {
+    /// Shutdown requested; `finished` if the in-flight reconciles ended within the grace period.
+    Drained { finished: bool },
+    /// The lease was lost.
+    Lost,
+}
+
+impl TermEnd {
+    pub(crate) fn drained(self) -> bool {
+        matches!(self, Self::Drained { finished: true })
+    }
+}
+
+/// One term's queue and tokens, shared by its workers.
+struct Term<K, E> {
+    shared: Arc<Shared<K, E>>,
+    queue: WorkQueue<K>,
+    /// Workers stop taking keys.
+    stop: CancellationToken,
+    /// The reconciles' [`Context::token`].
+    ctx_token: CancellationToken,
+    fencing: Option<u64>,
+    in_flight: AtomicU64,
+}
+
+impl<K: Key> TermSettings<K> {
+    /// Runs one term until `shutdown` fires or `leadership` ends.
+    pub(crate) async fn term<E: Send + 'static>(
+        &self,
+        shared: &Arc<Shared<K, E>>,
+        sources: &mut [Box<dyn FnMut() -> BoxStream<'static, K> + Send>],
+        leadership: Option<(Leadership, watch::Receiver<bool>)>,
+        shutdown: &CancellationToken,
+    ) -> TermEnd {
+        let (leadership, leading) = leadership.unzip();
+        let fencing = leadership.as_ref().map(Leadership::fencing_token);
+        let (term, mut pumps, mut workers) = self.start(shared, sources, fencing);
+        let lost = async {
+            match &leadership {
+                Some(l) => l.token().cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = lost => {}
+        }
+        term.ctx_token.cancel();
+        term.stop.cancel();
+        pumps.abort_all();
+        let before = shared.recorder.stats.aborted.load(Relaxed);
+        let lost = leadership
+            .as_ref()
+            .and_then(Leadership::end_reason)
+            .is_some_and(LeadershipEnd::is_loss);
+        let end = if shutdown.is_cancelled() && !lost {
+            let finished = self.drain(&term, &mut workers, leading).await;
+            TermEnd::Drained { finished }
+        } else {
+            TermEnd::Lost
+        };
+        workers.abort_all();
+        join_all(&mut workers).await;
+        term.queue.shut_down();
+        let aborted = shared.recorder.stats.aborted.load(Relaxed) - before;
+        shared.ended(end, aborted);
+        end
+    }
+
+    /// A fresh queue, the sources pumping into it and the workers taking from it.
+    fn start<E: Send + 'static>(
+        &self,
+        shared: &Arc<Shared<K, E>>,
+        sources: &mut [Box<dyn FnMut() -> BoxStream<'static, K> + Send>],
+        fencing: Option<u64>,
+    ) -> (Arc<Term<K, E>>, JoinSet<()>, JoinSet<()>) {
+        shared.recorder.stats.terms.fetch_add(1, Relaxed);
+        shared.recorder.workers(self.workers);
+        debug!(?fencing, "term started");
+        shared.emit(&Event::Leading {
+            fencing_token: fencing,
+        });
+        let term = Arc::new(Term {
+            shared: shared.clone(),
+            queue: self.queue(),
+            stop: CancellationToken::new(),
+            ctx_token: CancellationToken::new(),
+            fencing,
+            in_flight: AtomicU64::new(0),
+        });
+        let mut pumps = JoinSet::new();
+        for subscribe in sources.iter_mut() {
+            pumps.spawn(pump(subscribe(), term.queue.clone()).in_current_span());
+        }
+        let mut workers = JoinSet::new();
+        for _ in 0..self.workers {
+            // Spawned tasks do not inherit the span: carry the controller's into each worker.
+            workers.spawn(term.clone().work().in_current_span());
+        }
+        (term, pumps, workers)
+    }
+
+    /// Lets the in-flight reconciles finish within the grace period; `false` if it ran out or
+    /// the elector stopped renewing first (the lease was lost, or its own grace period ran out).
+    async fn drain<E: Send + 'static>(
+        &self,
+        term: &Term<K, E>,
+        workers: &mut JoinSet<()>,
+        mut leading: Option<watch::Receiver<bool>>,
+    ) -> bool {
+        let in_flight = term.in_flight.load(Relaxed);
+        debug!(in_flight, "draining");
+        term.shared.emit(&Event::DrainStarted { in_flight });
+        let stopped_leading = async {
+            match &mut leading {
+                Some(rx) => drop(rx.wait_for(|leading| !*leading).await),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = tokio::time::timeout(self.grace, join_all(workers)) => r.is_ok(),
+            () = stopped_leading => {
+                debug!("the elector stopped renewing during the drain");
+                false
+            }
+        }
+    }
+
+    fn queue(&self) -> WorkQueue<K> {
+        let mut b = WorkQueue::builder().name(self.name.clone());
+        if let Some(l) = &self.limiter {
+            b = b.rate_limiter(l.clone());
+        }
+        if let (Some(m), false) = (&self.queue_metrics, self.name.is_empty()) {
+            b = b.metrics(m.clone());
+        }
+        b.build()
+    }
+}
+
+async fn join_all(set: &mut JoinSet<()>) {
+    while let Some(r) = set.join_next().await {
+        if let Err(e) = r
+            && e.is_panic()
+        {
+            debug!("a worker panicked outside reconcile (in the event hook)");
+        }
+    }
+}
+
+/// Adds the keys of one source to the term's queue.
+async fn pump<K: Key>(mut stream: BoxStream<'static, K>, queue: WorkQueue<K>) {
+    while let Some(key) = stream.next().await {
+        if queue.add(key).is_err() {
+            return;
+        }
+    }
+}
+
+impl<K: Key, E: Send + 'static> Term<K, E> {
+    /// One worker: takes keys until the term stops taking them or the queue shuts down.
+    async fn work(self: Arc<Self>) {
+        loop {
+            let item = tokio::select! {
+                biased;
+                () = self.stop.cancelled() => return,
+                item = self.queue.get() => match item {
+                    Some(item) => item,
+                    None => return,
+                },
+            };
+            self.process(item).await;
+        }
+    }
+
+    /// Reconciles one key and applies the outcome.
+    async fn process(&self, item: Item<K>) {
+        let shared = &*self.shared;
+        let key = item.key().clone();
+        let attempts = u32::try_from(self.queue.num_requeues(&key)).unwrap_or(u32::MAX);
+        shared.emit(&Event::ReconcileStarted {
+            key: &key,
+            attempts,
+        });
+        let mut guard = InFlight::new(self, &key);
+        let ctx = Context {
+            token: self.ctx_token.clone(),
+            attempts,
+            fencing: self.fencing,
+        };
+        let span = debug_span!("reconcile", key = ?key, attempts);
+        let result = match catch_unwind(AssertUnwindSafe(|| (shared.reconcile)(key.clone(), ctx))) {
+            Ok(fut) => AssertUnwindSafe(fut).catch_unwind().instrument(span).await,
+            Err(payload) => Err(payload),
+        };
+        let took = guard.finish();
+        let (action, outcome, event) = match result {
+            Ok(Ok(action)) => (action, ok_outcome(action), ReconcileOutcome::Ok(action)),
+            Ok(Err(e)) => {
+                let action = shared.policy(&key, &ReconcileError::Failed(e), attempts);
+                (action, Outcome::Error, ReconcileOutcome::Error(action))
+            }
+            Err(payload) => {
+                let msg = panic_message(&*payload);
+                debug!(key = ?key, panic = %msg, "reconcile panicked");
+                let action = shared.policy(&key, &ReconcileError::Panicked(msg), attempts);
+                (action, Outcome::Panic, ReconcileOutcome::Panic(action))
+            }
+        };
+        shared.recorder.finished(outcome, took);
+        shared.emit(&Event::ReconcileFinished {
+            key: &key,
+            outcome: event,
+            took,
+        });
+        apply(&self.queue, item, action);
+    }
+}
+
+fn ok_outcome(action: Action) -> Outcome {
+    match action {
+        Action::Done => Outcome::Success,
+        Action::RequeueAfter(_) => Outcome::RequeueAfter,
+        Action::RequeueRateLimited => Outcome::Requeue,
+    }
+}
+
+impl<K, E> Shared<K, E> {
+    /// Counts and reports the end of a term.
+    fn ended(&self, end: TermEnd, aborted: u64) {
+        match end {
+            TermEnd::Drained { .. } => self.emit(&Event::DrainFinished { aborted }),
+            TermEnd::Lost => {
+                self.recorder.stats.leases_lost.fetch_add(1, Relaxed);
+                self.emit(&Event::LeadershipLost { aborted });
+            }
+        }
+        debug!(?end, aborted, "term ended");
+    }
+
+    pub(crate) fn emit(&self, event: &Event<'_, K>) {
+        for hook in &self.hooks {
+            hook(event);
+        }
+    }
+
+    fn policy(&self, key: &K, err: &ReconcileError<E>, attempts: u32) -> Action {
+        catch_unwind(AssertUnwindSafe(|| (self.policy)(key, err, attempts)))
+            .unwrap_or(Action::RequeueRateLimited)
+    }
+}
+
+/// Counts a reconcile in flight; if dropped before [`finish`](Self::finish) (the worker was
+/// aborted), records it as aborted.
+struct InFlight<'a, K, E> {
+    term: &'a Term<K, E>,
+    key: &'a K,
+    start: Instant,
+    armed: bool,
+}
+
+impl<'a, K, E> InFlight<'a, K, E> {
+    fn new(term: &'a Term<K, E>, key: &'a K) -> Self {
+        term.in_flight.fetch_add(1, Relaxed);
+        term.shared.recorder.active(1);
+        Self {
+            term,
+            key,
+            start: Instant::now(),
+            armed: true,
+        }
+    }
+
+    fn finish(&mut self) -> Duration {
+        self.armed = false;
+        self.term.in_flight.fetch_sub(1, Relaxed);
+        self.term.shared.recorder.active(-1);
+        self.start.elapsed()
+    }
+}
+
+impl<K, E> Drop for InFlight<'_, K, E> {
+    fn drop(&mut self) {
+        if self.armed {
+            let took = self.finish();
+            self.term.shared.recorder.aborted();
+            self.term.shared.emit(&Event::ReconcileFinished {
+                key: self.key,
+                outcome: ReconcileOutcome::Aborted,
+                took,
+            });
+        }
+    }
+}

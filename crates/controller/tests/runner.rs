@@ -1,0 +1,475 @@
+//! The runner without an elector: the queue's rules, actions, failures, panics, drain.
+
+mod support;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use controller::testing::ScriptedSource;
+use controller::{Action, Context, Controller, Event, ReconcileError, ReconcileOutcome};
+use futures::StreamExt;
+use support::{Rng, bounded};
+use tokio::time::{Instant, sleep};
+use tokio_util::sync::CancellationToken;
+
+const LIMIT: Duration = Duration::from_secs(3600);
+
+#[derive(Debug)]
+struct Failed;
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("failed")
+    }
+}
+
+type Log<T> = Arc<Mutex<Vec<T>>>;
+
+fn log<T>() -> Log<T> {
+    Arc::new(Mutex::new(Vec::new()))
+}
+
+/// Random changes to 40 objects while 4 workers reconcile with random durations: afterwards every
+/// object was last reconciled to its last generation, and no key was ever in two reconciles.
+#[tokio::test(start_paused = true)]
+async fn every_key_is_reconciled_after_its_last_change_and_never_twice_at_once() {
+    for seed in 1..=12 {
+        let api = ScriptedSource::new();
+        for k in 0..40u32 {
+            api.apply(k);
+        }
+        let reconciled: Arc<Mutex<HashMap<u32, u64>>> = Arc::default();
+        let in_flight: Arc<Mutex<HashMap<u32, u32>>> = Arc::default();
+        let twice = Arc::new(Mutex::new(0u32));
+        let durations = Arc::new(Mutex::new(Rng::new(seed)));
+        let (a, r, d) = (api.clone(), reconciled.clone(), durations.clone());
+        let (f1, tw) = (in_flight.clone(), twice.clone());
+        let shutdown = CancellationToken::new();
+        let run = Controller::new("objects", move |key: u32, _ctx: Context| {
+            let (api, reconciled) = (a.clone(), r.clone());
+            let took = d.lock().unwrap().millis(80);
+            async move {
+                let generation = api.generation(&key);
+                sleep(took).await;
+                if let Some(g) = generation {
+                    reconciled.lock().unwrap().insert(key, g);
+                }
+                Ok::<_, Infallible>(Action::Done)
+            }
+        })
+        .source({
+            let api = api.clone();
+            move || api.subscribe()
+        })
+        .workers(4)
+        .on_event(move |e| match e {
+            Event::ReconcileStarted { key, .. } => {
+                let mut f = f1.lock().unwrap();
+                let n = f.entry(**key).or_default();
+                *n += 1;
+                if *n > 1 {
+                    *tw.lock().unwrap() += 1;
+                }
+            }
+            Event::ReconcileFinished { key, .. } => {
+                *f1.lock().unwrap().get_mut(key).unwrap() -= 1;
+            }
+            _ => {}
+        })
+        .run(shutdown.clone());
+        let run = tokio::spawn(run);
+        let mut rng = Rng::new(seed ^ 0xABCD);
+        for _ in 0..300 {
+            sleep(rng.millis(30)).await;
+            let k = u32::try_from(rng.below(40)).unwrap();
+            if rng.below(10) == 0 {
+                api.delete(&k);
+            } else {
+                api.apply(k);
+            }
+        }
+        sleep(Duration::from_secs(5)).await;
+        shutdown.cancel();
+        let summary = bounded(LIMIT, run).await.unwrap();
+        assert!(summary.drained);
+        let reconciled = reconciled.lock().unwrap();
+        for (k, g) in api.objects() {
+            assert_eq!(reconciled.get(&k), Some(&g), "seed {seed}: key {k}");
+        }
+        assert_eq!(*twice.lock().unwrap(), 0, "seed {seed}");
+    }
+}
+
+/// A key added again while its reconcile runs is reconciled once more after it, not during it.
+#[tokio::test(start_paused = true)]
+async fn a_key_added_during_its_reconcile_is_reconciled_again_afterwards() {
+    let api = ScriptedSource::new();
+    api.apply("a");
+    let starts: Log<Instant> = log();
+    let (s, a2) = (starts.clone(), api.clone());
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(
+        Controller::new("objects", move |_key: &'static str, _ctx: Context| {
+            s.lock().unwrap().push(Instant::now());
+            async {
+                sleep(Duration::from_secs(1)).await;
+                Ok::<_, Infallible>(Action::Done)
+            }
+        })
+        .source(move || a2.subscribe())
+        .workers(4)
+        .run(shutdown.clone()),
+    );
+    let t0 = Instant::now();
+    sleep(Duration::from_millis(500)).await;
+    api.apply("a");
+    sleep(Duration::from_secs(5)).await;
+    shutdown.cancel();
+    bounded(LIMIT, run).await.unwrap();
+    let starts = starts.lock().unwrap();
+    assert_eq!(starts.len(), 2);
+    assert_eq!(
+        starts[1] - t0,
+        Duration::from_secs(1),
+        "right after the first one"
+    );
+}
+
+/// Shutdown with reconciles in flight: no new keys start, the in-flight ones finish within the
+/// grace period, their tokens fired, and `run` returns a summary.
+#[tokio::test(start_paused = true)]
+async fn drain_finishes_in_flight_reconciles_and_returns_a_summary() {
+    let tokens_fired: Log<bool> = log();
+    let t = tokens_fired.clone();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(
+        Controller::new("objects", move |_key: u32, ctx: Context| {
+            let t = t.clone();
+            async move {
+                sleep(Duration::from_secs(2)).await;
+                t.lock().unwrap().push(ctx.token().is_cancelled());
+                Ok::<_, Infallible>(Action::Done)
+            }
+        })
+        .source(|| futures::stream::iter(0..10))
+        .workers(4)
+        .grace_period(Duration::from_secs(10))
+        .run(shutdown.clone()),
+    );
+    sleep(Duration::from_secs(1)).await;
+    let t0 = Instant::now();
+    shutdown.cancel();
+    let summary = bounded(LIMIT, run).await.unwrap();
+    assert_eq!(
+        Instant::now() - t0,
+        Duration::from_secs(1),
+        "the rest of the reconciles"
+    );
+    assert_eq!(
+        summary.reconciles, 4,
+        "the 4 in flight; the 6 queued never start"
+    );
+    assert_eq!(summary.successes, 4);
+    assert_eq!(summary.aborted, 0);
+    assert!(summary.drained);
+    assert_eq!(summary.terms, 1);
+    assert_eq!(*tokens_fired.lock().unwrap(), [true; 4]);
+}
+
+/// A reconcile that outlives the grace period is dropped when it runs out.
+#[tokio::test(start_paused = true)]
+async fn drain_drops_reconciles_when_the_grace_period_runs_out() {
+    let outcomes: Log<ReconcileOutcome> = log();
+    let o = outcomes.clone();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(
+        Controller::new("objects", |_key: u32, _ctx: Context| async {
+            sleep(Duration::from_secs(60)).await;
+            Ok::<_, Infallible>(Action::Done)
+        })
+        .source(|| futures::stream::iter([1]))
+        .grace_period(Duration::from_secs(3))
+        .on_event(move |e| {
+            if let Event::ReconcileFinished { outcome, .. } = e {
+                o.lock().unwrap().push(*outcome);
+            }
+        })
+        .run(shutdown.clone()),
+    );
+    sleep(Duration::from_secs(1)).await;
+    let t0 = Instant::now();
+    shutdown.cancel();
+    let summary = bounded(LIMIT, run).await.unwrap();
+    assert_eq!(Instant::now() - t0, Duration::from_secs(3));
+    assert_eq!(summary.aborted, 1);
+    assert_eq!(summary.reconciles, 0);
+    assert!(!summary.drained);
+    assert_eq!(*outcomes.lock().unwrap(), [ReconcileOutcome::Aborted]);
+}
+
+/// A reconcile that panics three times is retried after 5, 10 and 20 ms (the default limiter's
+/// exponential part), sees its attempts count, and finally succeeds; the panics are counted.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_reconcile_is_retried_with_backoff() {
+    let starts: Log<(Instant, u32)> = log();
+    let s = starts.clone();
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let policy_saw: Log<String> = log();
+    let p = policy_saw.clone();
+    let run = tokio::spawn(
+        Controller::new("objects", move |_key: u32, ctx: Context| {
+            s.lock().unwrap().push((Instant::now(), ctx.attempts()));
+            let stop = stop.clone();
+            async move {
+                assert!(ctx.attempts() >= 3, "panic number {}", ctx.attempts() + 1);
+                stop.cancel();
+                Ok::<_, Failed>(Action::Done)
+            }
+        })
+        .source(|| futures::stream::iter([7]))
+        .error_policy(move |_key, err, _attempts| {
+            p.lock().unwrap().push(err.to_string());
+            Action::RequeueRateLimited
+        })
+        .run(shutdown.clone()),
+    );
+    let summary = bounded(LIMIT, run).await.unwrap();
+    let starts = starts.lock().unwrap();
+    let gaps: Vec<_> = starts.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    assert_eq!(gaps, [5, 10, 20].map(Duration::from_millis));
+    assert_eq!(starts.iter().map(|s| s.1).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    assert_eq!(summary.panics, 3);
+    assert_eq!(summary.successes, 1);
+    assert_eq!(summary.reconciles, 4);
+    assert_eq!(policy_saw.lock().unwrap().len(), 3);
+    assert!(policy_saw.lock().unwrap()[0].starts_with("reconcile panicked: panic number 1"));
+}
+
+/// A panic while building the reconcile future (before its first poll) is caught the same way.
+#[tokio::test(start_paused = true)]
+async fn a_panic_before_the_future_is_built_is_caught_too() {
+    let calls = Arc::new(Mutex::new(0));
+    let c = calls.clone();
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let run = tokio::spawn(
+        Controller::new("objects", move |_key: u32, _ctx: Context| {
+            let n = {
+                let mut c = c.lock().unwrap();
+                *c += 1;
+                *c
+            };
+            assert!(n > 1, "first call panics synchronously");
+            stop.cancel();
+            async { Ok::<_, Failed>(Action::Done) }
+        })
+        .source(|| futures::stream::iter([1]))
+        .run(shutdown.clone()),
+    );
+    let summary = bounded(LIMIT, run).await.unwrap();
+    assert_eq!((summary.panics, summary.successes), (1, 1));
+}
+
+/// `RequeueAfter` brings the key back at that time and forgets its failures.
+#[tokio::test(start_paused = true)]
+async fn requeue_after_lands_at_that_time_and_forgets_failures() {
+    let starts: Log<(Instant, u32)> = log();
+    let s = starts.clone();
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let run = tokio::spawn(
+        Controller::new("objects", move |_key: u32, ctx: Context| {
+            let n = {
+                let mut s = s.lock().unwrap();
+                s.push((Instant::now(), ctx.attempts()));
+                s.len()
+            };
+            let stop = stop.clone();
+            async move {
+                match n {
+                    1 | 2 => Err(Failed),
+                    3 => Ok(Action::requeue_after(Duration::from_secs(7))),
+                    _ => {
+                        stop.cancel();
+                        Ok(Action::Done)
+                    }
+                }
+            }
+        })
+        .source(|| futures::stream::iter([1]))
+        .run(shutdown.clone()),
+    );
+    let summary = bounded(LIMIT, run).await.unwrap();
+    let starts = starts.lock().unwrap();
+    assert_eq!(starts.len(), 4);
+    assert_eq!(starts[3].0 - starts[2].0, Duration::from_secs(7));
+    assert_eq!(
+        starts.iter().map(|s| s.1).collect::<Vec<_>>(),
+        [0, 1, 2, 0],
+        "the requeue-after forgot the two failures"
+    );
+    assert_eq!((summary.errors, summary.successes), (2, 2));
+}
+
+/// The error policy receives the key, the error and the attempts, and its action is applied.
+#[tokio::test(start_paused = true)]
+async fn the_error_policy_decides_and_a_panicking_policy_falls_back_to_rate_limited() {
+    let starts: Log<Instant> = log();
+    let s = starts.clone();
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let seen: Log<(u32, bool, u32)> = log();
+    let p = seen.clone();
+    let run = tokio::spawn(
+        Controller::new("objects", move |_key: u32, _ctx: Context| {
+            let n = {
+                let mut s = s.lock().unwrap();
+                s.push(Instant::now());
+                s.len()
+            };
+            if n == 3 {
+                stop.cancel();
+            }
+            async { Err::<Action, _>(Failed) }
+        })
+        .source(|| futures::stream::iter([9]))
+        .error_policy(move |key, err: &ReconcileError<Failed>, attempts| {
+            let calls = {
+                let mut p = p.lock().unwrap();
+                p.push((*key, err.failed().is_some(), attempts));
+                p.len()
+            };
+            assert!(calls == 1, "the policy panics at its second call");
+            Action::requeue_after(Duration::from_secs(60))
+        })
+        .grace_period(Duration::ZERO)
+        .run(shutdown.clone()),
+    );
+    bounded(LIMIT, run).await.unwrap();
+    let starts = starts.lock().unwrap();
+    assert_eq!(starts[1] - starts[0], Duration::from_secs(60));
+    assert_eq!(
+        starts[2] - starts[1],
+        Duration::from_millis(5),
+        "rate-limited"
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(9, true, 0), (9, true, 0), (9, true, 1)],
+        "the requeue-after forgot the first failure; the fallback charged the limiter"
+    );
+}
+
+/// Several sources are merged; a key in two of them is one queue entry.
+#[tokio::test(start_paused = true)]
+async fn several_sources_are_merged() {
+    let keys: Log<u32> = log();
+    let k = keys.clone();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(
+        Controller::new("objects", move |key: u32, _ctx: Context| {
+            k.lock().unwrap().push(key);
+            async { Ok::<_, Infallible>(Action::Done) }
+        })
+        .source(|| futures::stream::iter([1, 2]))
+        .source(|| futures::stream::iter([3]))
+        .workers(2)
+        .run(shutdown.clone()),
+    );
+    sleep(Duration::from_secs(1)).await;
+    shutdown.cancel();
+    bounded(LIMIT, run).await.unwrap();
+    let mut keys = keys.lock().unwrap().clone();
+    keys.sort_unstable();
+    assert_eq!(keys, [1, 2, 3]);
+}
+
+/// Sets its flag when dropped.
+struct DropFlag(Arc<Mutex<bool>>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = true;
+    }
+}
+
+/// Without an elector the fencing token is absent. Cancel safety: dropping `run` drops the
+/// workers with their in-flight reconciles, and the sources.
+#[tokio::test(start_paused = true)]
+async fn without_an_elector_there_is_no_fencing_token_and_dropping_run_drops_everything() {
+    let fencing: Log<Option<u64>> = log();
+    let (reconcile_dropped, source_dropped) =
+        (Arc::new(Mutex::new(false)), Arc::new(Mutex::new(false)));
+    let (f, rd, sd) = (
+        fencing.clone(),
+        reconcile_dropped.clone(),
+        source_dropped.clone(),
+    );
+    let run = Controller::new("objects", move |_key: u32, ctx: Context| {
+        f.lock().unwrap().push(ctx.fencing_token());
+        let flag = DropFlag(rd.clone());
+        async move {
+            let _flag = flag;
+            sleep(Duration::from_secs(3600)).await;
+            Ok::<_, Infallible>(Action::Done)
+        }
+    })
+    .source(move || {
+        let flag = DropFlag(sd.clone());
+        futures::stream::iter([1])
+            .chain(futures::stream::pending())
+            .inspect(move |_| {
+                let _ = &flag;
+            })
+    })
+    .run(CancellationToken::new());
+    let handle = tokio::spawn(run);
+    sleep(Duration::from_secs(1)).await;
+    assert!(!*reconcile_dropped.lock().unwrap());
+    handle.abort();
+    assert!(handle.await.unwrap_err().is_cancelled());
+    // The aborted tasks are dropped by the runtime once it gets to them.
+    bounded(Duration::from_secs(1), async {
+        while !(*reconcile_dropped.lock().unwrap() && *source_dropped.lock().unwrap()) {
+            sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    assert_eq!(*fencing.lock().unwrap(), [None]);
+}
+
+/// A limiter given to the controller paces its rate-limited requeues.
+#[tokio::test(start_paused = true)]
+async fn the_given_rate_limiter_paces_retries() {
+    let starts: Log<Instant> = log();
+    let s = starts.clone();
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let limiter =
+        ratelimit::ExponentialRateLimiter::new(Duration::from_secs(3), Duration::from_secs(3))
+            .unwrap();
+    let run = tokio::spawn(
+        Controller::new("objects", move |_key: u32, _ctx: Context| {
+            let n = {
+                let mut s = s.lock().unwrap();
+                s.push(Instant::now());
+                s.len()
+            };
+            if n == 3 {
+                stop.cancel();
+            }
+            async { Err::<Action, _>(Failed) }
+        })
+        .source(|| futures::stream::iter([1]))
+        .rate_limiter(Arc::new(limiter))
+        .grace_period(Duration::ZERO)
+        .run(shutdown.clone()),
+    );
+    bounded(LIMIT, run).await.unwrap();
+    let starts = starts.lock().unwrap();
+    let gaps: Vec<_> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(gaps, [Duration::from_secs(3); 2]);
+}
