@@ -23,6 +23,8 @@
 //! # }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod config;
 mod elector;
 mod error;
