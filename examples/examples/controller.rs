@@ -1,7 +1,8 @@
 //! The main example: a controller built from all four crates.
 //!
 //! Three replicas of a controller built with the `controller` crate's runner share a lease on the
-//! in-memory lock (or on etcd with `--etcd URL`); the leader reconciles a synthetic cluster's
+//! in-memory lock (or on etcd with `--etcd URL`, or on a real cluster's Lease with `--kube
+//! NS/NAME`); the leader reconciles a synthetic cluster's
 //! objects, failures are retried with backoff; midway the leader is killed and another replica
 //! takes over with a fresh listing; at the end the leader drains. Then a scheduling queue places
 //! pods that wait in backoff or unschedulable until an event helps.
@@ -46,11 +47,13 @@ async fn async_main(args: Args) -> ExitCode {
         o.replicas, o.objects, o.updates, o.workers, o.failure_rate, o.seed
     );
     let provider = registry.as_ref().map(|r| r.provider());
-    let result: Result<Summary, Box<dyn std::error::Error>> = match &args.etcd {
-        None => controller::run_in_memory(o, provider)
+    let result: Result<Summary, Box<dyn std::error::Error>> = match (&args.etcd, &args.kube) {
+        (Some(_), Some(_)) => Err("--etcd and --kube are alternatives: give one".into()),
+        (Some(url), None) => run_on_etcd(o, provider, url).await,
+        (None, Some((ns, name))) => run_on_kube(o, provider, ns, name).await,
+        (None, None) => controller::run_in_memory(o, provider)
             .await
             .map_err(Into::into),
-        Some(url) => run_on_etcd(o, provider, url).await,
     };
     let summary: Summary = match result {
         Ok(s) => s,
@@ -102,4 +105,28 @@ async fn run_on_etcd(
     _url: &str,
 ) -> Result<Summary, Box<dyn std::error::Error>> {
     Err("this build has no etcd support: run with `--features etcd`".into())
+}
+
+#[cfg(feature = "kube")]
+async fn run_on_kube(
+    o: &controller::Options,
+    provider: Option<Arc<dyn queue_async::metrics::MetricsProvider>>,
+    namespace: &str,
+    name: &str,
+) -> Result<Summary, Box<dyn std::error::Error>> {
+    let client = kube::Client::try_default().await?;
+    Ok(controller::run(o, provider, |id| {
+        leader::LeaseLock::new(client.clone(), namespace, name, id)
+    })
+    .await?)
+}
+
+#[cfg(not(feature = "kube"))]
+async fn run_on_kube(
+    _o: &controller::Options,
+    _provider: Option<Arc<dyn queue_async::metrics::MetricsProvider>>,
+    _namespace: &str,
+    _name: &str,
+) -> Result<Summary, Box<dyn std::error::Error>> {
+    Err("this build has no Kubernetes support: run with `--features kube`".into())
 }

@@ -27,6 +27,8 @@ FLAGS:
     --no-kill          do not kill the leader midway
     --metrics          print the queue's, controller's and elector's Prometheus metrics at the end
     --etcd URL         elect the leader on a real etcd (build with `--features etcd`)
+    --kube NS/NAME     elect the leader on a real cluster's Lease NS/NAME, through the
+                       kubeconfig or the in-cluster config (build with `--features kube`)
     -q, --quiet        no live progress line (drawn only when stderr is a terminal)
     -h, --help         this text
 ";
@@ -50,6 +52,8 @@ pub struct Args {
     pub metrics: bool,
     /// Elect on this etcd endpoint instead of the in-memory lock.
     pub etcd: Option<String>,
+    /// Elect on this Lease (`namespace/name`) of a real cluster instead of the in-memory lock.
+    pub kube: Option<(String, String)>,
     /// `--help` was asked for.
     pub help: bool,
 }
@@ -71,6 +75,7 @@ impl Args {
             ..Options::default()
         };
         let (mut metrics, mut etcd, mut help, mut updates) = (false, None, false, None);
+        let mut kube = None;
         let mut it = args.into_iter().map(Into::into);
         while let Some(flag) = it.next() {
             let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -89,6 +94,14 @@ impl Args {
                 "--no-kill" => options.kill_leader = false,
                 "--metrics" => metrics = true,
                 "--etcd" => etcd = Some(value()?),
+                "--kube" => {
+                    let v = value()?;
+                    let (ns, name) = v
+                        .split_once('/')
+                        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+                        .ok_or_else(|| format!("{flag}: {v:?} is not NAMESPACE/NAME"))?;
+                    kube = Some((ns.to_owned(), name.to_owned()));
+                }
                 "-q" | "--quiet" => options.progress = false,
                 "-h" | "--help" => help = true,
                 other => return Err(format!("unknown flag {other:?} (see --help)")),
@@ -115,6 +128,7 @@ impl Args {
             options,
             metrics,
             etcd,
+            kube,
             help,
         })
     }
