@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use crate::ShutDown;
+use crate::ShutDownError;
 use crate::core::Backend;
 
 /// A key being processed by one worker: no other worker gets the same key until it is done.
@@ -88,9 +88,9 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with a clone of the key if the queue is shutting down (the item is still
+    /// [`ShutDownError`] with a clone of the key if the queue is shutting down (the item is still
     /// marked done).
-    pub fn requeue_rate_limited(self) -> Result<(), ShutDown<K>> {
+    pub fn requeue_rate_limited(self) -> Result<(), ShutDownError<K>> {
         let r = self
             .queue
             .clone()
@@ -103,9 +103,9 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with a clone of the key if the queue is shutting down (the item is still
+    /// [`ShutDownError`] with a clone of the key if the queue is shutting down (the item is still
     /// marked done).
-    pub fn requeue_after(self, delay: Duration) -> Result<(), ShutDown<K>> {
+    pub fn requeue_after(self, delay: Duration) -> Result<(), ShutDownError<K>> {
         let r = self
             .queue
             .clone()
@@ -118,9 +118,9 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with a clone of the key if the queue is shutting down (the item is still
+    /// [`ShutDownError`] with a clone of the key if the queue is shutting down (the item is still
     /// marked done).
-    pub fn requeue(self) -> Result<(), ShutDown<K>> {
+    pub fn requeue(self) -> Result<(), ShutDownError<K>> {
         let r = self.queue.add(self.key().clone(), self.p);
         drop(self);
         r

@@ -44,7 +44,7 @@ pub mod prometheus;
 pub mod scheduling;
 pub mod workqueue;
 
-pub use error::ShutDown;
+pub use error::ShutDownError;
 pub use get::Get;
 pub use item::Item;
 pub use parallelize::{ParallelizeError, parallelize_until};

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queue_async::metrics::testing::RecordingProvider;
-use queue_async::{ShutDown, WorkQueue};
+use queue_async::{ShutDownError, WorkQueue};
 use ratelimit::{BucketRateLimiter, ExponentialRateLimiter};
 use support::paused_runtime;
 use tokio::time::{Instant, advance, sleep};
@@ -63,7 +63,7 @@ async fn basic(drain: bool) {
         queue.shut_down();
     }
     let refused = queue.add("added after shutdown!".into()).unwrap_err();
-    assert_eq!(refused, ShutDown("added after shutdown!".to_string()));
+    assert_eq!(refused, ShutDownError("added after shutdown!".to_string()));
     for c in consumers {
         let got = c.await.unwrap();
         assert!(!got.iter().any(|k| k == "added after shutdown!"));
@@ -367,9 +367,9 @@ async fn requeue_after_shutdown_is_refused_but_the_item_is_done() {
     queue.add("a").unwrap();
     let item = queue.get().await.unwrap();
     queue.shut_down();
-    assert_eq!(item.requeue_rate_limited(), Err(ShutDown("a")));
+    assert_eq!(item.requeue_rate_limited(), Err(ShutDownError("a")));
     assert_eq!(queue.processing_len(), 0);
-    assert_eq!(queue.add_rate_limited("b"), Err(ShutDown("b")));
+    assert_eq!(queue.add_rate_limited("b"), Err(ShutDownError("b")));
     assert_eq!(
         queue.num_requeues(&"b"),
         0,

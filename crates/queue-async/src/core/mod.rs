@@ -28,7 +28,7 @@ use tracing::debug;
 
 use self::delay::{Timers, WaitingMap, disarm};
 
-use crate::ShutDown;
+use crate::ShutDownError;
 use crate::clock::QueueClock;
 use crate::metrics::{Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
 
@@ -214,10 +214,10 @@ pub(crate) trait Backend<K, P>: Send + Sync {
     /// `Some(Some(..))` a key for a worker, `Some(None)` shut down and empty, `None` wait.
     fn try_get(&self) -> Option<Option<(K, P)>>;
     fn done(&self, key: &K);
-    fn add(&self, key: K, p: P) -> Result<(), ShutDown<K>>;
-    fn add_ref(&self, key: &K, p: P) -> Result<(), ShutDown<K>>;
-    fn add_after(self: Arc<Self>, key: K, p: P, delay: Duration) -> Result<(), ShutDown<K>>;
-    fn add_rate_limited(self: Arc<Self>, key: K, p: P) -> Result<(), ShutDown<K>>;
+    fn add(&self, key: K, p: P) -> Result<(), ShutDownError<K>>;
+    fn add_ref(&self, key: &K, p: P) -> Result<(), ShutDownError<K>>;
+    fn add_after(self: Arc<Self>, key: K, p: P, delay: Duration) -> Result<(), ShutDownError<K>>;
+    fn add_rate_limited(self: Arc<Self>, key: K, p: P) -> Result<(), ShutDownError<K>>;
     fn forget(&self, key: &K);
     /// Charges the rate limiter for `key` and returns its delay.
     fn rate_limit_delay(&self, key: &K) -> Duration;
@@ -363,7 +363,7 @@ where
     }
 
     /// Adds `key` now; a borrowed key is cloned only if the queue keeps it.
-    fn add_now(&self, key: Cow<'_, K>, p: S::P) -> Result<(), ShutDown<K>> {
+    fn add_now(&self, key: Cow<'_, K>, p: S::P) -> Result<(), ShutDownError<K>> {
         let hash = self.hash(&key);
         let mut wake = Wake::default();
         let result = {
@@ -389,7 +389,7 @@ where
         hash: Option<KeyHash>,
         p: S::P,
         wake: &mut Wake,
-    ) -> Result<(), ShutDown<K>> {
+    ) -> Result<(), ShutDownError<K>> {
         let mut p = p;
         if !state.waiting.is_empty()
             && let Some(waiting) = state.waiting.remove(state.waiting.hash(&key), &key)
@@ -433,7 +433,7 @@ where
                 Ok(())
             }
             Added::Coalesced => Ok(()),
-            Added::Refused(key) => Err(ShutDown(key)),
+            Added::Refused(key) => Err(ShutDownError(key)),
         }
     }
 
@@ -495,12 +495,12 @@ where
         key: K,
         p: S::P,
         delay: Duration,
-    ) -> Result<(), ShutDown<K>> {
+    ) -> Result<(), ShutDownError<K>> {
         let mut wake = Wake::default();
         let result = {
             let mut state = self.lock();
             if state.machine.is_shut_down() {
-                return Err(ShutDown(key));
+                return Err(ShutDownError(key));
             }
             state.recorder.retry();
             self.ensure_metrics_task(&mut state);
@@ -523,7 +523,7 @@ where
         p: S::P,
         delay: Duration,
         wake: &mut Wake,
-    ) -> Result<(), ShutDown<K>> {
+    ) -> Result<(), ShutDownError<K>> {
         if state.machine.absorbs_delayed(&key) {
             // Ready already: it stays ready, at the higher of the two priorities.
             return self.add_locked(state, Cow::Owned(key), None, p, wake);
@@ -685,21 +685,21 @@ where
         self.wake(wake);
     }
 
-    fn add(&self, key: K, p: S::P) -> Result<(), ShutDown<K>> {
+    fn add(&self, key: K, p: S::P) -> Result<(), ShutDownError<K>> {
         self.add_now(Cow::Owned(key), p)
     }
 
-    fn add_ref(&self, key: &K, p: S::P) -> Result<(), ShutDown<K>> {
+    fn add_ref(&self, key: &K, p: S::P) -> Result<(), ShutDownError<K>> {
         self.add_now(Cow::Borrowed(key), p)
     }
 
-    fn add_after(self: Arc<Self>, key: K, p: S::P, delay: Duration) -> Result<(), ShutDown<K>> {
+    fn add_after(self: Arc<Self>, key: K, p: S::P, delay: Duration) -> Result<(), ShutDownError<K>> {
         self.add_after_inner(key, p, delay)
     }
 
-    fn add_rate_limited(self: Arc<Self>, key: K, p: S::P) -> Result<(), ShutDown<K>> {
+    fn add_rate_limited(self: Arc<Self>, key: K, p: S::P) -> Result<(), ShutDownError<K>> {
         if self.shut_down_flag.load(Ordering::Acquire) {
-            return Err(ShutDown(key));
+            return Err(ShutDownError(key));
         }
         // The limiter reads tokio's clock: from a plain thread, the queue's runtime clock.
         let delay = self.clock.in_runtime(|| self.limiter.when(&key));

@@ -8,7 +8,7 @@ use std::time::Duration;
 use queue_core::PriorityState;
 use ratelimit::RateLimiter;
 
-use crate::ShutDown;
+use crate::ShutDownError;
 use crate::core::handle::{Options, builder_methods, handle_methods};
 use crate::core::{Backend, Shared};
 use crate::get::Get;
@@ -215,7 +215,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down (the limiter is not charged).
+    /// [`ShutDownError`] with the key if the queue is shutting down (the limiter is not charged).
     ///
     /// # Examples
     ///
@@ -230,11 +230,11 @@ where
     /// assert_eq!(queue.get().await.unwrap().priority(), 2);
     /// # }
     /// ```
-    pub fn add_with(&self, key: K, options: AddOptions) -> Result<(), ShutDown<K>> {
+    pub fn add_with(&self, key: K, options: AddOptions) -> Result<(), ShutDownError<K>> {
         let mut delay = options.after.unwrap_or_default();
         if options.rate_limited {
             if self.core.is_shutting_down() {
-                return Err(ShutDown(key));
+                return Err(ShutDownError(key));
             }
             // controller-runtime's rule: the limiter's delay, or `after` if that is shorter.
             let limited = self.core.rate_limit_delay(&key);
@@ -253,7 +253,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down.
+    /// [`ShutDownError`] with the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -263,7 +263,7 @@ where
     /// queue.shut_down();
     /// assert!(queue.add("b").is_err());
     /// ```
-    pub fn add(&self, key: K) -> Result<(), ShutDown<K>> {
+    pub fn add(&self, key: K) -> Result<(), ShutDownError<K>> {
         self.core.add(key, 0)
     }
 
@@ -274,7 +274,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with a clone of the key if the queue is shutting down.
+    /// [`ShutDownError`] with a clone of the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -288,7 +288,7 @@ where
     /// assert_eq!(queue.len(), 1);
     /// assert_eq!(Arc::strong_count(&key), 2, "one clone, held by the queue");
     /// ```
-    pub fn add_ref(&self, key: &K) -> Result<(), ShutDown<K>> {
+    pub fn add_ref(&self, key: &K) -> Result<(), ShutDownError<K>> {
         self.core.add_ref(key, 0)
     }
 
@@ -296,7 +296,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down.
+    /// [`ShutDownError`] with the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -309,7 +309,7 @@ where
     /// assert_eq!(*queue.get().await.unwrap(), "a"); // the paused clock jumps 1 s
     /// # }
     /// ```
-    pub fn add_after(&self, key: K, delay: Duration) -> Result<(), ShutDown<K>> {
+    pub fn add_after(&self, key: K, delay: Duration) -> Result<(), ShutDownError<K>> {
         self.add_with(key, AddOptions::default().after(delay))
     }
 
@@ -317,7 +317,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down.
+    /// [`ShutDownError`] with the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -329,7 +329,7 @@ where
     /// assert_eq!(queue.num_requeues(&"a"), 1);
     /// # }
     /// ```
-    pub fn add_rate_limited(&self, key: K) -> Result<(), ShutDown<K>> {
+    pub fn add_rate_limited(&self, key: K) -> Result<(), ShutDownError<K>> {
         self.add_with(key, AddOptions::default().rate_limited(true))
     }
 

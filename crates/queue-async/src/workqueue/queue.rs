@@ -8,7 +8,7 @@ use std::time::Duration;
 use queue_core::WorkState;
 use ratelimit::RateLimiter;
 
-use crate::ShutDown;
+use crate::ShutDownError;
 use crate::core::handle::{Options, builder_methods, handle_methods};
 use crate::core::{Backend, Shared};
 use crate::get::Get;
@@ -28,7 +28,7 @@ use crate::metrics::MetricsProvider;
 ///   and in flight is done.
 ///
 /// Differences from the original, all deliberate: an add after shutdown is refused with the key
-/// back ([`ShutDown`]) rather than dropped; draining waits for queued items too; an `add` of a
+/// back ([`ShutDownError`]) rather than dropped; draining waits for queued items too; an `add` of a
 /// key that waits for its delay removes the waiting entry instead of running the key twice; a
 /// forgotten `done` cannot wedge a key (the guard marks it done on drop); background tasks end
 /// on shutdown and with the last handle.
@@ -170,7 +170,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down.
+    /// [`ShutDownError`] with the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -180,7 +180,7 @@ where
     /// queue.shut_down();
     /// assert_eq!(queue.add("b").unwrap_err().into_key(), "b");
     /// ```
-    pub fn add(&self, key: K) -> Result<(), ShutDown<K>> {
+    pub fn add(&self, key: K) -> Result<(), ShutDownError<K>> {
         self.core.add(key, ())
     }
 
@@ -191,7 +191,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with a clone of the key if the queue is shutting down.
+    /// [`ShutDownError`] with a clone of the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -205,7 +205,7 @@ where
     /// assert_eq!(queue.len(), 1);
     /// assert_eq!(Arc::strong_count(&key), 2, "one clone, held by the queue");
     /// ```
-    pub fn add_ref(&self, key: &K) -> Result<(), ShutDown<K>> {
+    pub fn add_ref(&self, key: &K) -> Result<(), ShutDownError<K>> {
         self.core.add_ref(key, ())
     }
 
@@ -229,7 +229,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down.
+    /// [`ShutDownError`] with the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -245,7 +245,7 @@ where
     /// assert_eq!(*item.key(), "a");
     /// # }
     /// ```
-    pub fn add_after(&self, key: K, delay: Duration) -> Result<(), ShutDown<K>> {
+    pub fn add_after(&self, key: K, delay: Duration) -> Result<(), ShutDownError<K>> {
         self.core.clone().add_after(key, (), delay)
     }
 
@@ -253,7 +253,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down (the limiter is not charged).
+    /// [`ShutDownError`] with the key if the queue is shutting down (the limiter is not charged).
     ///
     /// # Examples
     ///
@@ -267,7 +267,7 @@ where
     /// assert_eq!(queue.num_requeues(&"a"), 0);
     /// # }
     /// ```
-    pub fn add_rate_limited(&self, key: K) -> Result<(), ShutDown<K>> {
+    pub fn add_rate_limited(&self, key: K) -> Result<(), ShutDownError<K>> {
         self.core.clone().add_rate_limited(key, ())
     }
 
