@@ -31,7 +31,6 @@
 //! threads and still see paused time.
 
 mod clock;
-mod core;
 mod error;
 mod get;
 mod item;
@@ -42,12 +41,15 @@ pub mod priority;
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
 pub mod scheduling;
+mod shared;
+mod task;
+mod wait;
 pub mod workqueue;
 
 pub use error::ShutDownError;
 pub use get::Get;
 pub use item::Item;
 pub use parallelize::{ParallelizeError, parallelize_until};
-pub use priority::PriorityQueue;
+pub use priority::{PriorityQueue, PriorityQueueBuilder};
 pub use scheduling::SchedulingQueue;
-pub use workqueue::WorkQueue;
+pub use workqueue::{WorkQueue, WorkQueueBuilder};

@@ -468,50 +468,6 @@ async fn delaying_copy_shifting_adds_in_deadline_order() {
     assert_eq!(order, ["baz", "bar", "foo"]);
 }
 
-/// A queue whose delay task has found tokio's timer grid, 0.3 ms off it (as a real queue almost
-/// always is); returns it at 0.3 ms past one of tokio's milliseconds.
-async fn queue_off_tokios_grid() -> WorkQueue<&'static str> {
-    advance(Duration::from_micros(300)).await;
-    let queue = WorkQueue::new();
-    queue.add_after("start", MS).unwrap();
-    // The delay task looks for tokio's grid over its first 2 ms.
-    sleep(ms(5)).await;
-    queue.get().await.unwrap().done();
-    queue
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_delayed_key_rings_on_tokios_first_millisecond_after_its_deadline() {
-    let queue = queue_off_tokios_grid().await;
-    let deadline = Instant::now() + Duration::from_micros(1100);
-    queue.add_after("key", Duration::from_micros(1100)).unwrap();
-    assert_eq!(queue.get().await.unwrap().into_key(), "key");
-    let late = Instant::now().checked_duration_since(deadline);
-    // Timed on the queue's own millisecond grid, then rounded up again to tokio's, the key
-    // came 1.9 ms late.
-    assert!(
-        late.is_some_and(|late| late < MS),
-        "lateness {late:?} (None: early)"
-    );
-}
-
-#[tokio::test(start_paused = true)]
-async fn keys_due_by_the_time_the_delay_task_wakes_come_with_the_millisecond_that_rang() {
-    // Paused, tokio's clock moves in whole milliseconds from where it stands (0.3 ms past its
-    // grid here), as its driver parks: a timer that ends at a grid instant wakes its task 0.3 ms
-    // later.
-    let queue = queue_off_tokios_grid().await;
-    let start = Instant::now();
-    queue.add_after("a", Duration::from_micros(1100)).unwrap();
-    queue.add_after("b", Duration::from_micros(1950)).unwrap();
-    assert_eq!(queue.get().await.unwrap().into_key(), "a");
-    assert_eq!(Instant::now() - start, ms(2));
-    // "b" is due (1.95 ms); its own millisecond ends 0.7 ms from now.
-    assert_eq!(queue.len(), 1, "b comes with a");
-    assert_eq!(queue.get().await.unwrap().into_key(), "b");
-    assert_eq!(Instant::now() - start, ms(2));
-}
-
 #[tokio::test(start_paused = true)]
 async fn an_add_now_cancels_the_wait() {
     // The original runs the key twice (kubernetes/kubernetes#126027).

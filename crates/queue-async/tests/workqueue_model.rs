@@ -499,7 +499,7 @@ fn handles_and_futures_are_send_and_sync() {
     fn unpin<T: Unpin>() {}
     send_sync::<WorkQueue<String>>();
     send_sync::<Item<String>>();
-    send_sync::<queue_async::workqueue::Builder<String>>();
+    send_sync::<queue_async::WorkQueueBuilder<String>>();
     send::<Get<'static, String>>();
     send_sync::<Get<'static, String>>();
     unpin::<WorkQueue<String>>();
