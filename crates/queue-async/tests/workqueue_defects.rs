@@ -161,3 +161,35 @@ async fn a_panic_after_shutdown_marks_the_key_done_and_the_drain_ends() {
         .unwrap();
     assert_eq!(queue.processing_len(), 0);
 }
+
+/// The priority queue's guard follows the same policy, and the key comes back at the priority
+/// it was handed out at.
+#[tokio::test(start_paused = true)]
+async fn a_priority_worker_panicking_requeues_the_key_at_its_priority() {
+    let queue: queue_async::PriorityQueue<&str> = queue_async::PriorityQueue::new();
+    queue.add_with_priority("a", 7).unwrap();
+    let worker = queue.clone();
+    let panicked = tokio::spawn(async move {
+        let _item = worker.get().await.unwrap();
+        panic!("reconcile failed with a panic");
+    })
+    .await;
+    assert!(panicked.unwrap_err().is_panic());
+    assert_eq!(queue.num_requeues(&"a"), 1);
+    let start = Instant::now();
+    let item = timeout(BOUND, queue.get()).await.unwrap().unwrap();
+    assert_eq!((*item.key(), item.priority()), ("a", 7));
+    assert_eq!(
+        start.elapsed(),
+        ms(5),
+        "after the default limiter's first delay"
+    );
+}
+
+/// The stream of a queue can move to another task.
+#[test]
+fn the_stream_is_send() {
+    fn send<T: Send>(_: &T) {}
+    let queue: WorkQueue<String> = WorkQueue::new();
+    send(&queue.stream());
+}
