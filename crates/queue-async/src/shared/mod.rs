@@ -6,14 +6,14 @@
 //! (every waiting stream) and `idle_wake` (drains). The protocol is in the crate's design docs.
 
 mod machine;
+mod stream;
+mod tasks;
 mod timers;
 
 use std::borrow::Cow;
 use std::fmt;
-use std::future::poll_fn;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
-use std::task::Poll;
 use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -21,15 +21,16 @@ use queue_core::PopOutcome;
 use ratelimit::RateLimiter;
 use tokio::sync::Notify;
 use tokio::time::Instant;
-use tracing::{Instrument, debug, debug_span};
+use tracing::debug;
 
 use self::machine::{Added, DoneWith};
 pub(crate) use self::machine::{Machine, Payload, QueueKey};
+pub(crate) use self::stream::StreamWait;
 use self::timers::Timers;
 
 use crate::clock::QueueClock;
 use crate::error::ShutDownError;
-use crate::metrics::{MetricsProvider, Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
+use crate::metrics::{MetricsProvider, Recorder};
 use crate::task::BackgroundTask;
 use crate::wait::Source;
 
@@ -311,44 +312,6 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         }
     }
 
-    /// Starts the delay task on the calling runtime, else on the queue's; moves every waiting
-    /// key's timer there. `false` if no runtime is alive.
-    fn start_delay_task(self: &Arc<Self>, state: &mut State<K, P>) -> bool {
-        let Some(runtime) = self.clock.runtime() else {
-            return false;
-        };
-        if state.delay_task.has_ended() {
-            debug!(queue = %self.name, waiting = state.timers.len(), "delay task restarted");
-        }
-        if !state.delay_task.start(
-            &runtime,
-            delay_loop(Arc::downgrade(self), self.name.clone()),
-        ) {
-            return false;
-        }
-        self.clock.set_runtime(&runtime);
-        let _runtime = runtime.enter();
-        state.timers.rearm();
-        true
-    }
-
-    /// Adds every waiting key whose timer rang, in deadline order, under one lock; `cx` is woken
-    /// at the next timer.
-    fn poll_timers(&self, cx: &mut std::task::Context<'_>) {
-        self.with_lock(|state, wake| {
-            let due = state.timers.poll_due(cx);
-            if due.is_empty() {
-                return;
-            }
-            let n = due.len();
-            for (key, p) in due {
-                // Refused only after shutdown, which clears the timers first.
-                let _ = self.add_locked(state, Cow::Owned(key), p, wake);
-            }
-            debug!(queue = %self.name, due = n, "delays over");
-        });
-    }
-
     /// Adds every waiting key whose deadline is at or before now (test helper).
     #[cfg(feature = "test-util")]
     pub(crate) fn settle(&self) {
@@ -473,60 +436,6 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             .field("shutting_down", &state.machine.is_shut_down())
             .finish()
     }
-
-    // ----- metrics -----
-
-    /// Starts the gauge refresh loop on the calling runtime (none outside one, or after
-    /// shutdown).
-    fn start_metrics_task(self: &Arc<Self>, state: &mut State<K, P>) {
-        if self.is_shutting_down() {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        if state.metrics_task.has_ended() {
-            debug!(queue = %self.name, "metrics task restarted");
-        }
-        if state
-            .metrics_task
-            .start(&runtime, metrics_loop(Arc::downgrade(self)))
-        {
-            self.clock.set_runtime(&runtime);
-        }
-    }
-}
-
-/// The delay task: adds each waiting key at its deadline, until the queue is gone (or the
-/// task is stopped, see [`BackgroundTask`]).
-async fn delay_loop<K: QueueKey + 'static, P: Payload>(shared: Weak<Shared<K, P>>, name: String) {
-    debug!(queue = %name, "delay task started");
-    // Unconstrained: the keys due at one instant come out in one batch, in order, rather than
-    // cut where tokio's cooperative budget runs out.
-    tokio::task::unconstrained(poll_fn(|cx| match shared.upgrade() {
-        Some(shared) => {
-            shared.poll_timers(cx);
-            Poll::Pending
-        }
-        None => Poll::Ready(()),
-    }))
-    .instrument(debug_span!("workqueue_delay", queue = %name))
-    .await;
-}
-
-/// Refreshes the unfinished-work gauges every period until the queue is gone (or the task is
-/// stopped).
-async fn metrics_loop<K: QueueKey + 'static, P: Payload>(shared: Weak<Shared<K, P>>) {
-    let mut tick = tokio::time::interval(UNFINISHED_WORK_UPDATE_PERIOD);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
-        shared.lock().recorder.update_unfinished_work(&shared.clock);
-    }
 }
 
 /// `get`: one waiting `get` per queued key is woken.
@@ -542,58 +451,6 @@ impl<K: QueueKey + 'static, P: Payload> Source for Shared<K, P> {
             PopOutcome::Item(out) => Some(Some(out)),
             PopOutcome::ShutDown => Some(None),
             PopOutcome::Empty => None,
-        }
-    }
-}
-
-/// A stream's wait: registered while it waits, so that every add wakes it (a stream that is
-/// kept but not polled must not hold a wake-up another consumer needs, as a `get` would).
-pub(crate) struct StreamWait<'a, K: QueueKey, P: Payload> {
-    shared: &'a Shared<K, P>,
-    registered: AtomicBool,
-}
-
-impl<'a, K: QueueKey, P: Payload> StreamWait<'a, K, P> {
-    pub(crate) fn new(shared: &'a Shared<K, P>) -> Self {
-        StreamWait {
-            shared,
-            registered: AtomicBool::new(false),
-        }
-    }
-}
-
-impl<K: QueueKey + 'static, P: Payload> Source for StreamWait<'_, K, P> {
-    type Output = Option<(K, P)>;
-
-    fn notify(&self) -> &Notify {
-        &self.shared.stream_wake
-    }
-
-    fn try_take(&self) -> Option<Option<(K, P)>> {
-        let mut state = self.shared.lock();
-        let out = match self.shared.try_pop(&mut state) {
-            PopOutcome::Item(out) => Some(Some(out)),
-            PopOutcome::ShutDown => Some(None),
-            PopOutcome::Empty => None,
-        };
-        // Registered (under the lock) exactly while waiting: an add that finds no stream
-        // registered was seen by this look.
-        let waiting = out.is_none();
-        if waiting != self.registered.swap(waiting, Ordering::Relaxed) {
-            if waiting {
-                state.streams_waiting += 1;
-            } else {
-                state.streams_waiting -= 1;
-            }
-        }
-        out
-    }
-}
-
-impl<K: QueueKey, P: Payload> Drop for StreamWait<'_, K, P> {
-    fn drop(&mut self) {
-        if *self.registered.get_mut() {
-            self.shared.lock().streams_waiting -= 1;
         }
     }
 }
