@@ -86,6 +86,7 @@ mod tests {
         let held = Arc::new(());
         let mut task = BackgroundTask::default();
         assert!(task.running().is_none());
+        assert!(!task.has_ended(), "never started");
         let h = held.clone();
         assert!(task.start(&Handle::current(), async move {
             let _h = h;
@@ -93,6 +94,7 @@ mod tests {
         }));
         tokio::task::yield_now().await;
         assert!(task.running().is_some());
+        assert!(!task.has_ended(), "running");
         assert_eq!(Arc::strong_count(&held), 2);
         task.stop();
         tokio::task::yield_now().await;
