@@ -193,3 +193,33 @@ fn the_stream_is_send() {
     let queue: WorkQueue<String> = WorkQueue::new();
     send(&queue.stream());
 }
+
+/// A key waiting when its delay task's runtime went away can still be added now (its wait
+/// ends), and a later delayed add in a new runtime times the other waiting keys there.
+#[test]
+fn an_add_now_after_the_delay_tasks_runtime_went_away_ends_the_wait() {
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime")
+    };
+    let queue: WorkQueue<&str> = WorkQueue::new();
+    runtime().block_on(async {
+        queue.add_after("a", Duration::from_secs(60)).unwrap();
+        queue.add_after("b", Duration::from_secs(60)).unwrap();
+    });
+    runtime().block_on(async {
+        queue.add("a").unwrap();
+        assert_eq!(queue.waiting_len(), 1, "only b still waits");
+        queue.add_after("c", ms(1)).unwrap();
+        let mut keys = Vec::new();
+        for _ in 0..3 {
+            let item = timeout(BOUND, queue.get()).await.unwrap().unwrap();
+            keys.push(item.into_key());
+        }
+        assert_eq!(keys, ["a", "c", "b"]);
+        assert_eq!(queue.waiting_len(), 0);
+    });
+}
