@@ -30,8 +30,9 @@ use crate::shared::{Options, Shared};
 /// Differences from the original, all deliberate: an add after shutdown is refused with the key
 /// back ([`ShutDownError`]) rather than dropped; draining waits for queued items too; an `add` of a
 /// key that waits for its delay removes the waiting entry instead of running the key twice; a
-/// forgotten `done` cannot wedge a key (the guard marks it done on drop); background tasks end
-/// on shutdown and with the last handle.
+/// forgotten `done` cannot wedge a key (the guard marks it done on drop); a worker that panics
+/// holding a key fails it (requeued rate limited); background tasks end on shutdown and with
+/// the last handle. The crate's [design notes](crate#design) describe the inside.
 ///
 /// # Examples
 ///
