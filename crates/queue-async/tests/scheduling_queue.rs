@@ -146,18 +146,67 @@ async fn close_should_unblock_pop_and_end_every_flight() {
     assert!(q.is_closed());
 }
 
+/// kube-scheduler's `TestPriorityQueue_Pop`: with pop-from-backoff, `pop` takes an item that
+/// was rejected and moved to backoff before its backoff ends, never one that failed with an
+/// error; without it, neither.
 #[tokio::test(start_paused = true)]
 async fn pop_should_take_the_backoff_head_only_with_pop_from_backoff() {
     for on in [true, false] {
-        let q = Queue::new(SchedulingQueueConfig::default().pop_from_backoff(on));
-        q.add("mpp", 500);
+        let q = Queue::builder(SchedulingQueueConfig::default().pop_from_backoff(on))
+            .hint(NODE_ADD, "plugin", |_, _| Ok(QueueingHint::Queue))
+            .build();
         q.add("hpp", 1000);
-        fail(&q, &[], &[]).await; // hpp: error -> backoff (1 s)
-        assert_eq!(q.where_is(&"hpp"), Some(SubQueue::Backoff));
-        assert_eq!(*q.pop().await.unwrap().key(), "mpp");
-        let next = q.try_pop().map(|i| *i.key());
-        assert_eq!(next, on.then_some("hpp"), "pop_from_backoff = {on}");
+        q.add("hpp2", 1000);
+        q.add("up", 0);
+        let mut hpp = q.pop().await.unwrap();
+        let hpp2 = q.pop().await.unwrap();
+        let mut up = q.pop().await.unwrap();
+        up.set_rejectors(["plugin"]);
+        q.add_unschedulable_if_not_present(up, q.scheduling_cycle())
+            .unwrap();
+        q.move_all(&NODE_ADD); // seen in flight: hpp's rejection goes to backoff
+        hpp.set_rejectors(["plugin"]);
+        q.add_unschedulable_if_not_present(hpp, 0).unwrap();
+        q.add_unschedulable_if_not_present(hpp2, 0).unwrap(); // an error
+        q.add("mpp", 500);
+        assert_eq!(sorted(q.pending().backoff), ["hpp", "hpp2", "up"]);
+
+        let mut popped = Vec::new();
+        while let Some(item) = q.try_pop() {
+            popped.push(*item.key());
+            q.done(item.key());
+        }
+        let expected: &[&str] = if on { &["mpp", "hpp", "up"] } else { &["mpp"] };
+        assert_eq!(popped, expected, "pop_from_backoff = {on}");
+        assert!(
+            q.pending().backoff.contains(&"hpp2"),
+            "an error is never popped early"
+        );
     }
+}
+
+/// With pop-from-backoff on (the default), an item that failed with an error waits out its
+/// backoff: an idle queue does not retry errors at once.
+#[tokio::test(start_paused = true)]
+async fn an_error_should_wait_out_its_backoff_even_with_pop_from_backoff() {
+    let q = Queue::new(SchedulingQueueConfig::default());
+    q.add("a", 1);
+    let start = Instant::now();
+    let item = q.pop().await.unwrap();
+    q.add_unschedulable_if_not_present(item, q.scheduling_cycle())
+        .unwrap(); // no rejectors: an error
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+    assert!(q.try_pop().is_none(), "popped before its backoff ended");
+    let item = tokio::time::timeout(Duration::from_secs(5), q.pop())
+        .await
+        .expect("popped once its backoff ended")
+        .unwrap();
+    assert_eq!(item.attempts(), 2);
+    assert!(
+        start.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 // ===== add_unschedulable_if_not_present =====

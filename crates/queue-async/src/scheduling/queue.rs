@@ -164,7 +164,9 @@ where
     }
 
     /// Waits for the most important item and hands it out: the head of active, or (with the
-    /// pop-from-backoff option) of backoff when active is empty. Returns `None` once closed.
+    /// pop-from-backoff option) the rejected item in backoff whose backoff ends first when
+    /// active is empty. An item that failed with an error is never popped before its backoff
+    /// ends. Returns `None` once closed.
     ///
     /// Every pop increments the scheduling cycle and the item's attempts, and marks the item
     /// in flight until [`done`](Self::done) or a requeue. A stale copy of a key that is in

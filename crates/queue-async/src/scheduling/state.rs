@@ -372,7 +372,7 @@ where
             let (key, mut item) = match hot.active.heap.pop() {
                 Some(entry) => entry,
                 None if self.config.pop_from_backoff => {
-                    let (key, mut item) = hot.backoff.pop()?;
+                    let (key, mut item) = hot.backoff.pop_rejected()?;
                     item.enter_active(self.clock.now());
                     (key, item)
                 }
