@@ -152,6 +152,6 @@ pub async fn run(pods: usize, slots: usize) -> SchedulingReport {
             );
         }
     }
-    queue.close();
+    queue.shut_down();
     report
 }

@@ -130,7 +130,7 @@ async fn a_dropped_pop_should_not_lose_the_item() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn close_should_unblock_pop_and_end_every_flight() {
+async fn shut_down_should_unblock_pop_and_end_every_flight() {
     let q = queue();
     q.add("a", 1);
     q.add("b", 1);
@@ -139,11 +139,11 @@ async fn close_should_unblock_pop_and_end_every_flight() {
     let _b = assert_ready!(pop.poll()).unwrap();
     let mut blocked = task::spawn(q.pop());
     assert_pending!(blocked.poll());
-    q.close();
+    q.shut_down();
     assert!(assert_ready!(blocked.poll()).is_none());
     assert!(q.pop().await.is_none());
     assert!(q.in_flight().is_empty() && q.in_flight_events().is_empty());
-    assert!(q.is_closed());
+    assert!(q.is_shutting_down());
 }
 
 /// kube-scheduler's `TestPriorityQueue_Pop`: with pop-from-backoff, `pop` takes an item that
@@ -952,7 +952,7 @@ async fn the_flush_task_should_start_on_need_and_end_on_close_and_on_the_last_dr
     assert_eq!(metrics.num_alive_tasks(), base + 1);
     into_backoff(&q, "c").await;
     assert_eq!(metrics.num_alive_tasks(), base + 1, "one task");
-    q.close();
+    q.shut_down();
     tokio::task::yield_now().await;
     tokio::task::yield_now().await;
     assert_eq!(metrics.num_alive_tasks(), base);
@@ -1099,7 +1099,7 @@ async fn concurrent_update_and_pop_should_not_deadlock() {
     popper.await.unwrap();
     updater.await.unwrap();
     assert_eq!(q.len(), 1);
-    q.close();
+    q.shut_down();
 }
 
 // ===== a panicking hint =====

@@ -36,7 +36,7 @@ use super::state::{Dest, Shared, Wake, lock};
 /// are FIFO and hints run in registration order, so runs are deterministic; gated items get
 /// the leftover flush as a failsafe.
 ///
-/// The handle is a cheap `Clone`. A background task runs the flushes; it ends on [`close`] and
+/// The handle is a cheap `Clone`. A background task runs the flushes; it ends on [`shut_down`] and
 /// when the last handle drops. The queue can be built anywhere, inside a runtime or not: the
 /// task starts when the first item goes to backoff or unschedulable, on the caller's tokio
 /// runtime, or from a plain thread on the queue's (see below); failing both, at the first
@@ -84,7 +84,7 @@ use super::state::{Dest, Shared, Wake, lock};
 /// [`Priority`]: super::Priority
 /// [`done`]: SchedulingQueue::done
 /// [`add_unschedulable_if_not_present`]: SchedulingQueue::add_unschedulable_if_not_present
-/// [`close`]: SchedulingQueue::close
+/// [`shut_down`]: SchedulingQueue::shut_down
 pub struct SchedulingQueue<K, T, C = PriorityOrder> {
     shared: Arc<Shared<K, T, C>>,
 }
@@ -169,7 +169,7 @@ where
     /// Waits for the most important item and hands it out: the head of active, or (with the
     /// pop-from-backoff option) the rejected item in backoff whose backoff ends first when
     /// active is empty. An item that failed with an error is never popped before its backoff
-    /// ends. Returns `None` once closed.
+    /// ends. Returns `None` once shut down.
     ///
     /// Every pop increments the scheduling cycle and the item's attempts, and marks the item
     /// in flight until [`done`](Self::done) or a requeue. A stale copy of a key that is in
@@ -200,7 +200,7 @@ where
         Pop::new(&self.shared)
     }
 
-    /// [`pop`](Self::pop) without waiting: `None` if nothing can be popped now or if closed.
+    /// [`pop`](Self::pop) without waiting: `None` if nothing can be popped now or if shut down.
     pub fn try_pop(&self) -> Option<Popped<K, T>> {
         let popped = self.shared.try_pop().flatten()?;
         Some(super::pop::guard(&self.shared, popped))
@@ -449,18 +449,18 @@ impl<K, T, C> SchedulingQueue<K, T, C> {
         self.shared.cycle.load(AtomicOrdering::Acquire)
     }
 
-    /// Closes the queue: pending and future `pop`s return `None`, every flight ends, and the
+    /// Shuts the queue down: pending and future `pop`s return `None`, every flight ends, and the
     /// background task stops. Queued items stay (they can still be listed or deleted).
-    pub fn close(&self)
+    pub fn shut_down(&self)
     where
         K: Hash + Eq + Clone,
         C: Compare<QueuedItem<K, T>>,
     {
-        self.shared.close();
+        self.shared.shut_down();
     }
 
-    /// Whether [`close`](Self::close) was called.
-    pub fn is_closed(&self) -> bool {
+    /// Whether [`shut_down`](Self::shut_down) was called.
+    pub fn is_shutting_down(&self) -> bool {
         lock(&self.shared.hot).closed
     }
 }
@@ -483,7 +483,7 @@ impl<K, T, C> fmt::Debug for SchedulingQueue<K, T, C> {
             .field("backoff", &hot.backoff.len())
             .field("unschedulable", &main.unschedulable.len())
             .field("in_flight", &hot.active.in_flight.len())
-            .field("closed", &hot.closed)
+            .field("shutting_down", &hot.closed)
             .finish()
     }
 }

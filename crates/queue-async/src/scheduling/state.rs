@@ -50,7 +50,7 @@ pub(crate) struct Shared<K, T, C> {
     pub(crate) pop_wake: Notify,
     /// Woken when the backoff head got earlier, so the flush timer re-arms.
     timer_wake: Arc<Notify>,
-    /// Cancelled by `close` and when the last handle drops; ends the flush loop.
+    /// Cancelled by `shut_down` and when the last handle drops; ends the flush loop.
     token: CancellationToken,
     _cancel_on_drop: DropGuard,
     /// Spawns the flush loop on a runtime (built where the spawn bounds are known).
@@ -558,7 +558,7 @@ where
         lock(&self.hot).backoff.next_expiry()
     }
 
-    pub(crate) fn close(&self) {
+    pub(crate) fn shut_down(&self) {
         let mut hot = lock(&self.hot);
         hot.closed = true;
         hot.active.in_flight.clear();
@@ -585,7 +585,7 @@ fn replay<K: PartialEq, T>(
 }
 
 /// The background loop: a `select!` shell around the two flush steps. It holds only a `Weak`
-/// to the state, and ends on `close` or when the last handle drops (the state's drop guard
+/// to the state, and ends on `shut_down` or when the last handle drops (the state's drop guard
 /// cancels the token). It starts lazily (see [`Shared::ensure_flush_task`]), so a queue can be
 /// built outside a runtime and outlive the runtime of its first loop.
 pub(crate) fn flush_starter<K, T, C>(weak: Weak<Shared<K, T, C>>) -> FlushStarter
