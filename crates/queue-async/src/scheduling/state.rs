@@ -18,9 +18,10 @@
 use std::cell::Cell;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use parking_lot::{Mutex, MutexGuard};
 use queue_core::Compare;
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, oneshot};
@@ -182,10 +183,10 @@ where
     }
 }
 
+/// The crate's lock (parking_lot: no poisoning, so a panicking hint or gate cannot wedge the
+/// queue; the state is consistent between transitions, which is all a panic can leave).
 pub(crate) fn lock<G>(m: &Mutex<G>) -> MutexGuard<'_, G> {
-    // A panicking hint or gate must not wedge the queue; the state is consistent between
-    // transitions, which is all a poisoned guard can expose.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+    m.lock()
 }
 
 impl<K, T, C> Shared<K, T, C>
