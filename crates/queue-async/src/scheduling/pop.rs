@@ -36,7 +36,7 @@ pin_project! {
     /// # async fn main() {
     /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
     /// let pop = queue.pop(); // waits until something is added
-    /// queue.add("a", 1);
+    /// queue.add("a", 1).unwrap();
     /// assert_eq!(*pop.await.unwrap().key(), "a");
     /// # }
     /// ```
