@@ -83,7 +83,9 @@ pub async fn run(pods: usize, slots: usize) -> SchedulingReport {
             priority: (i % 3) as i64 * 10,
             flaky: i == 1,
         };
-        queue.add(format!("pod-{i}"), pod);
+        queue
+            .add(format!("pod-{i}"), pod)
+            .expect("the queue is open");
     }
     log(
         &mut report,
@@ -140,7 +142,7 @@ pub async fn run(pods: usize, slots: usize) -> SchedulingReport {
             );
         } else {
             free -= 1;
-            queue.done(&name);
+            let item = item.done();
             report.bound.push((name.clone(), item.attempts()));
             log(
                 &mut report,
@@ -152,6 +154,6 @@ pub async fn run(pods: usize, slots: usize) -> SchedulingReport {
             );
         }
     }
-    queue.close();
+    queue.shut_down();
     report
 }

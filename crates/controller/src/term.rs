@@ -57,7 +57,7 @@ impl TermEnd {
 }
 
 /// One term's queue and tokens, shared by its workers.
-struct Term<K, E> {
+struct Term<K: Key, E> {
     shared: Arc<Shared<K, E>>,
     queue: WorkQueue<K>,
     /// Workers stop taking keys.
@@ -297,14 +297,14 @@ impl<K, E> Shared<K, E> {
 
 /// Counts a reconcile in flight; if dropped before [`finish`](Self::finish) (the worker was
 /// aborted), records it as aborted.
-struct InFlight<'a, K, E> {
+struct InFlight<'a, K: Key, E> {
     term: &'a Term<K, E>,
     key: &'a K,
     start: Instant,
     armed: bool,
 }
 
-impl<'a, K, E> InFlight<'a, K, E> {
+impl<'a, K: Key, E> InFlight<'a, K, E> {
     fn new(term: &'a Term<K, E>, key: &'a K) -> Self {
         term.in_flight.fetch_add(1, Relaxed);
         term.shared.recorder.active(1);
@@ -324,7 +324,7 @@ impl<'a, K, E> InFlight<'a, K, E> {
     }
 }
 
-impl<K, E> Drop for InFlight<'_, K, E> {
+impl<K: Key, E> Drop for InFlight<'_, K, E> {
     fn drop(&mut self) {
         if self.armed {
             let took = self.finish();

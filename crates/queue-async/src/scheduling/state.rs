@@ -18,21 +18,23 @@
 use std::cell::Cell;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use parking_lot::{Mutex, MutexGuard};
 use queue_core::Compare;
 use tokio::runtime::Handle;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
-use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{Instrument, debug, trace};
 
 use crate::clock::QueueClock;
+use crate::task::BackgroundTask;
 
 use super::active::ActiveQueue;
 use super::backoff::{self, BackoffQueue};
 use super::config::SchedulingQueueConfig;
+use super::error::AlreadyQueuedError;
 use super::hints::{ClusterEvent, Hooks, Strategy};
 use super::item::QueuedItem;
 use super::unschedulable::Unschedulable;
@@ -49,14 +51,10 @@ pub(crate) struct Shared<K, T, C> {
     pub(crate) pop_wake: Notify,
     /// Woken when the backoff head got earlier, so the flush timer re-arms.
     timer_wake: Arc<Notify>,
-    /// Cancelled by `close` and when the last handle drops; ends the flush loop.
-    token: CancellationToken,
-    _cancel_on_drop: DropGuard,
-    /// Spawns the flush loop on a runtime (built where the spawn bounds are known).
+    /// Starts the flush loop on a runtime (built where the spawn bounds are known).
     start_flush: FlushStarter,
-    /// The running flush loop's liveness: closed once the loop's future is dropped (the loop
-    /// ended, or its runtime shut down). `None` until the first item needs the loop.
-    flush_task: Mutex<Option<oneshot::Sender<()>>>,
+    /// The flush loop: stopped by `close`, and with this state when the last handle drops.
+    flush_task: Mutex<BackgroundTask>,
     /// Timestamps come from here: the caller's runtime clock, or the queue's from a plain thread.
     pub(crate) clock: QueueClock,
     /// The scheduling cycle; incremented under `hot` by every pop.
@@ -89,6 +87,9 @@ pub(crate) enum Dest<K, T> {
     Unschedulable(QueuedItem<K, T>),
 }
 
+/// A popped item, its flight id and the scheduling cycle it was popped in.
+pub(crate) type Flight<K, T> = (QueuedItem<K, T>, u64, u64);
+
 /// What to wake after the locks are released.
 #[derive(Default)]
 pub(crate) struct Wake {
@@ -98,8 +99,8 @@ pub(crate) struct Wake {
     flush: bool,
 }
 
-/// Spawns the flush loop on the given runtime; the loop holds the receiver while it runs.
-pub(crate) type FlushStarter = Box<dyn Fn(&Handle, oneshot::Receiver<()>) + Send + Sync>;
+/// Starts the flush loop on the given runtime in the given task slot; `false` if it could not.
+pub(crate) type FlushStarter = Box<dyn Fn(&Handle, &mut BackgroundTask) -> bool + Send + Sync>;
 
 /// Commits moved items to the hot sub-queues in chunks, waking pops after each; on drop
 /// (also when a hint panics mid-scan) it commits what it holds, so no picked item is lost.
@@ -178,10 +179,10 @@ where
     }
 }
 
+/// The crate's lock (parking_lot: no poisoning, so a panicking hint or gate cannot wedge the
+/// queue; the state is consistent between transitions, which is all a panic can leave).
 pub(crate) fn lock<G>(m: &Mutex<G>) -> MutexGuard<'_, G> {
-    // A panicking hint or gate must not wedge the queue; the state is consistent between
-    // transitions, which is all a poisoned guard can expose.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+    m.lock()
 }
 
 impl<K, T, C> Shared<K, T, C>
@@ -196,7 +197,6 @@ where
         start_flush: FlushStarter,
     ) -> Self {
         let order = Arc::new(order);
-        let token = CancellationToken::new();
         Shared {
             config,
             hooks,
@@ -211,10 +211,8 @@ where
             }),
             pop_wake: Notify::new(),
             timer_wake: Arc::new(Notify::new()),
-            _cancel_on_drop: token.clone().drop_guard(),
-            token,
             start_flush,
-            flush_task: Mutex::new(None),
+            flush_task: Mutex::new(BackgroundTask::default()),
             clock: QueueClock::new(),
             cycle: AtomicU64::new(0),
             seq: AtomicU64::new(0),
@@ -245,27 +243,25 @@ where
     /// reads the backoff head and scans unschedulable like any loop).
     pub(crate) fn ensure_flush_task(&self) {
         let mut task = lock(&self.flush_task);
-        if task.as_ref().is_some_and(|alive| !alive.is_closed()) || self.token.is_cancelled() {
+        if task.running().is_some() || lock(&self.hot).closed {
             return;
         }
         let Some(runtime) = self.clock.runtime() else {
             trace!("no tokio runtime here: the flush loop starts at the next call inside one");
             return;
         };
-        let (alive, held) = oneshot::channel();
-        (self.start_flush)(&runtime, held);
-        if alive.is_closed() {
+        let restart = task.has_ended();
+        if !(self.start_flush)(&runtime, &mut task) {
             // A runtime that has shut down drops the loop at once.
             trace!(
                 "the queue's runtime has shut down: the flush loop starts at the next call inside one"
             );
             return;
         }
-        if task.is_some() {
+        if restart {
             debug!("flush loop restarted: the runtime of the previous one shut down");
         }
         self.clock.set_runtime(&runtime);
-        *task = Some(alive);
     }
 
     /// Runs the gates (if asked) and the backoff check: where `item` goes under `strategy`.
@@ -362,8 +358,9 @@ where
         main.unschedulable.remove(key)
     }
 
-    /// One pop attempt: `None` if nothing to pop, `Some(None)` once closed.
-    pub(crate) fn try_pop(&self) -> Option<Option<QueuedItem<K, T>>> {
+    /// One pop attempt: `None` if nothing to pop, `Some(None)` once closed; an item comes with
+    /// its flight id and the scheduling cycle it was popped in.
+    pub(crate) fn try_pop(&self) -> Option<Option<Flight<K, T>>> {
         let mut hot = lock(&self.hot);
         loop {
             if hot.closed {
@@ -372,24 +369,97 @@ where
             let (key, mut item) = match hot.active.heap.pop() {
                 Some(entry) => entry,
                 None if self.config.pop_from_backoff => {
-                    let (key, mut item) = hot.backoff.pop()?;
+                    let (key, mut item) = hot.backoff.pop_rejected()?;
                     item.enter_active(self.clock.now());
                     (key, item)
                 }
                 None => return None,
             };
             // The heap's copy of the key moves into the in-flight record: no clone, no drop.
-            if !hot.active.in_flight.start(key) {
+            let Some(flight) = hot.active.in_flight.start(key) else {
                 // kubernetes/kubernetes#118226: a second marker would leak the first.
                 debug!("discarding a duplicate of an item in flight");
                 continue;
-            }
+            };
             item.attempts = item.attempts.saturating_add(1);
             // Only pops write the cycle, under `hot`: a plain store, no read-modify-write.
             let cycle = self.cycle.load(AtomicOrdering::Relaxed) + 1;
             self.cycle.store(cycle, AtomicOrdering::Release);
-            return Some(Some(item));
+            return Some(Some((item, flight, cycle)));
         }
+    }
+
+    /// Ends `flight` of `key`, if it is still the key's current flight.
+    pub(crate) fn end_flight(&self, key: &K, flight: u64) {
+        let mut hot = lock(&self.hot);
+        if hot.active.in_flight.is_current(key, flight) {
+            hot.active.in_flight.done(key);
+        }
+    }
+
+    /// Takes back a popped item whose attempt failed (see
+    /// [`SchedulingQueue::add_unschedulable_if_not_present`]). `flight` is the item's flight if
+    /// it was popped from this queue; only that flight ends, never a later one of the same key.
+    /// With `only_in_flight` (a guard dropped without a verdict), an item whose flight already
+    /// ended (by `done` of its key, or on shutdown) is not queued again.
+    ///
+    /// [`SchedulingQueue::add_unschedulable_if_not_present`]: super::SchedulingQueue::add_unschedulable_if_not_present
+    pub(crate) fn hand_back(
+        &self,
+        mut item: QueuedItem<K, T>,
+        flight: Option<u64>,
+        cycle: u64,
+        only_in_flight: bool,
+    ) -> Result<(), AlreadyQueuedError<K, T>> {
+        let now = self.clock.now();
+        let mut main = lock(&self.main);
+        let events = {
+            let mut hot = lock(&self.hot);
+            let key = &item.key;
+            let current = flight.is_some_and(|f| hot.active.in_flight.is_current(key, f));
+            if !current && only_in_flight {
+                return Ok(());
+            }
+            let events = if current {
+                let events = hot.active.in_flight.events_for(key);
+                hot.active.in_flight.done(key);
+                events
+            } else {
+                None
+            };
+            if hot.active.heap.contains_key(key)
+                || hot.backoff.contains_key(key)
+                || main.unschedulable.contains_key(key)
+            {
+                return Err(AlreadyQueuedError(item));
+            }
+            events
+        };
+        let errored = item.has_no_rejectors();
+        let inner = item.inner_mut();
+        if errored {
+            inner.consecutive_errors = inner.consecutive_errors.saturating_add(1);
+        } else {
+            inner.unschedulable_count = inner.unschedulable_count.saturating_add(1);
+            inner.consecutive_errors = 0;
+        }
+        item.set_timestamp(now);
+        item.seq = self.next_seq();
+        let strategy = if errored {
+            Strategy::AfterBackoff
+        } else if let Some(events) = events {
+            replay(&self.hooks, &item, &events)
+        } else if main.move_request_cycle.is_some_and(|m| m >= cycle) {
+            Strategy::AfterBackoff
+        } else {
+            Strategy::Skip
+        };
+        let dest = self.prepare(item, strategy, now, true);
+        let mut wake = Wake::default();
+        self.commit(&mut main, &mut lock(&self.hot), dest, now, &mut wake);
+        drop(main);
+        self.wake(wake);
+        Ok(())
     }
 
     /// Moves the unschedulable items `select` picks out, in one pass: `select` gives the
@@ -480,19 +550,35 @@ where
         lock(&self.hot).backoff.next_expiry()
     }
 
-    pub(crate) fn close(&self) {
+    pub(crate) fn shut_down(&self) {
         let mut hot = lock(&self.hot);
         hot.closed = true;
         hot.active.in_flight.clear();
         drop(hot);
-        self.token.cancel();
+        lock(&self.flush_task).stop();
         self.pop_wake.notify_waiters();
     }
 }
 
+/// The strongest strategy the recorded `events` give `item` (stops at "immediately").
+fn replay<K: PartialEq, T>(
+    hooks: &Hooks<K, T>,
+    item: &QueuedItem<K, T>,
+    events: &[(ClusterEvent, Option<K>)],
+) -> Strategy {
+    let mut best = Strategy::Skip;
+    for (event, target) in events {
+        best = best.max(hooks.strategy(item, event, target.as_ref()));
+        if best == Strategy::Immediately {
+            break;
+        }
+    }
+    best
+}
+
 /// The background loop: a `select!` shell around the two flush steps. It holds only a `Weak`
-/// to the state, and ends on `close` or when the last handle drops (the state's drop guard
-/// cancels the token). It starts lazily (see [`Shared::ensure_flush_task`]), so a queue can be
+/// to the state, and ends on `shut_down` or when the last handle drops (see [`BackgroundTask`]).
+/// It starts lazily (see [`Shared::ensure_flush_task`]), so a queue can be
 /// built outside a runtime and outlive the runtime of its first loop.
 pub(crate) fn flush_starter<K, T, C>(weak: Weak<Shared<K, T, C>>) -> FlushStarter
 where
@@ -500,27 +586,23 @@ where
     T: Send + 'static,
     C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
-    Box::new(move |runtime, alive| {
+    Box::new(move |runtime, task| {
         let Some(shared) = weak.upgrade() else {
-            return;
+            return false;
         };
-        let token = shared.token.clone();
         let timer = shared.timer_wake.clone();
         let period = shared.config.unschedulable_flush_period;
         drop(shared);
         let span = tracing::debug_span!("scheduling_queue_flush");
-        let run = flush_loop(weak.clone(), token, timer, period, alive);
-        runtime.spawn(run.instrument(span));
+        task.start(
+            runtime,
+            flush_loop(weak.clone(), timer, period).instrument(span),
+        )
     })
 }
 
-async fn flush_loop<K, T, C>(
-    weak: Weak<Shared<K, T, C>>,
-    token: CancellationToken,
-    timer: Arc<Notify>,
-    period: Duration,
-    _alive: oneshot::Receiver<()>,
-) where
+async fn flush_loop<K, T, C>(weak: Weak<Shared<K, T, C>>, timer: Arc<Notify>, period: Duration)
+where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
@@ -530,7 +612,6 @@ async fn flush_loop<K, T, C>(
         let deadline = next.unwrap_or_else(|| backoff::far_future(Instant::now()));
         tokio::select! {
             biased;
-            () = token.cancelled() => break,
             () = timer.notified() => {}
             () = tokio::time::sleep_until(deadline), if next.is_some() => {
                 if let Some(s) = weak.upgrade() {
