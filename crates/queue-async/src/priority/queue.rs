@@ -76,7 +76,9 @@ impl AddOptions {
 /// **Starvation** (kubernetes-sigs/controller-runtime#3496): under a steady stream of
 /// high-priority adds, low priorities may never be served. [`PriorityQueueBuilder::aging`] fixes it: with an
 /// interval `I`, a key ready for `d` ranks as if its priority were `priority + d / I`, so a key
-/// of priority `p` waits at most `(q − p) · I` behind keys of priority `q` that arrive after it.
+/// of priority `p` waits at most `(q − p) · I` behind keys of priority `q` that arrive after it. A
+/// raise keeps the key's age (`d` counts from the add that made it ready), so it never waits
+/// longer for being raised.
 /// The order stays a plain heap (every ready key ages at the same rate), O(log n) per operation.
 ///
 /// # Examples
