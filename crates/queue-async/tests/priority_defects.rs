@@ -2,9 +2,12 @@
 //! aging through a raise, one done per hand-out, and the choices made where this queue differs
 //! from controller-runtime's on purpose (paused time, every wait bounded).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use queue_async::PriorityQueue;
+use queue_async::metrics::testing::RecordingProvider;
+use queue_async::priority::AddOptions;
+use queue_async::{PriorityQueue, WorkQueue};
 use tokio::time::{advance, timeout};
 
 const BOUND: Duration = Duration::from_secs(3600);
@@ -21,4 +24,119 @@ async fn a_raise_keeps_the_age_of_the_first_add() {
     queue.add_with_priority("fresh", 5).unwrap();
     let first = timeout(BOUND, queue.get()).await.unwrap().unwrap();
     assert_eq!((*first, first.priority()), ("old", 1));
+}
+
+fn with_metrics() -> (PriorityQueue<&'static str>, Arc<RecordingProvider>) {
+    let recording = Arc::new(RecordingProvider::default());
+    let queue = PriorityQueue::builder()
+        .name("test")
+        .metrics(recording.clone())
+        .build();
+    (queue, recording)
+}
+
+/// The depth series by priority (the priority queue has no unlabelled one).
+fn depth(m: &RecordingProvider) -> Vec<(i32, i64)> {
+    m.recorded()
+        .depth
+        .iter()
+        .map(|(p, v)| (p.expect("labelled by priority"), *v))
+        .collect()
+}
+
+async fn get<T>(next: impl Future<Output = Option<T>>) -> T {
+    timeout(BOUND, next)
+        .await
+        .expect("a key")
+        .expect("not shut down")
+}
+
+#[tokio::test(start_paused = true)]
+async fn depth_follows_a_raise_of_a_key_re_added_while_processing() {
+    let (queue, m) = with_metrics();
+    queue.add("k").unwrap();
+    let first = get(queue.get()).await;
+    queue.add_with_priority("k", 0).unwrap();
+    assert_eq!(depth(&m), [(0, 1)]);
+    queue.add_with_priority("k", 5).unwrap();
+    // controller-runtime moves the series of a re-added key held by a worker.
+    assert_eq!(depth(&m), [(0, 0), (5, 1)]);
+    first.done();
+    let second = get(queue.get()).await;
+    assert_eq!(second.priority(), 5);
+    second.done();
+    assert_eq!(depth(&m), [(0, 0), (5, 0)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn depth_follows_a_delayed_higher_priority_add_of_a_key_re_added_while_processing() {
+    let (queue, m) = with_metrics();
+    queue.add("k").unwrap();
+    let first = get(queue.get()).await;
+    queue.add_with_priority("k", 0).unwrap();
+    queue
+        .add_with(
+            "k",
+            AddOptions::default()
+                .after(Duration::from_secs(1))
+                .priority(7),
+        )
+        .unwrap();
+    advance(Duration::from_secs(2)).await;
+    queue.settle().await;
+    first.done();
+    let second = get(queue.get()).await;
+    assert_eq!(second.priority(), 7);
+    second.done();
+    assert!(depth(&m).iter().all(|&(_, d)| d == 0), "{:?}", depth(&m));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_work_queue_counts_every_delayed_add_as_client_go() {
+    let recording = Arc::new(RecordingProvider::default());
+    let queue: WorkQueue<&str> = WorkQueue::builder()
+        .name("test")
+        .metrics(recording.clone())
+        .build();
+    queue.add_after("a", Duration::ZERO).unwrap();
+    get(queue.get())
+        .await
+        .requeue_after(Duration::ZERO)
+        .unwrap();
+    assert_eq!(recording.recorded().retries, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn adding_with_a_priority_has_a_short_form() {
+    let queue: PriorityQueue<&str> = PriorityQueue::new();
+    queue.add_with_priority("a", 3).unwrap();
+    queue
+        .add_with("b", AddOptions::default().priority(3))
+        .unwrap();
+    queue.add_with_priority("c", 4).unwrap();
+    let order: Vec<(&str, i32)> = [
+        get(queue.get()).await,
+        get(queue.get()).await,
+        get(queue.get()).await,
+    ]
+    .iter()
+    .map(|item| (**item, item.priority()))
+    .collect();
+    assert_eq!(order, [("c", 4), ("a", 3), ("b", 3)]);
+}
+
+// ----- differences from controller-runtime, kept and documented -----
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_key_added_now_queues_as_of_now() {
+    // controller-runtime would put `a` first (its counter from the delayed add); here keys queue
+    // by when they became ready, as both do for a key whose delay ends.
+    let queue: PriorityQueue<&str> = PriorityQueue::new();
+    queue.add_after("a", Duration::from_secs(10)).unwrap();
+    queue.add("b").unwrap();
+    queue.add("a").unwrap();
+    assert_eq!(queue.waiting_len(), 0);
+    let first = get(queue.get()).await;
+    let second = get(queue.get()).await;
+    assert_eq!((*first, *second), ("b", "a"));
 }
