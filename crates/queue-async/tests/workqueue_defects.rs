@@ -195,7 +195,7 @@ fn the_stream_is_send() {
 }
 
 /// A key waiting when its delay task's runtime went away can still be added now (its wait
-/// ends), and a later delayed add in a new runtime times the other waiting keys there.
+/// ends), and a later delayed add in a new runtime times every waiting key there, on time.
 #[test]
 fn an_add_now_after_the_delay_tasks_runtime_went_away_ends_the_wait() {
     let runtime = || {
@@ -213,13 +213,19 @@ fn an_add_now_after_the_delay_tasks_runtime_went_away_ends_the_wait() {
     runtime().block_on(async {
         queue.add("a").unwrap();
         assert_eq!(queue.waiting_len(), 1, "only b still waits");
-        queue.add_after("c", ms(1)).unwrap();
+        let start = Instant::now();
+        queue.add_after("c", ms(5)).unwrap();
         let mut keys = Vec::new();
         for _ in 0..3 {
             let item = timeout(BOUND, queue.get()).await.unwrap().unwrap();
-            keys.push(item.into_key());
+            keys.push((item.into_key(), start.elapsed()));
         }
-        assert_eq!(keys, ["a", "c", "b"]);
+        assert_eq!((keys[0].0, keys[1].0, keys[2].0), ("a", "c", "b"));
+        assert_eq!(keys[1].1, ms(5), "c on time, not at the restart");
+        assert!(
+            keys[2].1 > Duration::from_secs(59),
+            "b at its deadline: {keys:?}"
+        );
         assert_eq!(queue.waiting_len(), 0);
     });
 }

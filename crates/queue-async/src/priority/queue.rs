@@ -581,7 +581,7 @@ where
     /// paused clock sees them queued without letting the delay task run first (client-go's
     /// "wait for the waiting loop" helper).
     ///
-    /// Equivalent to `async fn settle(&self)`; it completes at its first poll.
+    /// It completes at its first poll: the keys are added by the caller, not by the delay task.
     ///
     /// # Examples
     ///
