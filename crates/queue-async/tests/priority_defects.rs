@@ -2,12 +2,14 @@
 //! aging through a raise, one done per hand-out, and the choices made where this queue differs
 //! from controller-runtime's on purpose (paused time, every wait bounded).
 
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
 use queue_async::metrics::testing::RecordingProvider;
 use queue_async::priority::AddOptions;
 use queue_async::{PriorityQueue, WorkQueue};
+use ratelimit::RateLimiter;
 use tokio::time::{advance, timeout};
 
 const BOUND: Duration = Duration::from_secs(3600);
@@ -51,6 +53,11 @@ async fn get<T>(next: impl Future<Output = Option<T>>) -> T {
         .expect("not shut down")
 }
 
+/// Whether a `get` would wait (a bounded poll under paused time).
+async fn waits<F: Future>(next: F) -> bool {
+    timeout(Duration::from_secs(1), next).await.is_err()
+}
+
 #[tokio::test(start_paused = true)]
 async fn depth_follows_a_raise_of_a_key_re_added_while_processing() {
     let (queue, m) = with_metrics();
@@ -89,6 +96,148 @@ async fn depth_follows_a_delayed_higher_priority_add_of_a_key_re_added_while_pro
     assert_eq!(second.priority(), 7);
     second.done();
     assert!(depth(&m).iter().all(|&(_, d)| d == 0), "{:?}", depth(&m));
+}
+
+/// The repro on either queue: a `done` for a key held by an item, then the item's drop.
+async fn one_done_per_hand_out<T: Deref<Target = &'static str>>(
+    add: impl Fn(),
+    next: impl AsyncFn() -> Option<T>,
+    done: impl Fn(),
+) {
+    add();
+    let a = get(next()).await;
+    // `k` is held by `a`: the queue's `done` belongs to no hand-out taken out with `into_key`.
+    done();
+    add();
+    assert!(waits(next()).await, "k is still held by a");
+    drop(a); // a's done: k, re-added meanwhile, is queued again
+    let b = get(next()).await;
+    add();
+    assert!(waits(next()).await, "k is held by b");
+    drop(b);
+    let c = get(next()).await;
+    assert_eq!(*c, "k");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_done_ends_only_its_own_hand_out_priority_queue() {
+    let queue: PriorityQueue<&str> = PriorityQueue::new();
+    one_done_per_hand_out(
+        || queue.add("k").unwrap(),
+        async || queue.get().await,
+        || queue.done(&"k"),
+    )
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_done_ends_only_its_own_hand_out_work_queue() {
+    let queue: WorkQueue<&str> = WorkQueue::new();
+    one_done_per_hand_out(
+        || queue.add("k").unwrap(),
+        async || queue.get().await,
+        || queue.done(&"k"),
+    )
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_taken_out_is_done_by_the_queue_once() {
+    let queue: WorkQueue<&str> = WorkQueue::new();
+    queue.add("k").unwrap();
+    let key = get(queue.get()).await.into_key();
+    queue.add("k").unwrap();
+    assert!(waits(queue.get()).await);
+    queue.done(&key);
+    let again = get(queue.get()).await;
+    assert_eq!(*again, "k");
+    // A second done of the key taken out does not end the item's hand-out.
+    queue.done(&key);
+    queue.add("k").unwrap();
+    assert!(waits(queue.get()).await, "k is held by `again`");
+}
+
+// ----- differences from controller-runtime, where matched -----
+
+#[tokio::test(start_paused = true)]
+async fn a_delayed_add_of_a_key_re_added_while_processing_is_absorbed() {
+    let queue: PriorityQueue<&str> = PriorityQueue::new();
+    queue.add("k").unwrap();
+    let first = get(queue.get()).await;
+    queue.add("k").unwrap();
+    queue.add_after("k", Duration::from_secs(1)).unwrap();
+    assert_eq!(queue.waiting_len(), 0, "absorbed by the pending re-add");
+    first.done();
+    get(queue.get()).await.done();
+    advance(Duration::from_secs(2)).await;
+    queue.settle().await;
+    assert!(
+        waits(queue.get()).await,
+        "handed out twice, not three times"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn keys_due_together_order_by_their_last_add_or_raise_not_deadline_move() {
+    let queue: PriorityQueue<&str> = PriorityQueue::new();
+    let at = |p, s| {
+        AddOptions::default()
+            .after(Duration::from_secs(s))
+            .priority(p)
+    };
+    // A raise refreshes the order: `a`, raised to 1 after `b` was added at 1, comes second.
+    queue.add_with("a", at(0, 1)).unwrap();
+    queue.add_with("b", at(1, 1)).unwrap();
+    queue.add_with("a", at(1, 1)).unwrap();
+    // A deadline move does not: `c`, first added before `d`, stays ahead of it.
+    queue.add_with("c", at(0, 2)).unwrap();
+    queue.add_with("d", at(0, 1)).unwrap();
+    queue.add_with("c", at(0, 1)).unwrap();
+    advance(Duration::from_secs(1)).await;
+    queue.settle().await;
+    let mut order = Vec::new();
+    for _ in 0..4 {
+        let item = get(queue.get()).await;
+        order.push(*item);
+    }
+    assert_eq!(order, ["b", "a", "c", "d"]);
+}
+
+/// A limiter that never delays.
+struct NoDelay;
+impl RateLimiter<&'static str> for NoDelay {
+    fn when(&self, _key: &&'static str) -> Duration {
+        Duration::ZERO
+    }
+    fn forget(&self, _key: &&'static str) {}
+    fn num_requeues(&self, _key: &&'static str) -> usize {
+        0
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_priority_queue_counts_retries_only_for_a_delay_above_zero() {
+    let recording = Arc::new(RecordingProvider::default());
+    let queue: PriorityQueue<&str> = PriorityQueue::builder()
+        .name("test")
+        .metrics(recording.clone())
+        .rate_limiter(Arc::new(NoDelay))
+        .build();
+    queue.add_after("a", Duration::ZERO).unwrap();
+    get(queue.get())
+        .await
+        .requeue_after(Duration::ZERO)
+        .unwrap();
+    get(queue.get()).await.requeue_rate_limited().unwrap();
+    get(queue.get()).await.done();
+    queue.add_rate_limited("a").unwrap();
+    assert_eq!(recording.recorded().retries, 0, "controller-runtime's rule");
+    get(queue.get())
+        .await
+        .requeue_after(Duration::from_millis(1))
+        .unwrap();
+    queue.add_after("b", Duration::from_millis(1)).unwrap();
+    assert_eq!(recording.recorded().retries, 2);
 }
 
 #[tokio::test(start_paused = true)]
