@@ -229,3 +229,37 @@ fn an_add_now_after_the_delay_tasks_runtime_went_away_ends_the_wait() {
         assert_eq!(queue.waiting_len(), 0);
     });
 }
+
+/// A stream waiting on an empty queue is woken by an add, and at the end by the shutdown.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_stream_is_woken_by_an_add_and_by_the_shutdown() {
+    let queue: WorkQueue<&str> = WorkQueue::new();
+    let consumer = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            let mut keys = Vec::new();
+            let mut stream = Box::pin(queue.stream());
+            while let Some(item) = stream.next().await {
+                keys.push(item.into_key());
+            }
+            keys
+        })
+    };
+    tokio::task::yield_now().await; // the stream now waits
+    queue.add("a").unwrap();
+    tokio::task::yield_now().await;
+    queue.add("b").unwrap();
+    tokio::task::yield_now().await;
+    queue.shut_down();
+    let keys = timeout(BOUND, consumer).await.expect("the stream ended");
+    assert_eq!(keys.unwrap(), ["a", "b"]);
+}
+
+/// An item's `Debug` shows its key and priority.
+#[tokio::test]
+async fn an_item_debug_shows_its_key_and_priority() {
+    let queue = queue_async::PriorityQueue::new();
+    queue.add_with_priority("a", 3).unwrap();
+    let item = queue.get().await.unwrap();
+    assert_eq!(format!("{item:?}"), r#"Item { key: "a", priority: 3 }"#);
+}
