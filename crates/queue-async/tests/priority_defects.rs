@@ -2,15 +2,21 @@
 //! aging through a raise, one done per hand-out, and the choices made where this queue differs
 //! from controller-runtime's on purpose (paused time, every wait bounded).
 
+use std::collections::{HashSet, VecDeque};
 use std::ops::Deref;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
 
 use queue_async::metrics::testing::RecordingProvider;
 use queue_async::priority::AddOptions;
 use queue_async::{PriorityQueue, WorkQueue};
 use ratelimit::RateLimiter;
 use tokio::time::{advance, timeout};
+use tokio_test::task;
 
 const BOUND: Duration = Duration::from_secs(3600);
 
@@ -288,4 +294,121 @@ async fn a_waiting_key_added_now_queues_as_of_now() {
     let first = get(queue.get()).await;
     let second = get(queue.get()).await;
     assert_eq!((*first, *second), ("b", "a"));
+}
+
+// ----- hand-outs against a model -----
+
+#[derive(Debug, Clone)]
+enum Step {
+    Add(u8),
+    Get,
+    /// Drop the i-th held item.
+    Drop(usize),
+    /// Take the key out of the i-th held item.
+    IntoKey(usize),
+    /// The queue's `done` for a key: a taken-out one, a held one or a stray one.
+    Done(u8),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (0u8..4).prop_map(Step::Add),
+        3 => Just(Step::Get),
+        2 => (0usize..8).prop_map(Step::Drop),
+        1 => (0usize..8).prop_map(Step::IntoKey),
+        2 => (0u8..4).prop_map(Step::Done),
+    ]
+}
+
+/// client-go's sets, with who holds each processing key: an item, or the caller (taken out).
+#[derive(Default)]
+struct HandOuts {
+    queue: VecDeque<u8>,
+    dirty: HashSet<u8>,
+    by_item: Vec<u8>,
+    taken_out: HashSet<u8>,
+}
+
+impl HandOuts {
+    fn processing(&self, k: u8) -> bool {
+        self.by_item.contains(&k) || self.taken_out.contains(&k)
+    }
+    fn add(&mut self, k: u8) {
+        if self.dirty.insert(k) && !self.processing(k) {
+            self.queue.push_back(k);
+        }
+    }
+    fn get(&mut self) -> Option<u8> {
+        let k = self.queue.pop_front()?;
+        self.dirty.remove(&k);
+        self.by_item.push(k);
+        Some(k)
+    }
+    fn finish(&mut self, k: u8) {
+        if self.dirty.contains(&k) {
+            self.queue.push_back(k);
+        }
+    }
+}
+
+#[test]
+fn a_key_has_one_holder_whatever_the_dones() {
+    let mut runner = TestRunner::new(Config {
+        cases: 3_000,
+        rng_seed: RngSeed::Fixed(0x5eed_0d0e),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/hand_outs.txt",
+        ))),
+        ..Config::default()
+    });
+    runner
+        .run(&proptest::collection::vec(step(), 1..40), |steps| {
+            let queue: WorkQueue<u8> = WorkQueue::new();
+            let mut model = HandOuts::default();
+            let mut held: Vec<queue_async::Item<u8>> = Vec::new();
+            for s in steps {
+                match s {
+                    Step::Add(k) => {
+                        queue.add(k).unwrap();
+                        model.add(k);
+                    }
+                    Step::Get => {
+                        let got = match task::spawn(queue.get()).poll() {
+                            Poll::Ready(item) => item,
+                            Poll::Pending => None,
+                        };
+                        prop_assert_eq!(got.as_ref().map(|i| **i), model.get());
+                        held.extend(got);
+                    }
+                    Step::Drop(i) if !held.is_empty() => {
+                        let item = held.remove(i % held.len());
+                        let pos = model.by_item.iter().position(|k| k == &*item).unwrap();
+                        let k = model.by_item.remove(pos);
+                        drop(item);
+                        model.finish(k);
+                    }
+                    Step::IntoKey(i) if !held.is_empty() => {
+                        let k = held.remove(i % held.len()).into_key();
+                        let pos = model.by_item.iter().position(|x| *x == k).unwrap();
+                        model.by_item.remove(pos);
+                        model.taken_out.insert(k);
+                    }
+                    Step::Done(k) => {
+                        queue.done(&k);
+                        if model.taken_out.remove(&k) {
+                            model.finish(k);
+                        }
+                    }
+                    Step::Drop(_) | Step::IntoKey(_) => {}
+                }
+                let holders = model.by_item.len() + model.taken_out.len();
+                prop_assert_eq!(queue.processing_len(), holders);
+                prop_assert_eq!(queue.len(), model.queue.len());
+                let mut distinct: HashSet<u8> = held.iter().map(|i| **i).collect();
+                distinct.extend(model.taken_out.iter().copied());
+                prop_assert_eq!(distinct.len(), holders, "one holder per key");
+            }
+            Ok(())
+        })
+        .unwrap();
 }
