@@ -465,8 +465,14 @@ mod tests {
     fn shut_down_refuses_adds_and_drains() {
         let mut s = PriorityState::new(None);
         s.add("a", 0, 0);
+        assert!(!s.is_shut_down());
         assert!(s.shut_down());
+        assert!(s.is_shut_down());
         assert!(!s.shut_down());
+        assert_eq!(
+            format!("{s:?}"),
+            "PriorityState { ready: 1, processing: 0, aging_nanos: None, shut_down: true }"
+        );
         assert_eq!(s.add("b", 0, 0), PriorityAdd::Refused("b"));
         assert_eq!(s.pop(), PopOutcome::Item(("a", 0)));
         assert_eq!(s.pop(), PopOutcome::ShutDown);
@@ -595,7 +601,19 @@ mod tests {
                     Op::Advance(d) => now += u64::from(d) * 10,
                 }
                 prop_assert_eq!(state.len(), model.ready.len());
+                prop_assert_eq!(state.is_empty(), model.ready.is_empty());
                 prop_assert_eq!(state.processing_len(), model.processing.len());
+                prop_assert_eq!(
+                    state.is_idle(),
+                    model.ready.is_empty() && model.processing.is_empty()
+                );
+                for k in 0..6 {
+                    let ready = model.ready.iter().find(|(x, _)| *x == k).map(|(_, e)| e.p);
+                    prop_assert_eq!(state.ready_priority(&k), ready);
+                    let dirty = ready.is_some()
+                        || model.processing.iter().any(|(x, d)| *x == k && d.is_some());
+                    prop_assert_eq!(state.is_dirty(&k), dirty);
+                }
             }
             Ok(())
         }
