@@ -140,7 +140,7 @@ pub async fn run(pods: usize, slots: usize) -> SchedulingReport {
             );
         } else {
             free -= 1;
-            queue.done(&name);
+            let item = item.done();
             report.bound.push((name.clone(), item.attempts()));
             log(
                 &mut report,
@@ -152,6 +152,6 @@ pub async fn run(pods: usize, slots: usize) -> SchedulingReport {
             );
         }
     }
-    queue.close();
+    queue.shut_down();
     report
 }

@@ -56,7 +56,7 @@ pub fn run(flags: &Overrides) -> Report {
                     let expiry =
                         item.timestamp() + config.backoff_duration(item.consecutive_errors());
                     late.push(now.saturating_duration_since(expiry).as_secs_f64() * 1e3);
-                    queue.done(item.key());
+                    item.done();
                 }
                 late
             }

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use queue_async::scheduling::{
-    ActionType, ClusterEvent, HintError, InFlightEntry, PriorityOrder, QueuedItem, QueueingHint,
-    SchedulingQueue, SchedulingQueueBuilder, SchedulingQueueConfig, SubQueue,
+    ActionType, ClusterEvent, HintError, InFlightEntry, Popped, PriorityOrder, QueuedItem,
+    QueueingHint, SchedulingQueue, SchedulingQueueBuilder, SchedulingQueueConfig, SubQueue,
 };
 use support::paused_runtime;
 use tokio::time::{Instant, advance, sleep};
@@ -130,7 +130,7 @@ async fn a_dropped_pop_should_not_lose_the_item() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn close_should_unblock_pop_and_end_every_flight() {
+async fn shut_down_should_unblock_pop_and_end_every_flight() {
     let q = queue();
     q.add("a", 1);
     q.add("b", 1);
@@ -139,25 +139,152 @@ async fn close_should_unblock_pop_and_end_every_flight() {
     let _b = assert_ready!(pop.poll()).unwrap();
     let mut blocked = task::spawn(q.pop());
     assert_pending!(blocked.poll());
-    q.close();
+    q.shut_down();
     assert!(assert_ready!(blocked.poll()).is_none());
     assert!(q.pop().await.is_none());
     assert!(q.in_flight().is_empty() && q.in_flight_events().is_empty());
-    assert!(q.is_closed());
+    assert!(q.is_shutting_down());
 }
 
+/// kube-scheduler's `TestPriorityQueue_Pop`: with pop-from-backoff, `pop` takes an item that
+/// was rejected and moved to backoff before its backoff ends, never one that failed with an
+/// error; without it, neither.
 #[tokio::test(start_paused = true)]
 async fn pop_should_take_the_backoff_head_only_with_pop_from_backoff() {
     for on in [true, false] {
-        let q = Queue::new(SchedulingQueueConfig::default().pop_from_backoff(on));
-        q.add("mpp", 500);
+        let q = Queue::builder(SchedulingQueueConfig::default().pop_from_backoff(on))
+            .hint(NODE_ADD, "plugin", |_, _| Ok(QueueingHint::Queue))
+            .build();
         q.add("hpp", 1000);
-        fail(&q, &[], &[]).await; // hpp: error -> backoff (1 s)
-        assert_eq!(q.where_is(&"hpp"), Some(SubQueue::Backoff));
-        assert_eq!(*q.pop().await.unwrap().key(), "mpp");
-        let next = q.try_pop().map(|i| *i.key());
-        assert_eq!(next, on.then_some("hpp"), "pop_from_backoff = {on}");
+        q.add("hpp2", 1000);
+        q.add("up", 0);
+        let mut hpp = q.pop().await.unwrap();
+        let hpp2 = q.pop().await.unwrap();
+        let mut up = q.pop().await.unwrap();
+        up.set_rejectors(["plugin"]);
+        q.add_unschedulable_if_not_present(up, q.scheduling_cycle())
+            .unwrap();
+        q.move_all(&NODE_ADD); // seen in flight: hpp's rejection goes to backoff
+        hpp.set_rejectors(["plugin"]);
+        q.add_unschedulable_if_not_present(hpp, 0).unwrap();
+        q.add_unschedulable_if_not_present(hpp2, 0).unwrap(); // an error
+        q.add("mpp", 500);
+        assert_eq!(sorted(q.pending().backoff), ["hpp", "hpp2", "up"]);
+
+        let mut popped = Vec::new();
+        while let Some(item) = q.try_pop() {
+            popped.push(*item.key());
+            q.done(item.key());
+        }
+        let expected: &[&str] = if on { &["mpp", "hpp", "up"] } else { &["mpp"] };
+        assert_eq!(popped, expected, "pop_from_backoff = {on}");
+        assert!(
+            q.pending().backoff.contains(&"hpp2"),
+            "an error is never popped early"
+        );
     }
+}
+
+/// With pop-from-backoff on (the default), an item that failed with an error waits out its
+/// backoff: an idle queue does not retry errors at once.
+#[tokio::test(start_paused = true)]
+async fn an_error_should_wait_out_its_backoff_even_with_pop_from_backoff() {
+    let q = Queue::new(SchedulingQueueConfig::default());
+    q.add("a", 1);
+    let start = Instant::now();
+    let item = q.pop().await.unwrap();
+    q.add_unschedulable_if_not_present(item, q.scheduling_cycle())
+        .unwrap(); // no rejectors: an error
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+    assert!(q.try_pop().is_none(), "popped before its backoff ended");
+    let item = tokio::time::timeout(Duration::from_secs(5), q.pop())
+        .await
+        .expect("popped once its backoff ended")
+        .unwrap();
+    assert_eq!(item.attempts(), 2);
+    assert!(
+        start.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// A popped item dropped without `done` or a hand-back ends its flight: the key is not wedged.
+#[tokio::test(start_paused = true)]
+async fn a_popped_item_dropped_without_done_should_not_wedge_its_key() {
+    let q = queue();
+    q.add("a", 1);
+    let item = q.pop().await.unwrap();
+    drop(item);
+    assert!(!q.is_in_flight(&"a"));
+    q.add("a", 2);
+    let item = tokio::time::timeout(Duration::from_secs(60), q.pop())
+        .await
+        .expect("the key is popped again")
+        .unwrap();
+    assert_eq!((*item.key(), *item.data(), item.attempts()), ("a", 2, 2));
+}
+
+/// A scheduler that panics while holding a popped item has failed: the item goes back to the
+/// queue as an error, and is popped again once its backoff ends.
+#[tokio::test(start_paused = true)]
+async fn a_popped_item_dropped_by_a_panic_should_come_back_after_its_error_backoff() {
+    let q = queue();
+    q.add("a", 1);
+    let worker = q.clone();
+    let panicked = tokio::spawn(async move {
+        let mut item = worker.pop().await.unwrap();
+        item.set_rejectors(["stale"]); // the previous attempt's verdict does not count
+        panic!("the scheduler failed");
+    })
+    .await;
+    assert!(panicked.is_err());
+    assert!(q.in_flight().is_empty());
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+    let start = Instant::now();
+    let item = tokio::time::timeout(Duration::from_secs(5), q.pop())
+        .await
+        .expect("popped after its backoff")
+        .unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    assert_eq!((item.attempts(), item.consecutive_errors()), (2, 1));
+    assert!(item.rejectors().is_empty());
+}
+
+/// A guard whose flight was ended by the queue's `done` of its key neither ends a later flight
+/// of that key nor queues its item again.
+#[tokio::test(start_paused = true)]
+async fn a_stale_guard_should_not_touch_a_later_flight_of_its_key() {
+    let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
+    q.add("a", 1);
+    let old = q.pop().await.unwrap();
+    q.done(old.key());
+    q.add("a", 2);
+    let new = q.pop().await.unwrap();
+    drop(old);
+    assert!(q.is_in_flight(&"a") && q.is_empty(), "the new flight stays");
+    q.move_all(&NODE_ADD);
+    assert_eq!(
+        q.in_flight_events().len(),
+        2,
+        "the new flight records events"
+    );
+    assert_eq!(*new.done().data(), 2);
+    assert!(q.in_flight().is_empty() && q.is_empty());
+}
+
+/// `done` on the guard ends the flight and hands the item back to the caller.
+#[tokio::test(start_paused = true)]
+async fn done_on_a_popped_item_should_end_its_flight_and_return_it() {
+    let q = queue();
+    q.add("a", 7);
+    let item = q.pop().await.unwrap();
+    assert_eq!(item.cycle(), q.scheduling_cycle());
+    let (key, data) = item.done().into_parts();
+    assert_eq!((key, data), ("a", 7));
+    assert!(q.in_flight().is_empty() && q.is_empty());
+    q.add("a", 8);
+    assert_eq!(*q.pop().await.unwrap().data(), 8);
 }
 
 // ===== add_unschedulable_if_not_present =====
@@ -214,7 +341,7 @@ async fn a_wildcard_seen_in_flight_should_send_failures_to_backoff() {
     }
     q.move_all(&ClusterEvent::UNSCHEDULABLE_TIMEOUT);
     let old_cycle = q.scheduling_cycle();
-    assert_eq!(*q.pop().await.unwrap().key(), "p0");
+    assert_eq!(*q.pop().await.unwrap().done().key(), "p0");
     for mut item in items {
         item.set_rejectors(["plugin"]);
         q.add_unschedulable_if_not_present(item, old_cycle).unwrap();
@@ -718,7 +845,8 @@ async fn pop_should_discard_a_duplicate_of_an_item_in_flight() {
     q.add("p3", 1);
     let p1 = q.pop().await.unwrap();
     q.add("p1", 3); // re-added while in flight
-    assert_eq!(*q.pop().await.unwrap().key(), "p3");
+    let p3 = q.pop().await.unwrap();
+    assert_eq!(*p3.key(), "p3");
     assert!(q.pending().active.is_empty());
     assert_eq!(sorted(q.in_flight()), ["p1", "p3"]);
     q.add_unschedulable_if_not_present(p1, 1).unwrap();
@@ -824,7 +952,7 @@ async fn the_flush_task_should_start_on_need_and_end_on_close_and_on_the_last_dr
     assert_eq!(metrics.num_alive_tasks(), base + 1);
     into_backoff(&q, "c").await;
     assert_eq!(metrics.num_alive_tasks(), base + 1, "one task");
-    q.close();
+    q.shut_down();
     tokio::task::yield_now().await;
     tokio::task::yield_now().await;
     assert_eq!(metrics.num_alive_tasks(), base);
@@ -847,7 +975,7 @@ async fn key_popped_within(q: &Queue, within: Duration) -> &'static str {
         .await
         .expect("a flush freed an item in time")
         .expect("open");
-    *item.key()
+    *item.done().key()
 }
 
 #[test]
@@ -918,6 +1046,8 @@ fn handles_and_futures_should_be_send_sync_unpin() {
     send_sync::<Queue>();
     unpin::<Queue>();
     send_sync::<QueuedItem<String, Vec<u8>>>();
+    send_sync::<Popped<String, Vec<u8>>>();
+    unpin::<Popped<String, Vec<u8>>>();
     send::<queue_async::scheduling::Pop<'static, &'static str, i64, PriorityOrder>>();
     send_sync::<queue_async::scheduling::AlreadyQueuedError<String, i64>>();
 }
@@ -969,7 +1099,7 @@ async fn concurrent_update_and_pop_should_not_deadlock() {
     popper.await.unwrap();
     updater.await.unwrap();
     assert_eq!(q.len(), 1);
-    q.close();
+    q.shut_down();
 }
 
 // ===== a panicking hint =====

@@ -263,3 +263,38 @@ async fn an_item_debug_shows_its_key_and_priority() {
     let item = queue.get().await.unwrap();
     assert_eq!(format!("{item:?}"), r#"Item { key: "a", priority: 3 }"#);
 }
+
+/// A stream counts as waiting only while it waits: after it took a key, and once it is
+/// dropped while waiting, adds no longer wake streams.
+#[tokio::test(start_paused = true)]
+async fn a_stream_is_registered_only_while_it_waits() {
+    let queue: WorkQueue<&str> = WorkQueue::new();
+    let waiting = |q: &WorkQueue<&str>| {
+        let debug = format!("{q:?}");
+        let at = debug.find("streams_waiting: ").expect("the field") + 17;
+        debug[at..].split(',').next().unwrap().to_owned()
+    };
+    let mut stream = Box::pin(queue.stream());
+    {
+        let mut next = stream.next();
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(std::pin::Pin::new(&mut next).poll(&mut cx).is_pending());
+        assert_eq!(waiting(&queue), "1");
+        queue.add("a").unwrap();
+        let std::task::Poll::Ready(Some(item)) = std::pin::Pin::new(&mut next).poll(&mut cx) else {
+            panic!("the stream takes the key")
+        };
+        item.done();
+    }
+    assert_eq!(waiting(&queue), "0", "not registered after taking a key");
+    {
+        let mut next = stream.next();
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(std::pin::Pin::new(&mut next).poll(&mut cx).is_pending());
+    }
+    assert_eq!(waiting(&queue), "1", "the kept stream still waits");
+    drop(stream);
+    assert_eq!(waiting(&queue), "0", "dropped while waiting");
+}

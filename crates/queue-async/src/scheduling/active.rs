@@ -131,17 +131,23 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
         self.markers.contains_key(key)
     }
 
-    /// Marks `key` in flight; false (and nothing changes) if it already is.
-    pub(crate) fn start(&mut self, key: K) -> bool {
+    /// Marks `key` in flight and returns the flight's id (its marker's position, never reused);
+    /// `None` (and nothing changes) if it already is in flight.
+    pub(crate) fn start(&mut self, key: K) -> Option<u64> {
         let pos = self.head + self.slots.len() as u64;
         match self.markers.entry(key) {
-            hashbrown::hash_map::Entry::Occupied(_) => false,
+            hashbrown::hash_map::Entry::Occupied(_) => None,
             hashbrown::hash_map::Entry::Vacant(slot) => {
                 slot.insert(pos);
                 self.slots.push_back(Slot::Marker);
-                true
+                Some(pos)
             }
         }
+    }
+
+    /// Whether `flight` is `key`'s current flight (a guard of an ended flight is not).
+    pub(crate) fn is_current(&self, key: &K, flight: u64) -> bool {
+        self.markers.get(key) == Some(&flight)
     }
 
     /// Records an event if anything is in flight (nobody could replay it otherwise).
@@ -215,8 +221,9 @@ mod tests {
     fn done_prunes_the_head_and_keeps_the_middle() {
         let mut f = InFlight::new();
         f.record(PV_ADD, None); // nothing in flight: dropped
-        assert!(f.start("p1"));
-        assert!(!f.start("p1"), "already in flight");
+        assert_eq!(f.start("p1"), Some(0));
+        assert_eq!(f.start("p1"), None, "already in flight");
+        assert!(f.is_current(&"p1", 0) && !f.is_current(&"p1", 1));
         f.record(PV_ADD, None);
         f.start("p2");
         f.record(PV_ADD.with_label("n"), None);

@@ -1,4 +1,4 @@
-//! The backoff sub-queue: a keyed heap by backoff expiry, ties broken by the active order.
+//! The backoff sub-queue: keyed heaps by backoff expiry, ties broken by the active order.
 
 use std::cmp::Ordering;
 use std::hash::Hash;
@@ -24,9 +24,20 @@ pub(crate) struct Waiting<K, T> {
 }
 
 /// Items waiting out their backoff; guarded by the queue's hot lock.
+///
+/// Two heaps, as kube-scheduler's `podBackoffQ` and `podErrorBackoffQ`: items whose last
+/// attempt was rejected (a rejector or pending plugin) and items whose attempt failed with an
+/// error (neither). Only the first may be popped before its backoff ends (pop-from-backoff);
+/// an error always waits out its backoff, so an idle queue never retries errors at once.
+///
+/// # Invariants
+///
+/// 1. A key is in at most one of the two heaps.
+/// 2. An item is in `errors` exactly when it has no rejectors and no pending plugins.
 #[derive(Debug)]
 pub(crate) struct BackoffQueue<K, T, C> {
-    heap: KeyedHeap<K, Waiting<K, T>, BackoffOrder<C>>,
+    rejected: KeyedHeap<K, Waiting<K, T>, BackoffOrder<C>>,
+    errors: KeyedHeap<K, Waiting<K, T>, BackoffOrder<C>>,
 }
 
 impl<K, T, C: Compare<QueuedItem<K, T>>> Compare<Waiting<K, T>> for BackoffOrder<C> {
@@ -40,63 +51,93 @@ impl<K, T, C: Compare<QueuedItem<K, T>>> Compare<Waiting<K, T>> for BackoffOrder
 
 impl<K, T, C> BackoffQueue<K, T, C> {
     pub(crate) fn len(&self) -> usize {
-        self.heap.len()
+        self.rejected.len() + self.errors.len()
     }
 }
 
 impl<K: Hash + Eq + Clone, T, C: Compare<QueuedItem<K, T>>> BackoffQueue<K, T, C> {
     pub(crate) fn new(order: Arc<C>) -> Self {
         BackoffQueue {
-            heap: KeyedHeap::new(BackoffOrder(order)),
+            rejected: KeyedHeap::new(BackoffOrder(order.clone())),
+            errors: KeyedHeap::new(BackoffOrder(order)),
         }
     }
 
     pub(crate) fn contains_key(&self, key: &K) -> bool {
-        self.heap.contains_key(key)
+        self.rejected.contains_key(key) || self.errors.contains_key(key)
     }
 
     /// The keys, in no particular order.
     pub(crate) fn keys(&self) -> impl Iterator<Item = &K> {
-        self.heap.iter().map(|(k, _)| k)
+        let rejected = self.rejected.iter().map(|(k, _)| k);
+        rejected.chain(self.errors.iter().map(|(k, _)| k))
     }
 
-    /// Inserts an item that waits until `expiry`; true if the earliest expiry got earlier.
+    /// Inserts an item that waits until `expiry`, in the heap its last attempt's outcome
+    /// chooses; true if the earliest expiry got earlier.
     pub(crate) fn push(&mut self, item: QueuedItem<K, T>, expiry: Instant) -> bool {
         let earliest = self.next_expiry();
-        self.heap.add(item.key.clone(), Waiting { expiry, item });
+        let heap = if item.has_no_rejectors() {
+            &mut self.errors
+        } else {
+            &mut self.rejected
+        };
+        heap.add(item.key.clone(), Waiting { expiry, item });
         earliest.is_none_or(|e| expiry < e)
     }
 
     /// Changes `key`'s item in place and re-orders it (the caller's order may read what
-    /// changed); false if `key` is not here.
+    /// changed); false if `key` is not here. `f` must not change the item's plugin sets.
     pub(crate) fn update(&mut self, key: &K, f: impl FnOnce(&mut QueuedItem<K, T>)) -> bool {
-        self.heap.update(key, |w| f(&mut w.item))
+        if self.rejected.contains_key(key) {
+            self.rejected.update(key, |w| f(&mut w.item))
+        } else {
+            self.errors.update(key, |w| f(&mut w.item))
+        }
     }
 
     /// Removes `key`'s item, whatever its expiry.
     pub(crate) fn delete(&mut self, key: &K) -> Option<QueuedItem<K, T>> {
-        self.heap.delete(key).map(|(_, w)| w.item)
+        self.rejected
+            .delete(key)
+            .or_else(|| self.errors.delete(key))
+            .map(|(_, w)| w.item)
     }
 
-    /// Removes the item whose backoff ends first, over or not, with the heap's copy of its key.
-    pub(crate) fn pop(&mut self) -> Option<(K, QueuedItem<K, T>)> {
-        self.heap.pop().map(|(k, w)| (k, w.item))
+    /// Removes the rejected item whose backoff ends first, over or not, with the heap's copy
+    /// of its key (pop-from-backoff). Items that failed with an error are never taken here.
+    pub(crate) fn pop_rejected(&mut self) -> Option<(K, QueuedItem<K, T>)> {
+        self.rejected.pop().map(|(k, w)| (k, w.item))
     }
 
-    /// Makes room for `incoming` more items, so a large batch does not re-hash as it grows.
+    /// Makes room for `incoming` more rejected items, so a large batch does not re-hash as it
+    /// grows (moves only ever carry rejected or gated items).
     pub(crate) fn reserve(&mut self, incoming: usize) {
-        self.heap.reserve(incoming);
+        self.rejected.reserve(incoming);
     }
 
     /// The earliest expiry, for the flush timer.
     pub(crate) fn next_expiry(&self) -> Option<Instant> {
-        self.heap.peek().map(|(_, w)| w.expiry)
+        let rejected = self.rejected.peek().map(|(_, w)| w.expiry);
+        let errors = self.errors.peek().map(|(_, w)| w.expiry);
+        match (rejected, errors) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Pops the head if its backoff is over at `now` (expiry <= now).
+    /// Pops the earliest head of the two heaps if its backoff is over at `now` (expiry <= now).
     pub(crate) fn pop_completed(&mut self, now: Instant) -> Option<QueuedItem<K, T>> {
-        if self.next_expiry()? <= now {
-            self.pop().map(|(_, item)| item)
+        let rejected = self.rejected.peek().map(|(_, w)| w.expiry);
+        let errors = self.errors.peek().map(|(_, w)| w.expiry);
+        let heap = match (rejected, errors) {
+            (Some(a), Some(b)) if b < a => &mut self.errors,
+            (Some(_), _) => &mut self.rejected,
+            (None, Some(_)) => &mut self.errors,
+            (None, None) => return None,
+        };
+        if heap.peek()?.1.expiry <= now {
+            heap.pop().map(|(_, w)| w.item)
         } else {
             None
         }

@@ -66,8 +66,11 @@ impl SchedulingQueueConfig {
         self
     }
 
-    /// Whether `pop` takes the head of the backoff sub-queue, backoff or not, when active is
-    /// empty (kube-scheduler's `SchedulerPopFromBackoffQ`, on by default there).
+    /// Whether `pop`, when active is empty, takes the rejected item whose backoff ends first,
+    /// before its backoff is over (kube-scheduler's `SchedulerPopFromBackoffQ`, on by default
+    /// there). Items whose attempt failed with an error (no rejector, no pending plugin) are
+    /// never taken early: they always wait out their backoff, as kube-scheduler's error
+    /// backoff does.
     #[must_use]
     pub fn pop_from_backoff(mut self, on: bool) -> Self {
         self.pop_from_backoff = on;

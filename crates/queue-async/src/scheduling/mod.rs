@@ -9,6 +9,7 @@ mod hints;
 mod item;
 mod pending;
 mod pop;
+mod popped;
 mod queue;
 mod state;
 mod unschedulable;
@@ -21,4 +22,5 @@ pub use hints::{ActionType, ClusterEvent, GateFn, HintError, HintFn, QueueingHin
 pub use item::{PluginId, Priority, PriorityOrder, QueuedItem};
 pub use pending::{Pending, SubQueue};
 pub use pop::Pop;
+pub use popped::Popped;
 pub use queue::SchedulingQueue;

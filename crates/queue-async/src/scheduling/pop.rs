@@ -4,6 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
@@ -11,12 +12,13 @@ use queue_core::Compare;
 use tokio::sync::futures::Notified;
 
 use super::item::QueuedItem;
-use super::state::Shared;
+use super::popped::Popped;
+use super::state::{Flight, Shared};
 
 pin_project! {
     /// Future of [`SchedulingQueue::pop`]: the most important item, or `None` once closed.
     ///
-    /// Equivalent to `async fn pop(&self) -> Option<QueuedItem<K, T>>`.
+    /// Equivalent to `async fn pop(&self) -> Option<Popped<K, T>>`.
     ///
     /// # Cancel safety
     ///
@@ -40,14 +42,14 @@ pin_project! {
     /// [`SchedulingQueue::pop`]: super::SchedulingQueue::pop
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Pop<'a, K, T, C> {
-        shared: &'a Shared<K, T, C>,
+        shared: &'a Arc<Shared<K, T, C>>,
         #[pin]
         notified: Notified<'a>,
     }
 }
 
 impl<'a, K, T, C> Pop<'a, K, T, C> {
-    pub(crate) fn new(shared: &'a Shared<K, T, C>) -> Self {
+    pub(crate) fn new(shared: &'a Arc<Shared<K, T, C>>) -> Self {
         Pop {
             shared,
             notified: shared.pop_wake.notified(),
@@ -57,16 +59,17 @@ impl<'a, K, T, C> Pop<'a, K, T, C> {
 
 impl<K, T, C> Future for Pop<'_, K, T, C>
 where
-    K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T>>,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
-    type Output = Option<QueuedItem<K, T>>;
+    type Output = Option<Popped<K, T>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         // Fast path: something is there; no need to register with the `Notify`.
         if let Some(out) = this.shared.try_pop() {
-            return Poll::Ready(out);
+            return Poll::Ready(out.map(|popped| guard(this.shared, popped)));
         }
         // About to wait: make sure the flush loop runs (on this runtime if there is none, e.g.
         // items went to backoff from a plain thread, or the loop's runtime shut down).
@@ -75,12 +78,25 @@ where
             // Register interest before looking again, so an insertion after the look wakes us.
             this.notified.as_mut().enable();
             if let Some(out) = this.shared.try_pop() {
-                return Poll::Ready(out);
+                return Poll::Ready(out.map(|popped| guard(this.shared, popped)));
             }
             ready!(this.notified.as_mut().poll(cx));
             this.notified.set(this.shared.pop_wake.notified());
         }
     }
+}
+
+/// Wraps a popped item in its guard.
+pub(crate) fn guard<K, T, C>(
+    shared: &Arc<Shared<K, T, C>>,
+    (item, flight, cycle): Flight<K, T>,
+) -> Popped<K, T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+{
+    Popped::new(shared.clone(), item, flight, cycle)
 }
 
 impl<K, T, C> fmt::Debug for Pop<'_, K, T, C> {

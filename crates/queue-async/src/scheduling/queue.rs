@@ -16,6 +16,7 @@ use super::hints::{ClusterEvent, Hooks, Strategy};
 use super::item::{PriorityOrder, QueuedItem};
 use super::pending::{Pending, SubQueue};
 use super::pop::Pop;
+use super::popped::Popped;
 use super::state::{Dest, Shared, Wake, lock};
 
 /// A scheduler's queue: pops the most important pending item, and decides on each failure
@@ -25,16 +26,17 @@ use super::state::{Dest, Shared, Wake, lock};
 /// Three sub-queues hold every queued item, each in exactly one: *active* (a heap in the
 /// caller's order; by default higher [`Priority`] first, then earlier timestamp), *backoff*
 /// (a heap by backoff expiry) and *unschedulable* (rejected or gated items waiting for an
-/// event). Popped items are *in flight* until [`done`] or
+/// event). Popped items are *in flight* until [`Popped::done`] or
 /// [`add_unschedulable_if_not_present`]; the events seen meanwhile are replayed through the
-/// hints when the item fails.
+/// hints when the item fails. A popped item is a guard: dropped without either, it goes back
+/// as a failure with an error (see [`Popped`]), so no key is lost or wedged in flight.
 ///
 /// Compared with the original: backoff-completed items move to active at their exact expiry
 /// (one timer, not a 1 s poll); `pop` never waits behind a scan of unschedulable items; ties
 /// are FIFO and hints run in registration order, so runs are deterministic; gated items get
 /// the leftover flush as a failsafe.
 ///
-/// The handle is a cheap `Clone`. A background task runs the flushes; it ends on [`close`] and
+/// The handle is a cheap `Clone`. A background task runs the flushes; it ends on [`shut_down`] and
 /// when the last handle drops. The queue can be built anywhere, inside a runtime or not: the
 /// task starts when the first item goes to backoff or unschedulable, on the caller's tokio
 /// runtime, or from a plain thread on the queue's (see below); failing both, at the first
@@ -82,7 +84,7 @@ use super::state::{Dest, Shared, Wake, lock};
 /// [`Priority`]: super::Priority
 /// [`done`]: SchedulingQueue::done
 /// [`add_unschedulable_if_not_present`]: SchedulingQueue::add_unschedulable_if_not_present
-/// [`close`]: SchedulingQueue::close
+/// [`shut_down`]: SchedulingQueue::shut_down
 pub struct SchedulingQueue<K, T, C = PriorityOrder> {
     shared: Arc<Shared<K, T, C>>,
 }
@@ -134,8 +136,9 @@ impl<K, T> SchedulingQueue<K, T, PriorityOrder> {
 
 impl<K, T, C> SchedulingQueue<K, T, C>
 where
-    K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T>>,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
     /// Queues an item: to active, unless a gate refuses it (then to unschedulable).
     ///
@@ -164,13 +167,15 @@ where
     }
 
     /// Waits for the most important item and hands it out: the head of active, or (with the
-    /// pop-from-backoff option) of backoff when active is empty. Returns `None` once closed.
+    /// pop-from-backoff option) the rejected item in backoff whose backoff ends first when
+    /// active is empty. An item that failed with an error is never popped before its backoff
+    /// ends. Returns `None` once shut down.
     ///
     /// Every pop increments the scheduling cycle and the item's attempts, and marks the item
     /// in flight until [`done`](Self::done) or a requeue. A stale copy of a key that is in
     /// flight is discarded.
     ///
-    /// Equivalent to `async fn pop(&self) -> Option<QueuedItem<K, T>>`.
+    /// Equivalent to `async fn pop(&self) -> Option<Popped<K, T>>`.
     ///
     /// # Cancel safety
     ///
@@ -195,20 +200,23 @@ where
         Pop::new(&self.shared)
     }
 
-    /// [`pop`](Self::pop) without waiting: `None` if nothing can be popped now or if closed.
-    pub fn try_pop(&self) -> Option<QueuedItem<K, T>> {
-        self.shared.try_pop().flatten()
+    /// [`pop`](Self::pop) without waiting: `None` if nothing can be popped now or if shut down.
+    pub fn try_pop(&self) -> Option<Popped<K, T>> {
+        let popped = self.shared.try_pop().flatten()?;
+        Some(super::pop::guard(&self.shared, popped))
     }
 
     /// Hands back an item whose attempt failed, popped in scheduling cycle `cycle`.
     ///
-    /// Always ends the item's flight (as [`done`](Self::done)). An attempt with rejectors or
+    /// Ends the item's flight (as [`Popped::done`]) if it is still in flight. An attempt with rejectors or
     /// pending plugins counts as unschedulable (and resets the error count); one with neither
     /// counts as an error. The timestamp is refreshed. Then the events seen during the flight
     /// are replayed through the hints: the strongest answer decides between unschedulable,
     /// backoff (or active if the backoff is already over) and active. An item that was not in
-    /// flight goes to backoff if a move was requested in or after `cycle`, else to
-    /// unschedulable. An error always goes to backoff.
+    /// flight (its flight ended by [`done`](Self::done) of its key, or it was popped from
+    /// another queue) goes to backoff if a move was requested in or after `cycle`, else to
+    /// unschedulable. An error always goes to backoff, and waits it out: pop-from-backoff never
+    /// takes it early.
     ///
     /// The caller sets [`set_rejectors`](QueuedItem::set_rejectors) and
     /// [`set_pending`](QueuedItem::set_pending) for each attempt: a popped item keeps the
@@ -219,54 +227,18 @@ where
     /// [`AlreadyQueuedError`] with the item, changing nothing else, if its key is queued.
     pub fn add_unschedulable_if_not_present(
         &self,
-        mut item: QueuedItem<K, T>,
+        item: Popped<K, T>,
         cycle: u64,
     ) -> Result<(), AlreadyQueuedError<K, T>> {
-        let s = &*self.shared;
-        let now = s.clock.now();
-        let mut main = lock(&s.main);
-        let events = {
-            let mut hot = lock(&s.hot);
-            let events = hot.active.in_flight.events_for(&item.key);
-            hot.active.in_flight.done(&item.key);
-            let key = &item.key;
-            if hot.active.heap.contains_key(key)
-                || hot.backoff.contains_key(key)
-                || main.unschedulable.contains_key(key)
-            {
-                return Err(AlreadyQueuedError(item));
-            }
-            events
-        };
-        let errored = item.has_no_rejectors();
-        let inner = item.inner_mut();
-        if errored {
-            inner.consecutive_errors = inner.consecutive_errors.saturating_add(1);
-        } else {
-            inner.unschedulable_count = inner.unschedulable_count.saturating_add(1);
-            inner.consecutive_errors = 0;
-        }
-        item.set_timestamp(now);
-        item.seq = s.next_seq();
-        let strategy = if item.has_no_rejectors() {
-            Strategy::AfterBackoff
-        } else if let Some(events) = events {
-            replay(&s.hooks, &item, &events)
-        } else if main.move_request_cycle.is_some_and(|m| m >= cycle) {
-            Strategy::AfterBackoff
-        } else {
-            Strategy::Skip
-        };
-        let dest = s.prepare(item, strategy, now, true);
-        let mut wake = Wake::default();
-        s.commit(&mut main, &mut lock(&s.hot), dest, now, &mut wake);
-        drop(main);
-        s.wake(wake);
-        Ok(())
+        let (item, flight) = item.disarm(&self.shared);
+        self.shared.hand_back(item, flight, cycle, false)
     }
 
     /// Ends the flight of `key` after a successful attempt; prunes the in-flight events nobody
     /// can replay any more. A key that is not in flight is ignored.
+    ///
+    /// [`Popped::done`] does the same from the guard; after this call, the guard of that
+    /// flight does nothing when dropped (and a hand-back treats its item as not in flight).
     pub fn done(&self, key: &K) {
         lock(&self.shared.hot).active.in_flight.done(key);
     }
@@ -477,18 +449,18 @@ impl<K, T, C> SchedulingQueue<K, T, C> {
         self.shared.cycle.load(AtomicOrdering::Acquire)
     }
 
-    /// Closes the queue: pending and future `pop`s return `None`, every flight ends, and the
+    /// Shuts the queue down: pending and future `pop`s return `None`, every flight ends, and the
     /// background task stops. Queued items stay (they can still be listed or deleted).
-    pub fn close(&self)
+    pub fn shut_down(&self)
     where
         K: Hash + Eq + Clone,
         C: Compare<QueuedItem<K, T>>,
     {
-        self.shared.close();
+        self.shared.shut_down();
     }
 
-    /// Whether [`close`](Self::close) was called.
-    pub fn is_closed(&self) -> bool {
+    /// Whether [`shut_down`](Self::shut_down) was called.
+    pub fn is_shutting_down(&self) -> bool {
         lock(&self.shared.hot).closed
     }
 }
@@ -511,23 +483,7 @@ impl<K, T, C> fmt::Debug for SchedulingQueue<K, T, C> {
             .field("backoff", &hot.backoff.len())
             .field("unschedulable", &main.unschedulable.len())
             .field("in_flight", &hot.active.in_flight.len())
-            .field("closed", &hot.closed)
+            .field("shutting_down", &hot.closed)
             .finish()
     }
-}
-
-/// The strongest strategy the recorded `events` give `item` (stops at "immediately").
-fn replay<K: PartialEq, T>(
-    hooks: &Hooks<K, T>,
-    item: &QueuedItem<K, T>,
-    events: &[(ClusterEvent, Option<K>)],
-) -> Strategy {
-    let mut best = Strategy::Skip;
-    for (event, target) in events {
-        best = best.max(hooks.strategy(item, event, target.as_ref()));
-        if best == Strategy::Immediately {
-            break;
-        }
-    }
-    best
 }

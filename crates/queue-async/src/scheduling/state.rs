@@ -18,9 +18,10 @@
 use std::cell::Cell;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use parking_lot::{Mutex, MutexGuard};
 use queue_core::Compare;
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, oneshot};
@@ -33,6 +34,7 @@ use crate::clock::QueueClock;
 use super::active::ActiveQueue;
 use super::backoff::{self, BackoffQueue};
 use super::config::SchedulingQueueConfig;
+use super::error::AlreadyQueuedError;
 use super::hints::{ClusterEvent, Hooks, Strategy};
 use super::item::QueuedItem;
 use super::unschedulable::Unschedulable;
@@ -49,7 +51,7 @@ pub(crate) struct Shared<K, T, C> {
     pub(crate) pop_wake: Notify,
     /// Woken when the backoff head got earlier, so the flush timer re-arms.
     timer_wake: Arc<Notify>,
-    /// Cancelled by `close` and when the last handle drops; ends the flush loop.
+    /// Cancelled by `shut_down` and when the last handle drops; ends the flush loop.
     token: CancellationToken,
     _cancel_on_drop: DropGuard,
     /// Spawns the flush loop on a runtime (built where the spawn bounds are known).
@@ -88,6 +90,9 @@ pub(crate) enum Dest<K, T> {
     Backoff(QueuedItem<K, T>, Instant),
     Unschedulable(QueuedItem<K, T>),
 }
+
+/// A popped item, its flight id and the scheduling cycle it was popped in.
+pub(crate) type Flight<K, T> = (QueuedItem<K, T>, u64, u64);
 
 /// What to wake after the locks are released.
 #[derive(Default)]
@@ -178,10 +183,10 @@ where
     }
 }
 
+/// The crate's lock (parking_lot: no poisoning, so a panicking hint or gate cannot wedge the
+/// queue; the state is consistent between transitions, which is all a panic can leave).
 pub(crate) fn lock<G>(m: &Mutex<G>) -> MutexGuard<'_, G> {
-    // A panicking hint or gate must not wedge the queue; the state is consistent between
-    // transitions, which is all a poisoned guard can expose.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+    m.lock()
 }
 
 impl<K, T, C> Shared<K, T, C>
@@ -362,8 +367,9 @@ where
         main.unschedulable.remove(key)
     }
 
-    /// One pop attempt: `None` if nothing to pop, `Some(None)` once closed.
-    pub(crate) fn try_pop(&self) -> Option<Option<QueuedItem<K, T>>> {
+    /// One pop attempt: `None` if nothing to pop, `Some(None)` once closed; an item comes with
+    /// its flight id and the scheduling cycle it was popped in.
+    pub(crate) fn try_pop(&self) -> Option<Option<Flight<K, T>>> {
         let mut hot = lock(&self.hot);
         loop {
             if hot.closed {
@@ -372,24 +378,97 @@ where
             let (key, mut item) = match hot.active.heap.pop() {
                 Some(entry) => entry,
                 None if self.config.pop_from_backoff => {
-                    let (key, mut item) = hot.backoff.pop()?;
+                    let (key, mut item) = hot.backoff.pop_rejected()?;
                     item.enter_active(self.clock.now());
                     (key, item)
                 }
                 None => return None,
             };
             // The heap's copy of the key moves into the in-flight record: no clone, no drop.
-            if !hot.active.in_flight.start(key) {
+            let Some(flight) = hot.active.in_flight.start(key) else {
                 // kubernetes/kubernetes#118226: a second marker would leak the first.
                 debug!("discarding a duplicate of an item in flight");
                 continue;
-            }
+            };
             item.attempts = item.attempts.saturating_add(1);
             // Only pops write the cycle, under `hot`: a plain store, no read-modify-write.
             let cycle = self.cycle.load(AtomicOrdering::Relaxed) + 1;
             self.cycle.store(cycle, AtomicOrdering::Release);
-            return Some(Some(item));
+            return Some(Some((item, flight, cycle)));
         }
+    }
+
+    /// Ends `flight` of `key`, if it is still the key's current flight.
+    pub(crate) fn end_flight(&self, key: &K, flight: u64) {
+        let mut hot = lock(&self.hot);
+        if hot.active.in_flight.is_current(key, flight) {
+            hot.active.in_flight.done(key);
+        }
+    }
+
+    /// Takes back a popped item whose attempt failed (see
+    /// [`SchedulingQueue::add_unschedulable_if_not_present`]). `flight` is the item's flight if
+    /// it was popped from this queue; only that flight ends, never a later one of the same key.
+    /// With `only_in_flight` (a guard dropped without a verdict), an item whose flight already
+    /// ended (by `done` of its key, or on shutdown) is not queued again.
+    ///
+    /// [`SchedulingQueue::add_unschedulable_if_not_present`]: super::SchedulingQueue::add_unschedulable_if_not_present
+    pub(crate) fn hand_back(
+        &self,
+        mut item: QueuedItem<K, T>,
+        flight: Option<u64>,
+        cycle: u64,
+        only_in_flight: bool,
+    ) -> Result<(), AlreadyQueuedError<K, T>> {
+        let now = self.clock.now();
+        let mut main = lock(&self.main);
+        let events = {
+            let mut hot = lock(&self.hot);
+            let key = &item.key;
+            let current = flight.is_some_and(|f| hot.active.in_flight.is_current(key, f));
+            if !current && only_in_flight {
+                return Ok(());
+            }
+            let events = if current {
+                let events = hot.active.in_flight.events_for(key);
+                hot.active.in_flight.done(key);
+                events
+            } else {
+                None
+            };
+            if hot.active.heap.contains_key(key)
+                || hot.backoff.contains_key(key)
+                || main.unschedulable.contains_key(key)
+            {
+                return Err(AlreadyQueuedError(item));
+            }
+            events
+        };
+        let errored = item.has_no_rejectors();
+        let inner = item.inner_mut();
+        if errored {
+            inner.consecutive_errors = inner.consecutive_errors.saturating_add(1);
+        } else {
+            inner.unschedulable_count = inner.unschedulable_count.saturating_add(1);
+            inner.consecutive_errors = 0;
+        }
+        item.set_timestamp(now);
+        item.seq = self.next_seq();
+        let strategy = if errored {
+            Strategy::AfterBackoff
+        } else if let Some(events) = events {
+            replay(&self.hooks, &item, &events)
+        } else if main.move_request_cycle.is_some_and(|m| m >= cycle) {
+            Strategy::AfterBackoff
+        } else {
+            Strategy::Skip
+        };
+        let dest = self.prepare(item, strategy, now, true);
+        let mut wake = Wake::default();
+        self.commit(&mut main, &mut lock(&self.hot), dest, now, &mut wake);
+        drop(main);
+        self.wake(wake);
+        Ok(())
     }
 
     /// Moves the unschedulable items `select` picks out, in one pass: `select` gives the
@@ -480,7 +559,7 @@ where
         lock(&self.hot).backoff.next_expiry()
     }
 
-    pub(crate) fn close(&self) {
+    pub(crate) fn shut_down(&self) {
         let mut hot = lock(&self.hot);
         hot.closed = true;
         hot.active.in_flight.clear();
@@ -490,8 +569,24 @@ where
     }
 }
 
+/// The strongest strategy the recorded `events` give `item` (stops at "immediately").
+fn replay<K: PartialEq, T>(
+    hooks: &Hooks<K, T>,
+    item: &QueuedItem<K, T>,
+    events: &[(ClusterEvent, Option<K>)],
+) -> Strategy {
+    let mut best = Strategy::Skip;
+    for (event, target) in events {
+        best = best.max(hooks.strategy(item, event, target.as_ref()));
+        if best == Strategy::Immediately {
+            break;
+        }
+    }
+    best
+}
+
 /// The background loop: a `select!` shell around the two flush steps. It holds only a `Weak`
-/// to the state, and ends on `close` or when the last handle drops (the state's drop guard
+/// to the state, and ends on `shut_down` or when the last handle drops (the state's drop guard
 /// cancels the token). It starts lazily (see [`Shared::ensure_flush_task`]), so a queue can be
 /// built outside a runtime and outlive the runtime of its first loop.
 pub(crate) fn flush_starter<K, T, C>(weak: Weak<Shared<K, T, C>>) -> FlushStarter

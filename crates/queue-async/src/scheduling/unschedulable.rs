@@ -3,7 +3,7 @@
 //! # Layout
 //!
 //! The items live in a dense vector, in insertion order, each with its key's hash, and a hash
-//! table finds an item's position by that hash. (Until 2026-11 this was a hash map of items.)
+//! table finds an item's position by that hash.
 //! A move scans the vector in order: items queued in the order of their timestamps reach the
 //! backoff heap in that order, so each insertion stays at the bottom of the heap, where a scan in
 //! hash order sifted about half of them up. A taken item leaves a hole, closed when the scan

@@ -463,6 +463,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             .field("len", &state.machine.len())
             .field("processing", &state.machine.processing_len())
             .field("waiting", &state.timers.len())
+            .field("streams_waiting", &state.streams_waiting)
             .field("shutting_down", &state.machine.is_shut_down())
             .finish()
     }
