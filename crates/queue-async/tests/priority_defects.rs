@@ -1,6 +1,6 @@
-//! The priority queue against controller-runtime's where they once differed: depth by priority,
-//! aging through a raise, one done per hand-out, and the choices made where this queue differs
-//! from controller-runtime's on purpose (paused time, every wait bounded).
+//! Depth by priority through raises, aging through a raise, one done per hand-out, and where the
+//! priority queue follows or departs from controller-runtime's (paused time, every wait
+//! bounded).
 
 use std::collections::{HashSet, VecDeque};
 use std::ops::Deref;
@@ -104,7 +104,7 @@ async fn depth_follows_a_delayed_higher_priority_add_of_a_key_re_added_while_pro
     assert!(depth(&m).iter().all(|&(_, d)| d == 0), "{:?}", depth(&m));
 }
 
-/// The repro on either queue: a `done` for a key held by an item, then the item's drop.
+/// On either queue: the queue's `done` for a key held by an item, then the item's drop.
 async fn one_done_per_hand_out<T: Deref<Target = &'static str>>(
     add: impl Fn(),
     next: impl AsyncFn() -> Option<T>,
