@@ -325,3 +325,23 @@ impl MetricsProvider for PrometheusMetrics {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_names_the_types_only() {
+        let metrics = PrometheusMetrics::register(&mut Registry::default());
+        assert_eq!(format!("{metrics:?}"), "PrometheusMetrics { .. }");
+        assert_eq!(format!("{:?}", Families::default()), "Families { .. }");
+    }
+
+    #[test]
+    fn the_bounds_are_gos_products() {
+        let bounds = go_exponential_buckets(1e-6, 10.0, 10);
+        assert_eq!(bounds.len(), 10);
+        assert_eq!((bounds[0], bounds[5], bounds[9]), (1e-6, 0.1, 1000.0));
+        assert_eq!(bounds[1], 1e-6 * 10.0, "one product per step, not 1e-5");
+    }
+}
