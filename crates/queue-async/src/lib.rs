@@ -38,7 +38,8 @@
 //! ## Vocabulary
 //!
 //! Every queue speaks client-go's verbs: `add`, `add_after`, `add_rate_limited`, `get`, `done`,
-//! `forget`, `num_requeues`, `len`, `shut_down`, `shut_down_with_drain`, `is_shutting_down`. An
+//! `forget`, `num_requeues`, `len`, `shut_down`, `shut_down_with_drain`, `is_shutting_down` (the
+//! scheduling queue: `add`, `pop`, `done`, `shut_down`, `is_shutting_down`). On every queue an
 //! add after shutdown is refused with [`ShutDownError`], which hands the key back. A key handed
 //! out is an [`Item`] guard: `done`, `forget` (success), `requeue_rate_limited` (failure),
 //! `requeue_after`, `requeue`, or `into_key` (the caller then owes `done`). Builders are named
@@ -78,7 +79,8 @@
 //!
 //! ## Background tasks
 //!
-//! The delay task and the metrics ticker share one lifecycle: a task starts when first needed,
+//! The delay task, the metrics ticker and the scheduling queue's flush loop share one
+//! lifecycle: a task starts when first needed,
 //! on the calling runtime (from a plain thread, on the queue's last runtime); it holds the
 //! queue's state weakly, so it ends when the last handle is dropped, and shutdown stops it. If
 //! its runtime shuts down while the queue lives on, the next caller that needs it starts it
@@ -86,8 +88,9 @@
 //!
 //! ## Wake-ups
 //!
-//! `get` is a named future, [`Get`], around one wait loop (the multi-consumer pattern of
-//! tokio's `Notify`): look for a key; if none, enable a `Notified`, look again, then await it.
+//! `get` is a named future, [`Get`], around one wait loop, which the scheduling queue's
+//! [`pop`](SchedulingQueue::pop) runs too (the multi-consumer pattern of tokio's `Notify`):
+//! look for a key; if none, enable a `Notified`, look again, then await it.
 //! A key leaves the queue only in the `poll` that returns it, so dropping the future loses
 //! nothing. Each key queued wakes one waiting `get` (`notify_one`); a `get` dropped with a
 //! wake-up it did not use passes it to the next waiter. A [`WorkQueue::stream`] waits on its
