@@ -125,11 +125,33 @@ where
     }
 
     /// Takes the key out without marking it done: the caller must call the queue's `done` with
-    /// it, or the key is never handed out again (client-go's contract).
+    /// it, once, or the key is never handed out again (client-go's contract).
+    ///
+    /// The queue's `done` ends only such a hand-out: while an item holds its key, the item
+    /// alone ends the hand-out, so a stray `done` cannot end it, nor a later hand-out of the
+    /// same key to another worker. A second `done` for a key taken out may still end a later
+    /// hand-out of that key that was also taken out: the key is all it names.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = queue_async::WorkQueue::new();
+    /// queue.add("a").unwrap();
+    /// let key = queue.get().await.unwrap().into_key();
+    /// assert_eq!(queue.processing_len(), 1);
+    /// queue.done(&key);
+    /// assert_eq!(queue.processing_len(), 0);
+    /// # }
+    /// ```
     pub fn into_key(mut self) -> K {
-        self.key
+        let key = self
+            .key
             .take()
-            .expect("the key is present until the item is consumed")
+            .expect("the key is present until the item is consumed");
+        self.queue.detach(&key);
+        key
     }
 }
 
@@ -177,7 +199,7 @@ where
                 // The worker panicked holding the key: a failure, retried rate limited.
                 self.queue.requeue_after_panic(key, self.p);
             } else {
-                self.queue.done(&key);
+                self.queue.done_item(&key);
             }
         }
     }

@@ -42,7 +42,9 @@
 //! scheduling queue: `add`, `pop`, `done`, `shut_down`, `is_shutting_down`). On every queue an
 //! add after shutdown is refused with [`ShutDownError`], which hands the key back. A key handed
 //! out is an [`Item`] guard: `done`, `forget` (success), `requeue_rate_limited` (failure),
-//! `requeue_after`, `requeue`, or `into_key` (the caller then owes `done`). Builders are named
+//! `requeue_after`, `requeue`, or `into_key` (the caller then owes `done`). The queue's `done`
+//! ends only a hand-out taken out with `into_key`: an item's hand-out is ended by the item alone,
+//! so a stray `done` never ends another worker's hand-out of the key. Builders are named
 //! after their queue ([`WorkQueueBuilder`], [`PriorityQueueBuilder`]).
 //!
 //! ## The state of a key

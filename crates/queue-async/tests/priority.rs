@@ -395,7 +395,8 @@ impl Model {
         }
     }
     fn add_after(&mut self, k: u8, p: i32, d: u64) {
-        if self.ready.contains_key(&k) {
+        // Absorbed by a key that will be handed out without it: ready, or dirty while processing.
+        if self.ready.contains_key(&k) || matches!(self.processing.get(&k), Some(Some(_))) {
             return self.add(k, p);
         }
         let deadline = self.now + d;

@@ -1,5 +1,7 @@
-//! The Prometheus text exposition after client-go's metrics sequence: names, labels, values.
+//! The Prometheus text exposition: client-go's metrics sequence, and every family checked
+//! against component-base's definitions.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
@@ -82,15 +84,6 @@ async fn the_text_exposition_after_client_gos_sequence() {
         line(&text, "workqueue_retries_total{"),
         r#"workqueue_retries_total{name="test"} 1"#
     );
-    // client-go's help texts, so existing dashboards and alerts read them unchanged.
-    assert!(text.contains("# HELP workqueue_depth Current depth of workqueue."));
-    assert!(text.contains(
-        "# HELP workqueue_queue_duration_seconds How long in seconds an item stays in workqueue before being requested."
-    ));
-    assert!(
-        text.contains(r#"workqueue_queue_duration_seconds_bucket{le="0.000001",name="test"}"#)
-            || text.contains(r#"workqueue_queue_duration_seconds_bucket{le="1e-6",name="test"}"#)
-    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -117,4 +110,280 @@ async fn priority_depth_is_labelled_and_capped() {
     }
     let text = scrape(&registry);
     assert!(text.contains(r#"workqueue_depth{name="pq",priority="exceeded_cardinality_limit"} 0"#));
+}
+
+/// One metric family as `k8s.io/component-base/metrics/prometheus/workqueue/metrics.go` defines
+/// it (subsystem `workqueue`, label `name`), transcribed.
+struct Definition {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    /// Whether it has component-base's `ExponentialBuckets(10e-7, 10, 10)`.
+    histogram: bool,
+}
+
+const COMPONENT_BASE: [Definition; 7] = [
+    Definition {
+        name: "workqueue_depth",
+        kind: "gauge",
+        help: "Current depth of workqueue",
+        histogram: false,
+    },
+    Definition {
+        name: "workqueue_adds_total",
+        kind: "counter",
+        help: "Total number of adds handled by workqueue",
+        histogram: false,
+    },
+    Definition {
+        name: "workqueue_queue_duration_seconds",
+        kind: "histogram",
+        help: "How long in seconds an item stays in workqueue before being requested.",
+        histogram: true,
+    },
+    Definition {
+        name: "workqueue_work_duration_seconds",
+        kind: "histogram",
+        help: "How long in seconds processing an item from workqueue takes.",
+        histogram: true,
+    },
+    Definition {
+        name: "workqueue_unfinished_work_seconds",
+        kind: "gauge",
+        help: concat!(
+            "How many seconds of work has done that ",
+            "is in progress and hasn't been observed by work_duration. Large ",
+            "values indicate stuck threads. One can deduce the number of stuck ",
+            "threads by observing the rate at which this increases."
+        ),
+        histogram: false,
+    },
+    Definition {
+        name: "workqueue_longest_running_processor_seconds",
+        kind: "gauge",
+        help: concat!(
+            "How many seconds has the longest running ",
+            "processor for workqueue been running."
+        ),
+        histogram: false,
+    },
+    Definition {
+        name: "workqueue_retries_total",
+        kind: "counter",
+        help: "Total number of retries handled by workqueue",
+        histogram: false,
+    },
+];
+
+/// client_golang's `ExponentialBuckets`, step by step as Go runs it.
+fn go_exponential_buckets(mut start: f64, factor: f64, count: usize) -> Vec<f64> {
+    let mut out = Vec::new();
+    for _ in 0..count {
+        out.push(start);
+        start *= factor;
+    }
+    out
+}
+
+/// One family of the exposition: its HELP and TYPE, and each sample's name and labels.
+#[derive(Debug, Default)]
+struct Scraped {
+    help: Option<String>,
+    kind: Option<String>,
+    samples: Vec<(String, BTreeMap<String, String>)>,
+}
+
+fn parse_labels(body: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    for pair in body.split("\",") {
+        if pair.is_empty() {
+            continue;
+        }
+        let (k, v) = pair.split_once("=\"").expect("label=\"value\"");
+        labels.insert(k.to_owned(), v.trim_end_matches('"').to_owned());
+    }
+    labels
+}
+
+/// The exposition by family name, as Prometheus reads it (OpenMetrics names a counter's family
+/// without `_total`; its samples carry it).
+fn families(text: &str) -> BTreeMap<String, Scraped> {
+    let mut out: BTreeMap<String, Scraped> = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap();
+            out.entry(name.to_owned()).or_default().help = Some(help.to_owned());
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            out.entry(name.to_owned()).or_default().kind = Some(kind.to_owned());
+        } else if line.starts_with('#') {
+            assert_eq!(line, "# EOF", "no other comment lines");
+        } else {
+            let (series, _value) = line.rsplit_once(' ').unwrap();
+            let (name, labels) = match series.split_once('{') {
+                Some((name, body)) => (name, parse_labels(body.trim_end_matches('}'))),
+                None => (series, BTreeMap::new()),
+            };
+            let family = out
+                .keys()
+                .filter(|f| name.starts_with(f.as_str()))
+                .max_by_key(|f| f.len())
+                .unwrap_or_else(|| panic!("sample {name} before its family"))
+                .clone();
+            out.get_mut(&family)
+                .unwrap()
+                .samples
+                .push((name.to_owned(), labels));
+        }
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_family_is_component_bases_definition() {
+    let mut registry = Registry::default();
+    let metrics = PrometheusMetrics::register(&mut registry);
+    let queue: WorkQueue<&str> = WorkQueue::builder()
+        .name("wq")
+        .metrics(metrics.clone())
+        .build();
+    let priority: PriorityQueue<&str> =
+        PriorityQueue::builder().name("pq").metrics(metrics).build();
+    // Every series gets a value: an add, a get, a done, a retry, a gauge refresh.
+    queue.add("a").unwrap();
+    queue.get().await.unwrap().requeue_rate_limited().unwrap();
+    priority.add_with_priority("b", 3).unwrap();
+    let _held = priority.get().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+
+    let text = scrape(&registry);
+    let scraped = families(&text);
+    let expected_families: BTreeSet<String> = COMPONENT_BASE
+        .iter()
+        .map(|d| d.name.trim_end_matches("_total").to_owned())
+        .collect();
+    assert_eq!(
+        scraped.keys().cloned().collect::<BTreeSet<_>>(),
+        expected_families,
+        "exactly the seven families\n{text}"
+    );
+    let mut bounds: Vec<String> = go_exponential_buckets(10e-7, 10.0, 10)
+        .into_iter()
+        .map(|b| b.to_bits().to_string())
+        .collect();
+    bounds.push("+Inf".to_owned());
+
+    for def in &COMPONENT_BASE {
+        let family = &scraped[def.name.trim_end_matches("_total")];
+        assert_eq!(family.help.as_deref(), Some(def.help), "{}: help", def.name);
+        assert_eq!(family.kind.as_deref(), Some(def.kind), "{}: type", def.name);
+        assert!(
+            !family.samples.is_empty(),
+            "{}: no samples\n{text}",
+            def.name
+        );
+        for (sample, labels) in &family.samples {
+            let suffix = &sample[def.name.trim_end_matches("_total").len()..];
+            let allowed: &[&str] = match def.kind {
+                "counter" => &["_total"],
+                "histogram" => &["_sum", "_count", "_bucket"],
+                _ => &[""],
+            };
+            assert!(allowed.contains(&suffix), "{}: sample {sample}", def.name);
+            let mut names: BTreeSet<&str> = labels.keys().map(String::as_str).collect();
+            assert!(names.remove("name"), "{sample}: the name label");
+            if suffix == "_bucket" {
+                assert!(names.remove("le"), "{sample}: le");
+            }
+            if def.name == "workqueue_depth" && labels["name"] == "pq" {
+                // controller-runtime's extra label on a priority queue's depth.
+                assert!(names.remove("priority"), "{sample}: priority");
+            }
+            assert!(names.is_empty(), "{sample}: unexpected labels {names:?}");
+        }
+        if def.histogram {
+            for queue_name in ["wq", "pq"] {
+                let les: Vec<String> = family
+                    .samples
+                    .iter()
+                    .filter(|(s, l)| s.ends_with("_bucket") && l["name"] == queue_name)
+                    .map(|(_, l)| match l["le"].as_str() {
+                        "+Inf" => "+Inf".to_owned(),
+                        le => le.parse::<f64>().unwrap().to_bits().to_string(),
+                    })
+                    .collect();
+                assert_eq!(les, bounds, "{}: the bounds are Go's floats", def.name);
+            }
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_observation_of_exactly_a_bound_counts_in_its_bucket() {
+    let mut registry = Registry::default();
+    let metrics = PrometheusMetrics::register(&mut registry);
+    let queue: WorkQueue<&str> = WorkQueue::builder().name("q").metrics(metrics).build();
+    queue.add("a").unwrap();
+    advance(Duration::from_millis(100)).await;
+    let _item = queue.get().await.unwrap();
+    let text = scrape(&registry);
+    assert_eq!(
+        line(
+            &text,
+            r#"workqueue_queue_duration_seconds_bucket{le="0.01","#
+        ),
+        r#"workqueue_queue_duration_seconds_bucket{le="0.01",name="q"} 0"#
+    );
+    assert_eq!(
+        line(
+            &text,
+            r#"workqueue_queue_duration_seconds_bucket{le="0.1","#
+        ),
+        r#"workqueue_queue_duration_seconds_bucket{le="0.1",name="q"} 1"#,
+        "0.1 s is in le=0.1, as in Go\n{text}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn unfinished_work_is_zero_once_every_item_is_done() {
+    let mut registry = Registry::default();
+    let metrics = PrometheusMetrics::register(&mut registry);
+    let queue: WorkQueue<&str> = WorkQueue::builder().name("q").metrics(metrics).build();
+    queue.add("a").unwrap();
+    queue.add("b").unwrap();
+    let a = queue.get().await.unwrap();
+    let b = queue.get().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let gauges = |text: &str| {
+        (
+            line(text, "workqueue_unfinished_work_seconds{").to_owned(),
+            line(text, "workqueue_longest_running_processor_seconds{").to_owned(),
+        )
+    };
+    let text = scrape(&registry);
+    assert_eq!(
+        gauges(&text),
+        (
+            r#"workqueue_unfinished_work_seconds{name="q"} 1.0"#.to_owned(),
+            r#"workqueue_longest_running_processor_seconds{name="q"} 0.5"#.to_owned()
+        )
+    );
+    // Shut down: no refresh comes any more, yet the gauges follow the last done.
+    queue.shut_down();
+    a.done();
+    let text = scrape(&registry);
+    assert_eq!(
+        line(&text, "workqueue_unfinished_work_seconds{"),
+        r#"workqueue_unfinished_work_seconds{name="q"} 1.0"#,
+        "one item still in progress"
+    );
+    b.done();
+    let text = scrape(&registry);
+    assert_eq!(
+        gauges(&text),
+        (
+            r#"workqueue_unfinished_work_seconds{name="q"} 0.0"#.to_owned(),
+            r#"workqueue_longest_running_processor_seconds{name="q"} 0.0"#.to_owned()
+        )
+    );
 }

@@ -13,9 +13,12 @@ use crate::{Compare, KeyedHeap, PopOutcome};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Rank {
     priority: i32,
-    /// Higher pops first: the priority, or with aging `priority · interval − enqueue time`.
+    /// When the key became dirty (ready, or re-added while processing): its age under aging
+    /// counts from here, and a raise keeps it.
+    since: u64,
+    /// Higher pops first: the priority, or with aging `priority · interval − since`.
     score: i128,
-    /// Ties pop in the order they were queued.
+    /// Ties pop in the order they were queued or last raised.
     seq: u64,
 }
 
@@ -33,7 +36,9 @@ impl Compare<Rank> for ByRank {
 pub enum PriorityAdd<K> {
     /// The key is now ready at this priority: one waiting getter can be woken.
     Queued,
-    /// The key was ready at a lower priority: it moved to the back of its new priority.
+    /// The key was dirty (ready, or re-added while processing) at a lower priority: it now has
+    /// this one, and goes behind the keys that rank as it does (without aging: to the back of
+    /// its new priority). It keeps its age.
     Raised {
         /// The priority it had.
         from: i32,
@@ -73,7 +78,9 @@ pub enum PriorityDone {
 /// **Aging** (off by default) keeps low priorities from starving: with an interval `I`, a key
 /// that has been ready for `d` ranks as if its priority were `priority + d / I`. Because every
 /// ready key ages at the same rate, this is the fixed score `priority · I − enqueue time`, so the
-/// heap order never has to be revisited: O(log n) per operation as without aging.
+/// heap order never has to be revisited: O(log n) per operation as without aging. A raise keeps
+/// the enqueue time (`d` counts from the add that made the key ready, or, for a key re-added
+/// while processing, from that re-add), so raising a key never makes it wait longer.
 ///
 /// # Examples
 ///
@@ -128,14 +135,16 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
         }
     }
 
-    fn rank(&mut self, priority: i32, now_nanos: u64) -> Rank {
+    /// The rank of a key at `priority`, dirty since `since`, queued or raised now.
+    fn rank(&mut self, priority: i32, since: u64) -> Rank {
         self.seq += 1;
         let score = match self.aging_nanos {
             None => i128::from(priority),
-            Some(interval) => i128::from(priority) * i128::from(interval) - i128::from(now_nanos),
+            Some(interval) => i128::from(priority) * i128::from(interval) - i128::from(since),
         };
         Rank {
             priority,
+            since,
             score,
             seq: self.seq,
         }
@@ -193,22 +202,34 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     /// The outcome of adding a key that is processing or ready; `None` if it is neither.
     fn add_present(&mut self, key: &K, priority: i32, now_nanos: u64) -> Option<PriorityAdd<K>> {
         if let Some(dirty) = self.processing.get(key).copied() {
-            let newly_dirty = dirty.is_none();
-            if dirty.is_none_or(|r| priority > r.priority) {
-                let rank = self.rank(priority, now_nanos);
-                if let Some(slot) = self.processing.get_mut(key) {
-                    *slot = Some(rank);
+            let outcome = match dirty {
+                None => {
+                    let rank = self.rank(priority, now_nanos);
+                    Some((rank, PriorityAdd::Deferred { newly_dirty: true }))
                 }
+                Some(old) if priority > old.priority => {
+                    let rank = self.rank(priority, old.since);
+                    Some((rank, PriorityAdd::Raised { from: old.priority }))
+                }
+                Some(_) => None,
+            };
+            let Some((rank, outcome)) = outcome else {
+                return Some(PriorityAdd::Deferred { newly_dirty: false });
+            };
+            if let Some(slot) = self.processing.get_mut(key) {
+                *slot = Some(rank);
             }
-            return Some(PriorityAdd::Deferred { newly_dirty });
+            return Some(outcome);
         }
-        let current = self.ready.get(key)?.priority;
-        if priority <= current {
+        let current = *self.ready.get(key)?;
+        if priority <= current.priority {
             return Some(PriorityAdd::Coalesced);
         }
-        let rank = self.rank(priority, now_nanos);
+        let rank = self.rank(priority, current.since);
         self.ready.update(key, |r| *r = rank);
-        Some(PriorityAdd::Raised { from: current })
+        Some(PriorityAdd::Raised {
+            from: current.priority,
+        })
     }
 
     /// Hands out the best ready key with its priority; it is processing until [`done`](Self::done).
@@ -259,8 +280,35 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     }
 
     /// The priority of a ready key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut state = queue_core::PriorityState::new(None);
+    /// state.add("a", 2, 0);
+    /// assert_eq!(state.ready_priority(&"a"), Some(2));
+    /// assert_eq!(state.ready_priority(&"b"), None);
+    /// ```
     pub fn ready_priority(&self, key: &K) -> Option<i32> {
         self.ready.get(key).map(|r| r.priority)
+    }
+
+    /// Whether `key` is dirty: ready, or being processed and re-added meanwhile (so it will be
+    /// handed out again without another add).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut state = queue_core::PriorityState::new(None);
+    /// state.add("a", 0, 0);
+    /// assert!(state.is_dirty(&"a"));
+    /// state.pop();
+    /// assert!(!state.is_dirty(&"a")); // processing only
+    /// state.add("a", 0, 1);
+    /// assert!(state.is_dirty(&"a")); // processing and re-added
+    /// ```
+    pub fn is_dirty(&self, key: &K) -> bool {
+        self.ready.get(key).is_some() || matches!(self.processing.get(key), Some(Some(_)))
     }
 
     /// Refuses adds from now on; ready keys can still be popped. Returns whether this call did it.
@@ -364,13 +412,236 @@ mod tests {
     }
 
     #[test]
+    fn a_raise_keeps_the_age_of_the_first_add() {
+        // Interval 100 ms: `old` ready 900 ms at priority 0, raised to 1, ranks 1 + 9 = 10;
+        // `fresh` at 5 ranks 5.
+        let ms = 1_000_000;
+        let mut s = PriorityState::new(Some(100 * ms));
+        s.add("old", 0, 0);
+        assert_eq!(s.add("old", 1, 900 * ms), PriorityAdd::Raised { from: 0 });
+        s.add("fresh", 5, 900 * ms);
+        assert_eq!(pop_all(&mut s), [("old", 1), ("fresh", 5)]);
+    }
+
+    #[test]
+    fn a_dirty_processing_key_raised_keeps_its_re_add_age() {
+        let ms = 1_000_000;
+        let mut s = PriorityState::new(Some(100 * ms));
+        s.add("k", 0, 0);
+        assert_eq!(s.pop(), PopOutcome::Item(("k", 0)));
+        assert_eq!(
+            s.add("k", 0, 100 * ms),
+            PriorityAdd::Deferred { newly_dirty: true }
+        );
+        // Raised while processing: reported as a raise (the depth moves), age from the re-add.
+        assert_eq!(s.add("k", 1, 1000 * ms), PriorityAdd::Raised { from: 0 });
+        assert_eq!(
+            s.add("k", 1, 1000 * ms),
+            PriorityAdd::Deferred { newly_dirty: false }
+        );
+        assert_eq!(s.done(&"k", 1000 * ms), PriorityDone::Requeued(1));
+        s.add("fresh", 5, 1000 * ms); // 5 against 1 + 9
+        assert_eq!(pop_all(&mut s), [("k", 1), ("fresh", 5)]);
+    }
+
+    #[test]
+    fn dirty_means_ready_or_re_added_while_processing() {
+        let mut s = PriorityState::new(None);
+        assert!(!s.is_dirty(&"a"));
+        s.add("a", 0, 0);
+        assert!(s.is_dirty(&"a"));
+        s.pop();
+        assert!(!s.is_dirty(&"a"));
+        s.add("a", 0, 0);
+        assert!(s.is_dirty(&"a"));
+        s.done(&"a", 0);
+        assert!(s.is_dirty(&"a"));
+        s.pop();
+        s.done(&"a", 0);
+        assert!(!s.is_dirty(&"a"));
+    }
+
+    #[test]
     fn shut_down_refuses_adds_and_drains() {
         let mut s = PriorityState::new(None);
         s.add("a", 0, 0);
+        assert!(!s.is_shut_down());
         assert!(s.shut_down());
+        assert!(s.is_shut_down());
         assert!(!s.shut_down());
+        assert_eq!(
+            format!("{s:?}"),
+            "PriorityState { ready: 1, processing: 0, aging_nanos: None, shut_down: true }"
+        );
         assert_eq!(s.add("b", 0, 0), PriorityAdd::Refused("b"));
         assert_eq!(s.pop(), PopOutcome::Item(("a", 0)));
         assert_eq!(s.pop(), PopOutcome::ShutDown);
+    }
+
+    mod model {
+        //! The state against a naive model: a list of entries ranked by
+        //! `priority · interval − since` (or the priority), ties by the order of their last
+        //! queue or raise; seeded, persisted failures replayed first.
+
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
+
+        use super::super::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Add(u8, i8),
+            Pop,
+            Done(u8),
+            Advance(u8),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                5 => (0u8..6, -2i8..4).prop_map(|(k, p)| Op::Add(k, p)),
+                3 => Just(Op::Pop),
+                2 => (0u8..6).prop_map(Op::Done),
+                2 => (0u8..20).prop_map(Op::Advance),
+            ]
+        }
+
+        /// One dirty key of the model: priority, dirty since, order of its last queue/raise.
+        #[derive(Debug, Clone, Copy)]
+        struct Entry {
+            p: i32,
+            since: u64,
+            seq: u64,
+        }
+
+        #[derive(Default)]
+        struct Model {
+            ready: Vec<(u8, Entry)>,
+            processing: Vec<(u8, Option<Entry>)>,
+            seq: u64,
+        }
+
+        impl Model {
+            fn score(e: &Entry, interval: Option<u64>) -> i128 {
+                match interval {
+                    None => i128::from(e.p),
+                    Some(i) => i128::from(e.p) * i128::from(i) - i128::from(e.since),
+                }
+            }
+
+            fn add(&mut self, k: u8, p: i32, now: u64) {
+                self.seq += 1;
+                let seq = self.seq;
+                if let Some((_, dirty)) = self.processing.iter_mut().find(|(x, _)| *x == k) {
+                    match dirty {
+                        None => *dirty = Some(Entry { p, since: now, seq }),
+                        Some(e) if p > e.p => {
+                            *e = Entry {
+                                p,
+                                since: e.since,
+                                seq,
+                            }
+                        }
+                        Some(_) => {}
+                    }
+                } else if let Some((_, e)) = self.ready.iter_mut().find(|(x, _)| *x == k) {
+                    if p > e.p {
+                        *e = Entry {
+                            p,
+                            since: e.since,
+                            seq,
+                        };
+                    }
+                } else {
+                    self.ready.push((k, Entry { p, since: now, seq }));
+                }
+            }
+
+            fn pop(&mut self, interval: Option<u64>) -> Option<(u8, i32)> {
+                let best = (0..self.ready.len()).max_by(|&a, &b| {
+                    let (ea, eb) = (&self.ready[a].1, &self.ready[b].1);
+                    Self::score(ea, interval)
+                        .cmp(&Self::score(eb, interval))
+                        .then(eb.seq.cmp(&ea.seq))
+                })?;
+                let (k, e) = self.ready.remove(best);
+                self.processing.push((k, None));
+                Some((k, e.p))
+            }
+
+            fn done(&mut self, k: u8) {
+                if let Some(i) = self.processing.iter().position(|(x, _)| *x == k)
+                    && let (k, Some(e)) = self.processing.remove(i)
+                {
+                    self.ready.push((k, e));
+                }
+            }
+        }
+
+        fn run(interval: Option<u64>, ops: &[Op]) -> Result<(), TestCaseError> {
+            let mut state = PriorityState::new(interval);
+            let mut model = Model::default();
+            let mut now = 0u64;
+            for op in ops {
+                match *op {
+                    Op::Add(k, p) => {
+                        state.add(k, i32::from(p), now);
+                        model.add(k, i32::from(p), now);
+                    }
+                    Op::Pop => {
+                        let got = match state.pop() {
+                            PopOutcome::Item(x) => Some(x),
+                            _ => None,
+                        };
+                        prop_assert_eq!(got, model.pop(interval));
+                    }
+                    Op::Done(k) => {
+                        state.done(&k, now);
+                        model.done(k);
+                    }
+                    Op::Advance(d) => now += u64::from(d) * 10,
+                }
+                prop_assert_eq!(state.len(), model.ready.len());
+                prop_assert_eq!(state.is_empty(), model.ready.is_empty());
+                prop_assert_eq!(state.processing_len(), model.processing.len());
+                prop_assert_eq!(
+                    state.is_idle(),
+                    model.ready.is_empty() && model.processing.is_empty()
+                );
+                for k in 0..6 {
+                    let ready = model.ready.iter().find(|(x, _)| *x == k).map(|(_, e)| e.p);
+                    prop_assert_eq!(state.ready_priority(&k), ready);
+                    let dirty = ready.is_some()
+                        || model.processing.iter().any(|(x, d)| *x == k && d.is_some());
+                    prop_assert_eq!(state.is_dirty(&k), dirty);
+                }
+            }
+            Ok(())
+        }
+
+        fn config() -> Config {
+            Config {
+                cases: 2_000,
+                rng_seed: RngSeed::Fixed(0x5eed_0a9e),
+                failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+                    "proptest-regressions/priority_state.txt",
+                ))),
+                ..Config::default()
+            }
+        }
+
+        proptest! {
+            #![proptest_config(config())]
+
+            #[test]
+            fn matches_the_model_without_aging(ops in prop::collection::vec(op(), 0..60)) {
+                run(None, &ops)?;
+            }
+
+            #[test]
+            fn matches_the_model_with_aging(ops in prop::collection::vec(op(), 0..60)) {
+                // Interval 30: an `Advance` of up to 190 is several priorities of age.
+                run(Some(30), &ops)?;
+            }
+        }
     }
 }

@@ -10,9 +10,9 @@
 //! | adds | [`CounterMetric`] | +1 whenever depth is incremented |
 //! | queue duration | [`HistogramMetric`] (seconds) | from the add that made the key dirty to the `get` that hands it out |
 //! | work duration | [`HistogramMetric`] (seconds) | from the `get` to the matching `done` |
-//! | unfinished work | [`SettableGaugeMetric`] (seconds) | sum of the ages of the items being processed, refreshed periodically |
-//! | longest running processor | [`SettableGaugeMetric`] (seconds) | age of the oldest item being processed, refreshed periodically |
-//! | retries | [`CounterMetric`] | +1 for every delayed or rate-limited add that the queue accepts |
+//! | unfinished work | [`SettableGaugeMetric`] (seconds) | sum of the ages of the items being processed, refreshed periodically; 0 as soon as none is |
+//! | longest running processor | [`SettableGaugeMetric`] (seconds) | age of the oldest item being processed, refreshed periodically; 0 as soon as none is |
+//! | retries | [`CounterMetric`] | work queue: +1 for every delayed or rate-limited add that the queue accepts, a zero delay included (client-go's); priority queue: only those whose delay is above zero (controller-runtime's) |
 //!
 //! Depth therefore counts a key that is dirty while processing, so it can exceed the queue's
 //! `len()`, and the queue duration of such a key is measured from its re-add, not from when it is
@@ -343,6 +343,12 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
             e.handles
                 .work_duration
                 .observe(clock.now().saturating_duration_since(started).as_secs_f64());
+            if e.start_times.is_empty() {
+                // Nothing in progress: the gauges read 0 now rather than at the next refresh,
+                // which never comes once the queue is shut down.
+                e.handles.unfinished.set(0.0);
+                e.handles.longest.set(0.0);
+            }
         }
     }
 

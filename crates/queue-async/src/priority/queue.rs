@@ -69,14 +69,38 @@ impl AddOptions {
 /// no leaked tasks.
 ///
 /// De-duplication keeps the highest priority a key was added with and its earliest deadline; a
-/// raise moves a ready key to the back of its new priority; a priority never drops. A key that
-/// becomes ready after a delay queues by when it became ready. [`len`](Self::len) counts ready
-/// keys only.
+/// raise moves a ready key to the back of its new priority; a priority never drops. A delayed
+/// add of a key that will be handed out anyway (ready, or re-added while processing) is
+/// absorbed by it. A key that becomes ready after a delay queues by when it became ready; keys
+/// due at the same instant with the same priority, in the order of their first delayed add or
+/// last raise. [`len`](Self::len) counts ready keys only.
+///
+/// # Differences from controller-runtime's
+///
+/// Where a user would notice, this queue does as controller-runtime's (the absorbed delayed add
+/// above; the ties above; `workqueue_retries_total` counting only delays above zero; the depth
+/// of a key moving with its priority, also while a worker holds it). It differs on purpose in
+/// these:
+///
+/// - **A waiting key added now** queues as of now, behind keys added since its delayed add;
+///   controller-runtime keeps the counter of its delayed add and queues it ahead of them. Here
+///   the order among ready keys is always the order in which they became ready (as
+///   controller-runtime's own for a key whose delay ends), and aging counts from that moment: a
+///   key that was not ready has not waited.
+/// - **Shutdown** hands out the ready keys first (`get` returns `None` once none is left), as
+///   client-go's queues; controller-runtime's `get` returns at once.
+///   [`shut_down_with_drain`](Self::shut_down_with_drain) drains; controller-runtime's is a
+///   plain shutdown.
+/// - **Aging** is available (off by default, see below); controller-runtime has none.
+/// - **Options**: [`AddOptions`] has setters only, as `std::fs::OpenOptions`;
+///   [`add_with_priority`](Self::add_with_priority) is the short form for a priority alone.
 ///
 /// **Starvation** (kubernetes-sigs/controller-runtime#3496): under a steady stream of
 /// high-priority adds, low priorities may never be served. [`PriorityQueueBuilder::aging`] fixes it: with an
 /// interval `I`, a key ready for `d` ranks as if its priority were `priority + d / I`, so a key
-/// of priority `p` waits at most `(q − p) · I` behind keys of priority `q` that arrive after it.
+/// of priority `p` waits at most `(q − p) · I` behind keys of priority `q` that arrive after it. A
+/// raise keeps the key's age (`d` counts from the add that made it ready), so it never waits
+/// longer for being raised.
 /// The order stays a plain heap (every ready key ages at the same rate), O(log n) per operation.
 ///
 /// # Examples
@@ -432,7 +456,10 @@ where
 
     /// Marks `key` done: for keys taken out of an item with
     /// [`Item::into_key`](crate::Item::into_key). If the key was added while it was
-    /// processed, it is queued again now. A key that is not being processed is ignored.
+    /// processed, it is queued again now. Ignored for a key that is not being processed, was
+    /// done already, or is held by an [`Item`](crate::Item): an item's hand-out is ended by the
+    /// item alone, so a stray `done` never ends it or a later hand-out of the key to another
+    /// worker.
     ///
     /// # Examples
     ///

@@ -23,14 +23,21 @@ impl<K: Hash + Eq + Clone + Send + Sync> QueueKey for K {}
 pub trait Payload: Copy + Ord + Send + Sync + fmt::Debug + 'static {
     /// The state machine of a queue whose adds carry `Self`.
     type Machine<K: QueueKey>: Machine<K, P = Self>;
+    /// How keys due at one instant with one payload are ordered. `true`: by their add counter,
+    /// which a key's first delayed add and each raise of its payload set, and a deadline move
+    /// keeps (controller-runtime's priority queue). `false`: by the delayed add that set their
+    /// deadline (the work queue; client-go leaves such ties unordered).
+    const TIES_BY_ADD_COUNTER: bool;
 }
 
 impl Payload for () {
     type Machine<K: QueueKey> = WorkState<K>;
+    const TIES_BY_ADD_COUNTER: bool = false;
 }
 
 impl Payload for i32 {
     type Machine<K: QueueKey> = PriorityState<K>;
+    const TIES_BY_ADD_COUNTER: bool = true;
 }
 
 /// What an add did, for both state machines.
@@ -56,6 +63,9 @@ pub trait Machine<K>: Send {
     type P: Payload;
     /// Whether `now` must be read for adds and dones (priority aging).
     const NEEDS_TIME: bool;
+    /// Whether a delayed add with a zero delay counts as a retry: client-go's delaying queue
+    /// counts every `AddAfter`, controller-runtime's priority queue only delays above zero.
+    const ZERO_DELAY_IS_RETRY: bool;
     fn add(&mut self, key: K, p: Self::P, now: u64) -> Added<K>;
     /// [`add`](Machine::add) by reference, cloning the key only if the machine keeps it.
     fn add_ref(&mut self, key: &K, p: Self::P, now: u64) -> Added<K>;
@@ -66,8 +76,9 @@ pub trait Machine<K>: Send {
     fn len(&self) -> usize;
     fn processing_len(&self) -> usize;
     fn is_idle(&self) -> bool;
-    /// Whether a delayed add of `key` is absorbed because the key is ready now (the priority
-    /// queue's rule; the plain work queue always waits, as client-go's delaying queue).
+    /// Whether a delayed add of `key` is absorbed because the key will be handed out without
+    /// it: ready, or re-added while processing (the priority queue's rule, controller-runtime's;
+    /// the plain work queue always waits, as client-go's delaying queue).
     fn absorbs_delayed(&self, key: &K) -> bool;
     /// The priority label of the depth metric, if the queue has priorities.
     fn metric_priority(p: Self::P) -> Option<i32>;
@@ -99,6 +110,7 @@ impl<K> From<PriorityAdd<K>> for Added<K> {
 impl<K: QueueKey> Machine<K> for WorkState<K> {
     type P = ();
     const NEEDS_TIME: bool = false;
+    const ZERO_DELAY_IS_RETRY: bool = true;
     fn add(&mut self, key: K, (): (), _now: u64) -> Added<K> {
         WorkState::add(self, key).into()
     }
@@ -144,6 +156,7 @@ impl<K: QueueKey> Machine<K> for WorkState<K> {
 impl<K: QueueKey> Machine<K> for PriorityState<K> {
     type P = i32;
     const NEEDS_TIME: bool = true;
+    const ZERO_DELAY_IS_RETRY: bool = false;
     fn add(&mut self, key: K, p: i32, now: u64) -> Added<K> {
         PriorityState::add(self, key, p, now).into()
     }
@@ -175,7 +188,7 @@ impl<K: QueueKey> Machine<K> for PriorityState<K> {
         PriorityState::is_idle(self)
     }
     fn absorbs_delayed(&self, key: &K) -> bool {
-        self.ready_priority(key).is_some()
+        self.is_dirty(key)
     }
     fn metric_priority(p: i32) -> Option<i32> {
         Some(p)

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use hashbrown::HashSet;
 use parking_lot::{Mutex, MutexGuard};
 use queue_core::PopOutcome;
 use ratelimit::RateLimiter;
@@ -98,6 +99,10 @@ struct State<K: QueueKey, P: Payload> {
     draining: bool,
     /// Streams waiting for a key (each registered in `stream_wake`).
     streams_waiting: usize,
+    /// Keys handed out and taken out of their item with `into_key`: the only hand-outs the
+    /// handle's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
+    /// ends a later hand-out of the same key.
+    detached: HashSet<K>,
 }
 
 /// What to wake once the lock is released.
@@ -140,6 +145,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 metrics_task: BackgroundTask::default(),
                 draining: false,
                 streams_waiting: 0,
+                detached: HashSet::new(),
             }),
             get_wake: Notify::new(),
             stream_wake: Notify::new(),
@@ -208,7 +214,9 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             if state.machine.is_shut_down() {
                 return Err(ShutDownError(key));
             }
-            state.recorder.retry();
+            if !delay.is_zero() || <P::Machine<K> as Machine<K>>::ZERO_DELAY_IS_RETRY {
+                state.recorder.retry();
+            }
             if state.recorder.is_enabled() && state.metrics_task.running().is_none() {
                 self.start_metrics_task(state);
             }
@@ -338,25 +346,47 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         out
     }
 
-    /// Marks `key` done; queued again now if it was added while processing.
+    /// Ends the hand-out of `key` held by an item: called by that item only (its drop or a
+    /// consuming method), once, so it ends that hand-out and no later one. Queued again now if
+    /// the key was added while processing.
+    pub(crate) fn done_item(&self, key: &K) {
+        self.with_lock(|state, wake| self.finish_locked(state, key, wake));
+    }
+
+    /// The handles' `done`: ends the hand-out of `key` if it was taken out of its item with
+    /// `into_key` and not done since. Ignored otherwise: a key not processing, already done, or
+    /// held by an item (whose own drop ends it).
     pub(crate) fn done(&self, key: &K) {
         self.with_lock(|state, wake| {
-            state.recorder.done(key, &self.clock);
-            let now = self.now_nanos();
-            if let DoneWith::Requeued = state.machine.done(key, now) {
-                // Counted by the metrics when it became dirty, not again here (as the original).
-                wake.getters += 1;
+            if state.detached.remove(key) {
+                self.finish_locked(state, key, wake);
+            } else {
+                debug!(queue = %self.name, "done for a key not taken out of its item; ignored");
             }
-            wake.idle = state.draining && state.machine.is_idle();
         });
     }
 
-    /// A worker panicked holding `key`: adds it back rate limited (a failure), then marks it
-    /// done. After shutdown the add is refused and the key is only marked done.
+    /// `key`'s item gave up its hand-out (`into_key`): the handles' `done` ends it now.
+    pub(crate) fn detach(&self, key: &K) {
+        self.lock().detached.insert(key.clone());
+    }
+
+    fn finish_locked(&self, state: &mut State<K, P>, key: &K, wake: &mut Wake) {
+        state.recorder.done(key, &self.clock);
+        let now = self.now_nanos();
+        if let DoneWith::Requeued = state.machine.done(key, now) {
+            // Counted by the metrics when it became dirty, not again here (as the original).
+            wake.getters += 1;
+        }
+        wake.idle = state.draining && state.machine.is_idle();
+    }
+
+    /// A worker panicked holding `key` in an item: adds it back rate limited (a failure), then
+    /// ends the item's hand-out. After shutdown the add is refused and the hand-out only ended.
     pub(crate) fn requeue_after_panic(self: &Arc<Self>, key: K, p: P) {
         debug!(queue = %self.name, "a worker panicked holding a key; requeued rate limited");
         let _ = self.add_rate_limited(key.clone(), p);
-        self.done(&key);
+        self.done_item(&key);
     }
 
     // ----- the rest of the handle API -----

@@ -14,13 +14,16 @@ use hashbrown::HashMap;
 use tokio::time::Instant;
 use tokio_util::time::{DelayQueue, delay_queue};
 
+use super::Payload;
+
 /// The waiting keys and their timers.
 pub(crate) struct Timers<K, P> {
     waiting: HashMap<K, Waiting<P>>,
     /// One timer per waiting key. Its `Sleep` belongs to the delay task's runtime: every call
     /// that may set it runs inside that runtime's context.
     timers: DelayQueue<K>,
-    /// The order of delayed adds, to break ties between keys due at the same instant.
+    /// The order of delayed adds, to break ties between keys due at the same instant with the
+    /// same payload (see [`Payload::TIES_BY_ADD_COUNTER`]).
     seq: u64,
 }
 
@@ -35,7 +38,7 @@ struct Waiting<P> {
 /// A due key with what orders it among the keys due with it.
 type Due<K, P> = (Instant, Reverse<P>, u64, K);
 
-impl<K: Hash + Eq + Clone, P: Ord + Copy> Timers<K, P> {
+impl<K: Hash + Eq + Clone, P: Payload> Timers<K, P> {
     pub(crate) fn new() -> Self {
         Timers {
             waiting: HashMap::new(),
@@ -57,10 +60,16 @@ impl<K: Hash + Eq + Clone, P: Ord + Copy> Timers<K, P> {
     pub(crate) fn wait_until(&mut self, key: K, p: P, at: Instant) {
         self.seq += 1;
         if let Some(w) = self.waiting.get_mut(&key) {
-            w.p = w.p.max(p);
-            if at < w.at {
-                (w.at, w.seq) = (at, self.seq);
+            let (raised, moved) = (p > w.p, at < w.at);
+            if raised {
+                w.p = p;
+            }
+            if moved {
+                w.at = at;
                 self.timers.reset_at(&w.timer, at);
+            }
+            if (P::TIES_BY_ADD_COUNTER && raised) || (!P::TIES_BY_ADD_COUNTER && moved) {
+                w.seq = self.seq;
             }
             return;
         }

@@ -351,7 +351,10 @@ where
 
     /// Marks `key` done: for keys taken out of an item with
     /// [`Item::into_key`](crate::Item::into_key). If the key was added while it was
-    /// processed, it is queued again now. A key that is not being processed is ignored.
+    /// processed, it is queued again now. Ignored for a key that is not being processed, was
+    /// done already, or is held by an [`Item`](crate::Item): an item's hand-out is ended by the
+    /// item alone, so a stray `done` never ends it or a later hand-out of the key to another
+    /// worker.
     ///
     /// # Examples
     ///
