@@ -67,7 +67,7 @@ fn queue_with_hints() -> Queue {
         .max_backoff(BACKOFF);
     let mut builder = Queue::builder(config);
     for p in PLUGINS {
-        builder = builder.hint(NODE_ADD, p, |_, _| Ok(QueueingHint::Queue));
+        builder = builder.hint(NODE_ADD, p, |_, _, _| Ok(QueueingHint::Queue));
     }
     builder.build()
 }

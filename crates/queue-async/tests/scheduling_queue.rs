@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use queue_async::scheduling::{
-    ActionType, ClusterEvent, HintError, InFlightEntry, Popped, PriorityOrder, QueuedItem,
-    QueueingHint, SchedulingQueue, SchedulingQueueBuilder, SchedulingQueueConfig, SubQueue,
+    ActionType, ClusterEvent, EventPayload, HintError, InFlightEntry, Popped, PriorityOrder,
+    QueuedItem, QueueingHint, SchedulingQueue, SchedulingQueueBuilder, SchedulingQueueConfig,
+    SubQueue,
 };
 use support::paused_runtime;
 use tokio::time::{Instant, advance, sleep};
@@ -36,7 +37,9 @@ fn queue() -> Queue {
 }
 
 fn queue_on(event: ClusterEvent, plugin: &'static str, hint: QueueingHint) -> Queue {
-    builder().hint(event, plugin, move |_, _| Ok(hint)).build()
+    builder()
+        .hint(event, plugin, move |_, _, _| Ok(hint))
+        .build()
 }
 
 /// The scheduler's failure path: pop, record the rejectors, hand it back.
@@ -153,7 +156,7 @@ async fn shut_down_should_unblock_pop_and_end_every_flight() {
 async fn pop_should_take_the_backoff_head_only_with_pop_from_backoff() {
     for on in [true, false] {
         let q = Queue::builder(SchedulingQueueConfig::default().pop_from_backoff(on))
-            .hint(NODE_ADD, "plugin", |_, _| Ok(QueueingHint::Queue))
+            .hint(NODE_ADD, "plugin", |_, _, _| Ok(QueueingHint::Queue))
             .build();
         q.add("hpp", 1000);
         q.add("hpp2", 1000);
@@ -418,10 +421,84 @@ async fn move_all_should_route_by_hint_and_backoff() {
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Unschedulable));
 }
 
+/// The payload of a node event in the payload tests: how much room the node has.
+#[derive(Debug)]
+struct Node {
+    room: i64,
+}
+
+/// A queue whose "fit" hint asks whether the event's node has room for the item's data; an
+/// event without a node fails the hint (which counts as `Queue`).
+fn fit_queue() -> Queue {
+    builder()
+        .hint(NODE_ADD, "fit", |item, _, payload| {
+            let node = payload
+                .get::<Node>()
+                .ok_or_else(|| HintError::new("no node"))?;
+            Ok(if node.room >= *item.data() {
+                QueueingHint::Queue
+            } else {
+                QueueingHint::Skip
+            })
+        })
+        .build()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hint_should_decide_by_the_event_payload() {
+    let q = fit_queue();
+    q.add("big", 8);
+    q.add("small", 2);
+    assert_eq!(fail(&q, &["fit"], &[]).await, "big");
+    assert_eq!(fail(&q, &["fit"], &[]).await, "small");
+    assert_eq!(
+        q.move_all_with(&NODE_ADD, EventPayload::new(Node { room: 5 })),
+        1
+    );
+    assert_eq!(q.where_is(&"small"), Some(SubQueue::Backoff));
+    assert_eq!(q.where_is(&"big"), Some(SubQueue::Unschedulable));
+    assert_eq!(
+        q.move_matching_with(&NODE_ADD, EventPayload::new(Node { room: 3 }), |_| true),
+        0,
+        "too small a node for the big item"
+    );
+    assert_eq!(
+        q.move_matching_with(&NODE_ADD, EventPayload::new(Node { room: 9 }), |_| true),
+        1
+    );
+    assert_eq!(q.where_is(&"big"), Some(SubQueue::Backoff));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_payload_seen_in_flight_should_be_replayed_to_the_hint() {
+    let q = fit_queue();
+    q.add("big", 8);
+    q.add("small", 2);
+    let big = q.pop().await.unwrap();
+    let small = q.pop().await.unwrap();
+    q.move_all_with(&NODE_ADD, EventPayload::new(Node { room: 5 }));
+    for mut item in [big, small] {
+        item.set_rejectors(["fit"]);
+        q.add_unschedulable_if_not_present(item, 0).unwrap();
+    }
+    assert_eq!(q.where_is(&"small"), Some(SubQueue::Backoff));
+    assert_eq!(q.where_is(&"big"), Some(SubQueue::Unschedulable));
+}
+
+#[test]
+fn a_payload_should_give_its_value_only_as_its_own_type() {
+    let payload = EventPayload::new(Node { room: 4 });
+    assert_eq!(payload.get::<Node>().map(|n| n.room), Some(4));
+    assert!(payload.get::<i64>().is_none());
+    assert!(payload.clone().get::<Node>().is_some());
+    assert!(EventPayload::none().get::<Node>().is_none());
+    assert!(EventPayload::default().is_none() && !payload.is_none());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_wildcard_should_move_without_asking_hints() {
     let q = builder()
-        .hint(NODE_ADD, "foo", |_, _| {
+        .hint(NODE_ADD, "foo", |_, _, _| {
             Err(HintError::new("must not be called"))
         })
         .build();
@@ -456,7 +533,7 @@ async fn hints_should_be_asked_in_order_and_the_strongest_answer_wins() {
     let calls = Arc::new(AtomicUsize::new(0));
     let hint = |answer: Result<QueueingHint, HintError>| {
         let calls = calls.clone();
-        move |_: &QueuedItem<&'static str, i64>, _: &ClusterEvent| {
+        move |_: &QueuedItem<&'static str, i64>, _: &ClusterEvent, _: &EventPayload| {
             calls.fetch_add(1, Ordering::SeqCst);
             answer.clone()
         }
@@ -781,9 +858,9 @@ async fn in_flight_events_should_be_recorded_only_when_interesting_and_in_flight
 #[tokio::test(start_paused = true)]
 async fn done_should_prune_the_head_and_keep_events_in_the_middle() {
     let q = builder()
-        .hint(PV_ADD, "foo", |_, _| Ok(QueueingHint::Queue))
-        .hint(NODE_ADD, "foo", |_, _| Ok(QueueingHint::Queue))
-        .hint(ASSIGNED_ADD, "foo", |_, _| Ok(QueueingHint::Queue))
+        .hint(PV_ADD, "foo", |_, _, _| Ok(QueueingHint::Queue))
+        .hint(NODE_ADD, "foo", |_, _, _| Ok(QueueingHint::Queue))
+        .hint(ASSIGNED_ADD, "foo", |_, _, _| Ok(QueueingHint::Queue))
         .build();
     for (k, p) in [("p1", 3), ("p2", 2), ("p3", 1)] {
         q.add(k, p);
@@ -822,7 +899,7 @@ async fn done_should_prune_the_head_and_keep_events_in_the_middle() {
 #[tokio::test(start_paused = true)]
 async fn events_during_the_flight_should_decide_where_a_failure_goes() {
     let q = builder()
-        .hint(ASSIGNED_ADD, "pending", |_, _| Ok(QueueingHint::Queue))
+        .hint(ASSIGNED_ADD, "pending", |_, _, _| Ok(QueueingHint::Queue))
         .build();
     q.add("p1", 2);
     q.add("p2", 1);
@@ -1113,7 +1190,7 @@ async fn move_should_lose_no_item_when_a_hint_panics_midway() {
     let calls = Arc::new(AtomicUsize::new(0));
     let counter = calls.clone();
     let q = SchedulingQueue::<u32, i64>::builder(config())
-        .hint(NODE_ADD, "fit", move |_, _| {
+        .hint(NODE_ADD, "fit", move |_, _, _| {
             let call = counter.fetch_add(1, Ordering::Relaxed);
             assert_ne!(call, PANIC_AT, "a buggy hint");
             Ok(QueueingHint::Queue)

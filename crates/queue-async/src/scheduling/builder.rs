@@ -7,7 +7,7 @@ use std::sync::Arc;
 use queue_core::Compare;
 
 use super::config::SchedulingQueueConfig;
-use super::hints::{ClusterEvent, HintError, Hooks, QueueingHint};
+use super::hints::{ClusterEvent, EventPayload, HintError, Hooks, QueueingHint};
 use super::item::{PluginId, PriorityOrder, QueuedItem};
 use super::queue::SchedulingQueue;
 use super::state::{self, Shared};
@@ -44,11 +44,14 @@ pub struct SchedulingQueueBuilder<K, T, C = PriorityOrder> {
 impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
     /// Registers a queueing hint of `plugin` for `event`: when an item that `plugin` rejected
     /// sees a matching event, `hint` says whether the event may help. Hints run in
-    /// registration order; they must not call back into the queue.
+    /// registration order; they must not call back into the queue. The hint receives the
+    /// payload the caller gave with the event ([`move_all_with`]), empty for events without one.
+    ///
+    /// [`move_all_with`]: super::SchedulingQueue::move_all_with
     #[must_use]
     pub fn hint<F>(mut self, event: ClusterEvent, plugin: PluginId, hint: F) -> Self
     where
-        F: Fn(&QueuedItem<K, T>, &ClusterEvent) -> Result<QueueingHint, HintError>
+        F: Fn(&QueuedItem<K, T>, &ClusterEvent, &EventPayload) -> Result<QueueingHint, HintError>
             + Send
             + Sync
             + 'static,

@@ -18,7 +18,7 @@ pub use active::InFlightEntry;
 pub use builder::SchedulingQueueBuilder;
 pub use config::SchedulingQueueConfig;
 pub use error::AlreadyQueuedError;
-pub use hints::{ActionType, ClusterEvent, GateFn, HintError, HintFn, QueueingHint};
+pub use hints::{ActionType, ClusterEvent, EventPayload, GateFn, HintError, HintFn, QueueingHint};
 pub use item::{PluginId, Priority, PriorityOrder, QueuedItem};
 pub use pending::{Pending, SubQueue};
 pub use pop::Pop;

@@ -32,10 +32,11 @@ use tracing::{Instrument, debug, trace};
 use crate::clock::QueueClock;
 
 use super::active::ActiveQueue;
+use super::active::RecordedEvent;
 use super::backoff::{self, BackoffQueue};
 use super::config::SchedulingQueueConfig;
 use super::error::AlreadyQueuedError;
-use super::hints::{ClusterEvent, Hooks, Strategy};
+use super::hints::{ClusterEvent, EventPayload, Hooks, Strategy};
 use super::item::QueuedItem;
 use super::unschedulable::Unschedulable;
 
@@ -115,6 +116,7 @@ where
 {
     shared: &'a Shared<K, T, C>,
     event: &'a ClusterEvent,
+    payload: &'a EventPayload,
     now: Instant,
     pending: Vec<Dest<K, T>>,
     /// The unschedulable items before the scan, to estimate how many will move.
@@ -143,7 +145,9 @@ where
         let mut hot = lock(&self.shared.hot);
         if !self.recorded {
             self.recorded = true;
-            hot.active.in_flight.record(*self.event, None);
+            hot.active
+                .in_flight
+                .record(*self.event, self.payload.clone(), None);
             if let Some(scanned) = scanned.filter(|s| *s > 0) {
                 let rest = self.candidates.saturating_sub(scanned) * self.pending.len() / scanned;
                 let to_backoff = self
@@ -483,6 +487,7 @@ where
         &self,
         main: &mut Main<K, T>,
         event: &ClusterEvent,
+        payload: &EventPayload,
         now: Instant,
         mut select: impl FnMut(&QueuedItem<K, T>) -> Option<Strategy>,
     ) -> usize {
@@ -492,6 +497,7 @@ where
         let mut mover = Mover {
             shared: self,
             event,
+            payload,
             now,
             pending: Vec::with_capacity(CHUNK.min(candidates)),
             candidates,
@@ -550,6 +556,7 @@ where
         self.move_where(
             &mut main,
             &ClusterEvent::UNSCHEDULABLE_TIMEOUT,
+            &EventPayload::none(),
             now,
             |item| due(item).then_some(Strategy::AfterBackoff),
         )
@@ -573,11 +580,11 @@ where
 fn replay<K: PartialEq, T>(
     hooks: &Hooks<K, T>,
     item: &QueuedItem<K, T>,
-    events: &[(ClusterEvent, Option<K>)],
+    events: &[RecordedEvent<K>],
 ) -> Strategy {
     let mut best = Strategy::Skip;
-    for (event, target) in events {
-        best = best.max(hooks.strategy(item, event, target.as_ref()));
+    for (event, payload, target) in events {
+        best = best.max(hooks.strategy(item, event, payload, target.as_ref()));
         if best == Strategy::Immediately {
             break;
         }
