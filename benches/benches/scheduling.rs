@@ -32,7 +32,7 @@ fn sched_pop(c: &mut Criterion) {
                     let queue =
                         SchedulingQueue::<Arc<str>, i64>::new(SchedulingQueueConfig::default());
                     for (k, p) in keys.iter().zip(&prios) {
-                        queue.add(k.clone(), *p);
+                        queue.add(k.clone(), *p).unwrap();
                     }
                     let t = Instant::now();
                     for _ in 0..n {

@@ -85,7 +85,9 @@ pub async fn run(pods: usize, slots: usize) -> SchedulingReport {
             priority: (i % 3) as i64 * 10,
             flaky: i == 1,
         };
-        queue.add(format!("pod-{i}"), pod);
+        queue
+            .add(format!("pod-{i}"), pod)
+            .expect("the queue is open");
     }
     log(
         &mut report,

@@ -31,7 +31,7 @@ pub fn run(flags: &Overrides) -> Report {
         let start = Instant::now();
         let mut ok = true;
         for (k, a) in keys.iter().zip(&attempts) {
-            queue.add(k.clone(), 0);
+            queue.add(k.clone(), 0).unwrap();
             for i in 0..*a {
                 let item = queue.try_pop().expect("the item just queued");
                 ok &= item.key() == k;

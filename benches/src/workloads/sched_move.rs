@@ -76,7 +76,7 @@ fn queue_with_hints() -> Queue {
 pub async fn unschedulable_queue(keys: &[Arc<str>]) -> Queue {
     let queue = queue_with_hints();
     for (j, k) in keys.iter().enumerate() {
-        queue.add(k.clone(), (j % 4) as i64);
+        queue.add(k.clone(), (j % 4) as i64).unwrap();
         pop_and_reject(&queue, j).await;
     }
     queue
@@ -99,7 +99,7 @@ pub async fn shuffled_unschedulable_queue(keys: &[Arc<str>], seed: u64) -> Queue
     let queue = queue_with_hints();
     let mut rng = SplitMix64::new(seed);
     for k in keys {
-        queue.add(k.clone(), (rng.next() >> 2) as i64);
+        queue.add(k.clone(), (rng.next() >> 2) as i64).unwrap();
     }
     for j in 0..keys.len() {
         pop_and_reject(&queue, j).await;

@@ -25,7 +25,7 @@ pub fn run(flags: &Overrides) -> Report {
         let cpu0 = cpu_time();
         let t0 = Instant::now();
         for (k, p) in keys.iter().zip(&prios) {
-            queue.add(k.clone(), *p);
+            queue.add(k.clone(), *p).unwrap();
         }
         let add_s = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();

@@ -6,8 +6,7 @@
 //! thread) would stamp its item in the paused clock's past: an hour ahead, a 1 s backoff would
 //! be over at once. [`QueueClock`] reads the queue's runtime clock instead.
 
-use std::sync::{Mutex, PoisonError};
-
+use parking_lot::Mutex;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
@@ -30,7 +29,7 @@ impl QueueClock {
 
     /// Makes `runtime` the queue's runtime (a background task of the queue runs there).
     pub(crate) fn set_runtime(&self, runtime: &Handle) {
-        *self.runtime.lock().unwrap_or_else(PoisonError::into_inner) = Some(runtime.clone());
+        *self.runtime.lock() = Some(runtime.clone());
     }
 
     /// Now, by the calling task's runtime; outside any runtime, by the queue's runtime (the
@@ -62,10 +61,7 @@ impl QueueClock {
     }
 
     fn queue_runtime(&self) -> Option<Handle> {
-        self.runtime
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.runtime.lock().clone()
     }
 }
 

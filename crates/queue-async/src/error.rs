@@ -7,17 +7,17 @@
 /// # Example
 ///
 /// ```
-/// use queue_async::ShutDown;
+/// use queue_async::ShutDownError;
 ///
-/// let refused = ShutDown("pod-a");
+/// let refused = ShutDownError("pod-a");
 /// assert_eq!(refused.to_string(), "the queue is shutting down; the key was not added");
 /// assert_eq!(refused.into_key(), "pod-a");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 #[error("the queue is shutting down; the key was not added")]
-pub struct ShutDown<K>(pub K);
+pub struct ShutDownError<K>(pub K);
 
-impl<K> ShutDown<K> {
+impl<K> ShutDownError<K> {
     /// The key that was not added.
     pub fn into_key(self) -> K {
         self.0

@@ -4,15 +4,14 @@ use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
-use tokio::sync::futures::Notified;
 
-use std::sync::Arc;
-
-use crate::core::Backend;
 use crate::item::Item;
+use crate::shared::{Payload, QueueKey, Shared};
+use crate::wait::Wait;
 
 pin_project! {
     /// Future of [`WorkQueue::get`] and [`PriorityQueue::get`]: the next key as an [`Item`], or
@@ -41,49 +40,42 @@ pin_project! {
     /// [`WorkQueue::get`]: crate::WorkQueue::get
     /// [`PriorityQueue::get`]: crate::PriorityQueue::get
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct Get<'a, K, P = ()> {
-        queue: &'a Arc<dyn Backend<K, P>>,
+    pub struct Get<'a, K, P = ()>
+    where
+        K: Hash,
+        K: Eq,
+        K: Clone,
+        K: Send,
+        K: Sync,
+        K: 'static,
+        P: Payload,
+    {
+        queue: &'a Arc<Shared<K, P>>,
         #[pin]
-        notified: Notified<'a>,
+        wait: Wait<'a, Shared<K, P>>,
     }
 }
 
-impl<'a, K, P> Get<'a, K, P> {
-    pub(crate) fn new(queue: &'a Arc<dyn Backend<K, P>>) -> Self {
+impl<'a, K: QueueKey, P: Payload> Get<'a, K, P> {
+    pub(crate) fn new(queue: &'a Arc<Shared<K, P>>) -> Self {
         Get {
             queue,
-            notified: queue.get_wake().notified(),
+            wait: Wait::new(queue),
         }
     }
 }
 
-impl<K, P> Future for Get<'_, K, P>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Copy + Send + Sync + 'static,
-{
+impl<K: QueueKey, P: Payload> Future for Get<'_, K, P> {
     type Output = Option<Item<K, P>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        let queue = *this.queue;
-        // Fast path: a key is there; no need to register with the `Notify`.
-        if let Some(out) = queue.try_get() {
-            return Poll::Ready(out.map(|(key, p)| Item::new(queue.clone(), key, p)));
-        }
-        loop {
-            // Register interest before looking again, so an add after the look wakes us.
-            this.notified.as_mut().enable();
-            if let Some(out) = queue.try_get() {
-                return Poll::Ready(out.map(|(key, p)| Item::new(queue.clone(), key, p)));
-            }
-            ready!(this.notified.as_mut().poll(cx));
-            this.notified.set(queue.get_wake().notified());
-        }
+        let this = self.project();
+        let out = ready!(this.wait.poll(cx));
+        Poll::Ready(out.map(|(key, p)| Item::new(Arc::clone(this.queue), key, p)))
     }
 }
 
-impl<K, P> fmt::Debug for Get<'_, K, P> {
+impl<K: QueueKey, P: Payload> fmt::Debug for Get<'_, K, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Get").finish_non_exhaustive()
     }

@@ -1,5 +1,6 @@
 //! [`Item`]: a key handed out by a work queue's `get`, marked done when dropped.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::hash::Hash;
 use std::ops::Deref;
@@ -7,8 +8,8 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use crate::ShutDown;
-use crate::core::Backend;
+use crate::ShutDownError;
+use crate::shared::{Payload, Shared};
 
 /// A key being processed by one worker: no other worker gets the same key until it is done.
 ///
@@ -22,9 +23,12 @@ use crate::core::Backend;
 /// | [`requeue_after`](Self::requeue_after) | back after the delay | unchanged |
 /// | [`requeue`](Self::requeue) | back at once | unchanged |
 ///
-/// Dropping the item (an early return, a `?`, a panic in the worker) marks it done, so a
-/// forgotten `done` can never wedge a key. [`into_key`](Self::into_key) opts out: the caller then
-/// owes the queue's `done` ([`WorkQueue::done`](crate::WorkQueue::done)).
+/// Dropping the item (an early return, a `?`) marks it done, so a forgotten `done` can never
+/// wedge a key. A panic in the worker while it holds the item counts as a failure: the drop
+/// during the unwinding adds the key back after the rate limiter's delay (as
+/// [`requeue_rate_limited`](Self::requeue_rate_limited)), so no key is lost to a panic.
+/// [`into_key`](Self::into_key) opts out of both: the caller then owes the queue's `done`
+/// ([`WorkQueue::done`](crate::WorkQueue::done)).
 ///
 /// # Examples
 ///
@@ -44,9 +48,9 @@ use crate::core::Backend;
 pub struct Item<K, P = ()>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Copy + Send + Sync + 'static,
+    P: Payload,
 {
-    queue: Arc<dyn Backend<K, P>>,
+    queue: Arc<Shared<K, P>>,
     /// The priority it was handed out at (`()` for the plain work queue).
     p: P,
     /// `Some` until a consuming method or the drop takes it.
@@ -56,9 +60,9 @@ where
 impl<K, P> Item<K, P>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Copy + Send + Sync + 'static,
+    P: Payload,
 {
-    pub(crate) fn new(queue: Arc<dyn Backend<K, P>>, key: K, p: P) -> Self {
+    pub(crate) fn new(queue: Arc<Shared<K, P>>, key: K, p: P) -> Self {
         Self {
             queue,
             p,
@@ -88,13 +92,10 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with a clone of the key if the queue is shutting down (the item is still
+    /// [`ShutDownError`] with a clone of the key if the queue is shutting down (the item is still
     /// marked done).
-    pub fn requeue_rate_limited(self) -> Result<(), ShutDown<K>> {
-        let r = self
-            .queue
-            .clone()
-            .add_rate_limited(self.key().clone(), self.p);
+    pub fn requeue_rate_limited(self) -> Result<(), ShutDownError<K>> {
+        let r = self.queue.add_rate_limited(self.key().clone(), self.p);
         drop(self);
         r
     }
@@ -103,13 +104,10 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with a clone of the key if the queue is shutting down (the item is still
+    /// [`ShutDownError`] with a clone of the key if the queue is shutting down (the item is still
     /// marked done).
-    pub fn requeue_after(self, delay: Duration) -> Result<(), ShutDown<K>> {
-        let r = self
-            .queue
-            .clone()
-            .add_after(self.key().clone(), self.p, delay);
+    pub fn requeue_after(self, delay: Duration) -> Result<(), ShutDownError<K>> {
+        let r = self.queue.add_after(self.key().clone(), self.p, delay);
         drop(self);
         r
     }
@@ -118,10 +116,10 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with a clone of the key if the queue is shutting down (the item is still
+    /// [`ShutDownError`] with a clone of the key if the queue is shutting down (the item is still
     /// marked done).
-    pub fn requeue(self) -> Result<(), ShutDown<K>> {
-        let r = self.queue.add(self.key().clone(), self.p);
+    pub fn requeue(self) -> Result<(), ShutDownError<K>> {
+        let r = self.queue.add(Cow::Borrowed(self.key()), self.p);
         drop(self);
         r
     }
@@ -160,7 +158,7 @@ where
 impl<K, P> Deref for Item<K, P>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Copy + Send + Sync + 'static,
+    P: Payload,
 {
     type Target = K;
     fn deref(&self) -> &K {
@@ -171,11 +169,16 @@ where
 impl<K, P> Drop for Item<K, P>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Copy + Send + Sync + 'static,
+    P: Payload,
 {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
-            self.queue.done(&key);
+            if std::thread::panicking() {
+                // The worker panicked holding the key: a failure, retried rate limited.
+                self.queue.requeue_after_panic(key, self.p);
+            } else {
+                self.queue.done(&key);
+            }
         }
     }
 }
@@ -183,7 +186,7 @@ where
 impl<K, P> fmt::Debug for Item<K, P>
 where
     K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static,
-    P: Copy + Send + Sync + fmt::Debug + 'static,
+    P: Payload,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Item")

@@ -29,9 +29,89 @@
 //! outside any runtime is timed by the queue's runtime (the one it was built in, or the one
 //! its background task runs in), not by the real clock, so a test may hand work to helper
 //! threads and still see paused time.
+//!
+//! # Design
+//!
+//! A five-minute tour of how the work queue and the priority queue work inside; the scheduling
+//! queue follows the same rules with its own sub-queues.
+//!
+//! ## Vocabulary
+//!
+//! Every queue speaks client-go's verbs: `add`, `add_after`, `add_rate_limited`, `get`, `done`,
+//! `forget`, `num_requeues`, `len`, `shut_down`, `shut_down_with_drain`, `is_shutting_down` (the
+//! scheduling queue: `add`, `pop`, `done`, `shut_down`, `is_shutting_down`). On every queue an
+//! add after shutdown is refused with [`ShutDownError`], which hands the key back. A key handed
+//! out is an [`Item`] guard: `done`, `forget` (success), `requeue_rate_limited` (failure),
+//! `requeue_after`, `requeue`, or `into_key` (the caller then owes `done`). Builders are named
+//! after their queue ([`WorkQueueBuilder`], [`PriorityQueueBuilder`]).
+//!
+//! ## The state of a key
+//!
+//! ```text
+//!  add_after / add_rate_limited               deadline
+//!  ────────────────────────────▶ waiting ──────────────────┐
+//!                                   │ add: the wait ends   │
+//!  add ─────────────────────────────┴──────────▶ queued ◀──┘
+//!                                                  │ get
+//!                                                  ▼
+//!  add while processing: dirty ────────────▶ processing ── done ──▶ queued if dirty, else gone
+//! ```
+//!
+//! The pure state machines of `queue-core` ([`queue_core::WorkState`],
+//! [`queue_core::PriorityState`]) hold the queued / processing / dirty part: a key is queued at
+//! most once and never handed to two workers at once. Around one of them, a handle's shared
+//! state adds, under one `parking_lot` mutex that is never held across an `.await`: the waiting
+//! keys and their timers, the rate limiter, the metrics recorder, and the background tasks.
+//! [`WorkQueue`] and [`PriorityQueue`] are thin handles over the same private generic state,
+//! differing only in what an add carries besides the key (nothing, or a priority).
+//!
+//! ## The timer task
+//!
+//! Every waiting key has one timer in one `tokio_util::time::DelayQueue`, and a map from the key
+//! to its wait (deadline, priority, and the timer's `delay_queue::Key`), as kube-runtime's
+//! scheduler. A delayed add sets the timer directly under the lock; a key that already waits
+//! keeps the earlier deadline; a zero delay adds at once; an add now of a waiting key ends its
+//! wait; delays beyond [`workqueue::MAX_DELAY`] are clamped. One background task per queue, the
+//! delay task, polls the `DelayQueue`: when it wakes, it takes every key whose timer rang and
+//! adds them in deadline order (then higher priority, then the order of their delayed adds),
+//! under one lock. There are no other timers, so under paused time the clock jumps straight to
+//! the next deadline.
+//!
+//! ## Background tasks
+//!
+//! The delay task, the metrics ticker and the scheduling queue's flush loop share one
+//! lifecycle: a task starts when first needed,
+//! on the calling runtime (from a plain thread, on the queue's last runtime); it holds the
+//! queue's state weakly, so it ends when the last handle is dropped, and shutdown stops it. If
+//! its runtime shuts down while the queue lives on, the next caller that needs it starts it
+//! again in its own runtime, and the delay task then re-arms every waiting key there.
+//!
+//! ## Wake-ups
+//!
+//! `get` is a named future, [`Get`], around one wait loop, which the scheduling queue's
+//! [`pop`](SchedulingQueue::pop) runs too (the multi-consumer pattern of tokio's `Notify`):
+//! look for a key; if none, enable a `Notified`, look again, then await it.
+//! A key leaves the queue only in the `poll` that returns it, so dropping the future loses
+//! nothing. Each key queued wakes one waiting `get` (`notify_one`); a `get` dropped with a
+//! wake-up it did not use passes it to the next waiter. A [`WorkQueue::stream`] waits on its
+//! own `Notify`, woken by every add while a stream waits, so a stream that is kept but not
+//! polled holds no wake-up another consumer needs. `done` wakes one `get` when the key was
+//! dirty, and wakes drains when the queue became idle.
+//!
+//! ## Shutdown
+//!
+//! `shut_down` refuses further adds, drops the waiting keys with their timers, stops the
+//! background tasks and wakes every waiting `get` and stream: `get` hands out what is still
+//! queued, then returns `None`. `shut_down_with_drain` also waits until every queued key has
+//! been handed out and every handed-out key is done; a plain `shut_down` cuts it short.
+//!
+//! ## Panics
+//!
+//! A worker that panics while holding an [`Item`] fails the key: the guard's drop, during the
+//! unwinding, adds it back after the rate limiter's delay (then marks it done), so no key is
+//! lost to a panic. After shutdown the add is refused and the key is only marked done.
 
 mod clock;
-mod core;
 mod error;
 mod get;
 mod item;
@@ -42,12 +122,15 @@ pub mod priority;
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
 pub mod scheduling;
+mod shared;
+mod task;
+mod wait;
 pub mod workqueue;
 
-pub use error::ShutDown;
+pub use error::ShutDownError;
 pub use get::Get;
 pub use item::Item;
 pub use parallelize::{ParallelizeError, parallelize_until};
-pub use priority::PriorityQueue;
+pub use priority::{PriorityQueue, PriorityQueueBuilder};
 pub use scheduling::SchedulingQueue;
-pub use workqueue::WorkQueue;
+pub use workqueue::{WorkQueue, WorkQueueBuilder};

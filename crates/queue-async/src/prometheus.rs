@@ -38,8 +38,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
@@ -184,7 +186,7 @@ impl MetricsProvider for PrometheusMetrics {
 
     fn depth_for_priority(&self, n: &str, priority: i32) -> Arc<dyn GaugeMetric> {
         let label = {
-            let mut seen = self.priorities.lock().unwrap_or_else(|e| e.into_inner());
+            let mut seen = self.priorities.lock();
             let set = seen.entry(n.to_owned()).or_default();
             if set.contains(&priority) || set.len() < MAX_PRIORITY_LABELS {
                 set.insert(priority);

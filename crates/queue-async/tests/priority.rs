@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
 use queue_async::metrics::testing::RecordingProvider;
 use queue_async::priority::AddOptions;
-use queue_async::{Item, PriorityQueue, ShutDown};
+use queue_async::{Item, PriorityQueue, ShutDownError};
 use ratelimit::{ExponentialRateLimiter, RateLimiter};
 use tokio::time::{Instant, advance, sleep};
 use tokio_test::task;
@@ -226,7 +226,7 @@ async fn shutdown_unblocks_gets_and_refuses_adds() {
     q.shut_down();
     assert_eq!(
         q.add_with("foo", after(Duration::from_secs(1))),
-        Err(ShutDown("foo"))
+        Err(ShutDownError("foo"))
     );
     // The waiting get got baz (queued before the shutdown) or returned None; the next get ends.
     let first_none = waiting.await.unwrap();

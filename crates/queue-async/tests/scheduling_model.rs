@@ -81,7 +81,7 @@ fn step(q: &Queue, m: &mut Model, op: Op) -> Result<(), TestCaseError> {
         // Re-adding a key in flight queues a copy `pop` discards; the model leaves that out.
         Op::Add(k, _) if m.in_flight.contains(&k) => {}
         Op::Add(k, p) => {
-            q.add(k, p);
+            q.add(k, p).unwrap();
             m.queued.insert(k);
             m.data.insert(k, p);
         }

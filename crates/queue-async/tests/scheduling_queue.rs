@@ -64,9 +64,9 @@ fn sorted(mut keys: Vec<&'static str>) -> Vec<&'static str> {
 #[tokio::test(start_paused = true)]
 async fn pop_should_follow_priority_then_timestamp() {
     let q = queue();
-    q.add("ns2/mpp", 500);
-    q.add("ns1/up", 0);
-    q.add("ns1/hpp", 1000);
+    q.add("ns2/mpp", 500).unwrap();
+    q.add("ns1/up", 0).unwrap();
+    q.add("ns1/hpp", 1000).unwrap();
     let mut popped = Vec::new();
     for _ in 0..3 {
         popped.push(*q.pop().await.unwrap().key());
@@ -76,9 +76,9 @@ async fn pop_should_follow_priority_then_timestamp() {
 
     // Equal priority: earlier timestamp first, whatever the insertion order.
     let q = queue();
-    q.add("first", 5);
+    q.add("first", 5).unwrap();
     advance(Duration::from_secs(1)).await;
-    q.add("second", 5);
+    q.add("second", 5).unwrap();
     q.update("first", 5, &[]);
     assert_eq!(*q.pop().await.unwrap().key(), "first");
 }
@@ -88,7 +88,7 @@ async fn pop_should_wait_until_an_add() {
     let q = queue();
     let mut pop = task::spawn(q.pop());
     assert_pending!(pop.poll());
-    q.add("a", 1);
+    q.add("a", 1).unwrap();
     assert!(pop.is_woken());
     let item = assert_ready!(pop.poll()).unwrap();
     assert_eq!((*item.key(), item.attempts()), ("a", 1));
@@ -99,10 +99,10 @@ async fn pop_should_wait_until_an_add() {
 async fn the_initial_attempt_should_survive_a_re_add_and_a_requeue() {
     let q = queue();
     let t0 = Instant::now();
-    q.add("a", 1);
-    q.add("b", 1);
+    q.add("a", 1).unwrap();
+    q.add("b", 1).unwrap();
     advance(Duration::from_secs(1)).await;
-    q.add("a", 0); // a re-add: a new timestamp, the same initial attempt
+    q.add("a", 0).unwrap(); // a re-add: a new timestamp, the same initial attempt
     let b = q.pop().await.unwrap();
     let a = q.pop().await.unwrap();
     assert_eq!(*a.key(), "a");
@@ -126,7 +126,7 @@ async fn a_dropped_pop_should_not_lose_the_item() {
     let q = queue();
     let mut pop = task::spawn(q.pop());
     assert_pending!(pop.poll());
-    q.add("a", 1);
+    q.add("a", 1).unwrap();
     drop(pop);
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
     assert_eq!(*q.pop().await.unwrap().key(), "a");
@@ -135,8 +135,8 @@ async fn a_dropped_pop_should_not_lose_the_item() {
 #[tokio::test(start_paused = true)]
 async fn shut_down_should_unblock_pop_and_end_every_flight() {
     let q = queue();
-    q.add("a", 1);
-    q.add("b", 1);
+    q.add("a", 1).unwrap();
+    q.add("b", 1).unwrap();
     let _a = q.pop().await.unwrap();
     let mut pop = task::spawn(q.pop());
     let _b = assert_ready!(pop.poll()).unwrap();
@@ -158,9 +158,9 @@ async fn pop_should_take_the_backoff_head_only_with_pop_from_backoff() {
         let q = Queue::builder(SchedulingQueueConfig::default().pop_from_backoff(on))
             .hint(NODE_ADD, "plugin", |_, _, _| Ok(QueueingHint::Queue))
             .build();
-        q.add("hpp", 1000);
-        q.add("hpp2", 1000);
-        q.add("up", 0);
+        q.add("hpp", 1000).unwrap();
+        q.add("hpp2", 1000).unwrap();
+        q.add("up", 0).unwrap();
         let mut hpp = q.pop().await.unwrap();
         let hpp2 = q.pop().await.unwrap();
         let mut up = q.pop().await.unwrap();
@@ -171,7 +171,7 @@ async fn pop_should_take_the_backoff_head_only_with_pop_from_backoff() {
         hpp.set_rejectors(["plugin"]);
         q.add_unschedulable_if_not_present(hpp, 0).unwrap();
         q.add_unschedulable_if_not_present(hpp2, 0).unwrap(); // an error
-        q.add("mpp", 500);
+        q.add("mpp", 500).unwrap();
         assert_eq!(sorted(q.pending().backoff), ["hpp", "hpp2", "up"]);
 
         let mut popped = Vec::new();
@@ -193,7 +193,7 @@ async fn pop_should_take_the_backoff_head_only_with_pop_from_backoff() {
 #[tokio::test(start_paused = true)]
 async fn an_error_should_wait_out_its_backoff_even_with_pop_from_backoff() {
     let q = Queue::new(SchedulingQueueConfig::default());
-    q.add("a", 1);
+    q.add("a", 1).unwrap();
     let start = Instant::now();
     let item = q.pop().await.unwrap();
     q.add_unschedulable_if_not_present(item, q.scheduling_cycle())
@@ -216,11 +216,11 @@ async fn an_error_should_wait_out_its_backoff_even_with_pop_from_backoff() {
 #[tokio::test(start_paused = true)]
 async fn a_popped_item_dropped_without_done_should_not_wedge_its_key() {
     let q = queue();
-    q.add("a", 1);
+    q.add("a", 1).unwrap();
     let item = q.pop().await.unwrap();
     drop(item);
     assert!(!q.is_in_flight(&"a"));
-    q.add("a", 2);
+    q.add("a", 2).unwrap();
     let item = tokio::time::timeout(Duration::from_secs(60), q.pop())
         .await
         .expect("the key is popped again")
@@ -233,7 +233,7 @@ async fn a_popped_item_dropped_without_done_should_not_wedge_its_key() {
 #[tokio::test(start_paused = true)]
 async fn a_popped_item_dropped_by_a_panic_should_come_back_after_its_error_backoff() {
     let q = queue();
-    q.add("a", 1);
+    q.add("a", 1).unwrap();
     let worker = q.clone();
     let panicked = tokio::spawn(async move {
         let mut item = worker.pop().await.unwrap();
@@ -259,10 +259,10 @@ async fn a_popped_item_dropped_by_a_panic_should_come_back_after_its_error_backo
 #[tokio::test(start_paused = true)]
 async fn a_stale_guard_should_not_touch_a_later_flight_of_its_key() {
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
-    q.add("a", 1);
+    q.add("a", 1).unwrap();
     let old = q.pop().await.unwrap();
     q.done(old.key());
-    q.add("a", 2);
+    q.add("a", 2).unwrap();
     let new = q.pop().await.unwrap();
     drop(old);
     assert!(q.is_in_flight(&"a") && q.is_empty(), "the new flight stays");
@@ -280,13 +280,13 @@ async fn a_stale_guard_should_not_touch_a_later_flight_of_its_key() {
 #[tokio::test(start_paused = true)]
 async fn done_on_a_popped_item_should_end_its_flight_and_return_it() {
     let q = queue();
-    q.add("a", 7);
+    q.add("a", 7).unwrap();
     let item = q.pop().await.unwrap();
     assert_eq!(item.cycle(), q.scheduling_cycle());
     let (key, data) = item.done().into_parts();
     assert_eq!((key, data), ("a", 7));
     assert!(q.in_flight().is_empty() && q.is_empty());
-    q.add("a", 8);
+    q.add("a", 8).unwrap();
     assert_eq!(*q.pop().await.unwrap().data(), 8);
 }
 
@@ -295,9 +295,9 @@ async fn done_on_a_popped_item_should_end_its_flight_and_return_it() {
 #[tokio::test(start_paused = true)]
 async fn a_rejected_item_without_helpful_events_should_wait_in_unschedulable() {
     let q = queue_on(NODE_ADD, "fit", QueueingHint::Queue);
-    q.add("up", 0);
+    q.add("up", 0).unwrap();
     assert_eq!(fail(&q, &["fit"], &[]).await, "up");
-    q.add("hpp", 1000);
+    q.add("hpp", 1000).unwrap();
     assert_eq!(q.where_is(&"up"), Some(SubQueue::Unschedulable));
     assert_eq!(*q.pop().await.unwrap().key(), "hpp");
     assert_eq!(q.num_unschedulable(), 1);
@@ -306,7 +306,7 @@ async fn a_rejected_item_without_helpful_events_should_wait_in_unschedulable() {
 #[tokio::test(start_paused = true)]
 async fn an_error_should_back_off_and_count_apart_from_rejections() {
     let q = queue();
-    q.add("a", 0);
+    q.add("a", 0).unwrap();
     fail(&q, &[], &[]).await;
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
     q.activate(["a"]);
@@ -336,7 +336,7 @@ async fn a_wildcard_seen_in_flight_should_send_failures_to_backoff() {
         .iter()
         .enumerate()
     {
-        q.add(key, i as i64);
+        q.add(key, i as i64).unwrap();
     }
     let mut items = Vec::new();
     for _ in 0..9 {
@@ -355,8 +355,8 @@ async fn a_wildcard_seen_in_flight_should_send_failures_to_backoff() {
 #[tokio::test(start_paused = true)]
 async fn an_item_not_in_flight_should_follow_the_move_request_cycle() {
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
-    q.add("a", 0);
-    q.add("b", 0);
+    q.add("a", 0).unwrap();
+    q.add("b", 0).unwrap();
     let mut a = q.pop().await.unwrap();
     q.done(a.key()); // flight over: the cycle rule decides
     a.set_rejectors(["plugin"]);
@@ -376,9 +376,9 @@ async fn an_item_not_in_flight_should_follow_the_move_request_cycle() {
 #[tokio::test(start_paused = true)]
 async fn add_unschedulable_of_a_queued_key_should_fail_and_change_nothing() {
     let q = queue();
-    q.add("a", 1);
+    q.add("a", 1).unwrap();
     let item = q.pop().await.unwrap();
-    q.add("a", 2);
+    q.add("a", 2).unwrap();
     let err = q.add_unschedulable_if_not_present(item, 1).unwrap_err();
     assert_eq!(*err.into_inner().data(), 1);
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
@@ -392,7 +392,7 @@ async fn add_unschedulable_of_a_queued_key_should_fail_and_change_nothing() {
 async fn move_all_should_route_by_hint_and_backoff() {
     // Pending plugin answering Queue: active at once.
     let q = queue_on(NODE_ADD, "foo", QueueingHint::Queue);
-    q.add("a", 0);
+    q.add("a", 0).unwrap();
     fail(&q, &[], &["foo"]).await;
     assert_eq!(q.move_all(&NODE_ADD), 1);
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
@@ -406,7 +406,7 @@ async fn move_all_should_route_by_hint_and_backoff() {
     // Rejector answering Queue: backoff while backing off, active after.
     for (wait, want) in [(0, SubQueue::Backoff), (2, SubQueue::Active)] {
         let q = queue_on(NODE_ADD, "foo", QueueingHint::Queue);
-        q.add("a", 0);
+        q.add("a", 0).unwrap();
         fail(&q, &["foo"], &[]).await;
         advance(Duration::from_secs(wait)).await;
         q.move_all(&NODE_ADD);
@@ -415,7 +415,7 @@ async fn move_all_should_route_by_hint_and_backoff() {
 
     // Skip: stays.
     let q = queue_on(NODE_ADD, "foo", QueueingHint::Skip);
-    q.add("a", 0);
+    q.add("a", 0).unwrap();
     fail(&q, &["foo"], &[]).await;
     assert_eq!(q.move_all(&NODE_ADD), 0);
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Unschedulable));
@@ -447,8 +447,8 @@ fn fit_queue() -> Queue {
 #[tokio::test(start_paused = true)]
 async fn a_hint_should_decide_by_the_event_payload() {
     let q = fit_queue();
-    q.add("big", 8);
-    q.add("small", 2);
+    q.add("big", 8).unwrap();
+    q.add("small", 2).unwrap();
     assert_eq!(fail(&q, &["fit"], &[]).await, "big");
     assert_eq!(fail(&q, &["fit"], &[]).await, "small");
     assert_eq!(
@@ -472,8 +472,8 @@ async fn a_hint_should_decide_by_the_event_payload() {
 #[tokio::test(start_paused = true)]
 async fn a_payload_seen_in_flight_should_be_replayed_to_the_hint() {
     let q = fit_queue();
-    q.add("big", 8);
-    q.add("small", 2);
+    q.add("big", 8).unwrap();
+    q.add("small", 2).unwrap();
     let big = q.pop().await.unwrap();
     let small = q.pop().await.unwrap();
     q.move_all_with(&NODE_ADD, EventPayload::new(Node { room: 5 }));
@@ -502,7 +502,7 @@ async fn a_wildcard_should_move_without_asking_hints() {
             Err(HintError::new("must not be called"))
         })
         .build();
-    q.add("a", 0);
+    q.add("a", 0).unwrap();
     fail(&q, &["foo"], &[]).await;
     q.move_all(&ClusterEvent::UNSCHEDULABLE_TIMEOUT);
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
@@ -512,7 +512,7 @@ async fn a_wildcard_should_move_without_asking_hints() {
 async fn move_matching_should_apply_the_pre_check_and_skip_events_of_no_interest() {
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
     for (key, prio) in [("p0", 0), ("p1", 1), ("p2", 2), ("p3", 3), ("p4", 4)] {
-        q.add(key, prio);
+        q.add(key, prio).unwrap();
         fail(&q, &["plugin"], &[]).await;
     }
     let moved = q.move_matching(&PV_ADD, |_| panic!("no plugin cares about PV_ADD"));
@@ -552,7 +552,7 @@ async fn hints_should_be_asked_in_order_and_the_strongest_answer_wins() {
         let calls = calls.clone();
         async move {
             calls.store(0, Ordering::SeqCst);
-            q.add("a", 0);
+            q.add("a", 0).unwrap();
             fail(&q, rejectors, pending).await;
             q.move_all(&event);
             let at = q.where_is(&"a");
@@ -587,7 +587,7 @@ async fn hints_should_be_asked_in_order_and_the_strongest_answer_wins() {
 #[tokio::test(start_paused = true)]
 async fn backoff_should_double_from_1_s_to_the_10_s_cap() {
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
-    q.add("a", 0);
+    q.add("a", 0).unwrap();
     for (i, secs) in [1u64, 2, 4, 8, 10, 10, 10].into_iter().enumerate() {
         let mut item = q.pop().await.unwrap();
         assert_eq!(item.attempts(), i as u32 + 1);
@@ -617,7 +617,7 @@ async fn backoff_should_double_from_1_s_to_the_10_s_cap() {
 #[tokio::test(start_paused = true)]
 async fn the_background_flush_should_move_backoff_items_at_their_exact_expiry() {
     let q = queue();
-    q.add("a", 0);
+    q.add("a", 0).unwrap();
     let start = Instant::now();
     fail(&q, &[], &[]).await; // error: backoff 1 s
     let mut pop = task::spawn(q.pop());
@@ -633,13 +633,13 @@ async fn the_background_flush_should_move_backoff_items_at_their_exact_expiry() 
 #[tokio::test(start_paused = true)]
 async fn an_earlier_backoff_should_rearm_the_timer() {
     let q = queue();
-    q.add("slow", 0);
+    q.add("slow", 0).unwrap();
     for _ in 0..3 {
         fail(&q, &[], &[]).await;
         q.activate(["slow"]);
     }
     fail(&q, &[], &[]).await; // 4th error: 8 s
-    q.add("fast", 0);
+    q.add("fast", 0).unwrap();
     fail(&q, &[], &[]).await; // 1 s
     let start = Instant::now();
     let item = q.pop().await.unwrap();
@@ -652,7 +652,7 @@ async fn an_earlier_backoff_should_rearm_the_timer() {
 #[tokio::test(start_paused = true)]
 async fn leftover_flush_should_move_items_older_than_the_maximum_only() {
     let q = queue();
-    q.add("a", 0);
+    q.add("a", 0).unwrap();
     let mut item = q.pop().await.unwrap();
     item.set_rejectors(["plugin"]);
     q.add_unschedulable_if_not_present(item, 1).unwrap();
@@ -674,7 +674,7 @@ async fn leftover_flush_should_move_items_older_than_the_maximum_only() {
 #[tokio::test(start_paused = true)]
 async fn the_background_leftover_flush_should_run_every_30_s() {
     let q = queue();
-    q.add("a", 0);
+    q.add("a", 0).unwrap();
     fail(&q, &["plugin"], &[]).await;
     sleep(Duration::from_secs(300)).await;
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Unschedulable));
@@ -689,7 +689,7 @@ async fn the_background_leftover_flush_should_run_every_30_s() {
 async fn recently_tried_items_should_go_behind_their_peers() {
     let q = queue();
     for key in ["p1", "p2", "p3"] {
-        q.add(key, 1000);
+        q.add(key, 1000).unwrap();
         advance(Duration::from_micros(1)).await;
     }
     fail(&q, &["plugin"], &[]).await;
@@ -711,11 +711,11 @@ async fn update_should_act_by_sub_queue() {
     assert_eq!(q.update("new", 1, &[ITEM_UPDATE]), None);
     assert_eq!(q.where_is(&"new"), Some(SubQueue::Active));
     // Active: replaced and re-ordered.
-    q.add("low", 1);
+    q.add("low", 1).unwrap();
     q.update("low", 5, &[]);
     assert_eq!(q.pop().await.unwrap().data(), &5);
     // Backoff: replaced in place.
-    q.add("b", 0);
+    q.add("b", 0).unwrap();
     q.activate(["new"]); // no-op, it is active
     let mut b = q.pop().await.unwrap();
     while *b.key() != "b" {
@@ -729,14 +729,14 @@ async fn update_should_act_by_sub_queue() {
     // Unschedulable: the event is judged (Queue -> backoff while backing off, later active).
     for (wait, want) in [(0, SubQueue::Backoff), (10, SubQueue::Active)] {
         let q = queue_on(ITEM_UPDATE, "queue", QueueingHint::Queue);
-        q.add("u", 0);
+        q.add("u", 0).unwrap();
         fail(&q, &["queue"], &[]).await;
         advance(Duration::from_secs(wait)).await;
         q.update("u", 3, &[ITEM_UPDATE]);
         assert_eq!(q.where_is(&"u"), Some(want));
     }
     let q = queue_on(ITEM_UPDATE, "skip", QueueingHint::Skip);
-    q.add("u", 0);
+    q.add("u", 0).unwrap();
     fail(&q, &["skip"], &[]).await;
     q.update("u", 3, &[ITEM_UPDATE]);
     assert_eq!(q.where_is(&"u"), Some(SubQueue::Unschedulable));
@@ -745,7 +745,7 @@ async fn update_should_act_by_sub_queue() {
 #[tokio::test(start_paused = true)]
 async fn update_in_flight_should_record_the_event_and_hand_the_data_back() {
     let q = queue_on(ITEM_UPDATE, "fake", QueueingHint::Queue);
-    q.add("p", 0);
+    q.add("p", 0).unwrap();
     let mut item = q.pop().await.unwrap();
     assert_eq!(q.update("p", 9, &[ITEM_UPDATE]), Some(9));
     assert_eq!(q.where_is(&"p"), None);
@@ -760,7 +760,7 @@ async fn update_in_flight_should_record_the_event_and_hand_the_data_back() {
 async fn delete_should_remove_from_each_sub_queue() {
     let q = queue();
     for (key, prio) in [("backoff", 3), ("unsched", 2), ("active", 1), ("keep", 0)] {
-        q.add(key, prio);
+        q.add(key, prio).unwrap();
     }
     fail(&q, &[], &[]).await;
     fail(&q, &["x"], &[]).await;
@@ -777,7 +777,7 @@ async fn delete_should_remove_from_each_sub_queue() {
 #[tokio::test(start_paused = true)]
 async fn activate_should_move_known_items_and_mark_in_flight_ones() {
     let q = queue();
-    q.add("active", 0);
+    q.add("active", 0).unwrap();
     assert_eq!(q.activate(["active", "unknown"]), 0);
     assert_eq!(q.pending().active.len(), 1);
     let a = q.pop().await.unwrap(); // in flight
@@ -805,7 +805,7 @@ async fn activate_should_move_known_items_and_mark_in_flight_ones() {
         "the targeted wildcard applies"
     );
 
-    q.add("u", 5);
+    q.add("u", 5).unwrap();
     fail(&q, &["x"], &[]).await;
     assert_eq!(q.where_is(&"u"), Some(SubQueue::Unschedulable));
     assert_eq!(q.activate(["u", "active"]), 2);
@@ -815,11 +815,11 @@ async fn activate_should_move_known_items_and_mark_in_flight_ones() {
 #[tokio::test(start_paused = true)]
 async fn pending_should_list_every_item_with_the_summary() {
     let q = queue();
-    q.add("up", 0);
-    q.add("hpp", 1000);
+    q.add("up", 0).unwrap();
+    q.add("hpp", 1000).unwrap();
     let hpp = q.pop().await.unwrap();
     let up = q.pop().await.unwrap();
-    q.add("mpp", 500);
+    q.add("mpp", 500).unwrap();
     for mut item in [up, hpp] {
         item.set_rejectors(["plugin"]);
         q.add_unschedulable_if_not_present(item, q.scheduling_cycle())
@@ -841,7 +841,7 @@ async fn pending_should_list_every_item_with_the_summary() {
 #[tokio::test(start_paused = true)]
 async fn in_flight_events_should_be_recorded_only_when_interesting_and_in_flight() {
     let q = queue_on(PV_ADD, "foo", QueueingHint::Queue);
-    q.add("p1", 0);
+    q.add("p1", 0).unwrap();
     q.move_all(&PV_ADD); // nothing in flight
     let _p1 = q.pop().await.unwrap();
     q.move_all(&PV_ADD);
@@ -863,7 +863,7 @@ async fn done_should_prune_the_head_and_keep_events_in_the_middle() {
         .hint(ASSIGNED_ADD, "foo", |_, _, _| Ok(QueueingHint::Queue))
         .build();
     for (k, p) in [("p1", 3), ("p2", 2), ("p3", 1)] {
-        q.add(k, p);
+        q.add(k, p).unwrap();
     }
     let p1 = q.pop().await.unwrap();
     q.move_all(&PV_ADD);
@@ -901,8 +901,8 @@ async fn events_during_the_flight_should_decide_where_a_failure_goes() {
     let q = builder()
         .hint(ASSIGNED_ADD, "pending", |_, _, _| Ok(QueueingHint::Queue))
         .build();
-    q.add("p1", 2);
-    q.add("p2", 1);
+    q.add("p1", 2).unwrap();
+    q.add("p2", 1).unwrap();
     let p1 = q.pop().await.unwrap();
     q.move_all(&NODE_ADD); // no interest: dropped
     let mut p2 = q.pop().await.unwrap();
@@ -918,10 +918,10 @@ async fn events_during_the_flight_should_decide_where_a_failure_goes() {
 #[tokio::test(start_paused = true)]
 async fn pop_should_discard_a_duplicate_of_an_item_in_flight() {
     let q = queue();
-    q.add("p1", 3);
-    q.add("p3", 1);
+    q.add("p1", 3).unwrap();
+    q.add("p3", 1).unwrap();
     let p1 = q.pop().await.unwrap();
-    q.add("p1", 3); // re-added while in flight
+    q.add("p1", 3).unwrap(); // re-added while in flight
     let p3 = q.pop().await.unwrap();
     assert_eq!(*p3.key(), "p3");
     assert!(q.pending().active.is_empty());
@@ -945,7 +945,7 @@ fn gated_queue() -> Queue {
 #[tokio::test(start_paused = true)]
 async fn gated_items_should_wait_for_an_event_their_gate_registered() {
     let q = gated_queue();
-    q.add("g", 0);
+    q.add("g", 0).unwrap();
     assert_eq!(q.where_is(&"g"), Some(SubQueue::Unschedulable));
     q.move_all(&ClusterEvent::UNSCHEDULABLE_TIMEOUT);
     assert_eq!(
@@ -984,7 +984,7 @@ async fn the_leftover_flush_should_release_a_gated_item_whose_gate_now_passes() 
             move |_: &QueuedItem<&'static str, i64>| open.load(Ordering::SeqCst) == 1,
         )
         .build();
-    q.add("g", 0);
+    q.add("g", 0).unwrap();
     let t0 = Instant::now();
     let six = Duration::from_secs(360);
     assert_eq!(
@@ -1006,7 +1006,7 @@ async fn the_leftover_flush_should_release_a_gated_item_whose_gate_now_passes() 
 
 /// Puts `key` in backoff: added, popped, failed, then moved by an event its hint queues.
 async fn into_backoff(q: &Queue, key: &'static str) {
-    q.add(key, 0);
+    q.add(key, 0).unwrap();
     fail(q, &["plugin"], &[]).await;
     q.move_all(&NODE_ADD);
     assert_eq!(q.where_is(&key), Some(SubQueue::Backoff));
@@ -1017,7 +1017,7 @@ async fn the_flush_task_should_start_on_need_and_end_on_close_and_on_the_last_dr
     let metrics = tokio::runtime::Handle::current().metrics();
     let base = metrics.num_alive_tasks();
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
-    q.add("a", 0);
+    q.add("a", 0).unwrap();
     let a = q.pop().await.unwrap();
     q.done(a.key());
     assert_eq!(
@@ -1058,7 +1058,7 @@ async fn key_popped_within(q: &Queue, within: Duration) -> &'static str {
 #[test]
 fn a_queue_built_outside_a_runtime_should_flush_inside_one() {
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
-    q.add("a", 0);
+    q.add("a", 0).unwrap();
     paused_runtime().block_on(async {
         into_backoff(&q, "a").await;
         let start = Instant::now();
@@ -1073,7 +1073,7 @@ fn items_sent_to_backoff_outside_a_runtime_should_flush_once_a_pop_waits() {
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
     let rt = paused_runtime();
     let mut item = rt.block_on(async {
-        q.add("a", 0);
+        q.add("a", 0).unwrap();
         q.pop().await.expect("open")
     });
     // Back on a plain thread: fail it and move it to backoff with no runtime to time it.
@@ -1093,7 +1093,7 @@ fn a_queue_outliving_the_runtime_of_its_flush_task_should_still_flush() {
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
     paused_runtime().block_on(async {
         into_backoff(&q, "a").await;
-        q.add("stuck", 0);
+        q.add("stuck", 0).unwrap();
         fail(&q, &["other"], &[]).await; // no hint for it: only the leftover flush moves it
     });
     // That runtime and its task are gone; both items still wait.
@@ -1132,8 +1132,8 @@ fn handles_and_futures_should_be_send_sync_unpin() {
 #[tokio::test(start_paused = true)]
 async fn a_targeted_wildcard_should_affect_only_its_target() {
     let q = queue();
-    q.add("a", 2);
-    q.add("b", 1);
+    q.add("a", 2).unwrap();
+    q.add("b", 1).unwrap();
     let mut a = q.pop().await.unwrap();
     let mut b = q.pop().await.unwrap();
     q.activate(["a"]); // both in flight: recorded for "a" only
@@ -1152,7 +1152,7 @@ async fn a_targeted_wildcard_should_affect_only_its_target() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_update_and_pop_should_not_deadlock() {
     let q = queue();
-    q.add("pod", 0);
+    q.add("pod", 0).unwrap();
     let popper = tokio::spawn({
         let q = q.clone();
         async move {
@@ -1160,7 +1160,7 @@ async fn concurrent_update_and_pop_should_not_deadlock() {
                 let item = q.pop().await.expect("open");
                 assert_eq!(*item.key(), "pod");
                 q.done(item.key());
-                q.add("pod", 0);
+                q.add("pod", 0).unwrap();
             }
         }
     });
@@ -1197,7 +1197,7 @@ async fn move_should_lose_no_item_when_a_hint_panics_midway() {
         })
         .build();
     for k in 0..N {
-        q.add(k, 0);
+        q.add(k, 0).unwrap();
         let mut item = q.pop().await.expect("open");
         item.set_rejectors(["fit"]);
         let cycle = q.scheduling_cycle();
@@ -1241,7 +1241,7 @@ async fn fail_on_a_plain_thread(q: &Queue) {
 #[tokio::test(start_paused = true)]
 async fn a_requeue_from_a_plain_thread_should_read_the_queue_runtime_clock() {
     let q = queue();
-    q.add("a", 0);
+    q.add("a", 0).unwrap();
     // Put the paused clock an hour ahead of the real one: a timestamp read from the real clock
     // would make the 1 s backoff long over, and the item would come back at once.
     advance(Duration::from_secs(3600)).await;
@@ -1260,7 +1260,7 @@ async fn a_requeue_from_a_plain_thread_should_read_the_queue_runtime_clock() {
 #[tokio::test(start_paused = true)]
 async fn a_requeue_from_a_plain_thread_should_start_the_flush_on_the_queue_runtime() {
     let q = queue();
-    q.add("a", 0);
+    q.add("a", 0).unwrap();
     fail_on_a_plain_thread(&q).await;
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
     sleep(Duration::from_millis(1001)).await;
@@ -1269,4 +1269,14 @@ async fn a_requeue_from_a_plain_thread_should_start_the_flush_on_the_queue_runti
         Some(SubQueue::Active),
         "the flush loop moved it at its 1 s expiry"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_add_after_shutdown_should_be_refused_with_the_item_back() {
+    let q = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+    q.add("a", 1).unwrap();
+    q.shut_down();
+    let refused = q.add("b", 2).unwrap_err();
+    assert_eq!(refused.into_key(), ("b", 2));
+    assert!(q.pop().await.is_none());
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queue_async::metrics::testing::RecordingProvider;
-use queue_async::{ShutDown, WorkQueue};
+use queue_async::{ShutDownError, WorkQueue};
 use ratelimit::{BucketRateLimiter, ExponentialRateLimiter};
 use support::paused_runtime;
 use tokio::time::{Instant, advance, sleep};
@@ -63,7 +63,7 @@ async fn basic(drain: bool) {
         queue.shut_down();
     }
     let refused = queue.add("added after shutdown!".into()).unwrap_err();
-    assert_eq!(refused, ShutDown("added after shutdown!".to_string()));
+    assert_eq!(refused, ShutDownError("added after shutdown!".to_string()));
     for c in consumers {
         let got = c.await.unwrap();
         assert!(!got.iter().any(|k| k == "added after shutdown!"));
@@ -367,9 +367,9 @@ async fn requeue_after_shutdown_is_refused_but_the_item_is_done() {
     queue.add("a").unwrap();
     let item = queue.get().await.unwrap();
     queue.shut_down();
-    assert_eq!(item.requeue_rate_limited(), Err(ShutDown("a")));
+    assert_eq!(item.requeue_rate_limited(), Err(ShutDownError("a")));
     assert_eq!(queue.processing_len(), 0);
-    assert_eq!(queue.add_rate_limited("b"), Err(ShutDown("b")));
+    assert_eq!(queue.add_rate_limited("b"), Err(ShutDownError("b")));
     assert_eq!(
         queue.num_requeues(&"b"),
         0,
@@ -466,50 +466,6 @@ async fn delaying_copy_shifting_adds_in_deadline_order() {
     ]
     .into();
     assert_eq!(order, ["baz", "bar", "foo"]);
-}
-
-/// A queue whose delay task has found tokio's timer grid, 0.3 ms off it (as a real queue almost
-/// always is); returns it at 0.3 ms past one of tokio's milliseconds.
-async fn queue_off_tokios_grid() -> WorkQueue<&'static str> {
-    advance(Duration::from_micros(300)).await;
-    let queue = WorkQueue::new();
-    queue.add_after("start", MS).unwrap();
-    // The delay task looks for tokio's grid over its first 2 ms.
-    sleep(ms(5)).await;
-    queue.get().await.unwrap().done();
-    queue
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_delayed_key_rings_on_tokios_first_millisecond_after_its_deadline() {
-    let queue = queue_off_tokios_grid().await;
-    let deadline = Instant::now() + Duration::from_micros(1100);
-    queue.add_after("key", Duration::from_micros(1100)).unwrap();
-    assert_eq!(queue.get().await.unwrap().into_key(), "key");
-    let late = Instant::now().checked_duration_since(deadline);
-    // Timed on the queue's own millisecond grid, then rounded up again to tokio's, the key
-    // came 1.9 ms late.
-    assert!(
-        late.is_some_and(|late| late < MS),
-        "lateness {late:?} (None: early)"
-    );
-}
-
-#[tokio::test(start_paused = true)]
-async fn keys_due_by_the_time_the_delay_task_wakes_come_with_the_millisecond_that_rang() {
-    // Paused, tokio's clock moves in whole milliseconds from where it stands (0.3 ms past its
-    // grid here), as its driver parks: a timer that ends at a grid instant wakes its task 0.3 ms
-    // later.
-    let queue = queue_off_tokios_grid().await;
-    let start = Instant::now();
-    queue.add_after("a", Duration::from_micros(1100)).unwrap();
-    queue.add_after("b", Duration::from_micros(1950)).unwrap();
-    assert_eq!(queue.get().await.unwrap().into_key(), "a");
-    assert_eq!(Instant::now() - start, ms(2));
-    // "b" is due (1.95 ms); its own millisecond ends 0.7 ms from now.
-    assert_eq!(queue.len(), 1, "b comes with a");
-    assert_eq!(queue.get().await.unwrap().into_key(), "b");
-    assert_eq!(Instant::now() - start, ms(2));
 }
 
 #[tokio::test(start_paused = true)]

@@ -94,7 +94,7 @@ enum Op {
     Add(u32),
     /// Mark done the oldest handed-out item.
     Done,
-    ShutDown,
+    ShutDownError,
 }
 
 const OPS: [Op; 9] = [
@@ -106,7 +106,7 @@ const OPS: [Op; 9] = [
     Op::Add(1),
     Op::Add(2),
     Op::Done,
-    Op::ShutDown,
+    Op::ShutDownError,
 ];
 
 /// Every sequence of 6 operations over two get futures: after each step, no queued key is left
@@ -184,7 +184,7 @@ fn run_sequence(ops: &[Op]) {
                 }
             }
             Op::Done => drop(held.pop_front()),
-            Op::ShutDown => {
+            Op::ShutDownError => {
                 queue.shut_down();
                 closed = true;
             }
@@ -216,7 +216,7 @@ enum Step {
     Add(u8, bool),
     Get,
     Done(usize),
-    ShutDown,
+    ShutDownError,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -224,7 +224,7 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (0u8..6, any::<bool>()).prop_map(|(k, by_ref)| Step::Add(k, by_ref)),
         3 => Just(Step::Get),
         3 => (0usize..4).prop_map(Step::Done),
-        1 => Just(Step::ShutDown),
+        1 => Just(Step::ShutDownError),
     ]
 }
 
@@ -298,7 +298,7 @@ fn the_queue_behaves_like_the_model() {
                             }
                         }
                     }
-                    Step::ShutDown => {
+                    Step::ShutDownError => {
                         queue.shut_down();
                         model.shut = true;
                     }
@@ -499,7 +499,7 @@ fn handles_and_futures_are_send_and_sync() {
     fn unpin<T: Unpin>() {}
     send_sync::<WorkQueue<String>>();
     send_sync::<Item<String>>();
-    send_sync::<queue_async::workqueue::Builder<String>>();
+    send_sync::<queue_async::WorkQueueBuilder<String>>();
     send::<Get<'static, String>>();
     send_sync::<Get<'static, String>>();
     unpin::<WorkQueue<String>>();

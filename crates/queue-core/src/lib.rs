@@ -34,4 +34,4 @@ mod model_tests;
 pub use compare::{Compare, MaxOrder, MinOrder};
 pub use keyed_heap::KeyedHeap;
 pub use priority_state::{PriorityAdd, PriorityDone, PriorityState};
-pub use work_state::{AddOutcome, DoneOutcome, KeyHash, KeyHasher, PopOutcome, WorkState};
+pub use work_state::{AddOutcome, DoneOutcome, PopOutcome, WorkState};

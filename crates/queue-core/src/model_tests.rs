@@ -90,12 +90,8 @@ proptest! {
 enum WorkOp {
     Add(u8),
     AddRef(u8),
-    /// The `*_hashed` forms, with the hash made by a hasher cloned out before the first op.
-    AddHashed(u8),
-    AddRefHashed(u8),
     Pop,
     Done(u8),
-    DoneHashed(u8),
     ShutDown,
 }
 
@@ -103,11 +99,8 @@ fn work_op() -> impl Strategy<Value = WorkOp> {
     prop_oneof![
         4 => (0u8..12).prop_map(WorkOp::Add),
         2 => (0u8..12).prop_map(WorkOp::AddRef),
-        2 => (0u8..12).prop_map(WorkOp::AddHashed),
-        2 => (0u8..12).prop_map(WorkOp::AddRefHashed),
         4 => Just(WorkOp::Pop),
         4 => (0u8..12).prop_map(WorkOp::Done),
-        2 => (0u8..12).prop_map(WorkOp::DoneHashed),
         1 => Just(WorkOp::ShutDown),
     ]
 }
@@ -168,23 +161,13 @@ proptest! {
     #[test]
     fn work_state_matches_client_go(ops in prop::collection::vec(work_op(), 1..80)) {
         let mut state = WorkState::new();
-        let hasher = state.key_hasher();
         let mut model = GoModel::default();
         for op in ops {
             match op {
                 WorkOp::Add(k) => prop_assert_eq!(state.add(k), model.add(k)),
                 WorkOp::AddRef(k) => prop_assert_eq!(state.add_ref(&k), model.add(k)),
-                WorkOp::AddHashed(k) => {
-                    prop_assert_eq!(state.add_hashed(hasher.hash(&k), k), model.add(k));
-                }
-                WorkOp::AddRefHashed(k) => {
-                    prop_assert_eq!(state.add_ref_hashed(hasher.hash(&k), &k), model.add(k));
-                }
                 WorkOp::Pop => prop_assert_eq!(state.pop(), model.pop()),
                 WorkOp::Done(k) => prop_assert_eq!(state.done(&k), model.done(k)),
-                WorkOp::DoneHashed(k) => {
-                    prop_assert_eq!(state.done_hashed(hasher.hash(&k), &k), model.done(k));
-                }
                 WorkOp::ShutDown => {
                     prop_assert_eq!(state.shut_down(), !model.shutting_down);
                     model.shutting_down = true;

@@ -110,57 +110,6 @@ pub enum DoneOutcome {
     NotProcessing,
 }
 
-/// The hasher a [`WorkState`] finds its keys by, cloned out of the state.
-///
-/// A caller that guards the state with a lock can hash a key before taking the lock, and pass
-/// the [`KeyHash`] to the `*_hashed` transitions: the lock is then held for the table look-ups
-/// only, not for reading and hashing the key as well.
-///
-/// # Examples
-///
-/// ```
-/// use std::sync::Mutex;
-/// use queue_core::{AddOutcome, WorkState};
-///
-/// let state = Mutex::new(WorkState::new());
-/// let hasher = state.lock().unwrap().key_hasher();
-///
-/// let hash = hasher.hash("ns/a"); // outside the lock
-/// assert_eq!(state.lock().unwrap().add_ref_hashed(hash, &"ns/a"), AddOutcome::Queued);
-/// ```
-#[derive(Clone)]
-pub struct KeyHasher(DefaultHashBuilder);
-
-impl KeyHasher {
-    /// The hash of `key` (or of anything that hashes like it, as `Borrow` requires).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let state = queue_core::WorkState::<String>::new();
-    /// let hasher = state.key_hasher();
-    /// assert_eq!(hasher.hash("a"), hasher.hash(&String::from("a")));
-    /// ```
-    pub fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> KeyHash {
-        KeyHash(self.0.hash_one(key))
-    }
-}
-
-impl fmt::Debug for KeyHasher {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyHasher").finish_non_exhaustive()
-    }
-}
-
-/// A key's hash, made by [`KeyHasher::hash`].
-///
-/// It is meaningful only to the [`WorkState`] whose [`key_hasher`](WorkState::key_hasher) made
-/// it, and only for that key. Passing it to another state, or with another key, is a logic
-/// error: the transition may then miss a present key (and queue it twice, or report
-/// `NotProcessing`). It is never undefined behaviour, and debug builds assert against it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyHash(u64);
-
 // ===== impl WorkState =====
 
 impl<K> WorkState<K> {
@@ -193,24 +142,6 @@ impl<K> WorkState<K> {
             hasher: DefaultHashBuilder::default(),
             shut_down: false,
         }
-    }
-
-    /// A clone of the hasher this state finds keys by, for hashing keys outside the state's lock
-    /// (see [`KeyHasher`]).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use queue_core::{DoneOutcome, WorkState};
-    ///
-    /// let mut state = WorkState::new();
-    /// let hash = state.key_hasher().hash("a");
-    /// state.add_hashed(hash, "a");
-    /// state.pop();
-    /// assert_eq!(state.done_hashed(hash, "a"), DoneOutcome::Finished);
-    /// ```
-    pub fn key_hasher(&self) -> KeyHasher {
-        KeyHasher(self.hasher.clone())
     }
 
     /// The number of queued keys (not counting keys being processed).
@@ -322,24 +253,6 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         self.add_with(hash, key)
     }
 
-    /// [`add`](WorkState::add) with the key's hash made beforehand by this state's
-    /// [`key_hasher`](WorkState::key_hasher).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use queue_core::{AddOutcome, WorkState};
-    ///
-    /// let mut state = WorkState::new();
-    /// let hasher = state.key_hasher();
-    /// assert_eq!(state.add_hashed(hasher.hash("a"), "a"), AddOutcome::Queued);
-    /// assert_eq!(state.add("a"), AddOutcome::Coalesced);
-    /// ```
-    pub fn add_hashed(&mut self, hash: KeyHash, key: K) -> AddOutcome<K> {
-        self.debug_check(hash, &key);
-        self.add_with(hash.0, key)
-    }
-
     fn add_with(&mut self, hash: u64, key: K) -> AddOutcome<K> {
         if self.shut_down {
             return AddOutcome::Refused(key);
@@ -375,24 +288,6 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         self.add_ref_with(hash, key)
     }
 
-    /// [`add_ref`](WorkState::add_ref) with the key's hash made beforehand by this state's
-    /// [`key_hasher`](WorkState::key_hasher).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use queue_core::{AddOutcome, WorkState};
-    ///
-    /// let mut state = WorkState::new();
-    /// let hash = state.key_hasher().hash(&"a");
-    /// assert_eq!(state.add_ref_hashed(hash, &"a"), AddOutcome::Queued);
-    /// assert_eq!(state.add_ref_hashed(hash, &"a"), AddOutcome::Coalesced);
-    /// ```
-    pub fn add_ref_hashed(&mut self, hash: KeyHash, key: &K) -> AddOutcome<K> {
-        self.debug_check(hash, key);
-        self.add_ref_with(hash.0, key)
-    }
-
     fn add_ref_with(&mut self, hash: u64, key: &K) -> AddOutcome<K> {
         if self.shut_down {
             return AddOutcome::Refused(key.clone());
@@ -405,15 +300,6 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         }
         self.push_back(hash, key.clone());
         AddOutcome::Queued
-    }
-
-    /// Debug builds check the caller's side of the `*_hashed` contract (see [`KeyHash`]).
-    fn debug_check<Q: Hash + ?Sized>(&self, hash: KeyHash, key: &Q) {
-        debug_assert_eq!(
-            hash.0,
-            self.hasher.hash_one(key),
-            "a KeyHash made by another state's hasher, or for another key"
-        );
     }
 
     /// The outcome of adding a key that is queued or processing; `None` if it is neither.
@@ -488,30 +374,6 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     {
         let hash = self.hasher.hash_one(key);
         self.done_with(hash, key)
-    }
-
-    /// [`done`](WorkState::done) with the key's hash made beforehand by this state's
-    /// [`key_hasher`](WorkState::key_hasher).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use queue_core::{DoneOutcome, WorkState};
-    ///
-    /// let mut state = WorkState::new();
-    /// let hash = state.key_hasher().hash("a");
-    /// state.add("a");
-    /// state.pop();
-    /// state.add("a"); // again while processing
-    /// assert_eq!(state.done_hashed(hash, "a"), DoneOutcome::Requeued);
-    /// ```
-    pub fn done_hashed<Q>(&mut self, hash: KeyHash, key: &Q) -> DoneOutcome
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.debug_check(hash, key);
-        self.done_with(hash.0, key)
     }
 
     fn done_with<Q>(&mut self, hash: u64, key: &Q) -> DoneOutcome
@@ -664,17 +526,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn a_hash_made_for_another_key_is_caught_in_debug_builds() {
-        let mut state = WorkState::new();
-        let wrong = state.key_hasher().hash("b");
-        let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            state.add_hashed(wrong, "a")
-        }));
-        // Release builds trust the caller (a logic error, never undefined behaviour).
-        assert_eq!(step.is_err(), cfg!(debug_assertions));
     }
 
     #[test]

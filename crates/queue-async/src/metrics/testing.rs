@@ -2,7 +2,9 @@
 //! metrics (feature `test-util`).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
 
 use super::{CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, SettableGaugeMetric};
 
@@ -54,7 +56,7 @@ impl RecordingProvider {
 }
 
 fn lock(m: &Mutex<Recorded>) -> MutexGuard<'_, Recorded> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock()
 }
 
 #[derive(Clone, Copy)]

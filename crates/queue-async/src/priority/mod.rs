@@ -5,4 +5,4 @@ mod queue;
 
 pub use crate::get::Get;
 pub use crate::item::Item;
-pub use queue::{AddOptions, Builder, PriorityQueue};
+pub use queue::{AddOptions, PriorityQueue, PriorityQueueBuilder};

@@ -1,5 +1,6 @@
-//! [`PriorityQueue`], its [`Builder`] and [`AddOptions`].
+//! [`PriorityQueue`], its builder [`PriorityQueueBuilder`] and [`AddOptions`].
 
+use std::borrow::Cow;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -8,11 +9,10 @@ use std::time::Duration;
 use queue_core::PriorityState;
 use ratelimit::RateLimiter;
 
-use crate::ShutDown;
-use crate::core::handle::{Options, builder_methods, handle_methods};
-use crate::core::{Backend, Shared};
+use crate::ShutDownError;
 use crate::get::Get;
 use crate::metrics::MetricsProvider;
+use crate::shared::{Options, Shared};
 
 /// How [`PriorityQueue::add_with`] adds a key: its priority, a delay, rate limiting.
 ///
@@ -25,9 +25,11 @@ use crate::metrics::MetricsProvider;
 /// let resync = AddOptions::default().priority(-10);
 /// let retry = AddOptions::default().rate_limited(true);
 /// let later = AddOptions::default().after(Duration::from_secs(5)).priority(3);
-/// assert_eq!(later.get_priority(), 3);
+/// assert_ne!(later, AddOptions::default());
 /// # let _ = (resync, retry);
 /// ```
+///
+/// Setters only, as `std::fs::OpenOptions`: each names what it sets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AddOptions {
     priority: i32,
@@ -58,11 +60,6 @@ impl AddOptions {
         self.rate_limited = yes;
         self
     }
-
-    /// The priority set.
-    pub fn get_priority(&self) -> i32 {
-        self.priority
-    }
 }
 
 /// A work queue that hands out higher priorities first (FIFO within a priority): initial-list
@@ -77,7 +74,7 @@ impl AddOptions {
 /// keys only.
 ///
 /// **Starvation** (kubernetes-sigs/controller-runtime#3496): under a steady stream of
-/// high-priority adds, low priorities may never be served. [`Builder::aging`] fixes it: with an
+/// high-priority adds, low priorities may never be served. [`PriorityQueueBuilder::aging`] fixes it: with an
 /// interval `I`, a key ready for `d` ranks as if its priority were `priority + d / I`, so a key
 /// of priority `p` waits at most `(q − p) · I` behind keys of priority `q` that arrive after it.
 /// The order stays a plain heap (every ready key ages at the same rate), O(log n) per operation.
@@ -97,21 +94,30 @@ impl AddOptions {
 /// assert_eq!((*item.key(), item.priority()), ("user/b", 10));
 /// # }
 /// ```
-pub struct PriorityQueue<K> {
-    core: Arc<dyn Backend<K, i32>>,
+pub struct PriorityQueue<K>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    inner: Arc<Shared<K, i32>>,
 }
 
-impl<K> Clone for PriorityQueue<K> {
+impl<K> Clone for PriorityQueue<K>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
     fn clone(&self) -> Self {
         Self {
-            core: self.core.clone(),
+            inner: self.inner.clone(),
         }
     }
 }
 
-impl<K> fmt::Debug for PriorityQueue<K> {
+impl<K> fmt::Debug for PriorityQueue<K>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.core.describe(f, "PriorityQueue")
+        self.inner.describe(f, "PriorityQueue")
     }
 }
 
@@ -127,31 +133,46 @@ impl<K> fmt::Debug for PriorityQueue<K> {
 ///     .build();
 /// assert!(queue.is_empty());
 /// ```
-pub struct Builder<K> {
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct PriorityQueueBuilder<K> {
     options: Options<K>,
     aging: Option<Duration>,
 }
 
-impl<K> fmt::Debug for Builder<K> {
+impl<K> fmt::Debug for PriorityQueueBuilder<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Builder")
-            .field("name", &self.options.name)
-            .field("metrics", &self.options.metrics.is_some())
-            .field("rate_limiter", &self.options.limiter.is_some())
+        f.debug_struct("PriorityQueueBuilder")
+            .field("options", &self.options)
             .field("aging", &self.aging)
             .finish()
     }
 }
 
-impl<K> Builder<K>
+impl<K> PriorityQueueBuilder<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    builder_methods!();
+    /// The queue's name: the `name` label of its metrics (metrics need a non-empty name).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.options.name = name.into();
+        self
+    }
+
+    /// Reports client-go's metrics through `provider` (with a non-empty [`name`](Self::name)).
+    pub fn metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
+        self.options.metrics = Some(provider);
+        self
+    }
+
+    /// The limiter behind rate-limited adds; by default
+    /// [`ratelimit::default_controller_rate_limiter`].
+    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<K>>) -> Self {
+        self.options.limiter = Some(limiter);
+        self
+    }
 
     /// Ages ready keys: waiting `interval` counts as one priority more (see the type's docs).
     /// Off by default (controller-runtime's behaviour); a zero interval also means off.
-    #[must_use]
     pub fn aging(mut self, interval: Duration) -> Self {
         self.aging = Some(interval);
         self
@@ -164,7 +185,7 @@ where
             .aging
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
         PriorityQueue {
-            core: Shared::new(PriorityState::new(aging), self.options),
+            inner: Shared::new(PriorityState::new(aging), self.options),
         }
     }
 }
@@ -194,7 +215,7 @@ where
         Self::builder().build()
     }
 
-    /// A [`Builder`].
+    /// A [`PriorityQueueBuilder`].
     ///
     /// # Examples
     ///
@@ -203,8 +224,8 @@ where
     ///     queue_async::PriorityQueue::builder().name("q").build();
     /// assert!(queue.is_empty());
     /// ```
-    pub fn builder() -> Builder<K> {
-        Builder {
+    pub fn builder() -> PriorityQueueBuilder<K> {
+        PriorityQueueBuilder {
             options: Options::default(),
             aging: None,
         }
@@ -215,7 +236,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down (the limiter is not charged).
+    /// [`ShutDownError`] with the key if the queue is shutting down (the limiter is not charged).
     ///
     /// # Examples
     ///
@@ -230,22 +251,22 @@ where
     /// assert_eq!(queue.get().await.unwrap().priority(), 2);
     /// # }
     /// ```
-    pub fn add_with(&self, key: K, options: AddOptions) -> Result<(), ShutDown<K>> {
+    pub fn add_with(&self, key: K, options: AddOptions) -> Result<(), ShutDownError<K>> {
         let mut delay = options.after.unwrap_or_default();
         if options.rate_limited {
-            if self.core.is_shutting_down() {
-                return Err(ShutDown(key));
+            if self.inner.is_shutting_down() {
+                return Err(ShutDownError(key));
             }
             // controller-runtime's rule: the limiter's delay, or `after` if that is shorter.
-            let limited = self.core.rate_limit_delay(&key);
+            let limited = self.inner.rate_limit_delay(&key);
             if delay.is_zero() || limited < delay {
                 delay = limited;
             }
         }
         if delay.is_zero() {
-            self.core.add(key, options.priority)
+            self.inner.add(Cow::Owned(key), options.priority)
         } else {
-            self.core.clone().add_after(key, options.priority, delay)
+            self.inner.add_after(key, options.priority, delay)
         }
     }
 
@@ -253,7 +274,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down.
+    /// [`ShutDownError`] with the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -263,8 +284,30 @@ where
     /// queue.shut_down();
     /// assert!(queue.add("b").is_err());
     /// ```
-    pub fn add(&self, key: K) -> Result<(), ShutDown<K>> {
-        self.core.add(key, 0)
+    pub fn add(&self, key: K) -> Result<(), ShutDownError<K>> {
+        self.inner.add(Cow::Owned(key), 0)
+    }
+
+    /// Adds `key` now at `priority`: short for
+    /// [`add_with`](Self::add_with)`(key, AddOptions::default().priority(priority))`.
+    ///
+    /// # Errors
+    ///
+    /// [`ShutDownError`] with the key if the queue is shutting down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add_with_priority("low", -1).unwrap();
+    /// queue.add_with_priority("high", 5).unwrap();
+    /// assert_eq!(queue.get().await.unwrap().priority(), 5);
+    /// # }
+    /// ```
+    pub fn add_with_priority(&self, key: K, priority: i32) -> Result<(), ShutDownError<K>> {
+        self.inner.add(Cow::Owned(key), priority)
     }
 
     /// [`add`](Self::add) at priority 0, by reference: the key is cloned only if the queue keeps it. Adding a
@@ -274,7 +317,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with a clone of the key if the queue is shutting down.
+    /// [`ShutDownError`] with a clone of the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -288,15 +331,15 @@ where
     /// assert_eq!(queue.len(), 1);
     /// assert_eq!(Arc::strong_count(&key), 2, "one clone, held by the queue");
     /// ```
-    pub fn add_ref(&self, key: &K) -> Result<(), ShutDown<K>> {
-        self.core.add_ref(key, 0)
+    pub fn add_ref(&self, key: &K) -> Result<(), ShutDownError<K>> {
+        self.inner.add(Cow::Borrowed(key), 0)
     }
 
     /// Adds `key` at priority 0 after `delay`.
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down.
+    /// [`ShutDownError`] with the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -309,7 +352,7 @@ where
     /// assert_eq!(*queue.get().await.unwrap(), "a"); // the paused clock jumps 1 s
     /// # }
     /// ```
-    pub fn add_after(&self, key: K, delay: Duration) -> Result<(), ShutDown<K>> {
+    pub fn add_after(&self, key: K, delay: Duration) -> Result<(), ShutDownError<K>> {
         self.add_with(key, AddOptions::default().after(delay))
     }
 
@@ -317,7 +360,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down.
+    /// [`ShutDownError`] with the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -329,7 +372,7 @@ where
     /// assert_eq!(queue.num_requeues(&"a"), 1);
     /// # }
     /// ```
-    pub fn add_rate_limited(&self, key: K) -> Result<(), ShutDown<K>> {
+    pub fn add_rate_limited(&self, key: K) -> Result<(), ShutDownError<K>> {
         self.add_with(key, AddOptions::default().rate_limited(true))
     }
 
@@ -350,8 +393,210 @@ where
     /// # }
     /// ```
     pub fn get(&self) -> Get<'_, K, i32> {
-        Get::new(&self.core)
+        Get::new(&self.inner)
     }
 
-    handle_methods!("PriorityQueue");
+    /// Clears the rate limiter's history of `key` (call it when the key succeeded).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add_rate_limited("a").unwrap();
+    /// queue.forget(&"a");
+    /// assert_eq!(queue.num_requeues(&"a"), 0);
+    /// # }
+    /// ```
+    pub fn forget(&self, key: &K) {
+        self.inner.forget(key);
+    }
+
+    /// How many times the rate limiter has delayed `key` since it was last forgotten.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add_rate_limited("a").unwrap();
+    /// queue.add_rate_limited("a").unwrap();
+    /// assert_eq!(queue.num_requeues(&"a"), 2);
+    /// # }
+    /// ```
+    pub fn num_requeues(&self, key: &K) -> usize {
+        self.inner.num_requeues(key)
+    }
+
+    /// Marks `key` done: for keys taken out of an item with
+    /// [`Item::into_key`](crate::Item::into_key). If the key was added while it was
+    /// processed, it is queued again now. A key that is not being processed is ignored.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add("a").unwrap();
+    /// let key = queue.get().await.unwrap().into_key();
+    /// queue.add("a").unwrap(); // while processing: queued again at done
+    /// assert_eq!(queue.len(), 0);
+    /// queue.done(&key);
+    /// assert_eq!(queue.len(), 1);
+    /// # }
+    /// ```
+    pub fn done(&self, key: &K) {
+        self.inner.done(key);
+    }
+
+    /// Keys ready to be handed out: not those being processed or waiting for a delay.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add("a").unwrap();
+    /// queue.add("a").unwrap();
+    /// assert_eq!(queue.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Whether no key is ready.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue = queue_async::PriorityQueue::<u32>::new();
+    /// assert!(queue.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keys waiting for their delay.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add_after("a", std::time::Duration::from_secs(1)).unwrap();
+    /// assert_eq!((queue.len(), queue.waiting_len()), (0, 1));
+    /// # }
+    /// ```
+    pub fn waiting_len(&self) -> usize {
+        self.inner.waiting_len()
+    }
+
+    /// Keys handed out and not yet done.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add("a").unwrap();
+    /// let item = queue.get().await.unwrap();
+    /// assert_eq!(queue.processing_len(), 1);
+    /// item.done();
+    /// assert_eq!(queue.processing_len(), 0);
+    /// # }
+    /// ```
+    pub fn processing_len(&self) -> usize {
+        self.inner.processing_len()
+    }
+
+    /// Stops the queue: adds are refused, keys waiting for a delay are dropped, `get` returns
+    /// what is ready and then `None`. Cuts a running
+    /// [`shut_down_with_drain`](Self::shut_down_with_drain) short. Idempotent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add(1).unwrap();
+    /// queue.shut_down();
+    /// assert!(queue.get().await.is_some()); // ready before the shutdown
+    /// assert!(queue.get().await.is_none());
+    /// # }
+    /// ```
+    pub fn shut_down(&self) {
+        self.inner.shut_down(false);
+    }
+
+    /// Shuts down like [`shut_down`](Self::shut_down), then waits until every ready key has
+    /// been handed out and every handed-out key is done (client-go waits for in-flight keys
+    /// only). A concurrent `shut_down` ends the wait early.
+    ///
+    /// Equivalent to `async fn shut_down_with_drain(&self)`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future stops waiting; the queue stays shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add("a").unwrap();
+    /// let worker = queue.clone();
+    /// tokio::spawn(async move { while let Some(item) = worker.get().await { item.done() } });
+    /// queue.shut_down_with_drain().await;
+    /// assert!(queue.is_empty());
+    /// # }
+    /// ```
+    pub async fn shut_down_with_drain(&self) {
+        self.inner.shut_down(true);
+        self.inner.wait_drained().await;
+    }
+
+    /// Whether [`shut_down`](Self::shut_down) or
+    /// [`shut_down_with_drain`](Self::shut_down_with_drain) was called.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue = queue_async::PriorityQueue::<u32>::new();
+    /// queue.shut_down();
+    /// assert!(queue.is_shutting_down());
+    /// ```
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.is_shutting_down()
+    }
+
+    /// Adds every key whose delay is over at this instant, so that a test that advanced the
+    /// paused clock sees them queued without letting the delay task run first (client-go's
+    /// "wait for the waiting loop" helper).
+    ///
+    /// It completes at its first poll: the keys are added by the caller, not by the delay task.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let queue = queue_async::PriorityQueue::new();
+    /// queue.add_after("a", Duration::from_millis(50)).unwrap();
+    /// tokio::time::advance(Duration::from_millis(50)).await;
+    /// queue.settle().await;
+    /// assert_eq!(queue.len(), 1);
+    /// # }
+    /// ```
+    #[cfg(feature = "test-util")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+    pub async fn settle(&self) {
+        self.inner.settle();
+    }
 }

@@ -28,8 +28,8 @@ use super::state::{self, Shared};
 ///         a.key().len().cmp(&b.key().len())
 ///     })
 ///     .build();
-/// queue.add("ccc".to_owned(), ());
-/// queue.add("a".to_owned(), ());
+/// queue.add("ccc".to_owned(), ()).unwrap();
+/// queue.add("a".to_owned(), ()).unwrap();
 /// assert_eq!(queue.pop().await.unwrap().key(), "a");
 /// # }
 /// ```

@@ -15,9 +15,9 @@ use super::item::QueuedItem;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
-/// queue.add("a", 1);
+/// queue.add("a", 1).unwrap();
 /// let item = queue.pop().await.unwrap();
-/// queue.add("a", 2); // re-added while in flight
+/// queue.add("a", 2).unwrap(); // re-added while in flight
 /// let err = queue
 ///     .add_unschedulable_if_not_present(item, queue.scheduling_cycle())
 ///     .unwrap_err();

@@ -111,7 +111,7 @@ pub struct HintError(String);
 ///         Ok(if node.room >= *item.data() { QueueingHint::Queue } else { QueueingHint::Skip })
 ///     })
 ///     .build();
-/// queue.add("pod", 4);
+/// queue.add("pod", 4).unwrap();
 /// let mut pod = queue.pop().await.unwrap();
 /// pod.set_rejectors(["Fit"]);
 /// queue.add_unschedulable_if_not_present(pod, queue.scheduling_cycle()).unwrap();

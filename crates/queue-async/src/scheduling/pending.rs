@@ -12,7 +12,7 @@ use std::fmt;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
-/// queue.add("a", 1);
+/// queue.add("a", 1).unwrap();
 /// assert_eq!(queue.where_is(&"a"), Some(SubQueue::Active));
 /// # }
 /// ```
@@ -37,7 +37,7 @@ pub enum SubQueue {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
-/// queue.add("a", 1);
+/// queue.add("a", 1).unwrap();
 /// assert_eq!(queue.pending().to_string(), "activeQ:1; backoffQ:0; unschedulablePods:0");
 /// # }
 /// ```

@@ -9,7 +9,9 @@ use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
 use queue_core::Compare;
-use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+
+use crate::wait::{Source, Wait};
 
 use super::item::QueuedItem;
 use super::popped::Popped;
@@ -34,7 +36,7 @@ pin_project! {
     /// # async fn main() {
     /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
     /// let pop = queue.pop(); // waits until something is added
-    /// queue.add("a", 1);
+    /// queue.add("a", 1).unwrap();
     /// assert_eq!(*pop.await.unwrap().key(), "a");
     /// # }
     /// ```
@@ -44,15 +46,19 @@ pin_project! {
     pub struct Pop<'a, K, T, C> {
         shared: &'a Arc<Shared<K, T, C>>,
         #[pin]
-        notified: Notified<'a>,
+        wait: Wait<'a, Shared<K, T, C>>,
     }
 }
 
-impl<'a, K, T, C> Pop<'a, K, T, C> {
+impl<'a, K, T, C> Pop<'a, K, T, C>
+where
+    K: Hash + Eq + Clone,
+    C: Compare<QueuedItem<K, T>>,
+{
     pub(crate) fn new(shared: &'a Arc<Shared<K, T, C>>) -> Self {
         Pop {
             shared,
-            notified: shared.pop_wake.notified(),
+            wait: Wait::new(shared),
         }
     }
 }
@@ -66,23 +72,32 @@ where
     type Output = Option<Popped<K, T>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        // Fast path: something is there; no need to register with the `Notify`.
-        if let Some(out) = this.shared.try_pop() {
-            return Poll::Ready(out.map(|popped| guard(this.shared, popped)));
+        let this = self.project();
+        let wait = this.wait.poll(cx);
+        if wait.is_pending() {
+            // About to wait: make sure the flush loop runs (on this runtime if there is none,
+            // e.g. items went to backoff from a plain thread, or the loop's runtime shut down).
+            this.shared.ensure_flush_task();
         }
-        // About to wait: make sure the flush loop runs (on this runtime if there is none, e.g.
-        // items went to backoff from a plain thread, or the loop's runtime shut down).
-        this.shared.ensure_flush_task();
-        loop {
-            // Register interest before looking again, so an insertion after the look wakes us.
-            this.notified.as_mut().enable();
-            if let Some(out) = this.shared.try_pop() {
-                return Poll::Ready(out.map(|popped| guard(this.shared, popped)));
-            }
-            ready!(this.notified.as_mut().poll(cx));
-            this.notified.set(this.shared.pop_wake.notified());
-        }
+        let out = ready!(wait);
+        Poll::Ready(out.map(|popped| guard(this.shared, popped)))
+    }
+}
+
+/// `pop`: every waiting `pop` looks after an insertion it could take.
+impl<K, T, C> Source for Shared<K, T, C>
+where
+    K: Hash + Eq + Clone,
+    C: Compare<QueuedItem<K, T>>,
+{
+    type Output = Option<Flight<K, T>>;
+
+    fn notify(&self) -> &Notify {
+        &self.pop_wake
+    }
+
+    fn try_take(&self) -> Option<Option<Flight<K, T>>> {
+        self.try_pop()
     }
 }
 

@@ -18,6 +18,7 @@ use super::pending::{Pending, SubQueue};
 use super::pop::Pop;
 use super::popped::Popped;
 use super::state::{Dest, Shared, Wake, lock};
+use crate::ShutDownError;
 
 /// A scheduler's queue: pops the most important pending item, and decides on each failure
 /// whether the item retries after a backoff, waits for an event that could help, or goes
@@ -67,7 +68,7 @@ use super::state::{Dest, Shared, Wake, lock};
 ///     .hint(NODE_ADD, "Fit", |_item, _event, _payload| Ok(QueueingHint::Queue))
 ///     .build();
 ///
-/// queue.add("pod-a", 10);
+/// queue.add("pod-a", 10).unwrap();
 /// let mut item = queue.pop().await.unwrap();
 /// item.set_rejectors(["Fit"]); // the attempt failed
 /// queue.add_unschedulable_if_not_present(item, queue.scheduling_cycle()).unwrap();
@@ -145,10 +146,17 @@ where
     /// Adding a key that is already queued replaces its data, refreshes its timestamp, keeps
     /// its counters and moves it to active (as the original's `Add` does). Adding a key that
     /// is in flight queues a second copy, which `pop` discards while the first is in flight.
-    pub fn add(&self, key: K, data: T) {
+    ///
+    /// # Errors
+    ///
+    /// [`ShutDownError`] with the key and data if the queue is shutting down.
+    pub fn add(&self, key: K, data: T) -> Result<(), ShutDownError<(K, T)>> {
         let s = &*self.shared;
         let now = s.clock.now();
         let mut main = lock(&s.main);
+        if lock(&s.hot).closed {
+            return Err(ShutDownError((key, data)));
+        }
         let existing = s.take(&mut main, &mut lock(&s.hot), &key);
         let item = match existing {
             Some(mut item) => {
@@ -164,6 +172,7 @@ where
         s.commit(&mut main, &mut lock(&s.hot), dest, now, &mut wake);
         drop(main);
         s.wake(wake);
+        Ok(())
     }
 
     /// Waits for the most important item and hands it out: the head of active, or (with the
@@ -189,8 +198,8 @@ where
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
-    /// queue.add("low", 1);
-    /// queue.add("high", 9);
+    /// queue.add("low", 1).unwrap();
+    /// queue.add("high", 9).unwrap();
     /// let item = queue.pop().await.unwrap();
     /// assert_eq!((*item.key(), queue.scheduling_cycle()), ("high", 1));
     /// queue.done(item.key());
@@ -249,7 +258,7 @@ where
     /// data is handed back, since the queue holds no copy. In active or backoff: the data is
     /// replaced in place (re-ordered). In unschedulable: the data is replaced and the events
     /// are judged like [`move_all`](Self::move_all)'s, targeted at this item. Not queued: added
-    /// as new.
+    /// as new; after shutdown that add is refused and the data is handed back.
     pub fn update(&self, key: K, data: T, events: &[ClusterEvent]) -> Option<T> {
         let s = &*self.shared;
         let now = s.clock.now();
@@ -275,8 +284,10 @@ where
         }
         let Some(mut item) = main.unschedulable.remove(&key) else {
             drop(main);
-            self.add(key, data);
-            return None;
+            return self
+                .add(key, data)
+                .err()
+                .map(|ShutDownError((_, data))| data);
         };
         item.data = data;
         let strategy = events

@@ -24,12 +24,12 @@ use std::time::Duration;
 use parking_lot::{Mutex, MutexGuard};
 use queue_core::Compare;
 use tokio::runtime::Handle;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
-use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{Instrument, debug, trace};
 
 use crate::clock::QueueClock;
+use crate::task::BackgroundTask;
 
 use super::active::ActiveQueue;
 use super::active::RecordedEvent;
@@ -52,14 +52,10 @@ pub(crate) struct Shared<K, T, C> {
     pub(crate) pop_wake: Notify,
     /// Woken when the backoff head got earlier, so the flush timer re-arms.
     timer_wake: Arc<Notify>,
-    /// Cancelled by `shut_down` and when the last handle drops; ends the flush loop.
-    token: CancellationToken,
-    _cancel_on_drop: DropGuard,
-    /// Spawns the flush loop on a runtime (built where the spawn bounds are known).
+    /// Starts the flush loop on a runtime (built where the spawn bounds are known).
     start_flush: FlushStarter,
-    /// The running flush loop's liveness: closed once the loop's future is dropped (the loop
-    /// ended, or its runtime shut down). `None` until the first item needs the loop.
-    flush_task: Mutex<Option<oneshot::Sender<()>>>,
+    /// The flush loop: stopped by `close`, and with this state when the last handle drops.
+    flush_task: Mutex<BackgroundTask>,
     /// Timestamps come from here: the caller's runtime clock, or the queue's from a plain thread.
     pub(crate) clock: QueueClock,
     /// The scheduling cycle; incremented under `hot` by every pop.
@@ -104,8 +100,8 @@ pub(crate) struct Wake {
     flush: bool,
 }
 
-/// Spawns the flush loop on the given runtime; the loop holds the receiver while it runs.
-pub(crate) type FlushStarter = Box<dyn Fn(&Handle, oneshot::Receiver<()>) + Send + Sync>;
+/// Starts the flush loop on the given runtime in the given task slot; `false` if it could not.
+pub(crate) type FlushStarter = Box<dyn Fn(&Handle, &mut BackgroundTask) -> bool + Send + Sync>;
 
 /// Commits moved items to the hot sub-queues in chunks, waking pops after each; on drop
 /// (also when a hint panics mid-scan) it commits what it holds, so no picked item is lost.
@@ -205,7 +201,6 @@ where
         start_flush: FlushStarter,
     ) -> Self {
         let order = Arc::new(order);
-        let token = CancellationToken::new();
         Shared {
             config,
             hooks,
@@ -220,10 +215,8 @@ where
             }),
             pop_wake: Notify::new(),
             timer_wake: Arc::new(Notify::new()),
-            _cancel_on_drop: token.clone().drop_guard(),
-            token,
             start_flush,
-            flush_task: Mutex::new(None),
+            flush_task: Mutex::new(BackgroundTask::default()),
             clock: QueueClock::new(),
             cycle: AtomicU64::new(0),
             seq: AtomicU64::new(0),
@@ -254,27 +247,25 @@ where
     /// reads the backoff head and scans unschedulable like any loop).
     pub(crate) fn ensure_flush_task(&self) {
         let mut task = lock(&self.flush_task);
-        if task.as_ref().is_some_and(|alive| !alive.is_closed()) || self.token.is_cancelled() {
+        if task.running().is_some() || lock(&self.hot).closed {
             return;
         }
         let Some(runtime) = self.clock.runtime() else {
             trace!("no tokio runtime here: the flush loop starts at the next call inside one");
             return;
         };
-        let (alive, held) = oneshot::channel();
-        (self.start_flush)(&runtime, held);
-        if alive.is_closed() {
+        let restart = task.has_ended();
+        if !(self.start_flush)(&runtime, &mut task) {
             // A runtime that has shut down drops the loop at once.
             trace!(
                 "the queue's runtime has shut down: the flush loop starts at the next call inside one"
             );
             return;
         }
-        if task.is_some() {
+        if restart {
             debug!("flush loop restarted: the runtime of the previous one shut down");
         }
         self.clock.set_runtime(&runtime);
-        *task = Some(alive);
     }
 
     /// Runs the gates (if asked) and the backoff check: where `item` goes under `strategy`.
@@ -571,7 +562,7 @@ where
         hot.closed = true;
         hot.active.in_flight.clear();
         drop(hot);
-        self.token.cancel();
+        lock(&self.flush_task).stop();
         self.pop_wake.notify_waiters();
     }
 }
@@ -593,8 +584,8 @@ fn replay<K: PartialEq, T>(
 }
 
 /// The background loop: a `select!` shell around the two flush steps. It holds only a `Weak`
-/// to the state, and ends on `shut_down` or when the last handle drops (the state's drop guard
-/// cancels the token). It starts lazily (see [`Shared::ensure_flush_task`]), so a queue can be
+/// to the state, and ends on `shut_down` or when the last handle drops (see [`BackgroundTask`]).
+/// It starts lazily (see [`Shared::ensure_flush_task`]), so a queue can be
 /// built outside a runtime and outlive the runtime of its first loop.
 pub(crate) fn flush_starter<K, T, C>(weak: Weak<Shared<K, T, C>>) -> FlushStarter
 where
@@ -602,27 +593,23 @@ where
     T: Send + 'static,
     C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
-    Box::new(move |runtime, alive| {
+    Box::new(move |runtime, task| {
         let Some(shared) = weak.upgrade() else {
-            return;
+            return false;
         };
-        let token = shared.token.clone();
         let timer = shared.timer_wake.clone();
         let period = shared.config.unschedulable_flush_period;
         drop(shared);
         let span = tracing::debug_span!("scheduling_queue_flush");
-        let run = flush_loop(weak.clone(), token, timer, period, alive);
-        runtime.spawn(run.instrument(span));
+        task.start(
+            runtime,
+            flush_loop(weak.clone(), timer, period).instrument(span),
+        )
     })
 }
 
-async fn flush_loop<K, T, C>(
-    weak: Weak<Shared<K, T, C>>,
-    token: CancellationToken,
-    timer: Arc<Notify>,
-    period: Duration,
-    _alive: oneshot::Receiver<()>,
-) where
+async fn flush_loop<K, T, C>(weak: Weak<Shared<K, T, C>>, timer: Arc<Notify>, period: Duration)
+where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
@@ -632,7 +619,6 @@ async fn flush_loop<K, T, C>(
         let deadline = next.unwrap_or_else(|| backoff::far_future(Instant::now()));
         tokio::select! {
             biased;
-            () = token.cancelled() => break,
             () = timer.notified() => {}
             () = tokio::time::sleep_until(deadline), if next.is_some() => {
                 if let Some(s) = weak.upgrade() {

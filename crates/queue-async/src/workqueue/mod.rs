@@ -4,7 +4,7 @@
 mod queue;
 mod stream;
 
-pub use crate::core::MAX_DELAY;
 pub use crate::get::Get;
 pub use crate::item::Item;
-pub use queue::{Builder, WorkQueue};
+pub use crate::shared::MAX_DELAY;
+pub use queue::{WorkQueue, WorkQueueBuilder};

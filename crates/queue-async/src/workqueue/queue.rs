@@ -1,5 +1,6 @@
-//! [`WorkQueue`]: the handle, its builder and the shared state.
+//! [`WorkQueue`] and its builder, [`WorkQueueBuilder`].
 
+use std::borrow::Cow;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -8,11 +9,10 @@ use std::time::Duration;
 use queue_core::WorkState;
 use ratelimit::RateLimiter;
 
-use crate::ShutDown;
-use crate::core::handle::{Options, builder_methods, handle_methods};
-use crate::core::{Backend, Shared};
+use crate::ShutDownError;
 use crate::get::Get;
 use crate::metrics::MetricsProvider;
+use crate::shared::{Options, Shared};
 
 /// A de-duplicating work queue that worker tasks await on: client-go's work queue with its
 /// delaying and rate-limiting layers, in one cheap [`Clone`] handle.
@@ -28,10 +28,11 @@ use crate::metrics::MetricsProvider;
 ///   and in flight is done.
 ///
 /// Differences from the original, all deliberate: an add after shutdown is refused with the key
-/// back ([`ShutDown`]) rather than dropped; draining waits for queued items too; an `add` of a
+/// back ([`ShutDownError`]) rather than dropped; draining waits for queued items too; an `add` of a
 /// key that waits for its delay removes the waiting entry instead of running the key twice; a
-/// forgotten `done` cannot wedge a key (the guard marks it done on drop); background tasks end
-/// on shutdown and with the last handle.
+/// forgotten `done` cannot wedge a key (the guard marks it done on drop); a worker that panics
+/// holding a key fails it (requeued rate limited); background tasks end on shutdown and with
+/// the last handle. The crate's [design notes](crate#design) describe the inside.
 ///
 /// # Examples
 ///
@@ -60,21 +61,30 @@ use crate::metrics::MetricsProvider;
 /// assert_eq!(worker.await.unwrap(), ["ns/a"]);
 /// # }
 /// ```
-pub struct WorkQueue<K> {
-    pub(crate) core: Arc<dyn Backend<K, ()>>,
+pub struct WorkQueue<K>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    pub(crate) inner: Arc<Shared<K, ()>>,
 }
 
-impl<K> Clone for WorkQueue<K> {
+impl<K> Clone for WorkQueue<K>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
     fn clone(&self) -> Self {
         Self {
-            core: self.core.clone(),
+            inner: self.inner.clone(),
         }
     }
 }
 
-impl<K> fmt::Debug for WorkQueue<K> {
+impl<K> fmt::Debug for WorkQueue<K>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.core.describe(f, "WorkQueue")
+        self.inner.describe(f, "WorkQueue")
     }
 }
 
@@ -95,31 +105,47 @@ impl<K> fmt::Debug for WorkQueue<K> {
 ///     .build();
 /// assert!(queue.is_empty());
 /// ```
-pub struct Builder<K> {
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct WorkQueueBuilder<K> {
     options: Options<K>,
 }
 
-impl<K> fmt::Debug for Builder<K> {
+impl<K> fmt::Debug for WorkQueueBuilder<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Builder")
-            .field("name", &self.options.name)
-            .field("metrics", &self.options.metrics.is_some())
-            .field("rate_limiter", &self.options.limiter.is_some())
+        f.debug_struct("WorkQueueBuilder")
+            .field("options", &self.options)
             .finish()
     }
 }
 
-impl<K> Builder<K>
+impl<K> WorkQueueBuilder<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    builder_methods!();
+    /// The queue's name: the `name` label of its metrics (metrics need a non-empty name).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.options.name = name.into();
+        self
+    }
+
+    /// Reports client-go's metrics through `provider` (with a non-empty [`name`](Self::name)).
+    pub fn metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
+        self.options.metrics = Some(provider);
+        self
+    }
+
+    /// The limiter behind rate-limited adds; by default
+    /// [`ratelimit::default_controller_rate_limiter`].
+    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<K>>) -> Self {
+        self.options.limiter = Some(limiter);
+        self
+    }
 
     /// Builds the queue. Nothing is spawned yet: the delay task starts with the first delayed
     /// add and the metrics task with the first add, each in the runtime of that call.
     pub fn build(self) -> WorkQueue<K> {
         WorkQueue {
-            core: Shared::new(WorkState::new(), self.options),
+            inner: Shared::new(WorkState::new(), self.options),
         }
     }
 }
@@ -151,7 +177,7 @@ where
         Self::builder().build()
     }
 
-    /// A [`Builder`] to set the name, metrics and rate limiter.
+    /// A [`WorkQueueBuilder`] to set the name, metrics and rate limiter.
     ///
     /// # Examples
     ///
@@ -159,8 +185,8 @@ where
     /// let queue: queue_async::WorkQueue<u64> = queue_async::WorkQueue::builder().name("q").build();
     /// assert!(queue.is_empty());
     /// ```
-    pub fn builder() -> Builder<K> {
-        Builder {
+    pub fn builder() -> WorkQueueBuilder<K> {
+        WorkQueueBuilder {
             options: Options::default(),
         }
     }
@@ -170,7 +196,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down.
+    /// [`ShutDownError`] with the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -180,8 +206,8 @@ where
     /// queue.shut_down();
     /// assert_eq!(queue.add("b").unwrap_err().into_key(), "b");
     /// ```
-    pub fn add(&self, key: K) -> Result<(), ShutDown<K>> {
-        self.core.add(key, ())
+    pub fn add(&self, key: K) -> Result<(), ShutDownError<K>> {
+        self.inner.add(Cow::Owned(key), ())
     }
 
     /// [`add`](Self::add), by reference: the key is cloned only if the queue keeps it. Adding a
@@ -191,7 +217,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with a clone of the key if the queue is shutting down.
+    /// [`ShutDownError`] with a clone of the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -205,8 +231,8 @@ where
     /// assert_eq!(queue.len(), 1);
     /// assert_eq!(Arc::strong_count(&key), 2, "one clone, held by the queue");
     /// ```
-    pub fn add_ref(&self, key: &K) -> Result<(), ShutDown<K>> {
-        self.core.add_ref(key, ())
+    pub fn add_ref(&self, key: &K) -> Result<(), ShutDownError<K>> {
+        self.inner.add(Cow::Borrowed(key), ())
     }
 
     /// Adds `key` once `delay` has passed (at once if `delay` is zero). A key already waiting
@@ -221,15 +247,14 @@ where
     /// every waiting key.
     ///
     /// The key is never added before its deadline, and is added at the task's first wake-up
-    /// after it: tokio's timer ends timers on its millisecond grid, and its driver parks for
-    /// whole milliseconds, so that is up to about 1 ms late on an idle machine (the `delay`
-    /// bench measures it next to bare `tokio::time::sleep_until` timers). To time keys on
-    /// tokio's grid, the task sets 201 timers of its own over its first 2 ms: under paused
-    /// time, the clock may stop at them on its way to a deadline.
+    /// after it, together with every other key then due, in deadline order. Each key has its
+    /// own timer in a `tokio_util::time::DelayQueue` (millisecond resolution, so up to about a
+    /// millisecond late); there are no other timers, so under paused time the clock jumps
+    /// straight to the next deadline.
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down.
+    /// [`ShutDownError`] with the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -245,15 +270,15 @@ where
     /// assert_eq!(*item.key(), "a");
     /// # }
     /// ```
-    pub fn add_after(&self, key: K, delay: Duration) -> Result<(), ShutDown<K>> {
-        self.core.clone().add_after(key, (), delay)
+    pub fn add_after(&self, key: K, delay: Duration) -> Result<(), ShutDownError<K>> {
+        self.inner.add_after(key, (), delay)
     }
 
     /// Adds `key` after the delay the rate limiter gives it ([`RateLimiter::when`]).
     ///
     /// # Errors
     ///
-    /// [`ShutDown`] with the key if the queue is shutting down (the limiter is not charged).
+    /// [`ShutDownError`] with the key if the queue is shutting down (the limiter is not charged).
     ///
     /// # Examples
     ///
@@ -267,8 +292,8 @@ where
     /// assert_eq!(queue.num_requeues(&"a"), 0);
     /// # }
     /// ```
-    pub fn add_rate_limited(&self, key: K) -> Result<(), ShutDown<K>> {
-        self.core.clone().add_rate_limited(key, ())
+    pub fn add_rate_limited(&self, key: K) -> Result<(), ShutDownError<K>> {
+        self.inner.add_rate_limited(key, ())
     }
 
     /// Waits for the next key: `Some(item)`, or `None` once the queue is shut down and empty.
@@ -287,8 +312,210 @@ where
     /// # }
     /// ```
     pub fn get(&self) -> Get<'_, K> {
-        Get::new(&self.core)
+        Get::new(&self.inner)
     }
 
-    handle_methods!("WorkQueue");
+    /// Clears the rate limiter's history of `key` (call it when the key succeeded).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let queue = queue_async::WorkQueue::new();
+    /// queue.add_rate_limited("a").unwrap();
+    /// queue.forget(&"a");
+    /// assert_eq!(queue.num_requeues(&"a"), 0);
+    /// # }
+    /// ```
+    pub fn forget(&self, key: &K) {
+        self.inner.forget(key);
+    }
+
+    /// How many times the rate limiter has delayed `key` since it was last forgotten.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let queue = queue_async::WorkQueue::new();
+    /// queue.add_rate_limited("a").unwrap();
+    /// queue.add_rate_limited("a").unwrap();
+    /// assert_eq!(queue.num_requeues(&"a"), 2);
+    /// # }
+    /// ```
+    pub fn num_requeues(&self, key: &K) -> usize {
+        self.inner.num_requeues(key)
+    }
+
+    /// Marks `key` done: for keys taken out of an item with
+    /// [`Item::into_key`](crate::Item::into_key). If the key was added while it was
+    /// processed, it is queued again now. A key that is not being processed is ignored.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = queue_async::WorkQueue::new();
+    /// queue.add("a").unwrap();
+    /// let key = queue.get().await.unwrap().into_key();
+    /// queue.add("a").unwrap(); // while processing: queued again at done
+    /// assert_eq!(queue.len(), 0);
+    /// queue.done(&key);
+    /// assert_eq!(queue.len(), 1);
+    /// # }
+    /// ```
+    pub fn done(&self, key: &K) {
+        self.inner.done(key);
+    }
+
+    /// Keys ready to be handed out: not those being processed or waiting for a delay.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue = queue_async::WorkQueue::new();
+    /// queue.add("a").unwrap();
+    /// queue.add("a").unwrap();
+    /// assert_eq!(queue.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Whether no key is ready.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue = queue_async::WorkQueue::<u32>::new();
+    /// assert!(queue.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keys waiting for their delay.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let queue = queue_async::WorkQueue::new();
+    /// queue.add_after("a", std::time::Duration::from_secs(1)).unwrap();
+    /// assert_eq!((queue.len(), queue.waiting_len()), (0, 1));
+    /// # }
+    /// ```
+    pub fn waiting_len(&self) -> usize {
+        self.inner.waiting_len()
+    }
+
+    /// Keys handed out and not yet done.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = queue_async::WorkQueue::new();
+    /// queue.add("a").unwrap();
+    /// let item = queue.get().await.unwrap();
+    /// assert_eq!(queue.processing_len(), 1);
+    /// item.done();
+    /// assert_eq!(queue.processing_len(), 0);
+    /// # }
+    /// ```
+    pub fn processing_len(&self) -> usize {
+        self.inner.processing_len()
+    }
+
+    /// Stops the queue: adds are refused, keys waiting for a delay are dropped, `get` returns
+    /// what is ready and then `None`. Cuts a running
+    /// [`shut_down_with_drain`](Self::shut_down_with_drain) short. Idempotent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = queue_async::WorkQueue::new();
+    /// queue.add(1).unwrap();
+    /// queue.shut_down();
+    /// assert!(queue.get().await.is_some()); // ready before the shutdown
+    /// assert!(queue.get().await.is_none());
+    /// # }
+    /// ```
+    pub fn shut_down(&self) {
+        self.inner.shut_down(false);
+    }
+
+    /// Shuts down like [`shut_down`](Self::shut_down), then waits until every ready key has
+    /// been handed out and every handed-out key is done (client-go waits for in-flight keys
+    /// only). A concurrent `shut_down` ends the wait early.
+    ///
+    /// Equivalent to `async fn shut_down_with_drain(&self)`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future stops waiting; the queue stays shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = queue_async::WorkQueue::new();
+    /// queue.add("a").unwrap();
+    /// let worker = queue.clone();
+    /// tokio::spawn(async move { while let Some(item) = worker.get().await { item.done() } });
+    /// queue.shut_down_with_drain().await;
+    /// assert!(queue.is_empty());
+    /// # }
+    /// ```
+    pub async fn shut_down_with_drain(&self) {
+        self.inner.shut_down(true);
+        self.inner.wait_drained().await;
+    }
+
+    /// Whether [`shut_down`](Self::shut_down) or
+    /// [`shut_down_with_drain`](Self::shut_down_with_drain) was called.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue = queue_async::WorkQueue::<u32>::new();
+    /// queue.shut_down();
+    /// assert!(queue.is_shutting_down());
+    /// ```
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.is_shutting_down()
+    }
+
+    /// Adds every key whose delay is over at this instant, so that a test that advanced the
+    /// paused clock sees them queued without letting the delay task run first (client-go's
+    /// "wait for the waiting loop" helper).
+    ///
+    /// It completes at its first poll: the keys are added by the caller, not by the delay task.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let queue = queue_async::WorkQueue::new();
+    /// queue.add_after("a", Duration::from_millis(50)).unwrap();
+    /// tokio::time::advance(Duration::from_millis(50)).await;
+    /// queue.settle().await;
+    /// assert_eq!(queue.len(), 1);
+    /// # }
+    /// ```
+    #[cfg(feature = "test-util")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+    pub async fn settle(&self) {
+        self.inner.settle();
+    }
 }

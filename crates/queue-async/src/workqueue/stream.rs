@@ -6,6 +6,8 @@ use futures::Stream;
 
 use super::queue::WorkQueue;
 use crate::item::Item;
+use crate::shared::StreamWait;
+use crate::wait::Wait;
 
 impl<K> WorkQueue<K>
 where
@@ -15,6 +17,9 @@ where
     ///
     /// The same rules as [`get`](Self::get): each item is a guard (done on drop), no key is
     /// yielded to two consumers at once, and dropping the stream while it waits loses nothing.
+    /// A waiting stream is woken by every add (not one per key, as `get`s are), so a stream
+    /// that is kept but not polled, say after its `next()` lost a `select!`, holds no wake-up
+    /// that another consumer needs.
     ///
     /// # Examples
     ///
@@ -33,9 +38,9 @@ where
     /// # }
     /// ```
     pub fn stream(&self) -> impl Stream<Item = Item<K>> + Send + 'static {
-        futures::stream::unfold(self.clone(), |queue| async move {
-            let item = queue.get().await?;
-            Some((item, queue))
+        futures::stream::unfold(self.inner.clone(), |queue| async move {
+            let (key, ()) = Wait::new(&StreamWait::new(&queue)).await?;
+            Some((Item::new(queue.clone(), key, ()), queue))
         })
     }
 }

@@ -1,0 +1,183 @@
+//! The two state machines behind the work queues ([`WorkState`] and [`PriorityState`] from
+//! `queue-core`) under one interface, chosen by what an add carries besides the key: nothing
+//! (`()`, the work queue) or a priority (`i32`, the priority queue).
+//!
+//! The traits are `pub` in this private module (sealed): public types bound on [`Payload`], and
+//! nobody outside the crate can name or implement them.
+
+#![allow(unreachable_pub)]
+
+use std::fmt;
+use std::hash::Hash;
+
+use queue_core::{
+    AddOutcome, DoneOutcome, PopOutcome, PriorityAdd, PriorityDone, PriorityState, WorkState,
+};
+
+/// The bounds every queue key meets.
+pub trait QueueKey: Hash + Eq + Clone + Send + Sync {}
+impl<K: Hash + Eq + Clone + Send + Sync> QueueKey for K {}
+
+/// What an add carries besides the key (`()` or a priority), and so which state machine the
+/// queue runs. Sealed: the module is private, so only this crate names or implements it.
+pub trait Payload: Copy + Ord + Send + Sync + fmt::Debug + 'static {
+    /// The state machine of a queue whose adds carry `Self`.
+    type Machine<K: QueueKey>: Machine<K, P = Self>;
+}
+
+impl Payload for () {
+    type Machine<K: QueueKey> = WorkState<K>;
+}
+
+impl Payload for i32 {
+    type Machine<K: QueueKey> = PriorityState<K>;
+}
+
+/// What an add did, for both state machines.
+#[derive(Debug)]
+pub enum Added<K> {
+    Queued,
+    Raised { from: i32 },
+    Coalesced,
+    Deferred { newly_dirty: bool },
+    Refused(K),
+}
+
+/// What a done did.
+#[derive(Debug)]
+pub enum DoneWith {
+    Requeued,
+    Finished,
+}
+
+/// A queue's state machine: `P` is what an add carries besides the key.
+pub trait Machine<K>: Send {
+    /// What an add carries besides the key.
+    type P: Payload;
+    /// Whether `now` must be read for adds and dones (priority aging).
+    const NEEDS_TIME: bool;
+    fn add(&mut self, key: K, p: Self::P, now: u64) -> Added<K>;
+    /// [`add`](Machine::add) by reference, cloning the key only if the machine keeps it.
+    fn add_ref(&mut self, key: &K, p: Self::P, now: u64) -> Added<K>;
+    fn pop(&mut self) -> PopOutcome<(K, Self::P)>;
+    fn done(&mut self, key: &K, now: u64) -> DoneWith;
+    fn shut_down(&mut self) -> bool;
+    fn is_shut_down(&self) -> bool;
+    fn len(&self) -> usize;
+    fn processing_len(&self) -> usize;
+    fn is_idle(&self) -> bool;
+    /// Whether a delayed add of `key` is absorbed because the key is ready now (the priority
+    /// queue's rule; the plain work queue always waits, as client-go's delaying queue).
+    fn absorbs_delayed(&self, key: &K) -> bool;
+    /// The priority label of the depth metric, if the queue has priorities.
+    fn metric_priority(p: Self::P) -> Option<i32>;
+}
+
+impl<K> From<AddOutcome<K>> for Added<K> {
+    fn from(outcome: AddOutcome<K>) -> Self {
+        match outcome {
+            AddOutcome::Queued => Added::Queued,
+            AddOutcome::Coalesced => Added::Coalesced,
+            AddOutcome::Deferred => Added::Deferred { newly_dirty: true },
+            AddOutcome::Refused(k) => Added::Refused(k),
+        }
+    }
+}
+
+impl<K> From<PriorityAdd<K>> for Added<K> {
+    fn from(outcome: PriorityAdd<K>) -> Self {
+        match outcome {
+            PriorityAdd::Queued => Added::Queued,
+            PriorityAdd::Raised { from } => Added::Raised { from },
+            PriorityAdd::Coalesced => Added::Coalesced,
+            PriorityAdd::Deferred { newly_dirty } => Added::Deferred { newly_dirty },
+            PriorityAdd::Refused(k) => Added::Refused(k),
+        }
+    }
+}
+
+impl<K: QueueKey> Machine<K> for WorkState<K> {
+    type P = ();
+    const NEEDS_TIME: bool = false;
+    fn add(&mut self, key: K, (): (), _now: u64) -> Added<K> {
+        WorkState::add(self, key).into()
+    }
+    fn add_ref(&mut self, key: &K, (): (), _now: u64) -> Added<K> {
+        WorkState::add_ref(self, key).into()
+    }
+    fn pop(&mut self) -> PopOutcome<(K, ())> {
+        match WorkState::pop(self) {
+            PopOutcome::Item(k) => PopOutcome::Item((k, ())),
+            PopOutcome::Empty => PopOutcome::Empty,
+            PopOutcome::ShutDown => PopOutcome::ShutDown,
+        }
+    }
+    fn done(&mut self, key: &K, _now: u64) -> DoneWith {
+        match WorkState::done(self, key) {
+            DoneOutcome::Requeued => DoneWith::Requeued,
+            DoneOutcome::Finished | DoneOutcome::NotProcessing => DoneWith::Finished,
+        }
+    }
+    fn shut_down(&mut self) -> bool {
+        WorkState::shut_down(self)
+    }
+    fn is_shut_down(&self) -> bool {
+        WorkState::is_shut_down(self)
+    }
+    fn len(&self) -> usize {
+        WorkState::len(self)
+    }
+    fn processing_len(&self) -> usize {
+        WorkState::processing_len(self)
+    }
+    fn is_idle(&self) -> bool {
+        WorkState::is_idle(self)
+    }
+    fn absorbs_delayed(&self, _key: &K) -> bool {
+        false
+    }
+    fn metric_priority((): ()) -> Option<i32> {
+        None
+    }
+}
+
+impl<K: QueueKey> Machine<K> for PriorityState<K> {
+    type P = i32;
+    const NEEDS_TIME: bool = true;
+    fn add(&mut self, key: K, p: i32, now: u64) -> Added<K> {
+        PriorityState::add(self, key, p, now).into()
+    }
+    fn add_ref(&mut self, key: &K, p: i32, now: u64) -> Added<K> {
+        PriorityState::add_ref(self, key, p, now).into()
+    }
+    fn pop(&mut self) -> PopOutcome<(K, i32)> {
+        PriorityState::pop(self)
+    }
+    fn done(&mut self, key: &K, now: u64) -> DoneWith {
+        match PriorityState::done(self, key, now) {
+            PriorityDone::Requeued(_) => DoneWith::Requeued,
+            PriorityDone::Finished | PriorityDone::NotProcessing => DoneWith::Finished,
+        }
+    }
+    fn shut_down(&mut self) -> bool {
+        PriorityState::shut_down(self)
+    }
+    fn is_shut_down(&self) -> bool {
+        PriorityState::is_shut_down(self)
+    }
+    fn len(&self) -> usize {
+        PriorityState::len(self)
+    }
+    fn processing_len(&self) -> usize {
+        PriorityState::processing_len(self)
+    }
+    fn is_idle(&self) -> bool {
+        PriorityState::is_idle(self)
+    }
+    fn absorbs_delayed(&self, key: &K) -> bool {
+        self.ready_priority(key).is_some()
+    }
+    fn metric_priority(p: i32) -> Option<i32> {
+        Some(p)
+    }
+}

@@ -1,0 +1,457 @@
+//! What the work queue and the priority queue share: [`Shared`], the state behind a handle.
+//!
+//! One lock (parking_lot, never held across an `.await`) guards the state machine, the waiting
+//! keys and their timers ([`Timers`]), the metrics recorder and the background tasks. Three
+//! `Notify`s carry the wake-ups: `get_wake` (one waiting `get` per queued key), `stream_wake`
+//! (every waiting stream) and `idle_wake` (drains). The protocol is in the crate's design docs.
+
+mod machine;
+mod stream;
+mod tasks;
+mod timers;
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use parking_lot::{Mutex, MutexGuard};
+use queue_core::PopOutcome;
+use ratelimit::RateLimiter;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tracing::debug;
+
+use self::machine::{Added, DoneWith};
+pub(crate) use self::machine::{Machine, Payload, QueueKey};
+pub(crate) use self::stream::StreamWait;
+use self::timers::Timers;
+
+use crate::clock::QueueClock;
+use crate::error::ShutDownError;
+use crate::metrics::{MetricsProvider, Recorder};
+use crate::task::BackgroundTask;
+use crate::wait::Source;
+
+/// The longest delay honoured by delayed adds; longer delays are clamped to it (365 days).
+///
+/// tokio-util's `DelayQueue` panics about two years out; a year is far beyond any useful retry.
+pub const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The builder options every queue has.
+pub(crate) struct Options<K> {
+    pub(crate) name: String,
+    pub(crate) metrics: Option<Arc<dyn MetricsProvider>>,
+    pub(crate) limiter: Option<Arc<dyn RateLimiter<K>>>,
+}
+
+impl<K> Default for Options<K> {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            metrics: None,
+            limiter: None,
+        }
+    }
+}
+
+impl<K> fmt::Debug for Options<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("name", &self.name)
+            .field("metrics", &self.metrics.is_some())
+            .field("rate_limiter", &self.limiter.is_some())
+            .finish()
+    }
+}
+
+/// The state behind a [`WorkQueue`](crate::WorkQueue) (`P = ()`) or a
+/// [`PriorityQueue`](crate::PriorityQueue) (`P = i32`).
+pub(crate) struct Shared<K: QueueKey, P: Payload> {
+    name: String,
+    state: Mutex<State<K, P>>,
+    /// Woken once per key queued: one waiting `get` takes it.
+    get_wake: Notify,
+    /// Woken for every key queued while a stream waits: every waiting stream looks.
+    stream_wake: Notify,
+    /// Woken when a drain may be over.
+    idle_wake: Notify,
+    limiter: Arc<dyn RateLimiter<K>>,
+    /// Mirrors the machine's shutdown, read without the lock.
+    shutting_down: AtomicBool,
+    /// Read for priority aging, the metrics and deadlines, so that calls from any thread share
+    /// the runtime's clock.
+    clock: QueueClock,
+    origin: Instant,
+}
+
+/// Guarded by [`Shared::state`].
+struct State<K: QueueKey, P: Payload> {
+    machine: P::Machine<K>,
+    timers: Timers<K, P>,
+    /// Polls `timers` and adds the keys that are due.
+    delay_task: BackgroundTask,
+    recorder: Recorder<K>,
+    /// Refreshes the unfinished-work gauges.
+    metrics_task: BackgroundTask,
+    draining: bool,
+    /// Streams waiting for a key (each registered in `stream_wake`).
+    streams_waiting: usize,
+}
+
+/// What to wake once the lock is released.
+#[derive(Default)]
+#[must_use]
+struct Wake {
+    getters: usize,
+    idle: bool,
+}
+
+impl<K: QueueKey, P: Payload> Shared<K, P> {
+    fn lock(&self) -> MutexGuard<'_, State<K, P>> {
+        // parking_lot's lock does not poison; every transition completes or changes nothing
+        // before a user's Hash/Eq could panic under it.
+        self.state.lock()
+    }
+}
+
+impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
+    pub(crate) fn new(machine: P::Machine<K>, options: Options<K>) -> Arc<Self> {
+        let Options {
+            name,
+            metrics,
+            limiter,
+        } = options;
+        let recorder = match metrics {
+            Some(provider) => Recorder::new(&name, provider),
+            None => Recorder::disabled(),
+        };
+        let limiter =
+            limiter.unwrap_or_else(|| Arc::new(ratelimit::default_controller_rate_limiter()));
+        let clock = QueueClock::new();
+        Arc::new(Shared {
+            name,
+            state: Mutex::new(State {
+                machine,
+                timers: Timers::new(),
+                delay_task: BackgroundTask::default(),
+                recorder,
+                metrics_task: BackgroundTask::default(),
+                draining: false,
+                streams_waiting: 0,
+            }),
+            get_wake: Notify::new(),
+            stream_wake: Notify::new(),
+            idle_wake: Notify::new(),
+            limiter,
+            shutting_down: AtomicBool::new(false),
+            origin: clock.now(),
+            clock,
+        })
+    }
+
+    fn now_nanos(&self) -> u64 {
+        if <P::Machine<K> as Machine<K>>::NEEDS_TIME {
+            let since = self.clock.now().saturating_duration_since(self.origin);
+            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+        } else {
+            0
+        }
+    }
+
+    fn wake(&self, wake: Wake, streams: bool) {
+        for _ in 0..wake.getters {
+            self.get_wake.notify_one();
+        }
+        if streams && wake.getters > 0 {
+            self.stream_wake.notify_waiters();
+        }
+        if wake.idle {
+            self.idle_wake.notify_waiters();
+        }
+    }
+
+    /// Runs `f` under the lock, then wakes what it asked for.
+    fn with_lock<R>(&self, f: impl FnOnce(&mut State<K, P>, &mut Wake) -> R) -> R {
+        let mut wake = Wake::default();
+        let (r, streams) = {
+            let mut state = self.lock();
+            let r = f(&mut state, &mut wake);
+            (r, state.streams_waiting > 0)
+        };
+        self.wake(wake, streams);
+        r
+    }
+
+    // ----- adds -----
+
+    /// Adds `key` now; a borrowed key is cloned only if the queue keeps it.
+    pub(crate) fn add(self: &Arc<Self>, key: Cow<'_, K>, p: P) -> Result<(), ShutDownError<K>> {
+        self.with_lock(|state, wake| {
+            let r = self.add_locked(state, key, p, wake);
+            if state.recorder.is_enabled() && state.metrics_task.running().is_none() {
+                self.start_metrics_task(state);
+            }
+            r
+        })
+    }
+
+    /// Adds `key` once `delay` has passed (see `WorkQueue::add_after`).
+    pub(crate) fn add_after(
+        self: &Arc<Self>,
+        key: K,
+        p: P,
+        delay: Duration,
+    ) -> Result<(), ShutDownError<K>> {
+        self.with_lock(|state, wake| {
+            if state.machine.is_shut_down() {
+                return Err(ShutDownError(key));
+            }
+            state.recorder.retry();
+            if state.recorder.is_enabled() && state.metrics_task.running().is_none() {
+                self.start_metrics_task(state);
+            }
+            if delay.is_zero() || state.machine.absorbs_delayed(&key) {
+                return self.add_locked(state, Cow::Owned(key), p, wake);
+            }
+            self.wait_locked(state, key, p, delay.min(MAX_DELAY), wake)
+        })
+    }
+
+    /// Adds `key` after the rate limiter's delay for it.
+    pub(crate) fn add_rate_limited(self: &Arc<Self>, key: K, p: P) -> Result<(), ShutDownError<K>> {
+        if self.is_shutting_down() {
+            return Err(ShutDownError(key));
+        }
+        let delay = self.rate_limit_delay(&key);
+        self.add_after(key, p, delay)
+    }
+
+    /// Charges the rate limiter for `key` and returns its delay. The limiter reads tokio's
+    /// clock: from a plain thread, the queue's runtime clock.
+    pub(crate) fn rate_limit_delay(&self, key: &K) -> Duration {
+        self.clock.in_runtime(|| self.limiter.when(key))
+    }
+
+    /// Adds `key` now, under the lock; a wait of the key ends (its payload is kept if higher).
+    fn add_locked(
+        &self,
+        state: &mut State<K, P>,
+        key: Cow<'_, K>,
+        mut p: P,
+        wake: &mut Wake,
+    ) -> Result<(), ShutDownError<K>> {
+        if !state.timers.is_empty() {
+            // With the delay task gone, its timers are stale (they are set again when it
+            // restarts): only the wait is ended.
+            let runtime = state.delay_task.running();
+            let _runtime = runtime.map(|r| r.enter());
+            if let Some(waiting) = state.timers.cancel(&key, runtime.is_some()) {
+                p = p.max(waiting);
+            }
+        }
+        // The recorder needs the key after the machine took it: clone only when metrics are on.
+        let metric_key = state.recorder.is_enabled().then(|| (*key).clone());
+        let now = self.now_nanos();
+        let added = match key {
+            Cow::Owned(key) => state.machine.add(key, p, now),
+            Cow::Borrowed(key) => state.machine.add_ref(key, p, now),
+        };
+        let priority = <P::Machine<K> as Machine<K>>::metric_priority(p);
+        match added {
+            Added::Queued => {
+                if let Some(k) = &metric_key {
+                    state.recorder.add_at_priority(k, priority, &self.clock);
+                }
+                wake.getters += 1;
+                Ok(())
+            }
+            Added::Raised { from } => {
+                if let Some(to) = priority {
+                    state.recorder.reprioritize(from, to);
+                }
+                Ok(())
+            }
+            Added::Deferred { newly_dirty } => {
+                // Dirty while processing: counted by depth and adds, as the original.
+                if newly_dirty && let Some(k) = &metric_key {
+                    state.recorder.add_at_priority(k, priority, &self.clock);
+                }
+                Ok(())
+            }
+            Added::Coalesced => Ok(()),
+            Added::Refused(key) => Err(ShutDownError(key)),
+        }
+    }
+
+    /// Makes `key` wait `delay`, starting the delay task if it does not run. With no runtime
+    /// to time the wait, the key is added now rather than lost.
+    fn wait_locked(
+        self: &Arc<Self>,
+        state: &mut State<K, P>,
+        key: K,
+        p: P,
+        delay: Duration,
+        wake: &mut Wake,
+    ) -> Result<(), ShutDownError<K>> {
+        if state.delay_task.running().is_none() && !self.start_delay_task(state) {
+            debug!(queue = %self.name, "delayed add with no live tokio runtime; adding now");
+            return self.add_locked(state, Cow::Owned(key), p, wake);
+        }
+        match state.delay_task.running() {
+            Some(runtime) => {
+                // The timer's `Sleep` binds to the runtime in context, and the deadline is read
+                // by its clock (paused, in tests), whatever thread this add comes from.
+                let _runtime = runtime.enter();
+                state.timers.wait_until(key, p, Instant::now() + delay);
+                Ok(())
+            }
+            // Its runtime shut down just now: add now rather than lose the key.
+            None => self.add_locked(state, Cow::Owned(key), p, wake),
+        }
+    }
+
+    /// Adds every waiting key whose deadline is at or before now (test helper).
+    #[cfg(feature = "test-util")]
+    pub(crate) fn settle(&self) {
+        self.with_lock(|state, wake| {
+            let Some(runtime) = state.delay_task.running().cloned() else {
+                return;
+            };
+            let _runtime = runtime.enter();
+            for (key, p) in state.timers.take_due(Instant::now()) {
+                let _ = self.add_locked(state, Cow::Owned(key), p, wake);
+            }
+        });
+    }
+
+    // ----- gets and dones -----
+
+    /// Hands out the next key, `Empty` to wait, or `ShutDown` once shut down and empty.
+    fn try_pop(&self, state: &mut State<K, P>) -> PopOutcome<(K, P)> {
+        let out = state.machine.pop();
+        if let PopOutcome::Item((key, p)) = &out {
+            let priority = <P::Machine<K> as Machine<K>>::metric_priority(*p);
+            state.recorder.get_at_priority(key, priority, &self.clock);
+        }
+        out
+    }
+
+    /// Marks `key` done; queued again now if it was added while processing.
+    pub(crate) fn done(&self, key: &K) {
+        self.with_lock(|state, wake| {
+            state.recorder.done(key, &self.clock);
+            let now = self.now_nanos();
+            if let DoneWith::Requeued = state.machine.done(key, now) {
+                // Counted by the metrics when it became dirty, not again here (as the original).
+                wake.getters += 1;
+            }
+            wake.idle = state.draining && state.machine.is_idle();
+        });
+    }
+
+    /// A worker panicked holding `key`: adds it back rate limited (a failure), then marks it
+    /// done. After shutdown the add is refused and the key is only marked done.
+    pub(crate) fn requeue_after_panic(self: &Arc<Self>, key: K, p: P) {
+        debug!(queue = %self.name, "a worker panicked holding a key; requeued rate limited");
+        let _ = self.add_rate_limited(key.clone(), p);
+        self.done(&key);
+    }
+
+    // ----- the rest of the handle API -----
+
+    pub(crate) fn forget(&self, key: &K) {
+        self.limiter.forget(key);
+    }
+
+    pub(crate) fn num_requeues(&self, key: &K) -> usize {
+        self.limiter.num_requeues(key)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().machine.len()
+    }
+
+    pub(crate) fn processing_len(&self) -> usize {
+        self.lock().machine.processing_len()
+    }
+
+    pub(crate) fn waiting_len(&self) -> usize {
+        self.lock().timers.len()
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+
+    /// Shuts down: adds refused, waiting keys and their timers dropped, background tasks
+    /// stopped, every waiting `get` and stream woken. With `drain`, a drain starts.
+    pub(crate) fn shut_down(&self, drain: bool) {
+        let first = {
+            let mut state = self.lock();
+            let first = state.machine.shut_down();
+            self.shutting_down.store(true, Ordering::Release);
+            // Waiting keys are never added now: drop them, their timers and the tasks.
+            state.timers.clear();
+            state.delay_task.stop();
+            state.metrics_task.stop();
+            state.draining = drain;
+            first
+        };
+        if first {
+            debug!(queue = %self.name, drain, "shutting down");
+        }
+        self.get_wake.notify_waiters();
+        self.stream_wake.notify_waiters();
+        if !drain {
+            // A forced shutdown cuts a drain short.
+            self.idle_wake.notify_waiters();
+        }
+    }
+
+    /// Waits until a drain is over: idle, or cut short by a forced shutdown.
+    pub(crate) async fn wait_drained(&self) {
+        loop {
+            let idle = self.idle_wake.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            {
+                let state = self.lock();
+                if state.machine.is_idle() || !state.draining {
+                    return;
+                }
+            }
+            idle.await;
+        }
+    }
+
+    pub(crate) fn describe(&self, f: &mut fmt::Formatter<'_>, kind: &str) -> fmt::Result {
+        let state = self.lock();
+        f.debug_struct(kind)
+            .field("name", &self.name)
+            .field("len", &state.machine.len())
+            .field("processing", &state.machine.processing_len())
+            .field("waiting", &state.timers.len())
+            .field("streams_waiting", &state.streams_waiting)
+            .field("shutting_down", &state.machine.is_shut_down())
+            .finish()
+    }
+}
+
+/// `get`: one waiting `get` per queued key is woken.
+impl<K: QueueKey + 'static, P: Payload> Source for Shared<K, P> {
+    type Output = Option<(K, P)>;
+
+    fn notify(&self) -> &Notify {
+        &self.get_wake
+    }
+
+    fn try_take(&self) -> Option<Option<(K, P)>> {
+        match self.try_pop(&mut self.lock()) {
+            PopOutcome::Item(out) => Some(Some(out)),
+            PopOutcome::ShutDown => Some(None),
+            PopOutcome::Empty => None,
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! The wait of a [`WorkQueue::stream`](crate::WorkQueue::stream): a `get` that is registered
+//! with the queue while it waits, so that every add wakes it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use queue_core::PopOutcome;
+use tokio::sync::Notify;
+
+use super::{Payload, QueueKey, Shared};
+use crate::wait::Source;
+
+/// A stream's wait: registered while it waits, so that every add wakes it (a stream that is
+/// kept but not polled must not hold a wake-up another consumer needs, as a `get` would).
+pub(crate) struct StreamWait<'a, K: QueueKey, P: Payload> {
+    shared: &'a Shared<K, P>,
+    registered: AtomicBool,
+}
+
+impl<'a, K: QueueKey, P: Payload> StreamWait<'a, K, P> {
+    pub(crate) fn new(shared: &'a Shared<K, P>) -> Self {
+        StreamWait {
+            shared,
+            registered: AtomicBool::new(false),
+        }
+    }
+}
+
+impl<K: QueueKey + 'static, P: Payload> Source for StreamWait<'_, K, P> {
+    type Output = Option<(K, P)>;
+
+    fn notify(&self) -> &Notify {
+        &self.shared.stream_wake
+    }
+
+    fn try_take(&self) -> Option<Option<(K, P)>> {
+        let mut state = self.shared.lock();
+        let out = match self.shared.try_pop(&mut state) {
+            PopOutcome::Item(out) => Some(Some(out)),
+            PopOutcome::ShutDown => Some(None),
+            PopOutcome::Empty => None,
+        };
+        // Registered (under the lock) exactly while waiting: an add that finds no stream
+        // registered was seen by this look.
+        let waiting = out.is_none();
+        if waiting != self.registered.swap(waiting, Ordering::Relaxed) {
+            if waiting {
+                state.streams_waiting += 1;
+            } else {
+                state.streams_waiting -= 1;
+            }
+        }
+        out
+    }
+}
+
+impl<K: QueueKey, P: Payload> Drop for StreamWait<'_, K, P> {
+    fn drop(&mut self) {
+        if *self.registered.get_mut() {
+            self.shared.lock().streams_waiting -= 1;
+        }
+    }
+}
