@@ -472,8 +472,8 @@ where
     /// others go to backoff or active in chunks of [`CHUNK`], each under a short hold of the
     /// hot lock, while the scan goes on. `event` is recorded for the items in flight.
     ///
-    /// One pass keeps each item in cache from its hint to its heap, and nothing is collected:
-    /// at 100,000 items the former scan-collect-insert took about twice as long.
+    /// One pass keeps each item in cache from its hint to its heap, and nothing is collected
+    /// into an intermediate list.
     pub(crate) fn move_where(
         &self,
         main: &mut Main<K, T>,
