@@ -73,7 +73,8 @@ pub async fn run(pods: usize, slots: usize) -> SchedulingReport {
     .hint(NODE_ADD, FIT, |_pod, _event, _payload| {
         Ok(QueueingHint::Queue)
     })
-    .build();
+    .build()
+    .unwrap();
 
     let mut report = SchedulingReport::default();
     let log = |report: &mut SchedulingReport, line: String| {

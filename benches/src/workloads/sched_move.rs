@@ -69,7 +69,7 @@ fn queue_with_hints() -> Queue {
     for p in PLUGINS {
         builder = builder.hint(NODE_ADD, p, |_, _, _| Ok(QueueingHint::Queue));
     }
-    builder.build()
+    builder.build().expect("valid config")
 }
 
 /// A queue holding `keys` in unschedulable, each rejected by one plugin.

@@ -64,6 +64,7 @@ fn new_queue(pop_from_backoff: bool) -> Queue {
             *item.data() > -2
         })
         .build()
+        .unwrap()
 }
 
 /// The model: which keys are queued, which are in flight (and the popped items held), and which

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use queue_async::scheduling::{
-    ActionType, ClusterEvent, EventPayload, HintError, InFlightEntry, Popped, PriorityOrder,
-    QueuedItem, QueueingHint, SchedulingQueue, SchedulingQueueBuilder, SchedulingQueueConfig,
-    SubQueue,
+    ActionType, ClusterEvent, ConfigError, EventPayload, HintError, InFlightEntry, Popped,
+    PriorityOrder, QueuedItem, QueueingHint, SchedulingQueue, SchedulingQueueBuilder,
+    SchedulingQueueConfig, SubQueue,
 };
 use support::paused_runtime;
 use tokio::time::{Instant, advance, sleep};
@@ -33,13 +33,14 @@ fn builder() -> Builder {
 }
 
 fn queue() -> Queue {
-    builder().build()
+    builder().build().unwrap()
 }
 
 fn queue_on(event: ClusterEvent, plugin: &'static str, hint: QueueingHint) -> Queue {
     builder()
         .hint(event, plugin, move |_, _, _| Ok(hint))
         .build()
+        .unwrap()
 }
 
 /// The scheduler's failure path: pop, record the rejectors, hand it back.
@@ -157,7 +158,8 @@ async fn pop_should_take_the_backoff_head_only_with_pop_from_backoff() {
     for on in [true, false] {
         let q = Queue::builder(SchedulingQueueConfig::default().pop_from_backoff(on))
             .hint(NODE_ADD, "plugin", |_, _, _| Ok(QueueingHint::Queue))
-            .build();
+            .build()
+            .unwrap();
         q.add("hpp", 1000).unwrap();
         q.add("hpp2", 1000).unwrap();
         q.add("up", 0).unwrap();
@@ -192,7 +194,7 @@ async fn pop_should_take_the_backoff_head_only_with_pop_from_backoff() {
 /// backoff: an idle queue does not retry errors at once.
 #[tokio::test(start_paused = true)]
 async fn an_error_should_wait_out_its_backoff_even_with_pop_from_backoff() {
-    let q = Queue::new(SchedulingQueueConfig::default());
+    let q = Queue::new(SchedulingQueueConfig::default()).unwrap();
     q.add("a", 1).unwrap();
     let start = Instant::now();
     let item = q.pop().await.unwrap();
@@ -442,6 +444,7 @@ fn fit_queue() -> Queue {
             })
         })
         .build()
+        .unwrap()
 }
 
 #[tokio::test(start_paused = true)]
@@ -501,7 +504,8 @@ async fn a_wildcard_should_move_without_asking_hints() {
         .hint(NODE_ADD, "foo", |_, _, _| {
             Err(HintError::new("must not be called"))
         })
-        .build();
+        .build()
+        .unwrap();
     q.add("a", 0).unwrap();
     fail(&q, &["foo"], &[]).await;
     q.move_all(&ClusterEvent::UNSCHEDULABLE_TIMEOUT);
@@ -546,7 +550,8 @@ async fn hints_should_be_asked_in_order_and_the_strongest_answer_wins() {
         .hint(PV_ADD, "p1", hint(Ok(QueueingHint::Skip)))
         .hint(PV_ADD, "p2", hint(Ok(QueueingHint::Skip)))
         .hint(PV_ADD, "p3", hint(Ok(QueueingHint::Queue)))
-        .build();
+        .build()
+        .unwrap();
     let run = |rejectors: &'static [&'static str], pending: &'static [&'static str], event| {
         let q = q.clone();
         let calls = calls.clone();
@@ -861,7 +866,8 @@ async fn done_should_prune_the_head_and_keep_events_in_the_middle() {
         .hint(PV_ADD, "foo", |_, _, _| Ok(QueueingHint::Queue))
         .hint(NODE_ADD, "foo", |_, _, _| Ok(QueueingHint::Queue))
         .hint(ASSIGNED_ADD, "foo", |_, _, _| Ok(QueueingHint::Queue))
-        .build();
+        .build()
+        .unwrap();
     for (k, p) in [("p1", 3), ("p2", 2), ("p3", 1)] {
         q.add(k, p).unwrap();
     }
@@ -900,7 +906,8 @@ async fn done_should_prune_the_head_and_keep_events_in_the_middle() {
 async fn events_during_the_flight_should_decide_where_a_failure_goes() {
     let q = builder()
         .hint(ASSIGNED_ADD, "pending", |_, _, _| Ok(QueueingHint::Queue))
-        .build();
+        .build()
+        .unwrap();
     q.add("p1", 2).unwrap();
     q.add("p2", 1).unwrap();
     let p1 = q.pop().await.unwrap();
@@ -940,6 +947,7 @@ fn gated_queue() -> Queue {
             |item: &QueuedItem<&'static str, i64>| *item.data() > 0,
         )
         .build()
+        .unwrap()
 }
 
 #[tokio::test(start_paused = true)]
@@ -983,7 +991,8 @@ async fn the_leftover_flush_should_release_a_gated_item_whose_gate_now_passes() 
             [ITEM_UPDATE],
             move |_: &QueuedItem<&'static str, i64>| open.load(Ordering::SeqCst) == 1,
         )
-        .build();
+        .build()
+        .unwrap();
     q.add("g", 0).unwrap();
     let t0 = Instant::now();
     let six = Duration::from_secs(360);
@@ -1195,7 +1204,8 @@ async fn move_should_lose_no_item_when_a_hint_panics_midway() {
             assert_ne!(call, PANIC_AT, "a buggy hint");
             Ok(QueueingHint::Queue)
         })
-        .build();
+        .build()
+        .unwrap();
     for k in 0..N {
         q.add(k, 0).unwrap();
         let mut item = q.pop().await.expect("open");
@@ -1273,10 +1283,46 @@ async fn a_requeue_from_a_plain_thread_should_start_the_flush_on_the_queue_runti
 
 #[tokio::test(start_paused = true)]
 async fn an_add_after_shutdown_should_be_refused_with_the_item_back() {
-    let q = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+    let q = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
     q.add("a", 1).unwrap();
     q.shut_down();
     let refused = q.add("b", 2).unwrap_err();
     assert_eq!(refused.into_key(), ("b", 2));
     assert!(q.pop().await.is_none());
+}
+
+// ===== configuration =====
+
+#[test]
+fn a_bad_config_should_be_refused_with_the_rule_it_breaks() {
+    let secs = Duration::from_secs;
+    let default = SchedulingQueueConfig::default;
+    let cases = [
+        (
+            default().initial_backoff(Duration::ZERO),
+            ConfigError::ZeroInitialBackoff,
+        ),
+        (
+            default().initial_backoff(secs(20)).max_backoff(secs(10)),
+            ConfigError::InitialAboveMax {
+                initial: secs(20),
+                max: secs(10),
+            },
+        ),
+        (
+            default().max_in_unschedulable(Duration::ZERO),
+            ConfigError::ZeroMaxInUnschedulable,
+        ),
+        (
+            default().unschedulable_flush_period(Duration::ZERO),
+            ConfigError::ZeroFlushPeriod,
+        ),
+    ];
+    for (config, want) in cases {
+        assert_eq!(Queue::new(config).unwrap_err(), want, "{config:?}");
+        assert_eq!(Queue::builder(config).build().unwrap_err(), want);
+    }
+    // Go's defaults, and a zero max backoff (backoff off), are accepted.
+    assert!(Queue::new(default()).is_ok());
+    assert!(Queue::new(default().max_backoff(Duration::ZERO)).is_ok());
 }

@@ -32,7 +32,7 @@ pub(crate) struct ActiveOrder<C>(pub(crate) Arc<C>);
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
 /// queue.add("a", 1).unwrap();
 /// let _item = queue.pop().await.unwrap();
 /// assert_eq!(queue.in_flight_events(), vec![InFlightEntry::Item("a")]);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use queue_core::Compare;
 
+use super::config::ConfigError;
 use super::config::SchedulingQueueConfig;
 use super::hints::{ClusterEvent, EventPayload, HintError, Hooks, QueueingHint};
 use super::item::{PluginId, PriorityOrder, QueuedItem};
@@ -27,7 +28,8 @@ use super::state::{self, Shared};
 ///     .order(|a: &QueuedItem<String, ()>, b: &QueuedItem<String, ()>| -> Ordering {
 ///         a.key().len().cmp(&b.key().len())
 ///     })
-///     .build();
+///     .build()
+///     .unwrap();
 /// queue.add("ccc".to_owned(), ()).unwrap();
 /// queue.add("a".to_owned(), ()).unwrap();
 /// assert_eq!(queue.pop().await.unwrap().key(), "a");
@@ -94,12 +96,17 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
 
     /// Builds the queue. It needs no runtime: its flush task starts on the first item that goes
     /// to backoff or unschedulable from inside one (see [`SchedulingQueue`]).
-    pub fn build(self) -> SchedulingQueue<K, T, C>
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the settings are inconsistent (see its variants).
+    pub fn build(self) -> Result<SchedulingQueue<K, T, C>, ConfigError>
     where
         K: Hash + Eq + Clone + Send + Sync + 'static,
         T: Send + 'static,
         C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
     {
+        self.config.validate()?;
         let shared = Arc::new_cyclic(|me| {
             Shared::new(
                 self.config,
@@ -108,7 +115,7 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
                 state::flush_starter(me.clone()),
             )
         });
-        SchedulingQueue::from_shared(shared)
+        Ok(SchedulingQueue::from_shared(shared))
     }
 }
 

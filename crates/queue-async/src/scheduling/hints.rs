@@ -110,7 +110,8 @@ pub struct HintError(String);
 ///         let node = payload.get::<Node>().ok_or_else(|| HintError::new("no node"))?;
 ///         Ok(if node.room >= *item.data() { QueueingHint::Queue } else { QueueingHint::Skip })
 ///     })
-///     .build();
+///     .build()
+///     .unwrap();
 /// queue.add("pod", 4).unwrap();
 /// let mut pod = queue.pop().await.unwrap();
 /// pod.set_rejectors(["Fit"]);

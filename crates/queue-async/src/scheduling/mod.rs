@@ -16,7 +16,7 @@ mod unschedulable;
 
 pub use active::InFlightEntry;
 pub use builder::SchedulingQueueBuilder;
-pub use config::SchedulingQueueConfig;
+pub use config::{ConfigError, SchedulingQueueConfig};
 pub use error::AlreadyQueuedError;
 pub use hints::{ActionType, ClusterEvent, EventPayload, GateFn, HintError, HintFn, QueueingHint};
 pub use item::{PluginId, Priority, PriorityOrder, QueuedItem};

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::active::InFlightEntry;
 use super::builder::SchedulingQueueBuilder;
+use super::config::ConfigError;
 use super::config::SchedulingQueueConfig;
 use super::error::AlreadyQueuedError;
 use super::hints::{ClusterEvent, EventPayload, Hooks, Strategy};
@@ -66,7 +67,8 @@ use crate::ShutDownError;
 /// let queue = SchedulingQueue::<&str, i64>::builder(SchedulingQueueConfig::default())
 ///     // Only a new node can help an item that did not fit.
 ///     .hint(NODE_ADD, "Fit", |_item, _event, _payload| Ok(QueueingHint::Queue))
-///     .build();
+///     .build()
+///     .unwrap();
 ///
 /// queue.add("pod-a", 10).unwrap();
 /// let mut item = queue.pop().await.unwrap();
@@ -109,11 +111,15 @@ where
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
     /// assert!(queue.pending().active.is_empty());
     /// # }
     /// ```
-    pub fn new(config: SchedulingQueueConfig) -> Self {
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the settings are inconsistent.
+    pub fn new(config: SchedulingQueueConfig) -> Result<Self, ConfigError> {
         Self::builder(config).build()
     }
 }
@@ -197,7 +203,7 @@ where
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
     /// queue.add("low", 1).unwrap();
     /// queue.add("high", 9).unwrap();
     /// let item = queue.pop().await.unwrap();
