@@ -30,7 +30,8 @@ fn sched_pop(c: &mut Criterion) {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
                     let queue =
-                        SchedulingQueue::<Arc<str>, i64>::new(SchedulingQueueConfig::default());
+                        SchedulingQueue::<Arc<str>, i64>::new(SchedulingQueueConfig::default())
+                            .expect("valid config");
                     for (k, p) in keys.iter().zip(&prios) {
                         queue.add(k.clone(), *p).unwrap();
                     }

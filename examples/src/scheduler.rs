@@ -70,8 +70,11 @@ pub async fn run(pods: usize, slots: usize) -> SchedulingReport {
             .pop_from_backoff(false),
     )
     // Only a new node can help a pod that did not fit.
-    .hint(NODE_ADD, FIT, |_pod, _event| Ok(QueueingHint::Queue))
-    .build();
+    .hint(NODE_ADD, FIT, |_pod, _event, _payload| {
+        Ok(QueueingHint::Queue)
+    })
+    .build()
+    .unwrap();
 
     let mut report = SchedulingReport::default();
     let log = |report: &mut SchedulingReport, line: String| {

@@ -26,7 +26,7 @@ pub fn run(flags: &Overrides) -> Report {
     let attempts: Vec<u64> = (0..params.n).map(|_| 1 + rng.next() % 5).collect();
     runtime().block_on(async move {
         let config = SchedulingQueueConfig::default().pop_from_backoff(false);
-        let queue = SchedulingQueue::<Arc<str>, i64>::new(config);
+        let queue = SchedulingQueue::<Arc<str>, i64>::new(config).expect("valid config");
         let cpu0 = cpu_time();
         let start = Instant::now();
         let mut ok = true;

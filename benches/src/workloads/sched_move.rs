@@ -67,9 +67,9 @@ fn queue_with_hints() -> Queue {
         .max_backoff(BACKOFF);
     let mut builder = Queue::builder(config);
     for p in PLUGINS {
-        builder = builder.hint(NODE_ADD, p, |_, _| Ok(QueueingHint::Queue));
+        builder = builder.hint(NODE_ADD, p, |_, _, _| Ok(QueueingHint::Queue));
     }
-    builder.build()
+    builder.build().expect("valid config")
 }
 
 /// A queue holding `keys` in unschedulable, each rejected by one plugin.

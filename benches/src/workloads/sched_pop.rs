@@ -21,7 +21,8 @@ pub fn run(flags: &Overrides) -> Report {
     let mut rng = SplitMix64::new(params.seed);
     let prios: Vec<i64> = (0..params.n).map(|_| rng.next() as i64).collect();
     runtime().block_on(async move {
-        let queue = SchedulingQueue::<Arc<str>, i64>::new(SchedulingQueueConfig::default());
+        let queue = SchedulingQueue::<Arc<str>, i64>::new(SchedulingQueueConfig::default())
+            .expect("valid config");
         let cpu0 = cpu_time();
         let t0 = Instant::now();
         for (k, p) in keys.iter().zip(&prios) {

@@ -57,13 +57,14 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn new_queue(pop_from_backoff: bool) -> Queue {
     SchedulingQueue::builder(SchedulingQueueConfig::default().pop_from_backoff(pop_from_backoff))
-        .hint(NODE_ADD, "queue", |_, _| Ok(QueueingHint::Queue))
-        .hint(NODE_ADD, "skip", |_, _| Ok(QueueingHint::Skip))
-        .hint(ITEM_UPDATE, "pend", |_, _| Ok(QueueingHint::Queue))
+        .hint(NODE_ADD, "queue", |_, _, _| Ok(QueueingHint::Queue))
+        .hint(NODE_ADD, "skip", |_, _, _| Ok(QueueingHint::Skip))
+        .hint(ITEM_UPDATE, "pend", |_, _, _| Ok(QueueingHint::Queue))
         .gate("gate", [ITEM_UPDATE], |item: &QueuedItem<u8, i64>| {
             *item.data() > -2
         })
         .build()
+        .unwrap()
 }
 
 /// The model: which keys are queued, which are in flight (and the popped items held), and which

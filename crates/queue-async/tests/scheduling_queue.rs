@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use queue_async::scheduling::{
-    ActionType, ClusterEvent, HintError, InFlightEntry, Popped, PriorityOrder, QueuedItem,
-    QueueingHint, SchedulingQueue, SchedulingQueueBuilder, SchedulingQueueConfig, SubQueue,
+    ActionType, ClusterEvent, ConfigError, EventPayload, HintError, InFlightEntry, Popped,
+    PriorityOrder, QueuedItem, QueueingHint, SchedulingQueue, SchedulingQueueBuilder,
+    SchedulingQueueConfig, SubQueue,
 };
 use support::paused_runtime;
 use tokio::time::{Instant, advance, sleep};
@@ -32,11 +33,14 @@ fn builder() -> Builder {
 }
 
 fn queue() -> Queue {
-    builder().build()
+    builder().build().unwrap()
 }
 
 fn queue_on(event: ClusterEvent, plugin: &'static str, hint: QueueingHint) -> Queue {
-    builder().hint(event, plugin, move |_, _| Ok(hint)).build()
+    builder()
+        .hint(event, plugin, move |_, _, _| Ok(hint))
+        .build()
+        .unwrap()
 }
 
 /// The scheduler's failure path: pop, record the rejectors, hand it back.
@@ -153,8 +157,9 @@ async fn shut_down_should_unblock_pop_and_end_every_flight() {
 async fn pop_should_take_the_backoff_head_only_with_pop_from_backoff() {
     for on in [true, false] {
         let q = Queue::builder(SchedulingQueueConfig::default().pop_from_backoff(on))
-            .hint(NODE_ADD, "plugin", |_, _| Ok(QueueingHint::Queue))
-            .build();
+            .hint(NODE_ADD, "plugin", |_, _, _| Ok(QueueingHint::Queue))
+            .build()
+            .unwrap();
         q.add("hpp", 1000).unwrap();
         q.add("hpp2", 1000).unwrap();
         q.add("up", 0).unwrap();
@@ -189,7 +194,7 @@ async fn pop_should_take_the_backoff_head_only_with_pop_from_backoff() {
 /// backoff: an idle queue does not retry errors at once.
 #[tokio::test(start_paused = true)]
 async fn an_error_should_wait_out_its_backoff_even_with_pop_from_backoff() {
-    let q = Queue::new(SchedulingQueueConfig::default());
+    let q = Queue::new(SchedulingQueueConfig::default()).unwrap();
     q.add("a", 1).unwrap();
     let start = Instant::now();
     let item = q.pop().await.unwrap();
@@ -418,13 +423,89 @@ async fn move_all_should_route_by_hint_and_backoff() {
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Unschedulable));
 }
 
+/// The payload of a node event in the payload tests: how much room the node has.
+#[derive(Debug)]
+struct Node {
+    room: i64,
+}
+
+/// A queue whose "fit" hint asks whether the event's node has room for the item's data; an
+/// event without a node fails the hint (which counts as `Queue`).
+fn fit_queue() -> Queue {
+    builder()
+        .hint(NODE_ADD, "fit", |item, _, payload| {
+            let node = payload
+                .get::<Node>()
+                .ok_or_else(|| HintError::new("no node"))?;
+            Ok(if node.room >= *item.data() {
+                QueueingHint::Queue
+            } else {
+                QueueingHint::Skip
+            })
+        })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hint_should_decide_by_the_event_payload() {
+    let q = fit_queue();
+    q.add("big", 8).unwrap();
+    q.add("small", 2).unwrap();
+    assert_eq!(fail(&q, &["fit"], &[]).await, "big");
+    assert_eq!(fail(&q, &["fit"], &[]).await, "small");
+    assert_eq!(
+        q.move_all_with(&NODE_ADD, EventPayload::new(Node { room: 5 })),
+        1
+    );
+    assert_eq!(q.where_is(&"small"), Some(SubQueue::Backoff));
+    assert_eq!(q.where_is(&"big"), Some(SubQueue::Unschedulable));
+    assert_eq!(
+        q.move_matching_with(&NODE_ADD, EventPayload::new(Node { room: 3 }), |_| true),
+        0,
+        "too small a node for the big item"
+    );
+    assert_eq!(
+        q.move_matching_with(&NODE_ADD, EventPayload::new(Node { room: 9 }), |_| true),
+        1
+    );
+    assert_eq!(q.where_is(&"big"), Some(SubQueue::Backoff));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_payload_seen_in_flight_should_be_replayed_to_the_hint() {
+    let q = fit_queue();
+    q.add("big", 8).unwrap();
+    q.add("small", 2).unwrap();
+    let big = q.pop().await.unwrap();
+    let small = q.pop().await.unwrap();
+    q.move_all_with(&NODE_ADD, EventPayload::new(Node { room: 5 }));
+    for mut item in [big, small] {
+        item.set_rejectors(["fit"]);
+        q.add_unschedulable_if_not_present(item, 0).unwrap();
+    }
+    assert_eq!(q.where_is(&"small"), Some(SubQueue::Backoff));
+    assert_eq!(q.where_is(&"big"), Some(SubQueue::Unschedulable));
+}
+
+#[test]
+fn a_payload_should_give_its_value_only_as_its_own_type() {
+    let payload = EventPayload::new(Node { room: 4 });
+    assert_eq!(payload.get::<Node>().map(|n| n.room), Some(4));
+    assert!(payload.get::<i64>().is_none());
+    assert!(payload.clone().get::<Node>().is_some());
+    assert!(EventPayload::none().get::<Node>().is_none());
+    assert!(EventPayload::default().is_none() && !payload.is_none());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_wildcard_should_move_without_asking_hints() {
     let q = builder()
-        .hint(NODE_ADD, "foo", |_, _| {
+        .hint(NODE_ADD, "foo", |_, _, _| {
             Err(HintError::new("must not be called"))
         })
-        .build();
+        .build()
+        .unwrap();
     q.add("a", 0).unwrap();
     fail(&q, &["foo"], &[]).await;
     q.move_all(&ClusterEvent::UNSCHEDULABLE_TIMEOUT);
@@ -456,7 +537,7 @@ async fn hints_should_be_asked_in_order_and_the_strongest_answer_wins() {
     let calls = Arc::new(AtomicUsize::new(0));
     let hint = |answer: Result<QueueingHint, HintError>| {
         let calls = calls.clone();
-        move |_: &QueuedItem<&'static str, i64>, _: &ClusterEvent| {
+        move |_: &QueuedItem<&'static str, i64>, _: &ClusterEvent, _: &EventPayload| {
             calls.fetch_add(1, Ordering::SeqCst);
             answer.clone()
         }
@@ -469,7 +550,8 @@ async fn hints_should_be_asked_in_order_and_the_strongest_answer_wins() {
         .hint(PV_ADD, "p1", hint(Ok(QueueingHint::Skip)))
         .hint(PV_ADD, "p2", hint(Ok(QueueingHint::Skip)))
         .hint(PV_ADD, "p3", hint(Ok(QueueingHint::Queue)))
-        .build();
+        .build()
+        .unwrap();
     let run = |rejectors: &'static [&'static str], pending: &'static [&'static str], event| {
         let q = q.clone();
         let calls = calls.clone();
@@ -781,10 +863,11 @@ async fn in_flight_events_should_be_recorded_only_when_interesting_and_in_flight
 #[tokio::test(start_paused = true)]
 async fn done_should_prune_the_head_and_keep_events_in_the_middle() {
     let q = builder()
-        .hint(PV_ADD, "foo", |_, _| Ok(QueueingHint::Queue))
-        .hint(NODE_ADD, "foo", |_, _| Ok(QueueingHint::Queue))
-        .hint(ASSIGNED_ADD, "foo", |_, _| Ok(QueueingHint::Queue))
-        .build();
+        .hint(PV_ADD, "foo", |_, _, _| Ok(QueueingHint::Queue))
+        .hint(NODE_ADD, "foo", |_, _, _| Ok(QueueingHint::Queue))
+        .hint(ASSIGNED_ADD, "foo", |_, _, _| Ok(QueueingHint::Queue))
+        .build()
+        .unwrap();
     for (k, p) in [("p1", 3), ("p2", 2), ("p3", 1)] {
         q.add(k, p).unwrap();
     }
@@ -822,8 +905,9 @@ async fn done_should_prune_the_head_and_keep_events_in_the_middle() {
 #[tokio::test(start_paused = true)]
 async fn events_during_the_flight_should_decide_where_a_failure_goes() {
     let q = builder()
-        .hint(ASSIGNED_ADD, "pending", |_, _| Ok(QueueingHint::Queue))
-        .build();
+        .hint(ASSIGNED_ADD, "pending", |_, _, _| Ok(QueueingHint::Queue))
+        .build()
+        .unwrap();
     q.add("p1", 2).unwrap();
     q.add("p2", 1).unwrap();
     let p1 = q.pop().await.unwrap();
@@ -863,6 +947,7 @@ fn gated_queue() -> Queue {
             |item: &QueuedItem<&'static str, i64>| *item.data() > 0,
         )
         .build()
+        .unwrap()
 }
 
 #[tokio::test(start_paused = true)]
@@ -906,7 +991,8 @@ async fn the_leftover_flush_should_release_a_gated_item_whose_gate_now_passes() 
             [ITEM_UPDATE],
             move |_: &QueuedItem<&'static str, i64>| open.load(Ordering::SeqCst) == 1,
         )
-        .build();
+        .build()
+        .unwrap();
     q.add("g", 0).unwrap();
     let t0 = Instant::now();
     let six = Duration::from_secs(360);
@@ -1113,12 +1199,13 @@ async fn move_should_lose_no_item_when_a_hint_panics_midway() {
     let calls = Arc::new(AtomicUsize::new(0));
     let counter = calls.clone();
     let q = SchedulingQueue::<u32, i64>::builder(config())
-        .hint(NODE_ADD, "fit", move |_, _| {
+        .hint(NODE_ADD, "fit", move |_, _, _| {
             let call = counter.fetch_add(1, Ordering::Relaxed);
             assert_ne!(call, PANIC_AT, "a buggy hint");
             Ok(QueueingHint::Queue)
         })
-        .build();
+        .build()
+        .unwrap();
     for k in 0..N {
         q.add(k, 0).unwrap();
         let mut item = q.pop().await.expect("open");
@@ -1196,10 +1283,46 @@ async fn a_requeue_from_a_plain_thread_should_start_the_flush_on_the_queue_runti
 
 #[tokio::test(start_paused = true)]
 async fn an_add_after_shutdown_should_be_refused_with_the_item_back() {
-    let q = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+    let q = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
     q.add("a", 1).unwrap();
     q.shut_down();
     let refused = q.add("b", 2).unwrap_err();
     assert_eq!(refused.into_key(), ("b", 2));
     assert!(q.pop().await.is_none());
+}
+
+// ===== configuration =====
+
+#[test]
+fn a_bad_config_should_be_refused_with_the_rule_it_breaks() {
+    let secs = Duration::from_secs;
+    let default = SchedulingQueueConfig::default;
+    let cases = [
+        (
+            default().initial_backoff(Duration::ZERO),
+            ConfigError::ZeroInitialBackoff,
+        ),
+        (
+            default().initial_backoff(secs(20)).max_backoff(secs(10)),
+            ConfigError::InitialAboveMax {
+                initial: secs(20),
+                max: secs(10),
+            },
+        ),
+        (
+            default().max_in_unschedulable(Duration::ZERO),
+            ConfigError::ZeroMaxInUnschedulable,
+        ),
+        (
+            default().unschedulable_flush_period(Duration::ZERO),
+            ConfigError::ZeroFlushPeriod,
+        ),
+    ];
+    for (config, want) in cases {
+        assert_eq!(Queue::new(config).unwrap_err(), want, "{config:?}");
+        assert_eq!(Queue::builder(config).build().unwrap_err(), want);
+    }
+    // Go's defaults, and a zero max backoff (backoff off), are accepted.
+    assert!(Queue::new(default()).is_ok());
+    assert!(Queue::new(default().max_backoff(Duration::ZERO)).is_ok());
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 use queue_core::{Compare, KeyedHeap};
 
-use super::hints::ClusterEvent;
+use super::hints::{ClusterEvent, EventPayload};
 use super::item::QueuedItem;
 
 /// The active order: the caller's comparison, then the queueing sequence (FIFO among equals).
@@ -32,7 +32,7 @@ pub(crate) struct ActiveOrder<C>(pub(crate) Arc<C>);
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
 /// queue.add("a", 1).unwrap();
 /// let _item = queue.pop().await.unwrap();
 /// assert_eq!(queue.in_flight_events(), vec![InFlightEntry::Item("a")]);
@@ -53,9 +53,12 @@ pub enum InFlightEntry<K> {
 #[derive(Debug)]
 enum Slot<K> {
     Marker,
-    Event(ClusterEvent, Option<K>),
+    Event(ClusterEvent, EventPayload, Option<K>),
     Hole,
 }
+
+/// An event recorded in flight: the event, its payload, and the key it targets, if any.
+pub(crate) type RecordedEvent<K> = (ClusterEvent, EventPayload, Option<K>);
 
 /// The in-flight list and the index of markers by key.
 #[derive(Debug)]
@@ -151,14 +154,14 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
     }
 
     /// Records an event if anything is in flight (nobody could replay it otherwise).
-    pub(crate) fn record(&mut self, event: ClusterEvent, target: Option<K>) {
+    pub(crate) fn record(&mut self, event: ClusterEvent, payload: EventPayload, target: Option<K>) {
         if !self.markers.is_empty() {
-            self.slots.push_back(Slot::Event(event, target));
+            self.slots.push_back(Slot::Event(event, payload, target));
         }
     }
 
     /// The events recorded after `key`'s marker, or `None` if `key` is not in flight.
-    pub(crate) fn events_for(&self, key: &K) -> Option<Vec<(ClusterEvent, Option<K>)>> {
+    pub(crate) fn events_for(&self, key: &K) -> Option<Vec<RecordedEvent<K>>> {
         let pos = *self.markers.get(key)?;
         let start = usize::try_from(pos - self.head).expect("a marker is inside the list");
         let events = self
@@ -166,7 +169,7 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
             .iter()
             .skip(start + 1)
             .filter_map(|s| match s {
-                Slot::Event(e, t) => Some((*e, t.clone())),
+                Slot::Event(e, p, t) => Some((*e, p.clone(), t.clone())),
                 _ => None,
             })
             .collect();
@@ -204,7 +207,7 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
             .zip(&self.slots)
             .filter_map(|(pos, s)| match s {
                 Slot::Marker => Some(InFlightEntry::Item(by_position[&pos].clone())),
-                Slot::Event(e, t) => Some(InFlightEntry::Event(*e, t.clone())),
+                Slot::Event(e, _, t) => Some(InFlightEntry::Event(*e, t.clone())),
                 Slot::Hole => None,
             })
             .collect()
@@ -220,13 +223,13 @@ mod tests {
     #[test]
     fn done_prunes_the_head_and_keeps_the_middle() {
         let mut f = InFlight::new();
-        f.record(PV_ADD, None); // nothing in flight: dropped
+        f.record(PV_ADD, EventPayload::none(), None); // nothing in flight: dropped
         assert_eq!(f.start("p1"), Some(0));
         assert_eq!(f.start("p1"), None, "already in flight");
         assert!(f.is_current(&"p1", 0) && !f.is_current(&"p1", 1));
-        f.record(PV_ADD, None);
+        f.record(PV_ADD, EventPayload::none(), None);
         f.start("p2");
-        f.record(PV_ADD.with_label("n"), None);
+        f.record(PV_ADD.with_label("n"), EventPayload::none(), None);
         f.start("p3");
         assert!(f.done(&"p2"));
         assert_eq!(f.entries().len(), 4, "a middle marker leaves its events");

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use queue_core::Compare;
 
+use super::config::ConfigError;
 use super::config::SchedulingQueueConfig;
-use super::hints::{ClusterEvent, HintError, Hooks, QueueingHint};
+use super::hints::{ClusterEvent, EventPayload, HintError, Hooks, QueueingHint};
 use super::item::{PluginId, PriorityOrder, QueuedItem};
 use super::queue::SchedulingQueue;
 use super::state::{self, Shared};
@@ -27,7 +28,8 @@ use super::state::{self, Shared};
 ///     .order(|a: &QueuedItem<String, ()>, b: &QueuedItem<String, ()>| -> Ordering {
 ///         a.key().len().cmp(&b.key().len())
 ///     })
-///     .build();
+///     .build()
+///     .unwrap();
 /// queue.add("ccc".to_owned(), ()).unwrap();
 /// queue.add("a".to_owned(), ()).unwrap();
 /// assert_eq!(queue.pop().await.unwrap().key(), "a");
@@ -44,11 +46,14 @@ pub struct SchedulingQueueBuilder<K, T, C = PriorityOrder> {
 impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
     /// Registers a queueing hint of `plugin` for `event`: when an item that `plugin` rejected
     /// sees a matching event, `hint` says whether the event may help. Hints run in
-    /// registration order; they must not call back into the queue.
+    /// registration order; they must not call back into the queue. The hint receives the
+    /// payload the caller gave with the event ([`move_all_with`]), empty for events without one.
+    ///
+    /// [`move_all_with`]: super::SchedulingQueue::move_all_with
     #[must_use]
     pub fn hint<F>(mut self, event: ClusterEvent, plugin: PluginId, hint: F) -> Self
     where
-        F: Fn(&QueuedItem<K, T>, &ClusterEvent) -> Result<QueueingHint, HintError>
+        F: Fn(&QueuedItem<K, T>, &ClusterEvent, &EventPayload) -> Result<QueueingHint, HintError>
             + Send
             + Sync
             + 'static,
@@ -91,12 +96,17 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
 
     /// Builds the queue. It needs no runtime: its flush task starts on the first item that goes
     /// to backoff or unschedulable from inside one (see [`SchedulingQueue`]).
-    pub fn build(self) -> SchedulingQueue<K, T, C>
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the settings are inconsistent (see its variants).
+    pub fn build(self) -> Result<SchedulingQueue<K, T, C>, ConfigError>
     where
         K: Hash + Eq + Clone + Send + Sync + 'static,
         T: Send + 'static,
         C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
     {
+        self.config.validate()?;
         let shared = Arc::new_cyclic(|me| {
             Shared::new(
                 self.config,
@@ -105,7 +115,7 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
                 state::flush_starter(me.clone()),
             )
         });
-        SchedulingQueue::from_shared(shared)
+        Ok(SchedulingQueue::from_shared(shared))
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 /// | initial backoff | 1 s |
 /// | max backoff (zero disables backoff) | 10 s |
 /// | max time in unschedulable before the leftover flush moves an item | 5 min |
-/// | leftover flush period | 30 s (clamped to at least 1 ms) |
+/// | leftover flush period | 30 s |
 /// | pop from backoff when active is empty | on |
 ///
 /// # Examples
@@ -59,10 +59,10 @@ impl SchedulingQueueConfig {
         self
     }
 
-    /// How often the leftover flush runs (clamped to at least 1 ms).
+    /// How often the leftover flush runs; must be positive.
     #[must_use]
     pub fn unschedulable_flush_period(mut self, d: Duration) -> Self {
-        self.unschedulable_flush_period = d.max(Duration::from_millis(1));
+        self.unschedulable_flush_period = d;
         self
     }
 
@@ -92,6 +92,66 @@ impl SchedulingQueueConfig {
         }
         let nanos = initial << shift; // cannot overflow: initial <= max >> shift
         Duration::from_nanos_u128_saturating(nanos)
+    }
+}
+
+/// A [`SchedulingQueueConfig`] the queue refuses, from [`SchedulingQueueBuilder::build`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use queue_async::scheduling::{ConfigError, SchedulingQueue, SchedulingQueueConfig};
+///
+/// let config = SchedulingQueueConfig::default().unschedulable_flush_period(Duration::ZERO);
+/// let refused = SchedulingQueue::<&str, i64>::new(config).unwrap_err();
+/// assert_eq!(refused, ConfigError::ZeroFlushPeriod);
+/// ```
+///
+/// [`SchedulingQueueBuilder::build`]: super::SchedulingQueueBuilder::build
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The initial backoff is zero while backoff is on (a non-zero max backoff).
+    #[error("the initial backoff must be positive")]
+    ZeroInitialBackoff,
+    /// The initial backoff exceeds the max backoff.
+    #[error("the initial backoff {initial:?} exceeds the max backoff {max:?}")]
+    InitialAboveMax {
+        /// The initial backoff.
+        initial: Duration,
+        /// The max backoff.
+        max: Duration,
+    },
+    /// The maximum time in unschedulable is zero.
+    #[error("the maximum time in unschedulable must be positive")]
+    ZeroMaxInUnschedulable,
+    /// The leftover flush period is zero.
+    #[error("the leftover flush period must be positive")]
+    ZeroFlushPeriod,
+}
+
+impl SchedulingQueueConfig {
+    /// Checks the settings; the builder calls this, so a queue never runs with bad ones.
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if !self.max_backoff.is_zero() {
+            if self.initial_backoff.is_zero() {
+                return Err(ConfigError::ZeroInitialBackoff);
+            }
+            if self.initial_backoff > self.max_backoff {
+                return Err(ConfigError::InitialAboveMax {
+                    initial: self.initial_backoff,
+                    max: self.max_backoff,
+                });
+            }
+        }
+        if self.max_in_unschedulable.is_zero() {
+            return Err(ConfigError::ZeroMaxInUnschedulable);
+        }
+        if self.unschedulable_flush_period.is_zero() {
+            return Err(ConfigError::ZeroFlushPeriod);
+        }
+        Ok(())
     }
 }
 

@@ -14,7 +14,7 @@ use super::item::QueuedItem;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
 /// queue.add("a", 1).unwrap();
 /// let item = queue.pop().await.unwrap();
 /// queue.add("a", 2).unwrap(); // re-added while in flight

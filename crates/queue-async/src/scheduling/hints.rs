@@ -1,5 +1,6 @@
 //! Events, queueing hints and pre-enqueue gates: how the queue decides where a failed item goes.
 
+use std::any::Any;
 use std::fmt;
 use std::ops::BitOr;
 use std::sync::Arc;
@@ -80,9 +81,57 @@ pub enum QueueingHint {
 #[error("queueing hint failed: {0}")]
 pub struct HintError(String);
 
-/// A queueing hint: may `event` help `item` (rejected by the hint's plugin) to succeed?
-pub type HintFn<K, T> =
-    Arc<dyn Fn(&QueuedItem<K, T>, &ClusterEvent) -> Result<QueueingHint, HintError> + Send + Sync>;
+/// The caller's object that came with an event (kube-scheduler passes the old and new objects),
+/// handed to the hints: cheap to clone, shared by every hint that looks at it, and kept with
+/// the event while items are in flight so that a hint replaying it later sees it too.
+///
+/// Any `Send + Sync + 'static` value fits; a hint reads it back by type with [`get`](Self::get).
+/// To pass both the old and the new object, pass a pair or a struct of your own.
+///
+/// # Examples
+///
+/// "Does the added node have room for this item": the item's data is the room it needs.
+///
+/// ```
+/// use queue_async::scheduling::{
+///     ActionType, ClusterEvent, EventPayload, HintError, QueueingHint, SchedulingQueue,
+///     SchedulingQueueConfig, SubQueue,
+/// };
+///
+/// struct Node {
+///     room: u32,
+/// }
+/// const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let queue = SchedulingQueue::<&str, u32>::builder(SchedulingQueueConfig::default())
+///     .hint(NODE_ADD, "Fit", |item, _event, payload| {
+///         let node = payload.get::<Node>().ok_or_else(|| HintError::new("no node"))?;
+///         Ok(if node.room >= *item.data() { QueueingHint::Queue } else { QueueingHint::Skip })
+///     })
+///     .build()
+///     .unwrap();
+/// queue.add("pod", 4).unwrap();
+/// let mut pod = queue.pop().await.unwrap();
+/// pod.set_rejectors(["Fit"]);
+/// queue.add_unschedulable_if_not_present(pod, queue.scheduling_cycle()).unwrap();
+///
+/// assert_eq!(queue.move_all_with(&NODE_ADD, EventPayload::new(Node { room: 2 })), 0);
+/// assert_eq!(queue.move_all_with(&NODE_ADD, EventPayload::new(Node { room: 8 })), 1);
+/// assert_ne!(queue.where_is(&"pod"), Some(SubQueue::Unschedulable));
+/// # }
+/// ```
+#[derive(Clone, Default)]
+pub struct EventPayload(Option<Arc<dyn Any + Send + Sync>>);
+
+/// A queueing hint: may `event`, with its `payload`, help `item` (rejected by the hint's
+/// plugin) to succeed?
+pub type HintFn<K, T> = Arc<
+    dyn Fn(&QueuedItem<K, T>, &ClusterEvent, &EventPayload) -> Result<QueueingHint, HintError>
+        + Send
+        + Sync,
+>;
 
 /// A pre-enqueue gate: `true` lets the item into the active or backoff sub-queue.
 pub type GateFn<K, T> = Arc<dyn Fn(&QueuedItem<K, T>) -> bool + Send + Sync>;
@@ -156,6 +205,40 @@ impl ClusterEvent {
 impl fmt::Display for ClusterEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.label)
+    }
+}
+
+// ===== impl EventPayload =====
+
+impl EventPayload {
+    /// No payload: what events without one (the wildcards, updates) carry.
+    pub const fn none() -> Self {
+        EventPayload(None)
+    }
+
+    /// A payload holding `value`.
+    pub fn new<P: Any + Send + Sync>(value: P) -> Self {
+        EventPayload(Some(Arc::new(value)))
+    }
+
+    /// The value, if there is one and it is a `P`.
+    pub fn get<P: Any>(&self) -> Option<&P> {
+        self.0.as_deref()?.downcast_ref()
+    }
+
+    /// Whether there is no value.
+    pub fn is_none(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+impl fmt::Debug for EventPayload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.is_none() {
+            "EventPayload(None)"
+        } else {
+            "EventPayload(..)"
+        })
     }
 }
 
@@ -269,12 +352,13 @@ impl<K, T> Hooks<K, T> {
         &self,
         item: &QueuedItem<K, T>,
         event: &ClusterEvent,
+        payload: &EventPayload,
         target: Option<&K>,
     ) -> Strategy
     where
         K: PartialEq,
     {
-        self.strategy_with(&self.hints_for(event), item, event, target)
+        self.strategy_with(&self.hints_for(event), item, event, payload, target)
     }
 
     /// The hints registered for events matching `event`, indexed by plugin; computed once per
@@ -300,6 +384,7 @@ impl<K, T> Hooks<K, T> {
         hints: &EventHints<'_, K, T>,
         item: &QueuedItem<K, T>,
         event: &ClusterEvent,
+        payload: &EventPayload,
         target: Option<&K>,
     ) -> Strategy
     where
@@ -318,7 +403,7 @@ impl<K, T> Hooks<K, T> {
         if item.has_no_rejectors() || event.is_wildcard() {
             return Strategy::AfterBackoff;
         }
-        ask_hints(hints, item, event)
+        ask_hints(hints, item, event, payload)
     }
 }
 
@@ -333,6 +418,7 @@ fn ask_hints<K, T>(
     hints: &EventHints<'_, K, T>,
     item: &QueuedItem<K, T>,
     event: &ClusterEvent,
+    payload: &EventPayload,
 ) -> Strategy {
     let (rejectors, pending) = (
         item.info().rejectors.as_slice(),
@@ -358,7 +444,7 @@ fn ask_hints<K, T>(
     for &i in positions {
         let (plugin, hint) = &hints.list[i];
         let pending = item.info().pending.contains(plugin);
-        let answer = match hint(item, event) {
+        let answer = match hint(item, event, payload) {
             Ok(answer) => answer,
             Err(error) => {
                 tracing::debug!(plugin, event = event.label, %error, "hint failed; treated as queue");

@@ -23,7 +23,7 @@ pub type PluginId = &'static str;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
 /// queue.add("pod-a", 10).unwrap();
 /// let mut item = queue.pop().await.expect("the queue is open");
 /// assert_eq!((*item.key(), *item.data(), item.attempts()), ("pod-a", 10, 1));
@@ -110,7 +110,7 @@ pub trait Priority {
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64, PriorityOrder>::new(SchedulingQueueConfig::default());
+/// let queue = SchedulingQueue::<&str, i64, PriorityOrder>::new(SchedulingQueueConfig::default()).unwrap();
 /// queue.add("low", 1).unwrap();
 /// queue.add("high", 100).unwrap();
 /// assert_eq!(*queue.pop().await.unwrap().key(), "high");

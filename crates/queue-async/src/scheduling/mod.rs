@@ -16,9 +16,9 @@ mod unschedulable;
 
 pub use active::InFlightEntry;
 pub use builder::SchedulingQueueBuilder;
-pub use config::SchedulingQueueConfig;
+pub use config::{ConfigError, SchedulingQueueConfig};
 pub use error::AlreadyQueuedError;
-pub use hints::{ActionType, ClusterEvent, GateFn, HintError, HintFn, QueueingHint};
+pub use hints::{ActionType, ClusterEvent, EventPayload, GateFn, HintError, HintFn, QueueingHint};
 pub use item::{PluginId, Priority, PriorityOrder, QueuedItem};
 pub use pending::{Pending, SubQueue};
 pub use pop::Pop;

@@ -11,7 +11,7 @@ use std::fmt;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
 /// queue.add("a", 1).unwrap();
 /// assert_eq!(queue.where_is(&"a"), Some(SubQueue::Active));
 /// # }
@@ -36,7 +36,7 @@ pub enum SubQueue {
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
 /// queue.add("a", 1).unwrap();
 /// assert_eq!(queue.pending().to_string(), "activeQ:1; backoffQ:0; unschedulablePods:0");
 /// # }

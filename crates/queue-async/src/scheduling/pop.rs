@@ -34,7 +34,7 @@ pin_project! {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
     /// let pop = queue.pop(); // waits until something is added
     /// queue.add("a", 1).unwrap();
     /// assert_eq!(*pop.await.unwrap().key(), "a");

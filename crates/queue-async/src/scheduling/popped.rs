@@ -36,7 +36,7 @@ use super::state::Shared;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
 /// queue.add("a", 1).unwrap();
 /// let item = queue.pop().await.unwrap();
 /// assert_eq!((*item.key(), item.attempts()), ("a", 1));

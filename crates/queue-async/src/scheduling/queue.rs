@@ -10,9 +10,10 @@ use tokio::time::Instant;
 
 use super::active::InFlightEntry;
 use super::builder::SchedulingQueueBuilder;
+use super::config::ConfigError;
 use super::config::SchedulingQueueConfig;
 use super::error::AlreadyQueuedError;
-use super::hints::{ClusterEvent, Hooks, Strategy};
+use super::hints::{ClusterEvent, EventPayload, Hooks, Strategy};
 use super::item::{PriorityOrder, QueuedItem};
 use super::pending::{Pending, SubQueue};
 use super::pop::Pop;
@@ -65,8 +66,9 @@ use crate::ShutDownError;
 /// # async fn main() {
 /// let queue = SchedulingQueue::<&str, i64>::builder(SchedulingQueueConfig::default())
 ///     // Only a new node can help an item that did not fit.
-///     .hint(NODE_ADD, "Fit", |_item, _event| Ok(QueueingHint::Queue))
-///     .build();
+///     .hint(NODE_ADD, "Fit", |_item, _event, _payload| Ok(QueueingHint::Queue))
+///     .build()
+///     .unwrap();
 ///
 /// queue.add("pod-a", 10).unwrap();
 /// let mut item = queue.pop().await.unwrap();
@@ -109,11 +111,15 @@ where
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
     /// assert!(queue.pending().active.is_empty());
     /// # }
     /// ```
-    pub fn new(config: SchedulingQueueConfig) -> Self {
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the settings are inconsistent.
+    pub fn new(config: SchedulingQueueConfig) -> Result<Self, ConfigError> {
         Self::builder(config).build()
     }
 }
@@ -197,7 +203,7 @@ where
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default());
+    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
     /// queue.add("low", 1).unwrap();
     /// queue.add("high", 9).unwrap();
     /// let item = queue.pop().await.unwrap();
@@ -267,7 +273,9 @@ where
             let mut hot = lock(&s.hot);
             if hot.active.in_flight.contains(&key) {
                 for event in events.iter().filter(|e| s.hooks.is_of_interest(e)) {
-                    hot.active.in_flight.record(*event, Some(key.clone()));
+                    hot.active
+                        .in_flight
+                        .record(*event, EventPayload::none(), Some(key.clone()));
                 }
                 return Some(data);
             }
@@ -290,7 +298,10 @@ where
         item.data = data;
         let strategy = events
             .iter()
-            .map(|e| s.hooks.strategy(&item, e, Some(&key)))
+            .map(|e| {
+                s.hooks
+                    .strategy(&item, e, &EventPayload::none(), Some(&key))
+            })
             .find(|st| *st != Strategy::Skip)
             .unwrap_or(Strategy::Skip);
         let dest = s.prepare(item, strategy, now, true);
@@ -329,9 +340,11 @@ where
                 moved += usize::from(matches!(dest, Dest::Active(_)));
                 s.commit(&mut main, &mut hot, dest, now, &mut wake);
             } else if hot.active.in_flight.contains(&key) {
-                hot.active
-                    .in_flight
-                    .record(ClusterEvent::FORCE_ACTIVATE, Some(key));
+                hot.active.in_flight.record(
+                    ClusterEvent::FORCE_ACTIVATE,
+                    EventPayload::none(),
+                    Some(key),
+                );
                 main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::Acquire));
             }
         }
@@ -346,6 +359,12 @@ where
         self.move_matching(event, |_| true)
     }
 
+    /// [`move_all`](Self::move_all) with the event's `payload` handed to the hints (see
+    /// [`EventPayload`]).
+    pub fn move_all_with(&self, event: &ClusterEvent, payload: EventPayload) -> usize {
+        self.move_matching_with(event, payload, |_| true)
+    }
+
     /// Tells the queue `event` happened: each unschedulable item that `pre_check` accepts and
     /// whose rejectors' hints answer `Queue` moves to backoff, or to active if its backoff is
     /// over (or a pending plugin answered). Returns how many moved.
@@ -354,9 +373,25 @@ where
     /// and nothing is scanned or recorded. A wildcard moves every non-gated candidate without
     /// asking hints. A gated item moves only on an event its gate registered for, and only if
     /// the gates then let it in. The event is recorded for the items in flight.
+    ///
+    /// The hints get an empty payload; [`move_matching_with`](Self::move_matching_with) gives
+    /// them one.
     pub fn move_matching(
         &self,
         event: &ClusterEvent,
+        pre_check: impl FnMut(&QueuedItem<K, T>) -> bool,
+    ) -> usize {
+        self.move_matching_with(event, EventPayload::none(), pre_check)
+    }
+
+    /// [`move_matching`](Self::move_matching) with the event's `payload` handed to the hints:
+    /// kube-scheduler's hints get the event's old and new objects; pass whatever yours need
+    /// (see [`EventPayload`]). The payload is kept with the event for the items in flight, so
+    /// their hints see it when they come back.
+    pub fn move_matching_with(
+        &self,
+        event: &ClusterEvent,
+        payload: EventPayload,
         mut pre_check: impl FnMut(&QueuedItem<K, T>) -> bool,
     ) -> usize {
         let s = &*self.shared;
@@ -368,8 +403,8 @@ where
         let mut main = lock(&s.main);
         main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::Acquire));
         let hints = s.hooks.hints_for(event);
-        s.move_where(&mut main, event, now, |item| {
-            pre_check(item).then(|| s.hooks.strategy_with(&hints, item, event, None))
+        s.move_where(&mut main, event, &payload, now, |item| {
+            pre_check(item).then(|| s.hooks.strategy_with(&hints, item, event, &payload, None))
         })
     }
 
