@@ -5,9 +5,8 @@
 //! Entries live inline in the heap array, so comparisons never chase a pointer. Each entry has
 //! a stable id: `slots` finds the id by the key's hash, and `positions[id]` is the entry's place
 //! in the heap. A sift moves entries and rewrites their `positions` cells (a plain store); the
-//! hash index changes only when a key comes or goes. (Until 2026-11 the index held positions
-//! directly, and every level of a sift re-probed it: a pop on 100,000 entries spent most of its
-//! time there.)
+//! hash index changes only when a key comes or goes. An index holding positions directly would
+//! be re-probed at every level of a sift, which would dominate a pop on a large heap.
 //!
 //! # Invariants
 //!
