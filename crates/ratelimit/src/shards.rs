@@ -11,11 +11,13 @@
 //! The least recently called of a sample (sampled LRU, as Redis evicts). Every call stamps its
 //! entry with the shard's call count. A full shard looks at the next [`SAMPLE`] entries from a
 //! hand that moves on over the table's buckets, and evicts the one called longest ago. Buckets
-//! are laid out by hash, so the sample is a random one with respect to age: a key called within
-//! the last quarter of the shard's calls is evicted only if all the others sampled are younger
-//! still (about 1 chance in 4^7 = 16,384 each time it is sampled), so keys that keep failing keep
+//! are laid out by hash, so the sample is a random one with respect to age: a key among the most
+//! recently called fraction `f` of the shard's keys is evicted only if the three others sampled
+//! were called more recently still (about `f³` each time it is sampled: 1 in 64 for the most
+//! recent quarter, 1 in a million for the most recent hundredth), so keys that keep failing keep
 //! their state while keys seen once go. The hand resumes where it stopped, so each bucket is
-//! looked at once per sweep: O(1) per call. The stamp fits in the padding of most entries
+//! looked at once per sweep: O(1) per call. The evicted entry's key is overwritten with the new
+//! key by `clone_from`, which reuses its allocation where the key type can (`String` does). The stamp fits in the padding of most entries
 //! (`(u64, u32)` with a `u32` stamp is still 16 bytes), so memory per key is unchanged.
 
 use std::hash::{BuildHasher, Hash};
@@ -28,7 +30,7 @@ use hashbrown::HashTable;
 const SHARDS: usize = 16;
 
 /// Entries compared by one eviction.
-const SAMPLE: usize = 8;
+const SAMPLE: usize = 4;
 
 /// The default bound on tracked keys per limiter.
 pub const DEFAULT_MAX_KEYS: usize = 1 << 20;
@@ -106,15 +108,22 @@ impl<K: Hash + Eq + Clone, V> Shards<K, V> {
             e.stamp = stamp;
             return f(&mut e.value);
         }
-        if table.entries.len() >= self.per_shard {
-            table.evict_one();
-        }
-        let hasher = &self.hasher;
-        let entry = Entry {
-            key: key.clone(),
-            value: init(),
-            stamp,
+        // A full shard's evicted entry is reused: `clone_from` keeps the old key's allocation
+        // where the key type can (a `String` does), so churn at capacity allocates nothing.
+        let entry = match table.evict_if_full(self.per_shard) {
+            Some(mut old) => {
+                old.key.clone_from(key);
+                old.value = init();
+                old.stamp = stamp;
+                old
+            }
+            None => Entry {
+                key: key.clone(),
+                value: init(),
+                stamp,
+            },
         };
+        let hasher = &self.hasher;
         let slot = table
             .entries
             .insert_unique(h, entry, |e| hasher.hash_one(&e.key));
@@ -151,30 +160,41 @@ impl<K: Hash + Eq + Clone, V> Shards<K, V> {
 }
 
 impl<K, V> Table<K, V> {
-    /// Evicts the least recently called of the next [`SAMPLE`] entries from the hand.
-    fn evict_one(&mut self) {
+    /// With `max` entries or more, removes and returns the least recently called of the next
+    /// [`SAMPLE`] entries from the hand.
+    fn evict_if_full(&mut self, max: usize) -> Option<Entry<K, V>> {
+        if self.entries.len() < max {
+            return None;
+        }
         let buckets = self.entries.num_buckets();
-        let (hand, calls) = (self.hand, self.calls);
-        let mut last = hand;
+        let calls = self.calls;
+        let mut at = self.hand % buckets;
+        let mut oldest: Option<(usize, u32)> = None;
+        let mut sampled = 0;
         // One lap at most; the table is not empty, so neither is the sample.
-        let oldest = (hand..hand + buckets)
-            .map(|i| i % buckets)
-            .filter_map(|at| Some((at, calls.wrapping_sub(self.entries.get_bucket(at)?.stamp))))
-            .take(SAMPLE)
-            .inspect(|&(at, _)| last = at)
-            .max_by_key(|&(_, age)| age);
+        for _ in 0..buckets {
+            if let Some(e) = self.entries.get_bucket(at) {
+                let age = calls.wrapping_sub(e.stamp);
+                if oldest.is_none_or(|(_, a)| age > a) {
+                    oldest = Some((at, age));
+                }
+                sampled += 1;
+                if sampled == SAMPLE {
+                    break;
+                }
+            }
+            at = if at + 1 == buckets { 0 } else { at + 1 };
+        }
         // The next sample starts where this one ended (that bucket is looked at twice, which
         // costs one comparison).
-        self.hand = last;
-        if let Some((at, age)) = oldest
-            && let Ok(e) = self.entries.get_bucket_entry(at)
-        {
-            tracing::debug!(
-                age,
-                "per-item limiter full: evicting the least recently called key"
-            );
-            e.remove();
-        }
+        self.hand = at;
+        let (at, age) = oldest?;
+        let e = self.entries.get_bucket_entry(at).ok()?;
+        tracing::debug!(
+            age,
+            "per-item limiter full: evicting the least recently called key"
+        );
+        Some(e.remove().0)
     }
 }
 
