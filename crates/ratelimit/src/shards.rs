@@ -183,7 +183,10 @@ impl<K, V> Table<K, V> {
                     break;
                 }
             }
-            at = if at + 1 == buckets { 0 } else { at + 1 };
+            at += 1;
+            if at == buckets {
+                at = 0;
+            }
         }
         // The next sample starts where this one ended (that bucket is looked at twice, which
         // costs one comparison).

@@ -150,3 +150,18 @@ fn with_test_util_eviction_is_reproducible() {
     assert_eq!(first.len(), 64);
     assert_eq!(first, survivors());
 }
+
+#[test]
+fn the_bound_holds_at_every_call_while_the_hand_wraps() {
+    // One key per shard: an eviction's scan that starts near the end of a tiny table must wrap
+    // to its start to find the one entry, on every sweep.
+    let ms = Duration::from_millis;
+    let exp = ExponentialRateLimiter::with_max_keys(ms(1), Duration::from_secs(1), 16).unwrap();
+    let bucket = ItemBucketRateLimiter::with_max_keys(ms(100), 1, 16).unwrap();
+    for k in 0..2_000u64 {
+        exp.when(&k);
+        bucket.when(&k);
+        assert!(exp.len() <= 16, "{} keys after key {k}", exp.len());
+        assert!(bucket.len() <= 16, "{} keys after key {k}", bucket.len());
+    }
+}
