@@ -173,10 +173,17 @@ pub fn capped_exponential(base: Duration, max: Duration, exponent: u32) -> Durat
 /// [`capped_exponential`] on nanosecond counts (at most `Duration::MAX`'s), so the limiter
 /// converts its parameters once instead of on every call.
 pub(crate) fn backoff(base_ns: u128, max_ns: u128, exp: u32) -> Duration {
-    // 2^exp saturates at u128::MAX from exp = 128 on, and so does the product from where it
-    // passes 2^128: both far above any max (a Duration is below 2^94 ns). A zero base stays 0.
-    let factor = 1u128.checked_shl(exp).unwrap_or(u128::MAX);
-    nanos_to_duration(base_ns.saturating_mul(factor).min(max_ns))
+    // While `exp` is below the base's leading zeros the shift keeps every bit; from there on
+    // the product is at least 2^127, far above any max (a Duration is below 2^94 ns). A zero
+    // base stays 0. A shift and a compare, cheaper than a checked 128-bit multiply.
+    let ns = if exp < base_ns.leading_zeros() {
+        (base_ns << exp).min(max_ns)
+    } else if base_ns == 0 {
+        0
+    } else {
+        max_ns
+    };
+    nanos_to_duration(ns)
 }
 
 /// A nanosecond count that fits a `Duration` (it is at most a `Duration`'s own `as_nanos`).
