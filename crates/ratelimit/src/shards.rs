@@ -21,6 +21,7 @@
 //! (`(u64, u32)` with a `u32` stamp is still 16 bytes), so memory per key is unchanged.
 
 use std::hash::{BuildHasher, Hash};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use foldhash::fast::SeedableRandomState;
@@ -63,6 +64,10 @@ pub(crate) struct Shards<K, V> {
     hasher: SeedableRandomState,
     shards: Box<[Shard<K, V>]>,
     per_shard: usize,
+    /// Keys tracked over all shards. Reads and forgets of a key find nothing to do while it is
+    /// 0, the common case of a controller whose keys succeed, and return without hashing or
+    /// locking.
+    len: AtomicUsize,
 }
 
 impl<K: Hash + Eq + Clone, V> Shards<K, V> {
@@ -81,6 +86,7 @@ impl<K: Hash + Eq + Clone, V> Shards<K, V> {
             hasher: hasher(),
             shards,
             per_shard: max_keys.div_ceil(SHARDS).max(1),
+            len: AtomicUsize::new(0),
         }
     }
 
@@ -117,11 +123,14 @@ impl<K: Hash + Eq + Clone, V> Shards<K, V> {
                 old.stamp = stamp;
                 old
             }
-            None => Entry {
-                key: key.clone(),
-                value: init(),
-                stamp,
-            },
+            None => {
+                self.len.fetch_add(1, Relaxed);
+                Entry {
+                    key: key.clone(),
+                    value: init(),
+                    stamp,
+                }
+            }
         };
         let hasher = &self.hasher;
         let slot = table
@@ -132,13 +141,20 @@ impl<K: Hash + Eq + Clone, V> Shards<K, V> {
 
     /// Removes `key`.
     pub(crate) fn remove(&self, key: &K) -> Option<V> {
+        if self.is_empty() {
+            return None;
+        }
         let (h, mut table) = self.lock(key);
         let entry = table.entries.find_entry(h, |e| e.key == *key).ok()?;
+        self.len.fetch_sub(1, Relaxed);
         Some(entry.remove().0.value)
     }
 
     /// Reads the value of `key` (a read does not count as a call for eviction).
     pub(crate) fn get<R>(&self, key: &K, f: impl FnOnce(&V) -> R) -> Option<R> {
+        if self.is_empty() {
+            return None;
+        }
         let (h, table) = self.lock(key);
         table
             .entries
@@ -149,13 +165,21 @@ impl<K: Hash + Eq + Clone, V> Shards<K, V> {
     /// Keeps only the entries for which `keep` holds.
     pub(crate) fn retain(&self, mut keep: impl FnMut(&V) -> bool) {
         for shard in self.shards.iter() {
-            lock(shard).entries.retain(|e| keep(&e.value));
+            let mut table = lock(shard);
+            let before = table.entries.len();
+            table.entries.retain(|e| keep(&e.value));
+            self.len.fetch_sub(before - table.entries.len(), Relaxed);
         }
     }
 
     /// Number of keys tracked.
     pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).entries.len()).sum()
+        self.len.load(Relaxed)
+    }
+
+    /// Whether no key is tracked.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

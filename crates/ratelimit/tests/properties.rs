@@ -62,6 +62,9 @@ proptest! {
                 last[k] = d;
             }
             prop_assert_eq!(l.num_requeues(&key), failures[k] as usize);
+            let tracked = failures.iter().filter(|&&f| f > 0).count();
+            prop_assert_eq!(l.len(), tracked);
+            prop_assert_eq!(l.is_empty(), tracked == 0);
         }
     }
 }
