@@ -1,5 +1,7 @@
 //! [`Context`]: what a reconcile receives next to its key.
 
+use std::sync::Arc;
+
 use tokio_util::sync::CancellationToken;
 
 /// What one reconcile receives next to its key.
@@ -21,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Context {
-    pub(crate) token: CancellationToken,
+    pub(crate) token: Arc<CancellationToken>,
     pub(crate) attempts: u32,
     pub(crate) fencing: Option<u64>,
 }

@@ -3,7 +3,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use futures::stream::BoxStream;
@@ -16,12 +16,12 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, debug_span};
+use tracing::{Instrument, Level, Span, debug, debug_span};
 
 use crate::action::panic_message;
 use crate::controller::{Hook, Key, Policy, Reconciler, apply};
 use crate::event::ReconcileOutcome;
-use crate::stats::{Outcome, Recorder};
+use crate::stats::{Outcome, Recorder, WorkerStats};
 use crate::{Action, Context, Event, ReconcileError};
 
 /// What every term is built from.
@@ -60,12 +60,15 @@ impl TermEnd {
 struct Term<K: Key, E> {
     shared: Arc<Shared<K, E>>,
     queue: WorkQueue<K>,
-    /// Workers stop taking keys.
+    /// Workers stop taking keys: `stopping` is set first and read after each `get`; `stop` wakes
+    /// the workers waiting in `get`.
+    stopping: AtomicBool,
     stop: CancellationToken,
     /// The reconciles' [`Context::token`].
     ctx_token: CancellationToken,
     fencing: Option<u64>,
-    in_flight: AtomicU64,
+    /// One per worker.
+    workers: Box<[WorkerStats]>,
 }
 
 impl<K: Key> TermSettings<K> {
@@ -91,6 +94,7 @@ impl<K: Key> TermSettings<K> {
             () = lost => {}
         }
         term.ctx_token.cancel();
+        term.stopping.store(true, Relaxed);
         term.stop.cancel();
         pumps.abort_all();
         let before = shared.recorder.stats.aborted.load(Relaxed);
@@ -106,6 +110,9 @@ impl<K: Key> TermSettings<K> {
         };
         workers.abort_all();
         join_all(&mut workers).await;
+        for w in &term.workers {
+            shared.recorder.stats.absorb(w);
+        }
         term.queue.shut_down();
         let aborted = shared.recorder.stats.aborted.load(Relaxed) - before;
         shared.ended(end, aborted);
@@ -128,19 +135,20 @@ impl<K: Key> TermSettings<K> {
         let term = Arc::new(Term {
             shared: shared.clone(),
             queue: self.queue(),
+            stopping: AtomicBool::new(false),
             stop: CancellationToken::new(),
             ctx_token: CancellationToken::new(),
             fencing,
-            in_flight: AtomicU64::new(0),
+            workers: (0..self.workers).map(|_| WorkerStats::default()).collect(),
         });
         let mut pumps = JoinSet::new();
         for subscribe in sources.iter_mut() {
             pumps.spawn(pump(subscribe(), term.queue.clone()).in_current_span());
         }
         let mut workers = JoinSet::new();
-        for _ in 0..self.workers {
+        for i in 0..self.workers {
             // Spawned tasks do not inherit the span: carry the controller's into each worker.
-            workers.spawn(term.clone().work().in_current_span());
+            workers.spawn(term.clone().work(i).in_current_span());
         }
         (term, pumps, workers)
     }
@@ -153,7 +161,7 @@ impl<K: Key> TermSettings<K> {
         workers: &mut JoinSet<()>,
         mut leading: Option<watch::Receiver<bool>>,
     ) -> bool {
-        let in_flight = term.in_flight.load(Relaxed);
+        let in_flight: u64 = term.workers.iter().map(|w| w.in_flight.load(Relaxed)).sum();
         debug!(in_flight, "draining");
         term.shared.emit(&Event::DrainStarted { in_flight });
         let stopped_leading = async {
@@ -204,36 +212,53 @@ async fn pump<K: Key>(mut stream: BoxStream<'static, K>, queue: WorkQueue<K>) {
 
 impl<K: Key, E: Send + 'static> Term<K, E> {
     /// One worker: takes keys until the term stops taking them or the queue shuts down.
-    async fn work(self: Arc<Self>) {
+    async fn work(self: Arc<Self>, index: usize) {
+        // Made once per worker: each `cancelled()` registers with the token, and a fresh one per
+        // key cost a lock of the token's tree twice per reconcile.
+        let stopped = self.stop.cancelled();
+        tokio::pin!(stopped);
+        // The reconciles' token, shared by this worker's contexts: cloning a
+        // `CancellationToken` locks its tree, an `Arc` clone does not.
+        let token = Arc::new(self.ctx_token.clone());
         loop {
+            // `get` first: while keys are queued the token is not polled at all (its every poll
+            // locks its tree, shared by all workers). A key taken after the stop is dropped
+            // unstarted: the term's queue goes with the term.
             let item = tokio::select! {
                 biased;
-                () = self.stop.cancelled() => return,
                 item = self.queue.get() => match item {
                     Some(item) => item,
                     None => return,
                 },
+                () = &mut stopped => return,
             };
-            self.process(item).await;
+            if self.stopping.load(Relaxed) {
+                return;
+            }
+            self.process(item, &token, &self.workers[index]).await;
         }
     }
 
     /// Reconciles one key and applies the outcome.
-    async fn process(&self, item: Item<K>) {
+    async fn process(&self, item: Item<K>, token: &Arc<CancellationToken>, stats: &WorkerStats) {
         let shared = &*self.shared;
-        let key = item.key().clone();
-        let attempts = u32::try_from(self.queue.num_requeues(&key)).unwrap_or(u32::MAX);
-        shared.emit(&Event::ReconcileStarted {
-            key: &key,
-            attempts,
-        });
-        let mut guard = InFlight::new(self, &key);
+        let key = item.key();
+        let attempts = u32::try_from(self.queue.num_requeues(key)).unwrap_or(u32::MAX);
+        shared.emit(&Event::ReconcileStarted { key, attempts });
+        let mut guard = InFlight::new(self, stats, key);
         let ctx = Context {
-            token: self.ctx_token.clone(),
+            token: token.clone(),
             attempts,
             fencing: self.fencing,
         };
-        let span = debug_span!("reconcile", key = ?key, attempts);
+        // Built only for an interested subscriber: with tracing's `log` feature on (kube-client
+        // turns it on) and no subscriber, a disabled span still records its fields and goes
+        // through the `log` fallback at every enter and exit, a fifth of the runner's own cost.
+        let span = if tracing::enabled!(Level::DEBUG) {
+            debug_span!("reconcile", key = ?key, attempts)
+        } else {
+            Span::none()
+        };
         let result = match catch_unwind(AssertUnwindSafe(|| (shared.reconcile)(key.clone(), ctx))) {
             Ok(fut) => AssertUnwindSafe(fut).catch_unwind().instrument(span).await,
             Err(payload) => Err(payload),
@@ -242,22 +267,24 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
         let (action, outcome, event) = match result {
             Ok(Ok(action)) => (action, ok_outcome(action), ReconcileOutcome::Ok(action)),
             Ok(Err(e)) => {
-                let action = shared.policy(&key, &ReconcileError::Failed(e), attempts);
+                let action = shared.policy(key, &ReconcileError::Failed(e), attempts);
                 (action, Outcome::Error, ReconcileOutcome::Error(action))
             }
             Err(payload) => {
                 let msg = panic_message(&*payload);
                 debug!(key = ?key, panic = %msg, "reconcile panicked");
-                let action = shared.policy(&key, &ReconcileError::Panicked(msg), attempts);
+                let action = shared.policy(key, &ReconcileError::Panicked(msg), attempts);
                 (action, Outcome::Panic, ReconcileOutcome::Panic(action))
             }
         };
+        stats.count(outcome);
         shared.recorder.finished(outcome, took);
         shared.emit(&Event::ReconcileFinished {
-            key: &key,
+            key,
             outcome: event,
             took,
         });
+        drop(guard);
         apply(&self.queue, item, action);
     }
 }
@@ -299,28 +326,33 @@ impl<K, E> Shared<K, E> {
 /// aborted), records it as aborted.
 struct InFlight<'a, K: Key, E> {
     term: &'a Term<K, E>,
+    stats: &'a WorkerStats,
     key: &'a K,
-    start: Instant,
+    /// When the reconcile began, if anything reads how long it took (metrics or event hooks):
+    /// two clock reads per reconcile are a measurable part of a fast one.
+    start: Option<Instant>,
     armed: bool,
 }
 
 impl<'a, K: Key, E> InFlight<'a, K, E> {
-    fn new(term: &'a Term<K, E>, key: &'a K) -> Self {
-        term.in_flight.fetch_add(1, Relaxed);
+    fn new(term: &'a Term<K, E>, stats: &'a WorkerStats, key: &'a K) -> Self {
+        stats.in_flight.fetch_add(1, Relaxed);
         term.shared.recorder.active(1);
+        let timed = term.shared.recorder.is_timed() || !term.shared.hooks.is_empty();
         Self {
             term,
+            stats,
             key,
-            start: Instant::now(),
+            start: timed.then(Instant::now),
             armed: true,
         }
     }
 
     fn finish(&mut self) -> Duration {
         self.armed = false;
-        self.term.in_flight.fetch_sub(1, Relaxed);
+        self.stats.in_flight.fetch_sub(1, Relaxed);
         self.term.shared.recorder.active(-1);
-        self.start.elapsed()
+        self.start.map_or(Duration::ZERO, |start| start.elapsed())
     }
 }
 
