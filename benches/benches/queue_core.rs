@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use benches::common::{SplitMix64, key};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use queue_core::{KeyedHeap, PopOutcome, WorkState};
+use ctrlq_queue_core::{KeyedHeap, PopOutcome, WorkState};
 
 const SIZES: [u64; 3] = [1_000, 100_000, 1_000_000];
 
 fn filled(n: u64, rng: &mut SplitMix64) -> KeyedHeap<u64, u64> {
-    let mut heap = KeyedHeap::with_capacity(queue_core::MinOrder, n as usize + 1);
+    let mut heap = KeyedHeap::with_capacity(ctrlq_queue_core::MinOrder, n as usize + 1);
     for k in 0..n {
         heap.add(k, rng.next());
     }

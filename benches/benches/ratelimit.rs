@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use benches::common::key;
 use criterion::{Criterion, criterion_group, criterion_main};
-use ratelimit::{
+use ctrlq_ratelimit::{
     BucketRateLimiter, ExponentialRateLimiter, ItemBucketRateLimiter, RateLimiter,
     default_controller_rate_limiter,
 };

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use benches::common::{SplitMix64, key, runtime};
 use benches::workloads::sched_move::{move_once, unschedulable_queue};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
 
 fn sched_pop(c: &mut Criterion) {
     let rt = runtime();

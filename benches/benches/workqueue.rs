@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use queue_async::priority::AddOptions;
-use queue_async::{PriorityQueue, WorkQueue};
+use ctrlq_queue_async::priority::AddOptions;
+use ctrlq_queue_async::{PriorityQueue, WorkQueue};
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

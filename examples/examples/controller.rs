@@ -1,6 +1,6 @@
 //! The main example: a controller built from all four crates.
 //!
-//! Three replicas of a controller built with the `controller` crate's runner share a lease on the
+//! Three replicas of a controller built with `ctrlq`'s controller runner share a lease on the
 //! in-memory lock (or on etcd with `--etcd URL`, or on a real cluster's Lease with `--kube
 //! NS/NAME`); the leader reconciles a synthetic cluster's
 //! objects, failures are retried with backoff; midway the leader is killed and another replica
@@ -87,13 +87,13 @@ async fn async_main(args: Args) -> ExitCode {
 #[cfg(feature = "etcd")]
 async fn run_on_etcd(
     o: &controller::Options,
-    provider: Option<Arc<dyn queue_async::metrics::MetricsProvider>>,
+    provider: Option<Arc<dyn ctrlq_queue_async::metrics::MetricsProvider>>,
     url: &str,
 ) -> Result<Summary, Box<dyn std::error::Error>> {
     let client = etcd_client::Client::connect([url], None).await?;
     let key = format!("/ctrlq/example/leader-{}", o.seed);
     Ok(controller::run(o, provider, |id| {
-        leader::EtcdLock::new(client.clone(), key.clone(), id)
+        ctrlq_leader::EtcdLock::new(client.clone(), key.clone(), id)
     })
     .await?)
 }
@@ -101,7 +101,7 @@ async fn run_on_etcd(
 #[cfg(not(feature = "etcd"))]
 async fn run_on_etcd(
     _o: &controller::Options,
-    _provider: Option<Arc<dyn queue_async::metrics::MetricsProvider>>,
+    _provider: Option<Arc<dyn ctrlq_queue_async::metrics::MetricsProvider>>,
     _url: &str,
 ) -> Result<Summary, Box<dyn std::error::Error>> {
     Err("this build has no etcd support: run with `--features etcd`".into())
@@ -110,13 +110,13 @@ async fn run_on_etcd(
 #[cfg(feature = "kube")]
 async fn run_on_kube(
     o: &controller::Options,
-    provider: Option<Arc<dyn queue_async::metrics::MetricsProvider>>,
+    provider: Option<Arc<dyn ctrlq_queue_async::metrics::MetricsProvider>>,
     namespace: &str,
     name: &str,
 ) -> Result<Summary, Box<dyn std::error::Error>> {
     let client = kube::Client::try_default().await?;
     Ok(controller::run(o, provider, |id| {
-        leader::LeaseLock::new(client.clone(), namespace, name, id)
+        ctrlq_leader::LeaseLock::new(client.clone(), namespace, name, id)
     })
     .await?)
 }
@@ -124,7 +124,7 @@ async fn run_on_kube(
 #[cfg(not(feature = "kube"))]
 async fn run_on_kube(
     _o: &controller::Options,
-    _provider: Option<Arc<dyn queue_async::metrics::MetricsProvider>>,
+    _provider: Option<Arc<dyn ctrlq_queue_async::metrics::MetricsProvider>>,
     _namespace: &str,
     _name: &str,
 ) -> Result<Summary, Box<dyn std::error::Error>> {

@@ -4,7 +4,7 @@
 
 use std::cmp::Ordering;
 
-use queue_core::{AddOutcome, DoneOutcome, KeyedHeap, PopOutcome, WorkState};
+use ctrlq_queue_core::{AddOutcome, DoneOutcome, KeyedHeap, PopOutcome, WorkState};
 
 /// A pending item as a scheduler sees it: higher priority first, then the older arrival.
 #[derive(Debug, Clone, Copy)]

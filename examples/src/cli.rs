@@ -7,7 +7,7 @@ use crate::controller::Options;
 
 /// `--help` text.
 pub const HELP: &str = "\
-controller: three replicas of a controller (the `controller` crate's runner) share a lease; a
+controller: three replicas of a controller (`ctrlq`'s controller runner) share a lease; a
 synthetic cluster creates and updates objects; the leader reconciles them, failed attempts are
 retried with backoff; midway the leader is killed and another replica takes over with a fresh
 listing; at the end every replica shuts down and the leader drains. Events are printed as they

@@ -1,4 +1,4 @@
-//! The controller of the main example, built on [`controller::Controller`]: replicas of one
+//! The controller of the main example, built on [`ctrlq_controller::Controller`]: replicas of one
 //! controller share a lease; a synthetic cluster creates and updates objects; the leader
 //! reconciles them (some attempts fail and are retried with backoff, each success asks for a check
 //! again half a second later); midway the leader is killed
@@ -15,13 +15,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use controller::metrics::ControllerMetrics;
-use controller::{Action, Context, Controller, Event, ReconcileOutcome};
+use ctrlq_controller::metrics::ControllerMetrics;
+use ctrlq_controller::{Action, Context, Controller, Event, ReconcileOutcome};
+use ctrlq_leader::prometheus::LeaderMetrics;
+use ctrlq_leader::{LeaderElectionConfig, LeaderElector, Lock};
+use ctrlq_queue_async::metrics::MetricsProvider;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use leader::prometheus::LeaderMetrics;
-use leader::{LeaderElectionConfig, LeaderElector, Lock};
-use queue_async::metrics::MetricsProvider;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -95,7 +95,7 @@ pub enum RunError {
     Options(String),
     /// The election configuration was rejected.
     #[error(transparent)]
-    Config(#[from] leader::ConfigError),
+    Config(#[from] ctrlq_leader::ConfigError),
     /// No progress for `.0` (virtual or real) time: something is wedged.
     #[error("no progress for {0:?}; {1} objects still stale")]
     Stuck(Duration, usize),
@@ -246,7 +246,7 @@ pub async fn run_in_memory(
     options: &Options,
     metrics: Option<Arc<dyn MetricsProvider>>,
 ) -> Result<Summary, RunError> {
-    let store = leader::MemoryStore::new();
+    let store = ctrlq_leader::MemoryStore::new();
     run(options, metrics, |id| store.lock(id)).await
 }
 
@@ -269,7 +269,7 @@ where
     let start = Instant::now();
     let cluster = Arc::new(Cluster::new(options));
     let shutdown = CancellationToken::new();
-    let mut replicas: Vec<(String, JoinHandle<controller::Summary>)> = Vec::new();
+    let mut replicas: Vec<(String, JoinHandle<ctrlq_controller::Summary>)> = Vec::new();
     for r in 0..options.replicas {
         let id = format!("replica-{r}");
         let config = election_config().jitter_seed(options.seed ^ r as u64);

@@ -1,6 +1,6 @@
 //! The code behind the workspace's examples, as a library so tests can run it in virtual time.
 //!
-//! - [`controller`]: replicas of a controller built on the `controller` runner share a lease; the
+//! - [`controller`]: replicas of a controller built on the `ctrlq` controller runner share a lease; the
 //!   leader is killed midway and another finishes the work; the last one drains.
 //! - [`scheduler`]: a scheduling queue placing pods that wait in backoff or unschedulable.
 //! - [`cli`]: the main example's flags.

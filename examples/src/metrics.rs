@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use controller::metrics::ControllerMetrics;
-use leader::prometheus::LeaderMetrics;
-use queue_async::metrics::MetricsProvider;
-use queue_async::prometheus::PrometheusMetrics;
+use ctrlq_controller::metrics::ControllerMetrics;
+use ctrlq_leader::prometheus::LeaderMetrics;
+use ctrlq_queue_async::metrics::MetricsProvider;
+use ctrlq_queue_async::prometheus::PrometheusMetrics;
 
 /// A registry with the work-queue metrics registered.
 ///
@@ -14,7 +14,7 @@ use queue_async::prometheus::PrometheusMetrics;
 ///
 /// ```
 /// let registry = examples::metrics::Registry::new();
-/// let queue: queue_async::WorkQueue<&str> = queue_async::WorkQueue::builder()
+/// let queue: ctrlq_queue_async::WorkQueue<&str> = ctrlq_queue_async::WorkQueue::builder()
 ///     .name("q")
 ///     .metrics(registry.provider())
 ///     .build();

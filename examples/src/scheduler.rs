@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use queue_async::scheduling::{
+use ctrlq_queue_async::scheduling::{
     ActionType, ClusterEvent, Priority, QueueingHint, SchedulingQueue, SchedulingQueueConfig,
     SubQueue,
 };

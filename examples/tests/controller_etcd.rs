@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use ctrlq_leader::EtcdLock;
 use examples::controller::{Options, run};
-use leader::EtcdLock;
 #[path = "../../crates/leader/tests/support/etcd_server.rs"]
 #[allow(dead_code)]
 mod etcd_server;

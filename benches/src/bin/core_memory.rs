@@ -1,4 +1,4 @@
-//! Heap bytes per queued key of `queue_core::WorkState` against the naive layout that stores
+//! Heap bytes per queued key of `ctrlq_queue_core::WorkState` against the naive layout that stores
 //! every queued key twice (a FIFO plus a dirty set, as the Go original does).
 //!
 //! `cargo run --release -p benches --bin core_memory -- [N]` prints one JSON line per layout.
@@ -9,7 +9,7 @@ use std::alloc::System;
 use std::collections::{HashSet, VecDeque};
 
 use benches::common::key;
-use queue_core::WorkState;
+use ctrlq_queue_core::WorkState;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]

@@ -1,7 +1,7 @@
 //! `controller`: the runner's cost over a hand-written worker loop on the same queue.
 //!
 //! `n` keys (100,000 by default) go through a no-op reconcile on `workers` (4) workers, once
-//! through [`controller::Controller`] and once through a hand-written loop (`get`, count,
+//! through [`ctrlq_controller::Controller`] and once through a hand-written loop (`get`, count,
 //! `forget`) over a [`WorkQueue`] built the same way, fed by one task as the runner's source
 //! pump is. The two alternate inside one run, in [`PAIRS`] pairs whose order flips every pair,
 //! so drift in the machine's state hits both alike. Each side is judged by its median CPU time
@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use controller::{Action, Context, Controller};
-use queue_async::WorkQueue;
+use ctrlq_controller::{Action, Context, Controller};
+use ctrlq_queue_async::WorkQueue;
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{Extra, Overrides, Params, Report, cpu_time, percentile, runtime};

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ctrlq_queue_async::WorkQueue;
 use futures::StreamExt;
-use queue_async::WorkQueue;
 use tokio_util::time::DelayQueue;
 
 use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, percentile, runtime};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use queue_async::WorkQueue;
+use ctrlq_queue_async::WorkQueue;
 use tokio::task::JoinHandle;
 
 use crate::common::{Extra, Overrides, Params, Report, cpu_time, key, runtime};

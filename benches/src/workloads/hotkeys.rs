@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use ctrlq_queue_async::WorkQueue;
 use dashmap::DashSet;
-use queue_async::WorkQueue;
 
 use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, runtime_with};
 

@@ -5,16 +5,16 @@
 //! races) and counts moments with two leaders in all of them (must be 0).
 //!
 //! The same again over `LeaseLock`s talking HTTP to the in-process emulation of the Kubernetes
-//! API server's Lease endpoints (`leader::lease_emulation`), with a tenth of the kills and a
+//! API server's Lease endpoints (`ctrlq_leader::lease_emulation`), with a tenth of the kills and a
 //! hundredth of the fault runs (each request is a real HTTP exchange on 127.0.0.1): the
 //! `lease_*` figures.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use leader::LeaderElectionConfig;
-use leader::lease_emulation::LeaseServer;
-use leader::simulation::{LeaseBackend, simulate, simulate_with};
+use ctrlq_leader::LeaderElectionConfig;
+use ctrlq_leader::lease_emulation::LeaseServer;
+use ctrlq_leader::simulation::{LeaseBackend, simulate, simulate_with};
 
 use crate::common::{Extra, Overrides, Params, Report, cpu_time, percentile};
 

@@ -20,7 +20,7 @@ use std::alloc::System;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use queue_async::WorkQueue;
+use ctrlq_queue_async::WorkQueue;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region};
 
 use crate::common::{Extra, Overrides, Params, Report, key, max_rss_bytes, rss_bytes};

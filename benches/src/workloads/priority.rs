@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use queue_async::PriorityQueue;
-use queue_async::priority::AddOptions;
+use ctrlq_queue_async::PriorityQueue;
+use ctrlq_queue_async::priority::AddOptions;
 
 use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, runtime};
 

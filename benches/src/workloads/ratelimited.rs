@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ratelimit::{RateLimiter, default_controller_rate_limiter};
+use ctrlq_ratelimit::{RateLimiter, default_controller_rate_limiter};
 
 use crate::common::{Extra, Overrides, Params, Report, cpu_time, key};
 
@@ -26,7 +26,7 @@ fn defaults() -> Params {
 pub fn run_exp(flags: &Overrides) -> Report {
     run("ratelimited-exp", flags, || {
         Arc::new(
-            ratelimit::ExponentialRateLimiter::new(
+            ctrlq_ratelimit::ExponentialRateLimiter::new(
                 Duration::from_millis(5),
                 Duration::from_secs(1000),
             )

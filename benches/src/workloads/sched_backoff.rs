@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
 use tokio::time::Instant;
 
 use crate::common::{

@@ -30,7 +30,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use queue_async::scheduling::{
+use ctrlq_queue_async::scheduling::{
     ActionType, ClusterEvent, QueuedItem, QueueingHint, SchedulingQueue, SchedulingQueueConfig,
 };
 

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
 
 use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, key, runtime};
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use controller::Action;
+/// use ctrlq_controller::Action;
 ///
 /// // "Check again in five minutes": one value, the failures are forgotten.
 /// let action = Action::requeue_after(Duration::from_secs(300));
@@ -41,7 +41,7 @@ impl Action {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use controller::Action;
+    /// # use ctrlq_controller::Action;
     /// assert_eq!(Action::requeue_after(Duration::ZERO), Action::RequeueAfter(Duration::ZERO));
     /// ```
     #[must_use]
@@ -55,7 +55,7 @@ impl Action {
 /// # Examples
 ///
 /// ```
-/// use controller::ReconcileError;
+/// use ctrlq_controller::ReconcileError;
 ///
 /// let e: ReconcileError<std::io::Error> = ReconcileError::Panicked("boom".into());
 /// assert_eq!(e.to_string(), "reconcile panicked: boom");
@@ -74,7 +74,7 @@ impl<E> ReconcileError<E> {
     /// # Examples
     ///
     /// ```
-    /// # use controller::ReconcileError;
+    /// # use ctrlq_controller::ReconcileError;
     /// assert_eq!(ReconcileError::Failed(7).failed(), Some(&7));
     /// assert_eq!(ReconcileError::<i32>::Panicked("x".into()).failed(), None);
     /// ```
@@ -90,7 +90,7 @@ impl<E> ReconcileError<E> {
     /// # Examples
     ///
     /// ```
-    /// # use controller::ReconcileError;
+    /// # use ctrlq_controller::ReconcileError;
     /// assert!(ReconcileError::<()>::Panicked("x".into()).is_panic());
     /// ```
     pub fn is_panic(&self) -> bool {

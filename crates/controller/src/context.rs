@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 /// # Examples
 ///
 /// ```
-/// use controller::{Action, Context};
+/// use ctrlq_controller::{Action, Context};
 ///
 /// async fn reconcile(key: String, ctx: Context) -> Result<Action, std::io::Error> {
 ///     if ctx.token().is_cancelled() {

@@ -6,13 +6,13 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ctrlq_leader::{LeaderElector, Leadership, Lock};
+use ctrlq_queue_async::WorkQueue;
+use ctrlq_queue_async::metrics::MetricsProvider;
+use ctrlq_ratelimit::RateLimiter;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, Stream, StreamExt};
-use leader::{LeaderElector, Leadership, Lock};
-use queue_async::WorkQueue;
-use queue_async::metrics::MetricsProvider;
-use ratelimit::RateLimiter;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span};
@@ -44,7 +44,7 @@ pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 /// - **The queue's rules hold**: a key is never reconciled twice at once, and a key added while
 ///   it is reconciled is reconciled again afterwards.
 /// - **Failures**: an `Err` or a panic in reconcile goes to the error policy (by default a
-///   rate-limited requeue with [`ratelimit::default_controller_rate_limiter`]); a panic is
+///   rate-limited requeue with [`ctrlq_ratelimit::default_controller_rate_limiter`]); a panic is
 ///   caught and counted, the key is kept.
 /// - **Terms**: without an elector the controller runs one term until shutdown. With one,
 ///   workers run only while leading; each term has a fresh work queue, and the sources are
@@ -61,7 +61,7 @@ pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 /// ```
 /// use std::convert::Infallible;
 /// use std::sync::{Arc, Mutex};
-/// use controller::{Action, Context, Controller};
+/// use ctrlq_controller::{Action, Context, Controller};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -132,7 +132,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// # Examples
     ///
     /// ```
-    /// use controller::{Action, Context, Controller};
+    /// use ctrlq_controller::{Action, Context, Controller};
     /// let c = Controller::new("pods", |_key: String, _ctx: Context| async {
     ///     Ok::<_, std::io::Error>(Action::Done)
     /// });
@@ -173,7 +173,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// # Examples
     ///
     /// ```
-    /// # use controller::{Action, Context, Controller};
+    /// # use ctrlq_controller::{Action, Context, Controller};
     /// let c = Controller::new("pods", |_key: u32, _ctx: Context| async {
     ///         Ok::<_, std::io::Error>(Action::Done)
     ///     })
@@ -199,7 +199,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use controller::{Action, Context, Controller};
+    /// # use ctrlq_controller::{Action, Context, Controller};
     /// let c = Controller::new("pods", |_key: u32, _ctx: Context| async {
     ///         Err::<Action, _>(std::io::Error::other("down"))
     ///     })
@@ -223,7 +223,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// # Examples
     ///
     /// ```
-    /// # use controller::{Action, Context, Controller};
+    /// # use ctrlq_controller::{Action, Context, Controller};
     /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
     ///     .workers(4);
     /// # let _ = c;
@@ -235,15 +235,15 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     }
 
     /// Sets the limiter behind rate-limited requeues, shared by all terms. By default each term's
-    /// queue has a fresh [`ratelimit::default_controller_rate_limiter`].
+    /// queue has a fresh [`ctrlq_ratelimit::default_controller_rate_limiter`].
     ///
     /// # Examples
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// # use controller::{Action, Context, Controller};
+    /// # use ctrlq_controller::{Action, Context, Controller};
     /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
-    ///     .rate_limiter(Arc::new(ratelimit::default_item_based_rate_limiter()));
+    ///     .rate_limiter(Arc::new(ctrlq_ratelimit::default_item_based_rate_limiter()));
     /// # let _ = c;
     /// ```
     #[must_use]
@@ -259,8 +259,8 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// # use controller::{Action, Context, Controller};
-    /// use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// # use ctrlq_controller::{Action, Context, Controller};
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
     /// let store = MemoryStore::new();
     /// let elector = LeaderElector::new(store.lock("replica-a"), LeaderElectionConfig::default()).unwrap();
     /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
@@ -283,7 +283,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use controller::{Action, Context, Controller};
+    /// # use ctrlq_controller::{Action, Context, Controller};
     /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
     ///     .grace_period(Duration::from_secs(10));
     /// # let _ = c;
@@ -301,7 +301,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// # Examples
     ///
     /// ```
-    /// # use controller::{Action, Context, Controller, Event};
+    /// # use ctrlq_controller::{Action, Context, Controller, Event};
     /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
     ///     .on_event(|e| if let Event::LeadershipLost { aborted } = e { eprintln!("lost, {aborted} dropped") });
     /// # let _ = c;
@@ -322,8 +322,8 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// # use controller::{Action, Context, Controller};
-    /// let provider = Arc::new(queue_async::metrics::NoopProvider);
+    /// # use ctrlq_controller::{Action, Context, Controller};
+    /// let provider = Arc::new(ctrlq_queue_async::metrics::NoopProvider);
     /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
     ///     .queue_metrics(provider);
     /// # let _ = c;
@@ -419,7 +419,11 @@ impl<K, E> fmt::Debug for Controller<K, E> {
 }
 
 /// Applies `action` to the finished `item` of `queue`.
-pub(crate) fn apply<K: Key>(queue: &WorkQueue<K>, item: queue_async::Item<K>, action: Action) {
+pub(crate) fn apply<K: Key>(
+    queue: &WorkQueue<K>,
+    item: ctrlq_queue_async::Item<K>,
+    action: Action,
+) {
     let r = match action {
         Action::Done => {
             item.forget();

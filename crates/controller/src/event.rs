@@ -8,7 +8,7 @@ use std::time::Duration;
 /// # Examples
 ///
 /// ```
-/// use controller::Event;
+/// use ctrlq_controller::Event;
 ///
 /// fn describe(event: &Event<'_, String>) -> String {
 ///     match event {
@@ -84,7 +84,7 @@ pub enum ReconcileOutcome {
 /// # Examples
 ///
 /// ```
-/// let summary = controller::Summary::default();
+/// let summary = ctrlq_controller::Summary::default();
 /// assert_eq!(summary.failures(), 0);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -17,7 +17,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use controller::{Action, Context, Controller};
+//! use ctrlq_controller::{Action, Context, Controller};
 //! use futures::StreamExt;
 //! use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 //! use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -45,14 +45,14 @@
 //! let (d, rs) = (deployments.clone(), replica_sets.clone());
 //! let summary = Controller::new("deployments", reconcile)
 //!     .source(move || {
-//!         controller::kube::primary(watcher(d.clone(), watcher::Config::default()).default_backoff())
+//!         ctrlq_controller::kube::primary(watcher(d.clone(), watcher::Config::default()).default_backoff())
 //!     })
 //!     .source(move || {
-//!         controller::kube::owned::<Deployment, _, _, _>(
+//!         ctrlq_controller::kube::owned::<Deployment, _, _, _>(
 //!             watcher(rs.clone(), watcher::Config::default()).default_backoff(),
 //!         )
 //!     })
-//!     .source(move || controller::kube::resync(store.clone(), Duration::from_secs(600)))
+//!     .source(move || ctrlq_controller::kube::resync(store.clone(), Duration::from_secs(600)))
 //!     .workers(4)
 //!     .run(CancellationToken::new())
 //!     .await;
@@ -87,7 +87,7 @@ fn objects<K, E: fmt::Display>(event: Result<Event<K>, E>) -> Option<K> {
 /// # Examples
 ///
 /// ```
-/// use controller::kube::primary;
+/// use ctrlq_controller::kube::primary;
 /// use futures::StreamExt;
 /// use k8s_openapi::api::core::v1::Pod;
 /// use kube::runtime::reflector::ObjectRef;
@@ -124,7 +124,7 @@ where
 /// # Examples
 ///
 /// ```
-/// use controller::kube::owned;
+/// use ctrlq_controller::kube::owned;
 /// use futures::StreamExt;
 /// use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -174,7 +174,7 @@ where
 /// # Examples
 ///
 /// ```
-/// use controller::kube::related;
+/// use ctrlq_controller::kube::related;
 /// use futures::StreamExt;
 /// use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 /// use kube::runtime::reflector::ObjectRef;
@@ -221,7 +221,7 @@ where
 ///
 /// ```
 /// use std::time::Duration;
-/// use controller::kube::resync;
+/// use ctrlq_controller::kube::resync;
 /// use futures::StreamExt;
 /// use k8s_openapi::api::core::v1::Pod;
 /// use kube::runtime::reflector::{self, ObjectRef};

@@ -4,11 +4,11 @@
 //! [`Controller`] wires what every controller needs and what is easy to get wrong by hand:
 //!
 //! - keys from one or more sources (any [`Stream`](futures::Stream); kube-runtime watchers with
-//!   the `kube` feature) go through a [`WorkQueue`](queue_async::WorkQueue), so a key is never
+//!   the `kube` feature) go through a [`WorkQueue`](ctrlq_queue_async::WorkQueue), so a key is never
 //!   reconciled twice at once and a key changed during its reconcile is reconciled again;
 //! - each reconcile returns an [`Action`]; failures and panics go to an error policy (by default
 //!   a rate-limited requeue), and a panic never loses the key;
-//! - with a [`LeaderElector`](leader::LeaderElector), workers run only while leading; a lost
+//! - with a [`LeaderElector`](ctrlq_leader::LeaderElector), workers run only while leading; a lost
 //!   lease cancels at once, and the controller stands again with a fresh queue, which its sources
 //!   fill anew: a source is a function returning a stream, called at the start of every term,
 //!   as a watch is re-listed (no key set is kept between terms);
@@ -25,8 +25,8 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use controller::{Action, Context, Controller};
-//! use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+//! use ctrlq_controller::{Action, Context, Controller};
+//! use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! #[derive(Debug)]

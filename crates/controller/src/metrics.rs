@@ -13,17 +13,17 @@
 //! As in controller-runtime, a panic counts as a panic, as an error and as a reconcile with
 //! result `error`; every series of a controller exists (at zero) from its first term. The
 //! feature also turns on the metrics that sit next to these: the queue's client-go ones
-//! ([`queue_async::prometheus::PrometheusMetrics`], given to
+//! ([`ctrlq_queue_async::prometheus::PrometheusMetrics`], given to
 //! [`Controller::queue_metrics`](crate::Controller::queue_metrics)) and the elector's,
-//! `leader_election_master_status` among them ([`leader::prometheus::LeaderMetrics`], given to
-//! [`LeaderElector::with_metrics`](leader::LeaderElector::with_metrics)).
+//! `leader_election_master_status` among them ([`ctrlq_leader::prometheus::LeaderMetrics`], given to
+//! [`LeaderElector::with_metrics`](ctrlq_leader::LeaderElector::with_metrics)).
 //!
 //! # Examples
 //!
 //! ```
 //! use std::convert::Infallible;
-//! use controller::{Action, Context, Controller};
-//! use controller::metrics::ControllerMetrics;
+//! use ctrlq_controller::{Action, Context, Controller};
+//! use ctrlq_controller::metrics::ControllerMetrics;
 //! use prometheus_client::registry::Registry;
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -101,7 +101,7 @@ impl ControllerMetrics {
     ///
     /// ```
     /// let mut registry = prometheus_client::registry::Registry::default();
-    /// let _metrics = controller::metrics::ControllerMetrics::register(&mut registry);
+    /// let _metrics = ctrlq_controller::metrics::ControllerMetrics::register(&mut registry);
     /// ```
     pub fn register(registry: &mut Registry) -> Arc<Self> {
         let me = Self {

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
+use ctrlq_leader::{Leadership, LeadershipEnd};
+use ctrlq_queue_async::metrics::MetricsProvider;
+use ctrlq_queue_async::{Item, WorkQueue};
+use ctrlq_ratelimit::RateLimiter;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use leader::{Leadership, LeadershipEnd};
-use queue_async::metrics::MetricsProvider;
-use queue_async::{Item, WorkQueue};
-use ratelimit::RateLimiter;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;

@@ -18,9 +18,9 @@
 //! use std::collections::HashMap;
 //! use std::sync::{Arc, Mutex};
 //! use std::time::Duration;
-//! use controller::testing::{Harness, ScriptedSource};
-//! use controller::{Action, Context, Controller};
-//! use leader::LeaderElectionConfig;
+//! use ctrlq_controller::testing::{Harness, ScriptedSource};
+//! use ctrlq_controller::{Action, Context, Controller};
+//! use ctrlq_leader::LeaderElectionConfig;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
@@ -72,9 +72,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryLock, MemoryStore};
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use leader::{LeaderElectionConfig, LeaderElector, MemoryLock, MemoryStore};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -88,7 +88,7 @@ use crate::{Controller, Event, Key, ReconcileOutcome, Summary};
 ///
 /// ```
 /// use futures::StreamExt;
-/// use controller::testing::ScriptedSource;
+/// use ctrlq_controller::testing::ScriptedSource;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let api = ScriptedSource::new();

@@ -7,8 +7,8 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use controller::kube::{owned, primary, related, resync};
-use controller::{Action, Context, Controller};
+use ctrlq_controller::kube::{owned, primary, related, resync};
+use ctrlq_controller::{Action, Context, Controller};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};

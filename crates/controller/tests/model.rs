@@ -9,8 +9,8 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use controller::testing::ScriptedSource;
-use controller::{Action, Context, Controller, Event};
+use ctrlq_controller::testing::ScriptedSource;
+use ctrlq_controller::{Action, Context, Controller, Event};
 use proptest::prelude::*;
 use support::bounded;
 use tokio::time::{Instant, sleep};

@@ -8,9 +8,9 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use controller::testing::{Harness, Record, ScriptedSource};
-use controller::{Action, Context, Controller};
-use leader::LeaderElectionConfig;
+use ctrlq_controller::testing::{Harness, Record, ScriptedSource};
+use ctrlq_controller::{Action, Context, Controller};
+use ctrlq_leader::LeaderElectionConfig;
 use support::{Rng, bounded};
 use tokio::time::sleep;
 
@@ -296,7 +296,7 @@ async fn a_lease_lost_during_the_drain_drops_the_reconciles_at_once() {
         .find_map(|r| match r {
             Record::Finished {
                 replica,
-                outcome: controller::ReconcileOutcome::Aborted,
+                outcome: ctrlq_controller::ReconcileOutcome::Aborted,
                 at,
                 ..
             } if replica == "a" => Some(*at),

@@ -7,8 +7,8 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use controller::testing::ScriptedSource;
-use controller::{Action, Context, Controller, Event, ReconcileError, ReconcileOutcome};
+use ctrlq_controller::testing::ScriptedSource;
+use ctrlq_controller::{Action, Context, Controller, Event, ReconcileError, ReconcileOutcome};
 use futures::StreamExt;
 use support::{Rng, bounded};
 use tokio::time::{Instant, sleep};
@@ -448,9 +448,11 @@ async fn the_given_rate_limiter_paces_retries() {
     let s = starts.clone();
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
-    let limiter =
-        ratelimit::ExponentialRateLimiter::new(Duration::from_secs(3), Duration::from_secs(3))
-            .unwrap();
+    let limiter = ctrlq_ratelimit::ExponentialRateLimiter::new(
+        Duration::from_secs(3),
+        Duration::from_secs(3),
+    )
+    .unwrap();
     let run = tokio::spawn(
         Controller::new("objects", move |_key: u32, _ctx: Context| {
             let n = {

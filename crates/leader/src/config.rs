@@ -16,7 +16,7 @@ use crate::ConfigError;
 ///
 /// ```
 /// use std::time::Duration;
-/// let config = leader::LeaderElectionConfig::default()
+/// let config = ctrlq_leader::LeaderElectionConfig::default()
 ///     .lease_duration(Duration::from_secs(60))
 ///     .renew_deadline(Duration::from_secs(15))
 ///     .retry_period(Duration::from_secs(5));
@@ -81,7 +81,7 @@ impl LeaderElectionConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let config = leader::LeaderElectionConfig::default().grace_period(Duration::from_secs(60));
+    /// let config = ctrlq_leader::LeaderElectionConfig::default().grace_period(Duration::from_secs(60));
     /// assert!(config.validate().is_ok());
     /// ```
     #[must_use]
@@ -114,7 +114,7 @@ impl LeaderElectionConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let bad = leader::LeaderElectionConfig::default().renew_deadline(Duration::from_secs(2));
+    /// let bad = ctrlq_leader::LeaderElectionConfig::default().renew_deadline(Duration::from_secs(2));
     /// assert!(bad.validate().is_err());
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {

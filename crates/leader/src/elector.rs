@@ -49,7 +49,7 @@ const WARN_EVERY: u64 = 30;
 /// # Examples
 ///
 /// ```
-/// use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+/// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
 /// use tokio_util::sync::CancellationToken;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -103,7 +103,7 @@ impl<L: Lock> LeaderElector<L> {
     /// # Examples
     ///
     /// ```
-    /// use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
     /// assert!(LeaderElector::new(MemoryStore::new().lock(""), LeaderElectionConfig::default()).is_err());
     /// ```
     pub fn new(lock: L, config: LeaderElectionConfig) -> Result<Self, ConfigError> {
@@ -141,9 +141,9 @@ impl<L: Lock> LeaderElector<L> {
     /// # Examples
     ///
     /// ```
-    /// use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
     /// let mut registry = prometheus_client::registry::Registry::default();
-    /// let metrics = leader::prometheus::LeaderMetrics::register(&mut registry);
+    /// let metrics = ctrlq_leader::prometheus::LeaderMetrics::register(&mut registry);
     /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default())
     ///     .unwrap()
     ///     .with_metrics(metrics);
@@ -180,7 +180,7 @@ impl<L: Lock> LeaderElector<L> {
     /// # Examples
     ///
     /// ```
-    /// use leader::{LeaderElectionConfig, LeaderElector, LeadershipEnd, MemoryStore};
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, LeadershipEnd, MemoryStore};
     /// use tokio_util::sync::CancellationToken;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -533,7 +533,7 @@ impl<L: Lock> LeaderElector<L> {
     /// # Examples
     ///
     /// ```
-    /// use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
     /// use tokio_util::sync::CancellationToken;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {

@@ -32,7 +32,7 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 ///
 /// ```
 /// use std::time::Duration;
-/// let e = leader::RequestTimedOut(Duration::from_secs(5));
+/// let e = ctrlq_leader::RequestTimedOut(Duration::from_secs(5));
 /// assert_eq!(e.to_string(), "lock request timed out after 5s");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -19,7 +19,7 @@ use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimed
 /// # Examples
 ///
 /// ```no_run
-/// use leader::{EtcdLock, LeaderElectionConfig, LeaderElector};
+/// use ctrlq_leader::{EtcdLock, LeaderElectionConfig, LeaderElector};
 /// use tokio_util::sync::CancellationToken;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -62,7 +62,7 @@ impl EtcdLock {
     /// ```no_run
     /// # async fn f(client: etcd_client::Client) {
     /// use std::time::Duration;
-    /// let lock = leader::EtcdLock::new(client, "/elections/x", "pod-a")
+    /// let lock = ctrlq_leader::EtcdLock::new(client, "/elections/x", "pod-a")
     ///     .request_timeout(Duration::from_secs(2));
     /// # }
     /// ```

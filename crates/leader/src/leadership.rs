@@ -12,7 +12,7 @@ use crate::LockError;
 /// # Examples
 ///
 /// ```
-/// use leader::LeadershipEnd;
+/// use ctrlq_leader::LeadershipEnd;
 /// let shutdown = |end: Option<LeadershipEnd>| end == Some(LeadershipEnd::StopRequested);
 /// assert!(!shutdown(Some(LeadershipEnd::LostToOther)));
 /// ```
@@ -36,8 +36,8 @@ impl LeadershipEnd {
     /// # Examples
     ///
     /// ```
-    /// assert!(leader::LeadershipEnd::LostToOther.is_loss());
-    /// assert!(!leader::LeadershipEnd::StopRequested.is_loss());
+    /// assert!(ctrlq_leader::LeadershipEnd::LostToOther.is_loss());
+    /// assert!(!ctrlq_leader::LeadershipEnd::StopRequested.is_loss());
     /// ```
     #[must_use]
     pub fn is_loss(self) -> bool {
@@ -50,7 +50,7 @@ impl LeadershipEnd {
 /// # Examples
 ///
 /// ```
-/// # use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+/// # use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
 /// # use tokio_util::sync::CancellationToken;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -133,7 +133,7 @@ impl Leadership {
 /// # Examples
 ///
 /// ```
-/// let status = leader::ElectorStatus::default();
+/// let status = ctrlq_leader::ElectorStatus::default();
 /// assert!(!status.leading && status.last_error.is_none());
 /// ```
 #[derive(Debug, Clone, Default)]

@@ -40,7 +40,7 @@ use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimed
 /// On a real cluster (in-cluster config or the kubeconfig):
 ///
 /// ```no_run
-/// use leader::{LeaderElectionConfig, LeaderElector, LeaseLock};
+/// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, LeaseLock};
 /// use tokio_util::sync::CancellationToken;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -76,8 +76,8 @@ impl LeaseLock {
     ///
     /// ```no_run
     /// # async fn f(client: kube::Client) {
-    /// let lock = leader::LeaseLock::new(client, "default", "my-controller", "pod-a");
-    /// assert_eq!(leader::Lock::describe(&lock), "default/my-controller");
+    /// let lock = ctrlq_leader::LeaseLock::new(client, "default", "my-controller", "pod-a");
+    /// assert_eq!(ctrlq_leader::Lock::describe(&lock), "default/my-controller");
     /// # }
     /// ```
     #[must_use]
@@ -106,7 +106,7 @@ impl LeaseLock {
     /// ```no_run
     /// # async fn f(client: kube::Client) {
     /// use std::time::Duration;
-    /// let lock = leader::LeaseLock::new(client, "default", "my-controller", "pod-a")
+    /// let lock = ctrlq_leader::LeaseLock::new(client, "default", "my-controller", "pod-a")
     ///     .request_timeout(Duration::from_secs(2));
     /// # }
     /// ```
@@ -289,9 +289,9 @@ impl std::fmt::Debug for LeaseLock {
 ///     "renewTime": "2022-06-28T06:09:40.000001Z",
 ///     "leaseTransitions": 2
 /// });
-/// let record = leader::lease_record::from_spec_json(&spec)?;
+/// let record = ctrlq_leader::lease_record::from_spec_json(&spec)?;
 /// assert_eq!(record.holder_identity, "pod-a");
-/// assert_eq!(leader::lease_record::to_spec_json(&record)?, spec);
+/// assert_eq!(ctrlq_leader::lease_record::to_spec_json(&record)?, spec);
 /// # Ok(())
 /// # }
 /// ```

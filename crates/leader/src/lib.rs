@@ -9,7 +9,7 @@
 //! # Examples
 //!
 //! ```
-//! use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+//! use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]

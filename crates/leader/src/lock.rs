@@ -11,11 +11,11 @@ use crate::{LeaderRecord, LockError, Versioned};
 /// # Examples
 ///
 /// ```
-/// use leader::{Lock, MemoryStore};
+/// use ctrlq_leader::{Lock, MemoryStore};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let lock = MemoryStore::new().lock("a");
-/// assert!(matches!(lock.get().await, Err(leader::LockError::NotFound)));
+/// assert!(matches!(lock.get().await, Err(ctrlq_leader::LockError::NotFound)));
 /// assert_eq!(lock.identity(), "a");
 /// # }
 /// ```
@@ -55,7 +55,7 @@ pub trait Lock: Send + Sync + 'static {
     /// # Examples
     ///
     /// ```
-    /// use leader::{LeaderRecord, Lock, MemoryStore, Versioned};
+    /// use ctrlq_leader::{LeaderRecord, Lock, MemoryStore, Versioned};
     /// let lock = MemoryStore::new().lock("a");
     /// let mut record = LeaderRecord::default();
     /// record.leader_transitions = 4;

@@ -15,12 +15,12 @@ use crate::{LeaderRecord, Lock, LockError, Versioned};
 /// # Examples
 ///
 /// ```
-/// use leader::{Lock, MemoryStore};
+/// use ctrlq_leader::{Lock, MemoryStore};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// let store = MemoryStore::new();
 /// let a = store.lock("a");
-/// a.create(leader::LeaderRecord::default()).await.unwrap();
+/// a.create(ctrlq_leader::LeaderRecord::default()).await.unwrap();
 /// assert!(a.get().await.is_ok());
 /// assert_eq!(store.operations(), vec![("a".to_string(), "create"), ("a".to_string(), "get")]);
 /// # }
@@ -35,8 +35,8 @@ pub struct MemoryStore {
 /// # Examples
 ///
 /// ```
-/// let lock = leader::MemoryStore::new().lock("a");
-/// assert_eq!(leader::Lock::describe(&lock), "memory/a");
+/// let lock = ctrlq_leader::MemoryStore::new().lock("a");
+/// assert_eq!(ctrlq_leader::Lock::describe(&lock), "memory/a");
 /// ```
 #[derive(Debug)]
 pub struct MemoryLock {
@@ -101,14 +101,14 @@ impl MemoryStore {
     /// # Examples
     ///
     /// ```
-    /// use leader::{Lock, MemoryStore};
+    /// use ctrlq_leader::{Lock, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let store = MemoryStore::new();
     /// let a = store.lock("a");
     /// store.fail_next("a", 1);
-    /// assert!(matches!(a.get().await, Err(leader::LockError::Backend(_))));
-    /// assert!(matches!(a.get().await, Err(leader::LockError::NotFound)));
+    /// assert!(matches!(a.get().await, Err(ctrlq_leader::LockError::Backend(_))));
+    /// assert!(matches!(a.get().await, Err(ctrlq_leader::LockError::NotFound)));
     /// # }
     /// ```
     #[cfg(feature = "test-util")]
@@ -134,7 +134,7 @@ impl MemoryStore {
     /// # Examples
     ///
     /// ```
-    /// use leader::{Lock, MemoryStore};
+    /// use ctrlq_leader::{Lock, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let store = MemoryStore::new();
@@ -142,7 +142,7 @@ impl MemoryStore {
     /// store.partition("a", true);
     /// assert!(a.get().await.is_err());
     /// store.partition("a", false);
-    /// assert!(matches!(a.get().await, Err(leader::LockError::NotFound)));
+    /// assert!(matches!(a.get().await, Err(ctrlq_leader::LockError::NotFound)));
     /// # }
     /// ```
     #[cfg(feature = "test-util")]

@@ -16,12 +16,12 @@ pub const UNKNOWN_LEADER: &str = "leaderelection.k8s.io/unknown";
 /// # Examples
 ///
 /// ```
-/// use leader::{Lock, MemoryStore, MultiLock};
+/// use ctrlq_leader::{Lock, MemoryStore, MultiLock};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let (new, old) = (MemoryStore::new(), MemoryStore::new());
 /// let lock = MultiLock::new(new.lock("a"), old.lock("a"));
-/// lock.create(leader::LeaderRecord { holder_identity: "a".into(), ..Default::default() }).await.unwrap();
+/// lock.create(ctrlq_leader::LeaderRecord { holder_identity: "a".into(), ..Default::default() }).await.unwrap();
 /// assert_eq!(old.record().unwrap().holder_identity, "a");
 /// # }
 /// ```

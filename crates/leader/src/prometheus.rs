@@ -12,14 +12,14 @@
 //! # Examples
 //!
 //! ```
-//! use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+//! use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
 //! use prometheus_client::registry::Registry;
 //! use tokio_util::sync::CancellationToken;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! let mut registry = Registry::default();
-//! let metrics = leader::prometheus::LeaderMetrics::register(&mut registry);
+//! let metrics = ctrlq_leader::prometheus::LeaderMetrics::register(&mut registry);
 //! let config = LeaderElectionConfig::default().name("my-controller");
 //! let elector = LeaderElector::new(MemoryStore::new().lock("a"), config)
 //!     .unwrap()
@@ -75,7 +75,7 @@ impl LeaderMetrics {
     ///
     /// ```
     /// let mut registry = prometheus_client::registry::Registry::default();
-    /// let metrics = leader::prometheus::LeaderMetrics::register(&mut registry);
+    /// let metrics = ctrlq_leader::prometheus::LeaderMetrics::register(&mut registry);
     /// # drop(metrics);
     /// ```
     pub fn register(registry: &mut Registry) -> Self {

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 /// # Examples
 ///
 /// ```
-/// let record = leader::LeaderRecord::default();
+/// let record = ctrlq_leader::LeaderRecord::default();
 /// assert!(record.is_free());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub struct LeaderRecord {
 /// # Examples
 ///
 /// ```
-/// let v = leader::Versioned { record: leader::LeaderRecord::default(), version: "1".into() };
+/// let v = ctrlq_leader::Versioned { record: ctrlq_leader::LeaderRecord::default(), version: "1".into() };
 /// assert_eq!(v.version, "1");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +50,7 @@ impl LeaderRecord {
     /// # Examples
     ///
     /// ```
-    /// let mut record = leader::LeaderRecord::default();
+    /// let mut record = ctrlq_leader::LeaderRecord::default();
     /// record.holder_identity = "a".into();
     /// assert!(!record.is_free());
     /// ```

@@ -117,7 +117,7 @@ impl SimBackend for LeaseBackend {
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let report = leader::simulation::simulate(leader::LeaderElectionConfig::default(), 1, 3, 2, false).await;
+/// let report = ctrlq_leader::simulation::simulate(ctrlq_leader::LeaderElectionConfig::default(), 1, 3, 2, false).await;
 /// assert_eq!(report.overlaps, 0);
 /// assert_eq!(report.failovers.len(), 2);
 /// # }
@@ -186,9 +186,9 @@ pub async fn simulate(
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// use leader::simulation::simulate_with;
-/// let store = leader::MemoryStore::new();
-/// let report = simulate_with(store, leader::LeaderElectionConfig::default(), 1, 3, 1, true).await;
+/// use ctrlq_leader::simulation::simulate_with;
+/// let store = ctrlq_leader::MemoryStore::new();
+/// let report = simulate_with(store, ctrlq_leader::LeaderElectionConfig::default(), 1, 3, 1, true).await;
 /// assert_eq!(report.overlaps, 0);
 /// # }
 /// ```

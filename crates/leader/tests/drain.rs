@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leader::{LeaderElectionConfig, LeaderElector, LeadershipEnd, Lock, MemoryLock, MemoryStore};
+use ctrlq_leader::{
+    LeaderElectionConfig, LeaderElector, LeadershipEnd, Lock, MemoryLock, MemoryStore,
+};
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
 
@@ -125,7 +127,7 @@ async fn end_reason_should_say_lost_to_other_or_renew_deadline() {
             let other = s.lock("other");
             other.get().await.unwrap();
             other
-                .update(leader::LeaderRecord {
+                .update(ctrlq_leader::LeaderRecord {
                     holder_identity: "other".into(),
                     lease_duration_seconds: 15,
                     ..Default::default()
@@ -217,7 +219,7 @@ async fn status_should_show_persistent_lock_failures() {
         let s = status.borrow();
         assert!(!s.leading);
         let err = s.last_error.as_ref().expect("the last error is kept");
-        assert!(matches!(**err, leader::LockError::Backend(_)));
+        assert!(matches!(**err, ctrlq_leader::LockError::Backend(_)));
         let source = std::error::Error::source(&**err).unwrap().to_string();
         assert!(source.contains("partitioned"), "{source}");
     }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use leader::{ConfigError, LeaderElectionConfig, LeaderElector, Lock, MemoryStore};
+use ctrlq_leader::{ConfigError, LeaderElectionConfig, LeaderElector, Lock, MemoryStore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -86,7 +86,7 @@ async fn renew_should_fall_back_to_get_after_a_lost_race() {
 async fn acquire_should_wait_for_a_fresh_foreign_lease_to_expire_on_its_own_clock() {
     let store = MemoryStore::new();
     let bing = store.lock("bing");
-    let mut rec = leader::LeaderRecord {
+    let mut rec = ctrlq_leader::LeaderRecord {
         holder_identity: "bing".into(),
         lease_duration_seconds: 3,
         ..Default::default()
@@ -116,7 +116,7 @@ async fn acquire_should_take_an_empty_holder_at_once() {
     let store = MemoryStore::new();
     store
         .lock("x")
-        .create(leader::LeaderRecord {
+        .create(ctrlq_leader::LeaderRecord {
             lease_duration_seconds: 100,
             ..Default::default()
         })
@@ -162,7 +162,7 @@ async fn leadership_should_end_at_once_when_a_renew_sees_another_holder() {
             // another writer forces the record over (ignoring the protocol).
             let bing = s2.lock("bing");
             bing.get().await.unwrap();
-            bing.update(leader::LeaderRecord {
+            bing.update(ctrlq_leader::LeaderRecord {
                 holder_identity: "bing".into(),
                 lease_duration_seconds: 15,
                 ..Default::default()
@@ -212,7 +212,7 @@ async fn release_should_not_blank_another_holder() {
     e.run(cancel, |_| async move {
         let bing = s2.lock("bing");
         bing.get().await.unwrap();
-        bing.update(leader::LeaderRecord {
+        bing.update(ctrlq_leader::LeaderRecord {
             holder_identity: "bing".into(),
             lease_duration_seconds: 15,
             ..Default::default()
@@ -256,8 +256,8 @@ async fn run_should_return_none_when_cancelled_before_acquiring() {
 #[test]
 fn handles_should_be_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
-    assert_send_sync::<LeaderElector<leader::MemoryLock>>();
-    assert_send_sync::<leader::Leadership>();
+    assert_send_sync::<LeaderElector<ctrlq_leader::MemoryLock>>();
+    assert_send_sync::<ctrlq_leader::Leadership>();
     assert_send_sync::<MemoryStore>();
 }
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 #[path = "support/etcd_server.rs"]
 mod etcd_server;
 
+use ctrlq_leader::{EtcdLock, LeaderElectionConfig, LeaderElector, Lock};
 use etcd_server::EtcdServer;
-use leader::{EtcdLock, LeaderElectionConfig, LeaderElector, Lock};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -103,7 +103,10 @@ async fn etcd_fencing_should_increase_across_a_frozen_and_thawed_server() {
         .await
         .expect("leads and steps down")
         .unwrap();
-        assert_eq!(out.1, Some(leader::LeadershipEnd::RenewDeadlinePassed));
+        assert_eq!(
+            out.1,
+            Some(ctrlq_leader::LeadershipEnd::RenewDeadlinePassed)
+        );
         tokens.push(out.0);
         // Frozen: a request fails at the timeout rather than hanging.
         let start = Instant::now();

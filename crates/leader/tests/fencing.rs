@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
 use tokio::time::{Instant, timeout};
 use tokio_util::sync::CancellationToken;
 

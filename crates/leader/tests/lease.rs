@@ -1,5 +1,5 @@
 //! The Lease lock against an in-process emulation of the Kubernetes API server's Lease
-//! endpoints (`leader::lease_emulation`).
+//! endpoints (`ctrlq_leader::lease_emulation`).
 //!
 //! No kube-apiserver can run here (no Kubernetes binaries or sources on these machines), so the
 //! emulation stands in for it: real HTTP on 127.0.0.1, real `kube::Client`s, the API server's
@@ -14,8 +14,8 @@ use std::error::Error as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use leader::lease_emulation::{Fault, LeaseServer};
-use leader::{
+use ctrlq_leader::lease_emulation::{Fault, LeaseServer};
+use ctrlq_leader::{
     LeaderElectionConfig, LeaderElector, LeaderRecord, LeaseLock, Lock, LockError, lease_record,
 };
 use serde_json::{Value, json};
@@ -201,7 +201,9 @@ async fn lock_should_bound_every_request_by_its_timeout() {
     assert_eq!(start.elapsed(), Duration::from_secs(2));
     let source = err.source().unwrap();
     assert!(
-        source.downcast_ref::<leader::RequestTimedOut>().is_some(),
+        source
+            .downcast_ref::<ctrlq_leader::RequestTimedOut>()
+            .is_some(),
         "{source}"
     );
     server.partition("a", false);
@@ -636,7 +638,7 @@ async fn lease_electors_should_keep_one_leader_under_a_slow_and_failing_server()
 /// after a kill within the formula's bound.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn lease_simulation_with_faults_should_never_overlap() {
-    use leader::simulation::{LeaseBackend, simulate_with};
+    use ctrlq_leader::simulation::{LeaseBackend, simulate_with};
     for seed in 1..=4 {
         let backend = LeaseBackend(Arc::new(LeaseServer::start()));
         let report = timeout(

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use leader::prometheus::LeaderMetrics;
-use leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+use ctrlq_leader::prometheus::LeaderMetrics;
+use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use leader::{LeaderElectionConfig, LeaderElector, Lock, MemoryStore, MultiLock, UNKNOWN_LEADER};
+use ctrlq_leader::{
+    LeaderElectionConfig, LeaderElector, Lock, MemoryStore, MultiLock, UNKNOWN_LEADER,
+};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test(start_paused = true)]
@@ -30,14 +32,14 @@ async fn multi_lock_should_write_both_stores_and_renew_both() {
 async fn multi_lock_should_report_an_unknown_leader_when_the_stores_disagree() {
     let (new, old) = (MemoryStore::new(), MemoryStore::new());
     new.lock("x")
-        .create(leader::LeaderRecord {
+        .create(ctrlq_leader::LeaderRecord {
             holder_identity: "x".into(),
             ..Default::default()
         })
         .await
         .unwrap();
     old.lock("y")
-        .create(leader::LeaderRecord {
+        .create(ctrlq_leader::LeaderRecord {
             holder_identity: "y".into(),
             ..Default::default()
         })
@@ -54,7 +56,7 @@ async fn multi_lock_should_report_an_unknown_leader_when_the_stores_disagree() {
 async fn multi_lock_should_create_a_missing_secondary_on_get() {
     let (new, old) = (MemoryStore::new(), MemoryStore::new());
     new.lock("x")
-        .create(leader::LeaderRecord {
+        .create(ctrlq_leader::LeaderRecord {
             holder_identity: "x".into(),
             ..Default::default()
         })

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use leader::LeaderElectionConfig;
-use leader::simulation::simulate;
+use ctrlq_leader::LeaderElectionConfig;
+use ctrlq_leader::simulation::simulate;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

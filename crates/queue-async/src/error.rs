@@ -7,7 +7,7 @@
 /// # Example
 ///
 /// ```
-/// use queue_async::ShutDownError;
+/// use ctrlq_queue_async::ShutDownError;
 ///
 /// let refused = ShutDownError("pod-a");
 /// assert_eq!(refused.to_string(), "the queue is shutting down; the key was not added");

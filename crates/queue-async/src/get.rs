@@ -30,7 +30,7 @@ pin_project! {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// let get = queue.get(); // waits until something is added
     /// queue.add("a").unwrap();
     /// assert_eq!(*get.await.unwrap(), "a");

@@ -35,7 +35,7 @@ use crate::shared::{Payload, Shared};
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let queue = queue_async::WorkQueue::new();
+/// let queue = ctrlq_queue_async::WorkQueue::new();
 /// queue.add("ns/a").unwrap();
 /// let item = queue.get().await.unwrap();
 /// assert_eq!(*item, "ns/a");
@@ -137,7 +137,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add("a").unwrap();
     /// let key = queue.get().await.unwrap().into_key();
     /// assert_eq!(queue.processing_len(), 1);
@@ -164,10 +164,10 @@ where
     /// # Examples
     ///
     /// ```
-    /// use queue_async::priority::AddOptions;
+    /// use ctrlq_queue_async::priority::AddOptions;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add_with("a", AddOptions::default().priority(7)).unwrap();
     /// assert_eq!(queue.get().await.unwrap().priority(), 7);
     /// # }

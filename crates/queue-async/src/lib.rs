@@ -1,4 +1,4 @@
-//! Tokio-native work queues that controller workers await on, built on [`queue_core`]'s state
+//! Tokio-native work queues that controller workers await on, built on [`ctrlq_queue_core`]'s state
 //! machines.
 //!
 //! [`WorkQueue`] is client-go's work queue with its delaying and rate-limiting layers in one
@@ -10,7 +10,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! let queue = queue_async::WorkQueue::new();
+//! let queue = ctrlq_queue_async::WorkQueue::new();
 //! queue.add("default/pod-a").unwrap();
 //! let item = queue.get().await.unwrap();
 //! assert_eq!(*item.key(), "default/pod-a");
@@ -59,8 +59,8 @@
 //!  add while processing: dirty ────────────▶ processing ── done ──▶ queued if dirty, else gone
 //! ```
 //!
-//! The pure state machines of `queue-core` ([`queue_core::WorkState`],
-//! [`queue_core::PriorityState`]) hold the queued / processing / dirty part: a key is queued at
+//! The pure state machines of `queue-core` ([`ctrlq_queue_core::WorkState`],
+//! [`ctrlq_queue_core::PriorityState`]) hold the queued / processing / dirty part: a key is queued at
 //! most once and never handed to two workers at once. Around one of them, a handle's shared
 //! state adds, under one `parking_lot` mutex that is never held across an `.await`: the waiting
 //! keys and their timers, the rate limiter, the metrics recorder, and the background tasks.

@@ -40,7 +40,7 @@ pub enum ParallelizeError {
 /// # async fn main() {
 /// let sum = Arc::new(AtomicUsize::new(0));
 /// let s = sum.clone();
-/// queue_async::parallelize_until(4, 100, 8, &CancellationToken::new(), move |piece| {
+/// ctrlq_queue_async::parallelize_until(4, 100, 8, &CancellationToken::new(), move |piece| {
 ///     let s = s.clone();
 ///     async move {
 ///         s.fetch_add(piece, Ordering::Relaxed);

@@ -44,8 +44,8 @@
 //!
 //! ```
 //! use prometheus_client::registry::Registry;
-//! use queue_async::WorkQueue;
-//! use queue_async::prometheus::PrometheusMetrics;
+//! use ctrlq_queue_async::WorkQueue;
+//! use ctrlq_queue_async::prometheus::PrometheusMetrics;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ctrlq_queue_async::metrics::testing::RecordingProvider;
+use ctrlq_queue_async::priority::AddOptions;
+use ctrlq_queue_async::{Item, PriorityQueue, ShutDownError};
+use ctrlq_ratelimit::{ExponentialRateLimiter, RateLimiter};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
-use queue_async::metrics::testing::RecordingProvider;
-use queue_async::priority::AddOptions;
-use queue_async::{Item, PriorityQueue, ShutDownError};
-use ratelimit::{ExponentialRateLimiter, RateLimiter};
 use tokio::time::{Instant, advance, sleep};
 use tokio_test::task;
 
@@ -334,7 +334,7 @@ fn handles_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<PriorityQueue<String>>();
     send_sync::<Item<String, i32>>();
-    send_sync::<queue_async::Get<'static, String, i32>>();
+    send_sync::<ctrlq_queue_async::Get<'static, String, i32>>();
 }
 
 // ----- property test: adds (with priorities), gets, dones, clock steps against a model -----

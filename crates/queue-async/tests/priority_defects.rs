@@ -11,10 +11,10 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
 
-use queue_async::metrics::testing::RecordingProvider;
-use queue_async::priority::AddOptions;
-use queue_async::{PriorityQueue, WorkQueue};
-use ratelimit::RateLimiter;
+use ctrlq_queue_async::metrics::testing::RecordingProvider;
+use ctrlq_queue_async::priority::AddOptions;
+use ctrlq_queue_async::{PriorityQueue, WorkQueue};
+use ctrlq_ratelimit::RateLimiter;
 use tokio::time::{advance, timeout};
 use tokio_test::task;
 
@@ -365,7 +365,7 @@ fn a_key_has_one_holder_whatever_the_dones() {
         .run(&proptest::collection::vec(step(), 1..40), |steps| {
             let queue: WorkQueue<u8> = WorkQueue::new();
             let mut model = HandOuts::default();
-            let mut held: Vec<queue_async::Item<u8>> = Vec::new();
+            let mut held: Vec<ctrlq_queue_async::Item<u8>> = Vec::new();
             for s in steps {
                 match s {
                     Step::Add(k) => {

@@ -4,11 +4,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use ctrlq_queue_async::priority::AddOptions;
+use ctrlq_queue_async::prometheus::{MAX_PRIORITY_LABELS, PrometheusMetrics};
+use ctrlq_queue_async::{PriorityQueue, WorkQueue};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
-use queue_async::priority::AddOptions;
-use queue_async::prometheus::{MAX_PRIORITY_LABELS, PrometheusMetrics};
-use queue_async::{PriorityQueue, WorkQueue};
 use tokio::time::advance;
 
 fn scrape(registry: &Registry) -> String {

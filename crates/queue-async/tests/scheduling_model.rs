@@ -8,12 +8,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
-use queue_async::scheduling::{
+use ctrlq_queue_async::scheduling::{
     ActionType, ClusterEvent, Popped, QueuedItem, QueueingHint, SchedulingQueue,
     SchedulingQueueConfig,
 };
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 
 const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
 const ITEM_UPDATE: ClusterEvent = ClusterEvent::new("Item", ActionType::UPDATE);

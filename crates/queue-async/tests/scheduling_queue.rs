@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use queue_async::scheduling::{
+use ctrlq_queue_async::scheduling::{
     ActionType, ClusterEvent, ConfigError, EventPayload, HintError, InFlightEntry, Popped,
     PriorityOrder, QueuedItem, QueueingHint, SchedulingQueue, SchedulingQueueBuilder,
     SchedulingQueueConfig, SubQueue,
@@ -1134,8 +1134,8 @@ fn handles_and_futures_should_be_send_sync_unpin() {
     send_sync::<QueuedItem<String, Vec<u8>>>();
     send_sync::<Popped<String, Vec<u8>>>();
     unpin::<Popped<String, Vec<u8>>>();
-    send::<queue_async::scheduling::Pop<'static, &'static str, i64, PriorityOrder>>();
-    send_sync::<queue_async::scheduling::AlreadyQueuedError<String, i64>>();
+    send::<ctrlq_queue_async::scheduling::Pop<'static, &'static str, i64, PriorityOrder>>();
+    send_sync::<ctrlq_queue_async::scheduling::AlreadyQueuedError<String, i64>>();
 }
 
 #[tokio::test(start_paused = true)]

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queue_async::metrics::testing::RecordingProvider;
-use queue_async::{ShutDownError, WorkQueue};
-use ratelimit::{BucketRateLimiter, ExponentialRateLimiter};
+use ctrlq_queue_async::metrics::testing::RecordingProvider;
+use ctrlq_queue_async::{ShutDownError, WorkQueue};
+use ctrlq_ratelimit::{BucketRateLimiter, ExponentialRateLimiter};
 use support::paused_runtime;
 use tokio::time::{Instant, advance, sleep};
 

@@ -6,8 +6,8 @@ use std::future::Future;
 use std::task::Context;
 use std::time::Duration;
 
+use ctrlq_queue_async::WorkQueue;
 use futures::StreamExt;
-use queue_async::WorkQueue;
 use tokio::time::{Instant, advance, sleep, timeout};
 
 fn ms(n: u64) -> Duration {
@@ -166,7 +166,7 @@ async fn a_panic_after_shutdown_marks_the_key_done_and_the_drain_ends() {
 /// it was handed out at.
 #[tokio::test(start_paused = true)]
 async fn a_priority_worker_panicking_requeues_the_key_at_its_priority() {
-    let queue: queue_async::PriorityQueue<&str> = queue_async::PriorityQueue::new();
+    let queue: ctrlq_queue_async::PriorityQueue<&str> = ctrlq_queue_async::PriorityQueue::new();
     queue.add_with_priority("a", 7).unwrap();
     let worker = queue.clone();
     let panicked = tokio::spawn(async move {
@@ -258,7 +258,7 @@ async fn a_waiting_stream_is_woken_by_an_add_and_by_the_shutdown() {
 /// An item's `Debug` shows its key and priority.
 #[tokio::test]
 async fn an_item_debug_shows_its_key_and_priority() {
-    let queue = queue_async::PriorityQueue::new();
+    let queue = ctrlq_queue_async::PriorityQueue::new();
     queue.add_with_priority("a", 3).unwrap();
     let item = queue.get().await.unwrap();
     assert_eq!(format!("{item:?}"), r#"Item { key: "a", priority: 3 }"#);

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use ctrlq_queue_async::metrics::testing::RecordingProvider;
+use ctrlq_queue_async::workqueue::{Get, Item};
+use ctrlq_queue_async::{ParallelizeError, WorkQueue, parallelize_until};
 use futures::StreamExt;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
-use queue_async::metrics::testing::RecordingProvider;
-use queue_async::workqueue::{Get, Item};
-use queue_async::{ParallelizeError, WorkQueue, parallelize_until};
 use tokio_test::task;
 use tokio_util::sync::CancellationToken;
 
@@ -499,7 +499,7 @@ fn handles_and_futures_are_send_and_sync() {
     fn unpin<T: Unpin>() {}
     send_sync::<WorkQueue<String>>();
     send_sync::<Item<String>>();
-    send_sync::<queue_async::WorkQueueBuilder<String>>();
+    send_sync::<ctrlq_queue_async::WorkQueueBuilder<String>>();
     send::<Get<'static, String>>();
     send_sync::<Get<'static, String>>();
     unpin::<WorkQueue<String>>();

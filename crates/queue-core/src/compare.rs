@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 /// # Examples
 ///
 /// ```
-/// use queue_core::{Compare, KeyedHeap};
+/// use ctrlq_queue_core::{Compare, KeyedHeap};
 /// use std::cmp::Ordering;
 ///
 /// /// Higher priority first, then the older timestamp.
@@ -39,7 +39,7 @@ pub trait Compare<V: ?Sized> {
 /// # Examples
 ///
 /// ```
-/// use queue_core::{KeyedHeap, MinOrder};
+/// use ctrlq_queue_core::{KeyedHeap, MinOrder};
 ///
 /// let mut heap = KeyedHeap::new(MinOrder);
 /// heap.add("b", 2);
@@ -54,7 +54,7 @@ pub struct MinOrder;
 /// # Examples
 ///
 /// ```
-/// use queue_core::{KeyedHeap, MaxOrder};
+/// use ctrlq_queue_core::{KeyedHeap, MaxOrder};
 ///
 /// let mut heap = KeyedHeap::new(MaxOrder);
 /// heap.add("b", 2);

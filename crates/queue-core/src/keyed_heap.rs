@@ -56,7 +56,7 @@ const MAX_DEPTH: usize = (usize::BITS / ARITY.ilog2()) as usize;
 /// equals, put a sequence number in the value and compare on it last:
 ///
 /// ```
-/// use queue_core::KeyedHeap;
+/// use ctrlq_queue_core::KeyedHeap;
 ///
 /// // (priority, sequence): higher priority first, then the earlier sequence number.
 /// let mut heap = KeyedHeap::new(|a: &(u8, u64), b: &(u8, u64)| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -78,7 +78,7 @@ const MAX_DEPTH: usize = (usize::BITS / ARITY.ilog2()) as usize;
 /// # Examples
 ///
 /// ```
-/// use queue_core::KeyedHeap;
+/// use ctrlq_queue_core::KeyedHeap;
 ///
 /// let mut heap = KeyedHeap::default(); // smallest value first
 /// heap.add("pod-a", 30);
@@ -149,7 +149,7 @@ impl<K, V, C> KeyedHeap<K, V, C> {
     /// # Examples
     ///
     /// ```
-    /// use queue_core::KeyedHeap;
+    /// use ctrlq_queue_core::KeyedHeap;
     ///
     /// // Largest first.
     /// let mut heap = KeyedHeap::new(|a: &u32, b: &u32| b.cmp(a));
@@ -166,7 +166,7 @@ impl<K, V, C> KeyedHeap<K, V, C> {
     /// # Examples
     ///
     /// ```
-    /// use queue_core::{KeyedHeap, MinOrder};
+    /// use ctrlq_queue_core::{KeyedHeap, MinOrder};
     ///
     /// let heap: KeyedHeap<String, u64> = KeyedHeap::with_capacity(MinOrder, 1024);
     /// assert!(heap.is_empty());
@@ -187,7 +187,7 @@ impl<K, V, C> KeyedHeap<K, V, C> {
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// heap.add(1, "one");
     /// assert_eq!(heap.len(), 1);
     /// ```
@@ -200,7 +200,7 @@ impl<K, V, C> KeyedHeap<K, V, C> {
     /// # Examples
     ///
     /// ```
-    /// let heap: queue_core::KeyedHeap<u8, u8> = queue_core::KeyedHeap::default();
+    /// let heap: ctrlq_queue_core::KeyedHeap<u8, u8> = ctrlq_queue_core::KeyedHeap::default();
     /// assert!(heap.is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
@@ -212,7 +212,7 @@ impl<K, V, C> KeyedHeap<K, V, C> {
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// heap.add("b", 2);
     /// heap.add("a", 1);
     /// assert_eq!(heap.peek(), Some((&"a", &1)));
@@ -227,7 +227,7 @@ impl<K, V, C> KeyedHeap<K, V, C> {
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// heap.add("a", 1);
     /// heap.add("b", 2);
     /// let mut keys: Vec<_> = heap.iter().map(|(k, _)| *k).collect();
@@ -245,7 +245,7 @@ impl<K, V, C> KeyedHeap<K, V, C> {
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// heap.add("a", 1);
     /// heap.add("b", 2);
     /// assert_eq!(heap.drain().count(), 2);
@@ -265,7 +265,7 @@ impl<K, V, C> KeyedHeap<K, V, C> {
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// heap.add("a", 1);
     /// heap.clear();
     /// assert!(heap.is_empty());
@@ -283,7 +283,7 @@ impl<K, V, C> KeyedHeap<K, V, C> {
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// heap.add("a", 1);
     /// heap.reserve(1000);
     /// heap.add("b", 2);
@@ -301,7 +301,7 @@ impl<K, V, C> KeyedHeap<K, V, C> {
     /// # Examples
     ///
     /// ```
-    /// use queue_core::{Compare, KeyedHeap, MinOrder};
+    /// use ctrlq_queue_core::{Compare, KeyedHeap, MinOrder};
     ///
     /// let heap: KeyedHeap<&str, u8> = KeyedHeap::new(MinOrder);
     /// assert!(heap.comparator().compare(&1, &2).is_lt());
@@ -324,7 +324,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// assert_eq!(heap.add("a", 10), None);
     /// heap.add("b", 5);
     /// assert_eq!(heap.add("a", 1), Some(10));
@@ -355,7 +355,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// assert_eq!(heap.add_if_absent("a", 1), Ok(()));
     /// assert_eq!(heap.add_if_absent("a", 2), Err(("a", 2)));
     /// assert_eq!(heap.get("a"), Some(&1));
@@ -375,7 +375,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// heap.add("a", 10);
     /// heap.add("b", 20);
     /// assert!(heap.update("b", |v| *v = 1));
@@ -401,7 +401,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// heap.add("a", 1);
     /// assert_eq!(heap.delete("a"), Some(("a", 1)));
     /// assert_eq!(heap.delete("a"), None);
@@ -426,7 +426,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// heap.add("late", 9);
     /// heap.add("early", 1);
     /// assert_eq!(heap.pop(), Some(("early", 1)));
@@ -449,7 +449,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// heap.add(String::from("a"), 1);
     /// assert_eq!(heap.get("a"), Some(&1)); // look up by &str
     /// ```
@@ -466,7 +466,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// heap.add("a", 1);
     /// assert_eq!(heap.get_key_value("a"), Some((&"a", &1)));
     /// ```
@@ -485,7 +485,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// heap.add("a", 1);
     /// assert!(heap.contains_key("a"));
     /// assert!(!heap.contains_key("b"));
@@ -504,7 +504,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let mut heap = queue_core::KeyedHeap::default();
+    /// let mut heap = ctrlq_queue_core::KeyedHeap::default();
     /// for (k, v) in [("a", 1), ("b", 2), ("c", 3)] {
     ///     heap.add(k, v);
     /// }

@@ -11,7 +11,7 @@
 //! # Examples
 //!
 //! ```
-//! use queue_core::{AddOutcome, KeyedHeap, PopOutcome, WorkState};
+//! use ctrlq_queue_core::{AddOutcome, KeyedHeap, PopOutcome, WorkState};
 //!
 //! let mut heap = KeyedHeap::default();
 //! heap.add("b", 2);

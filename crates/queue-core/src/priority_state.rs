@@ -85,7 +85,7 @@ pub enum PriorityDone {
 /// # Examples
 ///
 /// ```
-/// use queue_core::{PopOutcome, PriorityAdd, PriorityState};
+/// use ctrlq_queue_core::{PopOutcome, PriorityAdd, PriorityState};
 ///
 /// let mut state = PriorityState::new(None);
 /// state.add("resync", 0, 0);
@@ -122,7 +122,7 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     /// # Examples
     ///
     /// ```
-    /// let state = queue_core::PriorityState::<u32>::new(Some(1_000_000_000));
+    /// let state = ctrlq_queue_core::PriorityState::<u32>::new(Some(1_000_000_000));
     /// assert!(state.is_idle());
     /// ```
     pub fn new(aging_nanos: Option<u64>) -> Self {
@@ -155,7 +155,7 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     /// # Examples
     ///
     /// ```
-    /// use queue_core::{PriorityAdd, PriorityState};
+    /// use ctrlq_queue_core::{PriorityAdd, PriorityState};
     /// let mut state = PriorityState::new(None);
     /// assert_eq!(state.add("a", 1, 0), PriorityAdd::Queued);
     /// assert_eq!(state.add("a", 0, 0), PriorityAdd::Coalesced); // never lowered
@@ -179,7 +179,7 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use queue_core::{PriorityAdd, PriorityState};
+    /// use ctrlq_queue_core::{PriorityAdd, PriorityState};
     ///
     /// let key: Arc<str> = Arc::from("ns/a");
     /// let mut state = PriorityState::new(None);
@@ -237,7 +237,7 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     /// # Examples
     ///
     /// ```
-    /// use queue_core::{PopOutcome, PriorityState};
+    /// use ctrlq_queue_core::{PopOutcome, PriorityState};
     /// let mut state = PriorityState::new(None);
     /// assert_eq!(state.pop(), PopOutcome::<(&str, i32)>::Empty);
     /// state.add("a", 0, 0);
@@ -260,7 +260,7 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     /// # Examples
     ///
     /// ```
-    /// use queue_core::{PriorityDone, PriorityState};
+    /// use ctrlq_queue_core::{PriorityDone, PriorityState};
     /// let mut state = PriorityState::new(None);
     /// state.add("a", 0, 0);
     /// state.pop();
@@ -284,7 +284,7 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     /// # Examples
     ///
     /// ```
-    /// let mut state = queue_core::PriorityState::new(None);
+    /// let mut state = ctrlq_queue_core::PriorityState::new(None);
     /// state.add("a", 2, 0);
     /// assert_eq!(state.ready_priority(&"a"), Some(2));
     /// assert_eq!(state.ready_priority(&"b"), None);
@@ -299,7 +299,7 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     /// # Examples
     ///
     /// ```
-    /// let mut state = queue_core::PriorityState::new(None);
+    /// let mut state = ctrlq_queue_core::PriorityState::new(None);
     /// state.add("a", 0, 0);
     /// assert!(state.is_dirty(&"a"));
     /// state.pop();

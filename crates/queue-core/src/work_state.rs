@@ -43,7 +43,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 /// # Examples
 ///
 /// ```
-/// use queue_core::{AddOutcome, DoneOutcome, PopOutcome, WorkState};
+/// use ctrlq_queue_core::{AddOutcome, DoneOutcome, PopOutcome, WorkState};
 ///
 /// let mut state = WorkState::new();
 /// assert_eq!(state.add("a"), AddOutcome::Queued);
@@ -118,7 +118,7 @@ impl<K> WorkState<K> {
     /// # Examples
     ///
     /// ```
-    /// let state: queue_core::WorkState<String> = queue_core::WorkState::new();
+    /// let state: ctrlq_queue_core::WorkState<String> = ctrlq_queue_core::WorkState::new();
     /// assert!(state.is_idle());
     /// ```
     pub fn new() -> Self {
@@ -130,7 +130,7 @@ impl<K> WorkState<K> {
     /// # Examples
     ///
     /// ```
-    /// let state: queue_core::WorkState<u64> = queue_core::WorkState::with_capacity(1024);
+    /// let state: ctrlq_queue_core::WorkState<u64> = ctrlq_queue_core::WorkState::with_capacity(1024);
     /// assert_eq!(state.len(), 0);
     /// ```
     pub fn with_capacity(capacity: usize) -> Self {
@@ -149,7 +149,7 @@ impl<K> WorkState<K> {
     /// # Examples
     ///
     /// ```
-    /// let mut state = queue_core::WorkState::new();
+    /// let mut state = ctrlq_queue_core::WorkState::new();
     /// state.add(1);
     /// state.add(2);
     /// state.pop();
@@ -164,7 +164,7 @@ impl<K> WorkState<K> {
     /// # Examples
     ///
     /// ```
-    /// let state: queue_core::WorkState<u8> = queue_core::WorkState::new();
+    /// let state: ctrlq_queue_core::WorkState<u8> = ctrlq_queue_core::WorkState::new();
     /// assert!(state.is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
@@ -176,7 +176,7 @@ impl<K> WorkState<K> {
     /// # Examples
     ///
     /// ```
-    /// let mut state = queue_core::WorkState::new();
+    /// let mut state = ctrlq_queue_core::WorkState::new();
     /// state.add(1);
     /// state.pop();
     /// assert_eq!(state.processing_len(), 1);
@@ -190,7 +190,7 @@ impl<K> WorkState<K> {
     /// # Examples
     ///
     /// ```
-    /// let mut state = queue_core::WorkState::new();
+    /// let mut state = ctrlq_queue_core::WorkState::new();
     /// state.add(1);
     /// state.pop();
     /// assert!(!state.is_idle());
@@ -210,11 +210,11 @@ impl<K> WorkState<K> {
     /// # Examples
     ///
     /// ```
-    /// let mut state = queue_core::WorkState::new();
+    /// let mut state = ctrlq_queue_core::WorkState::new();
     /// state.add("a");
     /// assert!(state.shut_down());
     /// assert!(!state.shut_down());
-    /// assert_eq!(state.pop(), queue_core::PopOutcome::Item("a"));
+    /// assert_eq!(state.pop(), ctrlq_queue_core::PopOutcome::Item("a"));
     /// ```
     pub fn shut_down(&mut self) -> bool {
         !std::mem::replace(&mut self.shut_down, true)
@@ -225,7 +225,7 @@ impl<K> WorkState<K> {
     /// # Examples
     ///
     /// ```
-    /// let mut state: queue_core::WorkState<u8> = queue_core::WorkState::new();
+    /// let mut state: ctrlq_queue_core::WorkState<u8> = ctrlq_queue_core::WorkState::new();
     /// state.shut_down();
     /// assert!(state.is_shut_down());
     /// ```
@@ -241,7 +241,7 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// # Examples
     ///
     /// ```
-    /// use queue_core::{AddOutcome, WorkState};
+    /// use ctrlq_queue_core::{AddOutcome, WorkState};
     ///
     /// let mut state = WorkState::new();
     /// assert_eq!(state.add("a"), AddOutcome::Queued);
@@ -275,7 +275,7 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use queue_core::{AddOutcome, WorkState};
+    /// use ctrlq_queue_core::{AddOutcome, WorkState};
     ///
     /// let key: Arc<str> = Arc::from("ns/a");
     /// let mut state = WorkState::new();
@@ -326,7 +326,7 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// # Examples
     ///
     /// ```
-    /// use queue_core::{PopOutcome, WorkState};
+    /// use ctrlq_queue_core::{PopOutcome, WorkState};
     ///
     /// let mut state = WorkState::new();
     /// assert_eq!(state.pop(), PopOutcome::<&str>::Empty);
@@ -359,7 +359,7 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// # Examples
     ///
     /// ```
-    /// use queue_core::{DoneOutcome, WorkState};
+    /// use ctrlq_queue_core::{DoneOutcome, WorkState};
     ///
     /// let mut state = WorkState::new();
     /// state.add("a");
@@ -397,7 +397,7 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// # Examples
     ///
     /// ```
-    /// let mut state = queue_core::WorkState::new();
+    /// let mut state = ctrlq_queue_core::WorkState::new();
     /// state.add(String::from("a"));
     /// assert!(state.is_queued("a"));
     /// ```
@@ -414,7 +414,7 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// # Examples
     ///
     /// ```
-    /// let mut state = queue_core::WorkState::new();
+    /// let mut state = ctrlq_queue_core::WorkState::new();
     /// state.add("a");
     /// assert!(!state.is_processing("a"));
     /// state.pop();

@@ -1,6 +1,6 @@
 //! Behaviour of `KeyedHeap`, following the scenarios of kube-scheduler's heap tests.
 
-use queue_core::{KeyedHeap, MaxOrder, MinOrder};
+use ctrlq_queue_core::{KeyedHeap, MaxOrder, MinOrder};
 
 fn pop_values<K: std::hash::Hash + Eq>(heap: &mut KeyedHeap<K, i64>) -> Vec<i64> {
     std::iter::from_fn(|| heap.pop().map(|(_, v)| v)).collect()

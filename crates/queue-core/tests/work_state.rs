@@ -1,6 +1,6 @@
 //! Behaviour of `WorkState`, following the scenarios of client-go's queue tests.
 
-use queue_core::{AddOutcome, DoneOutcome, PopOutcome, WorkState};
+use ctrlq_queue_core::{AddOutcome, DoneOutcome, PopOutcome, WorkState};
 
 fn item<K>(outcome: PopOutcome<K>) -> K {
     match outcome {

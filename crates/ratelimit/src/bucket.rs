@@ -34,7 +34,7 @@ use crate::{ConfigError, RateLimiter};
 ///
 /// ```
 /// use std::time::Duration;
-/// use ratelimit::{BucketRateLimiter, RateLimiter};
+/// use ctrlq_ratelimit::{BucketRateLimiter, RateLimiter};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -68,7 +68,7 @@ impl BucketRateLimiter {
     /// # Examples
     ///
     /// ```
-    /// use ratelimit::BucketRateLimiter;
+    /// use ctrlq_ratelimit::BucketRateLimiter;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -96,7 +96,7 @@ impl BucketRateLimiter {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::{BucketRateLimiter, RateLimiter};
+    /// use ctrlq_ratelimit::{BucketRateLimiter, RateLimiter};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -127,7 +127,7 @@ impl BucketRateLimiter {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::BucketRateLimiter;
+    /// use ctrlq_ratelimit::BucketRateLimiter;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -145,7 +145,7 @@ impl BucketRateLimiter {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::BucketRateLimiter;
+    /// use ctrlq_ratelimit::BucketRateLimiter;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -174,7 +174,7 @@ impl BucketRateLimiter {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let b = ratelimit::BucketRateLimiter::per_second(10, 100).unwrap();
+    /// let b = ctrlq_ratelimit::BucketRateLimiter::per_second(10, 100).unwrap();
     /// assert_eq!(b.period(), std::time::Duration::from_millis(100));
     /// # }
     /// ```
@@ -189,7 +189,7 @@ impl BucketRateLimiter {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let b = ratelimit::BucketRateLimiter::per_second(10, 100).unwrap();
+    /// let b = ctrlq_ratelimit::BucketRateLimiter::per_second(10, 100).unwrap();
     /// assert_eq!(b.burst(), 100);
     /// # }
     /// ```
@@ -204,7 +204,7 @@ impl BucketRateLimiter {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let b = ratelimit::BucketRateLimiter::per_second(1, 1).unwrap();
+    /// let b = ctrlq_ratelimit::BucketRateLimiter::per_second(1, 1).unwrap();
     /// assert!(b.reserve().is_zero());
     /// assert_eq!(b.reserve(), std::time::Duration::from_secs(1));
     /// # }

@@ -17,7 +17,7 @@ use crate::{BucketRateLimiter, ExponentialRateLimiter, MaxOfRateLimiter};
 ///
 /// ```
 /// use std::time::Duration;
-/// use ratelimit::{RateLimiter, default_controller_rate_limiter};
+/// use ctrlq_ratelimit::{RateLimiter, default_controller_rate_limiter};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -50,7 +50,7 @@ where
 ///
 /// ```
 /// use std::time::Duration;
-/// use ratelimit::{RateLimiter, default_item_based_rate_limiter};
+/// use ctrlq_ratelimit::{RateLimiter, default_item_based_rate_limiter};
 ///
 /// let l = default_item_based_rate_limiter::<u64>();
 /// assert_eq!(l.when(&7), Duration::from_millis(1));

@@ -11,7 +11,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use ratelimit::{ConfigError, ExponentialRateLimiter};
+/// use ctrlq_ratelimit::{ConfigError, ExponentialRateLimiter};
 ///
 /// let err = ExponentialRateLimiter::<String>::new(Duration::from_secs(2), Duration::from_secs(1))
 ///     .unwrap_err();

@@ -23,7 +23,7 @@ use crate::{ConfigError, RateLimiter};
 ///
 /// ```
 /// use std::time::Duration;
-/// use ratelimit::{ExponentialRateLimiter, RateLimiter};
+/// use ctrlq_ratelimit::{ExponentialRateLimiter, RateLimiter};
 ///
 /// let ms = Duration::from_millis;
 /// let limiter = ExponentialRateLimiter::new(ms(1), Duration::from_secs(1)).unwrap();
@@ -53,7 +53,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::ExponentialRateLimiter;
+    /// use ctrlq_ratelimit::ExponentialRateLimiter;
     ///
     /// assert!(ExponentialRateLimiter::<u64>::new(Duration::ZERO, Duration::from_secs(1)).is_err());
     /// ```
@@ -72,7 +72,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::{ExponentialRateLimiter, RateLimiter};
+    /// use ctrlq_ratelimit::{ExponentialRateLimiter, RateLimiter};
     ///
     /// let l = ExponentialRateLimiter::with_max_keys(Duration::from_millis(1), Duration::from_secs(1), 16)
     ///     .unwrap();
@@ -113,7 +113,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::{ExponentialRateLimiter, RateLimiter};
+    /// use ctrlq_ratelimit::{ExponentialRateLimiter, RateLimiter};
     ///
     /// let l = ExponentialRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1)).unwrap();
     /// l.when(&1);
@@ -129,7 +129,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::ExponentialRateLimiter;
+    /// use ctrlq_ratelimit::ExponentialRateLimiter;
     ///
     /// let l = ExponentialRateLimiter::<u8>::new(Duration::from_millis(1), Duration::from_secs(1)).unwrap();
     /// assert!(l.is_empty());
@@ -152,7 +152,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use ratelimit::capped_exponential;
+/// use ctrlq_ratelimit::capped_exponential;
 ///
 /// let (base, max) = (Duration::from_millis(1), Duration::from_secs(1));
 /// assert_eq!(capped_exponential(base, max, 0), Duration::from_millis(1));

@@ -14,7 +14,7 @@ use crate::{ConfigError, RateLimiter};
 ///
 /// ```
 /// use std::time::Duration;
-/// use ratelimit::{FastSlowRateLimiter, RateLimiter};
+/// use ctrlq_ratelimit::{FastSlowRateLimiter, RateLimiter};
 ///
 /// let l = FastSlowRateLimiter::new(Duration::from_millis(5), Duration::from_secs(10), 1).unwrap();
 /// assert_eq!(l.when(&"a"), Duration::from_millis(5));
@@ -39,7 +39,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> FastSlowRateLimiter<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::FastSlowRateLimiter;
+    /// use ctrlq_ratelimit::FastSlowRateLimiter;
     ///
     /// assert!(FastSlowRateLimiter::<u8>::new(Duration::ZERO, Duration::from_secs(1), 3).is_err());
     /// ```
@@ -62,7 +62,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> FastSlowRateLimiter<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::FastSlowRateLimiter;
+    /// use ctrlq_ratelimit::FastSlowRateLimiter;
     ///
     /// let ms = Duration::from_millis;
     /// assert!(FastSlowRateLimiter::<u8>::with_max_keys(ms(1), ms(2), 3, 0).is_err());

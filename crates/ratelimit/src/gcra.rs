@@ -43,7 +43,7 @@ pub const MAX_RESERVATION: Duration = Duration::from_secs(365 * 24 * 3600);
 ///
 /// ```
 /// use std::time::Duration;
-/// use ratelimit::{BucketRateLimiter, ConfigError, MAX_HORIZON};
+/// use ctrlq_ratelimit::{BucketRateLimiter, ConfigError, MAX_HORIZON};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {

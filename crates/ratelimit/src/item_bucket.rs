@@ -24,7 +24,7 @@ use crate::{ConfigError, RateLimiter};
 ///
 /// ```
 /// use std::time::Duration;
-/// use ratelimit::{ItemBucketRateLimiter, RateLimiter};
+/// use ctrlq_ratelimit::{ItemBucketRateLimiter, RateLimiter};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -54,7 +54,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
     /// # Examples
     ///
     /// ```
-    /// use ratelimit::ItemBucketRateLimiter;
+    /// use ctrlq_ratelimit::ItemBucketRateLimiter;
     ///
     /// assert!(ItemBucketRateLimiter::<u64>::per_second(10, 0).is_err());
     /// ```
@@ -73,7 +73,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::{ItemBucketRateLimiter, RateLimiter};
+    /// use ctrlq_ratelimit::{ItemBucketRateLimiter, RateLimiter};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -96,7 +96,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::ItemBucketRateLimiter;
+    /// use ctrlq_ratelimit::ItemBucketRateLimiter;
     ///
     /// assert!(ItemBucketRateLimiter::<u64>::with_period(Duration::from_millis(100), 5).is_ok());
     /// ```
@@ -116,7 +116,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::ItemBucketRateLimiter;
+    /// use ctrlq_ratelimit::ItemBucketRateLimiter;
     ///
     /// let ms = Duration::from_millis;
     /// assert!(ItemBucketRateLimiter::<u64>::with_max_keys(ms(100), 5, 1000).is_ok());
@@ -149,7 +149,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
     /// # Examples
     ///
     /// ```
-    /// use ratelimit::{ItemBucketRateLimiter, RateLimiter};
+    /// use ctrlq_ratelimit::{ItemBucketRateLimiter, RateLimiter};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -167,7 +167,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
     /// # Examples
     ///
     /// ```
-    /// use ratelimit::{ItemBucketRateLimiter, RateLimiter};
+    /// use ctrlq_ratelimit::{ItemBucketRateLimiter, RateLimiter};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -187,7 +187,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::{ItemBucketRateLimiter, RateLimiter};
+    /// use ctrlq_ratelimit::{ItemBucketRateLimiter, RateLimiter};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {

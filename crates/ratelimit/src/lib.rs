@@ -22,7 +22,7 @@
 //!
 //! `tokio::time::Instant` is the clock of the runtime the calling thread is in. Called from a
 //! plain thread outside any runtime, a bucket reads the real clock, which a paused test has
-//! left behind: call it under the runtime's `Handle::enter` there. (`queue_async`'s queues do
+//! left behind: call it under the runtime's `Handle::enter` there. (`ctrlq_queue_async`'s queues do
 //! that for you when a plain thread adds a key rate-limited.)
 //!
 //! # Features
@@ -35,7 +35,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use ratelimit::{RateLimiter, default_controller_rate_limiter};
+//! use ctrlq_ratelimit::{RateLimiter, default_controller_rate_limiter};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {

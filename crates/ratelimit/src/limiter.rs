@@ -14,7 +14,7 @@ use std::time::Duration;
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use ratelimit::RateLimiter;
+/// use ctrlq_ratelimit::RateLimiter;
 ///
 /// /// Always waits one second; tracks nothing.
 /// struct OneSecond;

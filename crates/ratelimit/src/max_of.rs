@@ -14,7 +14,7 @@ use crate::{ConfigError, RateLimiter};
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use ratelimit::{ExponentialRateLimiter, FastSlowRateLimiter, MaxOfRateLimiter, RateLimiter};
+/// use ctrlq_ratelimit::{ExponentialRateLimiter, FastSlowRateLimiter, MaxOfRateLimiter, RateLimiter};
 ///
 /// let ms = Duration::from_millis;
 /// let l = MaxOfRateLimiter::of(FastSlowRateLimiter::new(ms(5), Duration::from_secs(3), 3).unwrap())
@@ -33,7 +33,7 @@ impl<K: ?Sized> MaxOfRateLimiter<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::{BucketRateLimiter, ExponentialRateLimiter, MaxOfRateLimiter, RateLimiter};
+    /// use ctrlq_ratelimit::{BucketRateLimiter, ExponentialRateLimiter, MaxOfRateLimiter, RateLimiter};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -56,7 +56,7 @@ impl<K: ?Sized> MaxOfRateLimiter<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::{FastSlowRateLimiter, MaxOfRateLimiter, RateLimiter};
+    /// use ctrlq_ratelimit::{FastSlowRateLimiter, MaxOfRateLimiter, RateLimiter};
     ///
     /// let s = Duration::from_secs;
     /// let l = MaxOfRateLimiter::of(FastSlowRateLimiter::new(s(1), s(2), 0).unwrap())
@@ -80,7 +80,7 @@ impl<K: ?Sized> MaxOfRateLimiter<K> {
     /// # Examples
     ///
     /// ```
-    /// use ratelimit::MaxOfRateLimiter;
+    /// use ctrlq_ratelimit::MaxOfRateLimiter;
     ///
     /// assert!(MaxOfRateLimiter::<str>::new(Vec::new()).is_err());
     /// ```

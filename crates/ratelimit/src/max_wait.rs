@@ -10,7 +10,7 @@ use crate::{ConfigError, RateLimiter};
 ///
 /// ```
 /// use std::time::Duration;
-/// use ratelimit::{FastSlowRateLimiter, RateLimiter, WithMaxWaitRateLimiter};
+/// use ctrlq_ratelimit::{FastSlowRateLimiter, RateLimiter, WithMaxWaitRateLimiter};
 ///
 /// let inner = FastSlowRateLimiter::new(Duration::from_secs(1), Duration::from_secs(1000), 0).unwrap();
 /// let l = WithMaxWaitRateLimiter::new(inner, Duration::from_secs(500)).unwrap();
@@ -33,7 +33,7 @@ impl<L> WithMaxWaitRateLimiter<L> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use ratelimit::{BucketRateLimiter, WithMaxWaitRateLimiter};
+    /// use ctrlq_ratelimit::{BucketRateLimiter, WithMaxWaitRateLimiter};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ratelimit::{
+use ctrlq_ratelimit::{
     BucketRateLimiter, ConfigError, ExponentialRateLimiter, FastSlowRateLimiter,
     ItemBucketRateLimiter, MAX_PERIOD, MaxOfRateLimiter, WithMaxWaitRateLimiter,
 };
@@ -72,10 +72,10 @@ async fn bucket_debt_is_clamped_at_max_reservation() {
     let mut prev = Duration::ZERO;
     for _ in 0..400 {
         let d = b.reserve();
-        assert!(d >= prev && d <= ratelimit::MAX_RESERVATION);
+        assert!(d >= prev && d <= ctrlq_ratelimit::MAX_RESERVATION);
         prev = d;
     }
-    assert_eq!(prev, ratelimit::MAX_RESERVATION);
+    assert_eq!(prev, ctrlq_ratelimit::MAX_RESERVATION);
 }
 
 #[test]

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use ratelimit::{ExponentialRateLimiter, FastSlowRateLimiter, ItemBucketRateLimiter, RateLimiter};
+use ctrlq_ratelimit::{
+    ExponentialRateLimiter, FastSlowRateLimiter, ItemBucketRateLimiter, RateLimiter,
+};
 
 #[test]
 fn exponential_map_is_capped_at_max_keys() {

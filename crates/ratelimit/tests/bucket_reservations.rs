@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ratelimit::{
+use ctrlq_ratelimit::{
     BucketRateLimiter, ItemBucketRateLimiter, RateLimiter, default_controller_rate_limiter,
 };
 

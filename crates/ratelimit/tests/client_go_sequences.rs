@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ratelimit::{
+use ctrlq_ratelimit::{
     ExponentialRateLimiter, FastSlowRateLimiter, MaxOfRateLimiter, RateLimiter,
     WithMaxWaitRateLimiter,
 };

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ratelimit::{
+use ctrlq_ratelimit::{
     BucketRateLimiter, ConfigError, ExponentialRateLimiter, FastSlowRateLimiter,
     ItemBucketRateLimiter, MaxOfRateLimiter, RateLimiter, WithMaxWaitRateLimiter,
     default_controller_rate_limiter,

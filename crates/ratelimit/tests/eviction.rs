@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use ratelimit::{ExponentialRateLimiter, FastSlowRateLimiter, ItemBucketRateLimiter, RateLimiter};
+use ctrlq_ratelimit::{
+    ExponentialRateLimiter, FastSlowRateLimiter, ItemBucketRateLimiter, RateLimiter,
+};
 
 const CAPACITY: usize = 16_384;
 const FILL: u64 = 100_000;

@@ -9,12 +9,12 @@
 
 use std::time::Duration;
 
-use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed};
-use ratelimit::{
+use ctrlq_ratelimit::{
     BucketRateLimiter, ConfigError, ItemBucketRateLimiter, MAX_HORIZON, MAX_PERIOD,
     MAX_RESERVATION, RateLimiter,
 };
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed};
 
 const DAY: Duration = Duration::from_secs(24 * 3600);
 const HOUR: Duration = Duration::from_secs(3600);

@@ -8,7 +8,7 @@
 use std::alloc::System;
 use std::time::Duration;
 
-use ratelimit::{ExponentialRateLimiter, ItemBucketRateLimiter, RateLimiter};
+use ctrlq_ratelimit::{ExponentialRateLimiter, ItemBucketRateLimiter, RateLimiter};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]

@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed};
-use ratelimit::{
+use ctrlq_ratelimit::{
     BucketRateLimiter, ExponentialRateLimiter, FastSlowRateLimiter, MaxOfRateLimiter, RateLimiter,
     WithMaxWaitRateLimiter, capped_exponential,
 };
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed};
 
 fn config(cases: u32) -> Config {
     Config {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ratelimit::{
+use ctrlq_ratelimit::{
     BucketRateLimiter, ConfigError, ExponentialRateLimiter, ItemBucketRateLimiter, MAX_PERIOD,
     MaxOfRateLimiter, RateLimiter,
 };

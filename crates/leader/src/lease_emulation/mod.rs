@@ -33,8 +33,8 @@
 //! # Examples
 //!
 //! ```
-//! use leader::lease_emulation::LeaseServer;
-//! use leader::{LeaderElectionConfig, LeaderElector, LeaseLock};
+//! use ctrlq_leader::lease_emulation::LeaseServer;
+//! use ctrlq_leader::{LeaderElectionConfig, LeaderElector, LeaseLock};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -70,7 +70,7 @@ use api::{handle, status_response};
 /// # Examples
 ///
 /// ```
-/// let server = leader::lease_emulation::LeaseServer::start();
+/// let server = ctrlq_leader::lease_emulation::LeaseServer::start();
 /// assert!(server.lease("default", "x").is_none());
 /// ```
 #[derive(Debug)]

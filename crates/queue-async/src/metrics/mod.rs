@@ -29,7 +29,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicU64, Ordering};
-//! use queue_async::metrics::{CounterMetric, MetricsProvider, NoopMetric};
+//! use ctrlq_queue_async::metrics::{CounterMetric, MetricsProvider, NoopMetric};
 //!
 //! #[derive(Debug, Default)]
 //! struct Adds(AtomicU64);
@@ -104,7 +104,7 @@ pub trait HistogramMetric: Send + Sync {
 /// # Example
 ///
 /// ```
-/// use queue_async::metrics::{CounterMetric, NoopMetric};
+/// use ctrlq_queue_async::metrics::{CounterMetric, NoopMetric};
 /// NoopMetric.inc();
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
@@ -192,7 +192,7 @@ pub trait MetricsProvider: Send + Sync {
 /// # Example
 ///
 /// ```
-/// use queue_async::metrics::{MetricsProvider, NoopProvider};
+/// use ctrlq_queue_async::metrics::{MetricsProvider, NoopProvider};
 /// NoopProvider.adds("q").inc();
 /// ```
 #[derive(Debug, Clone, Copy, Default)]

@@ -33,8 +33,8 @@ pub struct Recorded {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use queue_async::WorkQueue;
-/// use queue_async::metrics::testing::RecordingProvider;
+/// use ctrlq_queue_async::WorkQueue;
+/// use ctrlq_queue_async::metrics::testing::RecordingProvider;
 ///
 /// let recording = Arc::new(RecordingProvider::default());
 /// let queue = WorkQueue::builder().name("q").metrics(recording.clone()).build();

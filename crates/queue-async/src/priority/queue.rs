@@ -6,8 +6,8 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
-use queue_core::PriorityState;
-use ratelimit::RateLimiter;
+use ctrlq_queue_core::PriorityState;
+use ctrlq_ratelimit::RateLimiter;
 
 use crate::ShutDownError;
 use crate::get::Get;
@@ -20,7 +20,7 @@ use crate::shared::{Options, Shared};
 ///
 /// ```
 /// use std::time::Duration;
-/// use queue_async::priority::AddOptions;
+/// use ctrlq_queue_async::priority::AddOptions;
 ///
 /// let resync = AddOptions::default().priority(-10);
 /// let retry = AddOptions::default().rate_limited(true);
@@ -106,8 +106,8 @@ impl AddOptions {
 /// # Examples
 ///
 /// ```
-/// use queue_async::PriorityQueue;
-/// use queue_async::priority::AddOptions;
+/// use ctrlq_queue_async::PriorityQueue;
+/// use ctrlq_queue_async::priority::AddOptions;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -151,7 +151,7 @@ where
 ///
 /// ```
 /// use std::time::Duration;
-/// let queue: queue_async::PriorityQueue<String> = queue_async::PriorityQueue::builder()
+/// let queue: ctrlq_queue_async::PriorityQueue<String> = ctrlq_queue_async::PriorityQueue::builder()
 ///     .name("controller")
 ///     .aging(Duration::from_secs(10))
 ///     .build();
@@ -189,7 +189,7 @@ where
     }
 
     /// The limiter behind rate-limited adds; by default
-    /// [`ratelimit::default_controller_rate_limiter`].
+    /// [`ctrlq_ratelimit::default_controller_rate_limiter`].
     pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<K>>) -> Self {
         self.options.limiter = Some(limiter);
         self
@@ -232,7 +232,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let queue: queue_async::PriorityQueue<u32> = queue_async::PriorityQueue::new();
+    /// let queue: ctrlq_queue_async::PriorityQueue<u32> = ctrlq_queue_async::PriorityQueue::new();
     /// assert!(queue.is_empty());
     /// ```
     pub fn new() -> Self {
@@ -244,8 +244,8 @@ where
     /// # Examples
     ///
     /// ```
-    /// let queue: queue_async::PriorityQueue<u32> =
-    ///     queue_async::PriorityQueue::builder().name("q").build();
+    /// let queue: ctrlq_queue_async::PriorityQueue<u32> =
+    ///     ctrlq_queue_async::PriorityQueue::builder().name("q").build();
     /// assert!(queue.is_empty());
     /// ```
     pub fn builder() -> PriorityQueueBuilder<K> {
@@ -266,10 +266,10 @@ where
     ///
     /// ```
     /// use std::time::Duration;
-    /// use queue_async::priority::AddOptions;
+    /// use ctrlq_queue_async::priority::AddOptions;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add_with("a", AddOptions::default().after(Duration::from_secs(1)).priority(2)).unwrap();
     /// assert_eq!(queue.len(), 0); // not ready yet
     /// assert_eq!(queue.get().await.unwrap().priority(), 2);
@@ -303,7 +303,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add("a").unwrap();
     /// queue.shut_down();
     /// assert!(queue.add("b").is_err());
@@ -324,7 +324,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add_with_priority("low", -1).unwrap();
     /// queue.add_with_priority("high", 5).unwrap();
     /// assert_eq!(queue.get().await.unwrap().priority(), 5);
@@ -348,7 +348,7 @@ where
     /// ```
     /// use std::sync::Arc;
     ///
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// let key: Arc<str> = Arc::from("ns/obj");
     /// queue.add_ref(&key).unwrap();
     /// queue.add_ref(&key).unwrap();
@@ -370,7 +370,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add_after("a", std::time::Duration::from_secs(1)).unwrap();
     /// assert_eq!(queue.len(), 0);
     /// assert_eq!(*queue.get().await.unwrap(), "a"); // the paused clock jumps 1 s
@@ -391,7 +391,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add_rate_limited("a").unwrap(); // 5 ms with the default limiter
     /// assert_eq!(queue.num_requeues(&"a"), 1);
     /// # }
@@ -406,10 +406,10 @@ where
     /// # Examples
     ///
     /// ```
-    /// use queue_async::priority::AddOptions;
+    /// use ctrlq_queue_async::priority::AddOptions;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add_with("low", AddOptions::default().priority(-1)).unwrap();
     /// queue.add_with("high", AddOptions::default().priority(1)).unwrap();
     /// let item = queue.get().await.unwrap();
@@ -427,7 +427,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add_rate_limited("a").unwrap();
     /// queue.forget(&"a");
     /// assert_eq!(queue.num_requeues(&"a"), 0);
@@ -444,7 +444,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add_rate_limited("a").unwrap();
     /// queue.add_rate_limited("a").unwrap();
     /// assert_eq!(queue.num_requeues(&"a"), 2);
@@ -466,7 +466,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add("a").unwrap();
     /// let key = queue.get().await.unwrap().into_key();
     /// queue.add("a").unwrap(); // while processing: queued again at done
@@ -484,7 +484,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add("a").unwrap();
     /// queue.add("a").unwrap();
     /// assert_eq!(queue.len(), 1);
@@ -498,7 +498,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let queue = queue_async::PriorityQueue::<u32>::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::<u32>::new();
     /// assert!(queue.is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
@@ -512,7 +512,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add_after("a", std::time::Duration::from_secs(1)).unwrap();
     /// assert_eq!((queue.len(), queue.waiting_len()), (0, 1));
     /// # }
@@ -528,7 +528,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add("a").unwrap();
     /// let item = queue.get().await.unwrap();
     /// assert_eq!(queue.processing_len(), 1);
@@ -549,7 +549,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add(1).unwrap();
     /// queue.shut_down();
     /// assert!(queue.get().await.is_some()); // ready before the shutdown
@@ -575,7 +575,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add("a").unwrap();
     /// let worker = queue.clone();
     /// tokio::spawn(async move { while let Some(item) = worker.get().await { item.done() } });
@@ -594,7 +594,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let queue = queue_async::PriorityQueue::<u32>::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::<u32>::new();
     /// queue.shut_down();
     /// assert!(queue.is_shutting_down());
     /// ```
@@ -614,7 +614,7 @@ where
     /// use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let queue = queue_async::PriorityQueue::new();
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
     /// queue.add_after("a", Duration::from_millis(50)).unwrap();
     /// tokio::time::advance(Duration::from_millis(50)).await;
     /// queue.settle().await;

@@ -13,8 +13,8 @@ use std::collections::VecDeque;
 use std::hash::Hash;
 use std::sync::Arc;
 
+use ctrlq_queue_core::{Compare, KeyedHeap};
 use hashbrown::HashMap;
-use queue_core::{Compare, KeyedHeap};
 
 use super::hints::{ClusterEvent, EventPayload};
 use super::item::QueuedItem;
@@ -28,7 +28,7 @@ pub(crate) struct ActiveOrder<C>(pub(crate) Arc<C>);
 /// # Examples
 ///
 /// ```
-/// use queue_async::scheduling::{InFlightEntry, SchedulingQueue, SchedulingQueueConfig};
+/// use ctrlq_queue_async::scheduling::{InFlightEntry, SchedulingQueue, SchedulingQueueConfig};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {

@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use queue_core::{Compare, KeyedHeap};
+use ctrlq_queue_core::{Compare, KeyedHeap};
 use tokio::time::Instant;
 
 use super::item::QueuedItem;

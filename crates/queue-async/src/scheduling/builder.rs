@@ -4,7 +4,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use queue_core::Compare;
+use ctrlq_queue_core::Compare;
 
 use super::config::ConfigError;
 use super::config::SchedulingQueueConfig;
@@ -19,7 +19,7 @@ use super::state::{self, Shared};
 ///
 /// ```
 /// use std::cmp::Ordering;
-/// use queue_async::scheduling::{QueuedItem, SchedulingQueue, SchedulingQueueConfig};
+/// use ctrlq_queue_async::scheduling::{QueuedItem, SchedulingQueue, SchedulingQueueConfig};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {

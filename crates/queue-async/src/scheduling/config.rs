@@ -16,7 +16,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use queue_async::scheduling::SchedulingQueueConfig;
+/// use ctrlq_queue_async::scheduling::SchedulingQueueConfig;
 ///
 /// let config = SchedulingQueueConfig::default()
 ///     .initial_backoff(Duration::from_secs(2))
@@ -101,7 +101,7 @@ impl SchedulingQueueConfig {
 ///
 /// ```
 /// use std::time::Duration;
-/// use queue_async::scheduling::{ConfigError, SchedulingQueue, SchedulingQueueConfig};
+/// use ctrlq_queue_async::scheduling::{ConfigError, SchedulingQueue, SchedulingQueueConfig};
 ///
 /// let config = SchedulingQueueConfig::default().unschedulable_flush_period(Duration::ZERO);
 /// let refused = SchedulingQueue::<&str, i64>::new(config).unwrap_err();

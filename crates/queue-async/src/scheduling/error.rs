@@ -10,7 +10,7 @@ use super::item::QueuedItem;
 /// # Examples
 ///
 /// ```
-/// use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+/// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {

@@ -19,7 +19,7 @@ use super::item::{PluginId, QueuedItem};
 /// # Examples
 ///
 /// ```
-/// use queue_async::scheduling::{ActionType, ClusterEvent};
+/// use ctrlq_queue_async::scheduling::{ActionType, ClusterEvent};
 ///
 /// let node_update = ClusterEvent::new("Node", ActionType::UPDATE);
 /// let label_change = ClusterEvent::new("Node", ActionType::update_kind(0));
@@ -42,7 +42,7 @@ pub struct ClusterEvent {
 /// # Examples
 ///
 /// ```
-/// use queue_async::scheduling::ActionType;
+/// use ctrlq_queue_async::scheduling::ActionType;
 ///
 /// let both = ActionType::ADD | ActionType::DELETE;
 /// assert!(both.contains(ActionType::ADD));
@@ -56,7 +56,7 @@ pub struct ActionType(u32);
 /// # Examples
 ///
 /// ```
-/// use queue_async::scheduling::QueueingHint;
+/// use ctrlq_queue_async::scheduling::QueueingHint;
 /// assert_ne!(QueueingHint::Queue, QueueingHint::Skip);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,7 @@ pub enum QueueingHint {
 /// # Examples
 ///
 /// ```
-/// use queue_async::scheduling::HintError;
+/// use ctrlq_queue_async::scheduling::HintError;
 /// assert_eq!(HintError::new("cache miss").to_string(), "queueing hint failed: cache miss");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,7 +93,7 @@ pub struct HintError(String);
 /// "Does the added node have room for this item": the item's data is the room it needs.
 ///
 /// ```
-/// use queue_async::scheduling::{
+/// use ctrlq_queue_async::scheduling::{
 ///     ActionType, ClusterEvent, EventPayload, HintError, QueueingHint, SchedulingQueue,
 ///     SchedulingQueueConfig, SubQueue,
 /// };

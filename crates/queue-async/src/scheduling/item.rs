@@ -2,7 +2,7 @@
 
 use std::cmp::Ordering;
 
-use queue_core::Compare;
+use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
 
 /// The id of a caller-defined "plugin": whatever rejected an item, gates it, or hints about it.
@@ -19,7 +19,7 @@ pub type PluginId = &'static str;
 /// # Examples
 ///
 /// ```
-/// use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+/// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -86,7 +86,7 @@ static NO_BOOKKEEPING: Inner = Inner::EMPTY;
 /// # Examples
 ///
 /// ```
-/// use queue_async::scheduling::Priority;
+/// use ctrlq_queue_async::scheduling::Priority;
 ///
 /// struct Pod { priority: i32 }
 /// impl Priority for Pod {
@@ -106,7 +106,7 @@ pub trait Priority {
 /// # Examples
 ///
 /// ```
-/// use queue_async::scheduling::{PriorityOrder, SchedulingQueue, SchedulingQueueConfig};
+/// use ctrlq_queue_async::scheduling::{PriorityOrder, SchedulingQueue, SchedulingQueueConfig};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {

@@ -7,7 +7,7 @@ use std::fmt;
 /// # Examples
 ///
 /// ```
-/// use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig, SubQueue};
+/// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig, SubQueue};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -32,7 +32,7 @@ pub enum SubQueue {
 /// # Examples
 ///
 /// ```
-/// use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+/// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {

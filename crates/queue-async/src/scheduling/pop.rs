@@ -7,8 +7,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
+use ctrlq_queue_core::Compare;
 use pin_project_lite::pin_project;
-use queue_core::Compare;
 use tokio::sync::Notify;
 
 use crate::wait::{Source, Wait};
@@ -30,7 +30,7 @@ pin_project! {
     /// # Examples
     ///
     /// ```
-    /// use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+    /// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {

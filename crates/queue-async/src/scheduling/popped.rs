@@ -5,7 +5,7 @@ use std::hash::Hash;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use queue_core::Compare;
+use ctrlq_queue_core::Compare;
 
 use super::item::QueuedItem;
 use super::state::Shared;
@@ -32,7 +32,7 @@ use super::state::Shared;
 /// # Examples
 ///
 /// ```
-/// use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig, SubQueue};
+/// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig, SubQueue};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {

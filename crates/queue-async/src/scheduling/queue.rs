@@ -5,7 +5,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::Ordering as AtomicOrdering;
 
-use queue_core::Compare;
+use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
 
 use super::active::InFlightEntry;
@@ -56,7 +56,7 @@ use crate::ShutDownError;
 ///
 /// ```
 /// use std::time::Duration;
-/// use queue_async::scheduling::{
+/// use ctrlq_queue_async::scheduling::{
 ///     ActionType, ClusterEvent, QueueingHint, SchedulingQueue, SchedulingQueueConfig, SubQueue,
 /// };
 ///
@@ -107,7 +107,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+    /// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
@@ -199,7 +199,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// use queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+    /// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {

@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use ctrlq_queue_core::Compare;
 use parking_lot::{Mutex, MutexGuard};
-use queue_core::Compare;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};

@@ -10,7 +10,7 @@
 use std::fmt;
 use std::hash::Hash;
 
-use queue_core::{
+use ctrlq_queue_core::{
     AddOutcome, DoneOutcome, PopOutcome, PriorityAdd, PriorityDone, PriorityState, WorkState,
 };
 

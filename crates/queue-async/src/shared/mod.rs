@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use ctrlq_queue_core::PopOutcome;
+use ctrlq_ratelimit::RateLimiter;
 use hashbrown::HashSet;
 use parking_lot::{Mutex, MutexGuard};
-use queue_core::PopOutcome;
-use ratelimit::RateLimiter;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::debug;
@@ -133,7 +133,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             None => Recorder::disabled(),
         };
         let limiter =
-            limiter.unwrap_or_else(|| Arc::new(ratelimit::default_controller_rate_limiter()));
+            limiter.unwrap_or_else(|| Arc::new(ctrlq_ratelimit::default_controller_rate_limiter()));
         let clock = QueueClock::new();
         Arc::new(Shared {
             name,

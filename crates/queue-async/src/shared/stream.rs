@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use queue_core::PopOutcome;
+use ctrlq_queue_core::PopOutcome;
 use tokio::sync::Notify;
 
 use super::{Payload, QueueKey, Shared};

@@ -6,8 +6,8 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
-use queue_core::WorkState;
-use ratelimit::RateLimiter;
+use ctrlq_queue_core::WorkState;
+use ctrlq_ratelimit::RateLimiter;
 
 use crate::ShutDownError;
 use crate::get::Get;
@@ -37,7 +37,7 @@ use crate::shared::{Options, Shared};
 /// # Examples
 ///
 /// ```
-/// use queue_async::WorkQueue;
+/// use ctrlq_queue_async::WorkQueue;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -95,8 +95,8 @@ where
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use queue_async::WorkQueue;
-/// use ratelimit::ExponentialRateLimiter;
+/// use ctrlq_queue_async::WorkQueue;
+/// use ctrlq_ratelimit::ExponentialRateLimiter;
 ///
 /// let limiter = ExponentialRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1)).unwrap();
 /// let queue: WorkQueue<String> = WorkQueue::builder()
@@ -135,7 +135,7 @@ where
     }
 
     /// The limiter behind rate-limited adds; by default
-    /// [`ratelimit::default_controller_rate_limiter`].
+    /// [`ctrlq_ratelimit::default_controller_rate_limiter`].
     pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<K>>) -> Self {
         self.options.limiter = Some(limiter);
         self
@@ -170,7 +170,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let queue: queue_async::WorkQueue<u64> = queue_async::WorkQueue::new();
+    /// let queue: ctrlq_queue_async::WorkQueue<u64> = ctrlq_queue_async::WorkQueue::new();
     /// assert!(queue.is_empty());
     /// ```
     pub fn new() -> Self {
@@ -182,7 +182,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let queue: queue_async::WorkQueue<u64> = queue_async::WorkQueue::builder().name("q").build();
+    /// let queue: ctrlq_queue_async::WorkQueue<u64> = ctrlq_queue_async::WorkQueue::builder().name("q").build();
     /// assert!(queue.is_empty());
     /// ```
     pub fn builder() -> WorkQueueBuilder<K> {
@@ -201,7 +201,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add("a").unwrap();
     /// queue.shut_down();
     /// assert_eq!(queue.add("b").unwrap_err().into_key(), "b");
@@ -224,7 +224,7 @@ where
     /// ```
     /// use std::sync::Arc;
     ///
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// let key: Arc<str> = Arc::from("ns/obj");
     /// queue.add_ref(&key).unwrap();
     /// queue.add_ref(&key).unwrap();
@@ -263,7 +263,7 @@ where
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add_after("a", Duration::from_secs(1)).unwrap();
     /// assert_eq!(queue.len(), 0);
     /// let item = queue.get().await.unwrap(); // the paused clock jumps to the deadline
@@ -285,7 +285,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add_rate_limited("a").unwrap(); // 5 ms with the default limiter
     /// assert_eq!(queue.num_requeues(&"a"), 1);
     /// queue.forget(&"a");
@@ -305,7 +305,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add("a").unwrap();
     /// let item = queue.get().await.unwrap();
     /// assert_eq!(*item.key(), "a");
@@ -322,7 +322,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add_rate_limited("a").unwrap();
     /// queue.forget(&"a");
     /// assert_eq!(queue.num_requeues(&"a"), 0);
@@ -339,7 +339,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add_rate_limited("a").unwrap();
     /// queue.add_rate_limited("a").unwrap();
     /// assert_eq!(queue.num_requeues(&"a"), 2);
@@ -361,7 +361,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add("a").unwrap();
     /// let key = queue.get().await.unwrap().into_key();
     /// queue.add("a").unwrap(); // while processing: queued again at done
@@ -379,7 +379,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add("a").unwrap();
     /// queue.add("a").unwrap();
     /// assert_eq!(queue.len(), 1);
@@ -393,7 +393,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let queue = queue_async::WorkQueue::<u32>::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::<u32>::new();
     /// assert!(queue.is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
@@ -407,7 +407,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add_after("a", std::time::Duration::from_secs(1)).unwrap();
     /// assert_eq!((queue.len(), queue.waiting_len()), (0, 1));
     /// # }
@@ -423,7 +423,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add("a").unwrap();
     /// let item = queue.get().await.unwrap();
     /// assert_eq!(queue.processing_len(), 1);
@@ -444,7 +444,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add(1).unwrap();
     /// queue.shut_down();
     /// assert!(queue.get().await.is_some()); // ready before the shutdown
@@ -470,7 +470,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add("a").unwrap();
     /// let worker = queue.clone();
     /// tokio::spawn(async move { while let Some(item) = worker.get().await { item.done() } });
@@ -489,7 +489,7 @@ where
     /// # Examples
     ///
     /// ```
-    /// let queue = queue_async::WorkQueue::<u32>::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::<u32>::new();
     /// queue.shut_down();
     /// assert!(queue.is_shutting_down());
     /// ```
@@ -509,7 +509,7 @@ where
     /// use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// queue.add_after("a", Duration::from_millis(50)).unwrap();
     /// tokio::time::advance(Duration::from_millis(50)).await;
     /// queue.settle().await;

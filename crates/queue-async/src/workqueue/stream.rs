@@ -28,7 +28,7 @@ where
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let queue = queue_async::WorkQueue::new();
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
     /// for k in ["a", "b", "a"] {
     ///     queue.add(k).unwrap();
     /// }
