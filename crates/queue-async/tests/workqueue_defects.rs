@@ -298,3 +298,35 @@ async fn a_stream_is_registered_only_while_it_waits() {
     drop(stream);
     assert_eq!(waiting(&queue), "0", "dropped while waiting");
 }
+
+/// Delayed adds racing a shutdown on other threads: whatever the interleaving, no key waits
+/// once both are over (a delayed add sets its timer under the timers' lock alone, so the
+/// shutdown must be seen there too).
+#[test]
+fn delayed_adds_racing_a_shutdown_leave_no_key_waiting() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("a runtime");
+    for round in 0..100u32 {
+        let queue: WorkQueue<u32> = runtime.block_on(async { WorkQueue::new() });
+        let adder = {
+            let queue = queue.clone();
+            let handle = runtime.handle().clone();
+            std::thread::spawn(move || {
+                let _runtime = handle.enter();
+                // Adds until refused: the shutdown lands in the middle of the adds.
+                (0u32..)
+                    .take_while(|&k| queue.add_after(k, Duration::from_secs(60)).is_ok())
+                    .count()
+            })
+        };
+        while queue.waiting_len() < 10 + round as usize {
+            std::hint::spin_loop();
+        }
+        queue.shut_down();
+        let accepted = adder.join().expect("the adder");
+        assert_eq!(queue.waiting_len(), 0, "round {round}: {accepted} accepted");
+    }
+}

@@ -1,7 +1,15 @@
 //! What the work queue and the priority queue share: [`Shared`], the state behind a handle.
 //!
-//! One lock (parking_lot, never held across an `.await`) guards the state machine, the waiting
-//! keys and their timers ([`Timers`]), the metrics recorder and the background tasks. Three
+//! Two locks (parking_lot, never held across an `.await`):
+//!
+//! - `state` guards the state machine, the metrics recorder and the metrics task: every add,
+//!   get and done takes it;
+//! - `timers` guards the waiting keys, their timers ([`Timers`]) and the delay task: delayed
+//!   adds and the delay task take it.
+//!
+//! A delayed add sets its timer without holding `state`, and the delay task takes the due keys
+//! under `timers` alone, then adds them under `state`: neither holds up the workers' gets and
+//! dones while it works on the timers. When both are held, `state` is taken first. Three
 //! `Notify`s carry the wake-ups: `get_wake` (one waiting `get` per queued key), `stream_wake`
 //! (every waiting stream) and `idle_wake` (drains). The protocol is in the crate's design docs.
 
@@ -13,13 +21,14 @@ mod timers;
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ctrlq_queue_core::PopOutcome;
 use ctrlq_ratelimit::RateLimiter;
 use hashbrown::HashSet;
 use parking_lot::{Mutex, MutexGuard};
+use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::debug;
@@ -72,6 +81,11 @@ impl<K> fmt::Debug for Options<K> {
 pub(crate) struct Shared<K: QueueKey, P: Payload> {
     name: String,
     state: Mutex<State<K, P>>,
+    /// Taken after `state` when both are held.
+    timers: Mutex<TimerState<K, P>>,
+    /// How many keys wait (mirrors `timers`), so that an add skips the timers' lock when none
+    /// does.
+    waiting: AtomicUsize,
     /// Woken once per key queued: one waiting `get` takes it.
     get_wake: Notify,
     /// Woken for every key queued while a stream waits: every waiting stream looks.
@@ -90,9 +104,6 @@ pub(crate) struct Shared<K: QueueKey, P: Payload> {
 /// Guarded by [`Shared::state`].
 struct State<K: QueueKey, P: Payload> {
     machine: P::Machine<K>,
-    timers: Timers<K, P>,
-    /// Polls `timers` and adds the keys that are due.
-    delay_task: BackgroundTask,
     recorder: Recorder<K>,
     /// Refreshes the unfinished-work gauges.
     metrics_task: BackgroundTask,
@@ -103,6 +114,15 @@ struct State<K: QueueKey, P: Payload> {
     /// handle's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
     /// ends a later hand-out of the same key.
     detached: HashSet<K>,
+}
+
+/// Guarded by [`Shared::timers`].
+struct TimerState<K: QueueKey, P: Payload> {
+    timers: Timers<K, P>,
+    /// Polls `timers` and adds the keys that are due.
+    delay_task: BackgroundTask,
+    /// Set by the queue's shutdown: no key waits after it.
+    shut_down: bool,
 }
 
 /// What to wake once the lock is released.
@@ -118,6 +138,15 @@ impl<K: QueueKey, P: Payload> Shared<K, P> {
         // parking_lot's lock does not poison; every transition completes or changes nothing
         // before a user's Hash/Eq could panic under it.
         self.state.lock()
+    }
+
+    fn lock_timers(&self) -> MutexGuard<'_, TimerState<K, P>> {
+        self.timers.lock()
+    }
+
+    /// Publishes how many keys wait; call before releasing the timers' lock after a change.
+    fn count_waiting(&self, timers: &TimerState<K, P>) {
+        self.waiting.store(timers.timers.len(), Ordering::Release);
     }
 }
 
@@ -139,14 +168,18 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             name,
             state: Mutex::new(State {
                 machine,
-                timers: Timers::new(),
-                delay_task: BackgroundTask::default(),
                 recorder,
                 metrics_task: BackgroundTask::default(),
                 draining: false,
                 streams_waiting: 0,
                 detached: HashSet::new(),
             }),
+            timers: Mutex::new(TimerState {
+                timers: Timers::new(),
+                delay_task: BackgroundTask::default(),
+                shut_down: false,
+            }),
+            waiting: AtomicUsize::new(0),
             get_wake: Notify::new(),
             stream_wake: Notify::new(),
             idle_wake: Notify::new(),
@@ -210,9 +243,9 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         p: P,
         delay: Duration,
     ) -> Result<(), ShutDownError<K>> {
-        self.with_lock(|state, wake| {
+        let key = self.with_lock(|state, wake| {
             if state.machine.is_shut_down() {
-                return Err(ShutDownError(key));
+                return Err(Some(ShutDownError(key)));
             }
             if !delay.is_zero() || <P::Machine<K> as Machine<K>>::ZERO_DELAY_IS_RETRY {
                 state.recorder.retry();
@@ -221,10 +254,18 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 self.start_metrics_task(state);
             }
             if delay.is_zero() || state.machine.absorbs_delayed(&key) {
-                return self.add_locked(state, Cow::Owned(key), p, wake);
+                return match self.add_locked(state, Cow::Owned(key), p, wake) {
+                    Ok(()) => Err(None),
+                    Err(e) => Err(Some(e)),
+                };
             }
-            self.wait_locked(state, key, p, delay.min(MAX_DELAY), wake)
-        })
+            Ok(key)
+        });
+        match key {
+            Ok(key) => self.wait(key, p, delay.min(MAX_DELAY)),
+            Err(None) => Ok(()),
+            Err(Some(e)) => Err(e),
+        }
     }
 
     /// Adds `key` after the rate limiter's delay for it.
@@ -250,15 +291,28 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         mut p: P,
         wake: &mut Wake,
     ) -> Result<(), ShutDownError<K>> {
-        if !state.timers.is_empty() {
+        if self.waiting.load(Ordering::Acquire) > 0 {
+            let mut timers = self.lock_timers();
             // With the delay task gone, its timers are stale (they are set again when it
             // restarts): only the wait is ended.
-            let runtime = state.delay_task.running();
-            let _runtime = runtime.map(|r| r.enter());
-            if let Some(waiting) = state.timers.cancel(&key, runtime.is_some()) {
+            let runtime = timers.delay_task.running().cloned();
+            let _runtime = runtime.as_ref().map(Handle::enter);
+            if let Some(waiting) = timers.timers.cancel(&key, runtime.is_some()) {
                 p = p.max(waiting);
+                self.count_waiting(&timers);
             }
         }
+        self.add_now_locked(state, key, p, wake)
+    }
+
+    /// Adds `key` now, under the lock, when it does not wait (the delay task's adds).
+    fn add_now_locked(
+        &self,
+        state: &mut State<K, P>,
+        key: Cow<'_, K>,
+        p: P,
+        wake: &mut Wake,
+    ) -> Result<(), ShutDownError<K>> {
         // The recorder needs the key after the machine took it: clone only when metrics are on.
         let metric_key = state.recorder.is_enabled().then(|| (*key).clone());
         let now = self.now_nanos();
@@ -294,44 +348,45 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     }
 
     /// Makes `key` wait `delay`, starting the delay task if it does not run. With no runtime
-    /// to time the wait, the key is added now rather than lost.
-    fn wait_locked(
-        self: &Arc<Self>,
-        state: &mut State<K, P>,
-        key: K,
-        p: P,
-        delay: Duration,
-        wake: &mut Wake,
-    ) -> Result<(), ShutDownError<K>> {
-        if state.delay_task.running().is_none() && !self.start_delay_task(state) {
-            debug!(queue = %self.name, "delayed add with no live tokio runtime; adding now");
-            return self.add_locked(state, Cow::Owned(key), p, wake);
-        }
-        match state.delay_task.running() {
-            Some(runtime) => {
+    /// to time the wait, the key is added now rather than lost. Takes the timers' lock only.
+    fn wait(self: &Arc<Self>, key: K, p: P, delay: Duration) -> Result<(), ShutDownError<K>> {
+        let key = {
+            let mut timers = self.lock_timers();
+            if timers.shut_down {
+                return Err(ShutDownError(key));
+            }
+            if timers.delay_task.running().is_none() && !self.start_delay_task(&mut timers) {
+                debug!(queue = %self.name, "delayed add with no live tokio runtime; adding now");
+                key
+            } else if let Some(runtime) = timers.delay_task.running().cloned() {
                 // The timer's `Sleep` binds to the runtime in context, and the deadline is read
                 // by its clock (paused, in tests), whatever thread this add comes from.
                 let _runtime = runtime.enter();
-                state.timers.wait_until(key, p, Instant::now() + delay);
-                Ok(())
+                timers.timers.wait_until(key, p, Instant::now() + delay);
+                self.count_waiting(&timers);
+                return Ok(());
+            } else {
+                // Its runtime shut down just now: add now rather than lose the key.
+                key
             }
-            // Its runtime shut down just now: add now rather than lose the key.
-            None => self.add_locked(state, Cow::Owned(key), p, wake),
-        }
+        };
+        self.with_lock(|state, wake| self.add_now_locked(state, Cow::Owned(key), p, wake))
     }
 
     /// Adds every waiting key whose deadline is at or before now (test helper).
     #[cfg(feature = "test-util")]
     pub(crate) fn settle(&self) {
-        self.with_lock(|state, wake| {
-            let Some(runtime) = state.delay_task.running().cloned() else {
+        let due = {
+            let mut timers = self.lock_timers();
+            let Some(runtime) = timers.delay_task.running().cloned() else {
                 return;
             };
             let _runtime = runtime.enter();
-            for (key, p) in state.timers.take_due(Instant::now()) {
-                let _ = self.add_locked(state, Cow::Owned(key), p, wake);
-            }
-        });
+            let due = timers.timers.take_due(Instant::now());
+            self.count_waiting(&timers);
+            due
+        };
+        self.add_due(due);
     }
 
     // ----- gets and dones -----
@@ -408,7 +463,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     }
 
     pub(crate) fn waiting_len(&self) -> usize {
-        self.lock().timers.len()
+        self.lock_timers().timers.len()
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {
@@ -423,8 +478,13 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             let first = state.machine.shut_down();
             self.shutting_down.store(true, Ordering::Release);
             // Waiting keys are never added now: drop them, their timers and the tasks.
-            state.timers.clear();
-            state.delay_task.stop();
+            {
+                let mut timers = self.lock_timers();
+                timers.shut_down = true;
+                timers.timers.clear();
+                timers.delay_task.stop();
+                self.count_waiting(&timers);
+            }
             state.metrics_task.stop();
             state.draining = drain;
             first
@@ -458,11 +518,12 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
 
     pub(crate) fn describe(&self, f: &mut fmt::Formatter<'_>, kind: &str) -> fmt::Result {
         let state = self.lock();
+        let waiting = self.lock_timers().timers.len();
         f.debug_struct(kind)
             .field("name", &self.name)
             .field("len", &state.machine.len())
             .field("processing", &state.machine.processing_len())
-            .field("waiting", &state.timers.len())
+            .field("waiting", &waiting)
             .field("streams_waiting", &state.streams_waiting)
             .field("shutting_down", &state.machine.is_shut_down())
             .finish()

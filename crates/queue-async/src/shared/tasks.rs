@@ -10,13 +10,13 @@ use std::task::Poll;
 
 use tracing::{Instrument, debug, debug_span};
 
-use super::{Payload, QueueKey, Shared, State};
+use super::{Payload, QueueKey, Shared, State, TimerState};
 use crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD;
 
 impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Starts the delay task on the calling runtime, else on the queue's; moves every waiting
     /// key's timer there. `false` if no runtime is alive.
-    pub(super) fn start_delay_task(self: &Arc<Self>, state: &mut State<K, P>) -> bool {
+    pub(super) fn start_delay_task(self: &Arc<Self>, state: &mut TimerState<K, P>) -> bool {
         let Some(runtime) = self.clock.runtime() else {
             return false;
         };
@@ -35,21 +35,32 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         true
     }
 
-    /// Adds every waiting key whose timer rang, in deadline order, under one lock; `cx` is woken
-    /// at the next timer.
+    /// Takes every waiting key whose timer rang under the timers' lock, then adds them in
+    /// deadline order under one hold of the queue's lock; `cx` is woken at the next timer.
     fn poll_timers(&self, cx: &mut std::task::Context<'_>) {
+        let due = {
+            let mut timers = self.lock_timers();
+            let due = timers.timers.poll_due(cx);
+            self.count_waiting(&timers);
+            due
+        };
+        self.add_due(due);
+    }
+
+    /// Adds keys whose wait is over, in the given order, under one hold of the lock.
+    pub(super) fn add_due(&self, due: Vec<(K, P)>) {
+        if due.is_empty() {
+            return;
+        }
+        let n = due.len();
         self.with_lock(|state, wake| {
-            let due = state.timers.poll_due(cx);
-            if due.is_empty() {
-                return;
-            }
-            let n = due.len();
             for (key, p) in due {
-                // Refused only after shutdown, which clears the timers first.
-                let _ = self.add_locked(state, Cow::Owned(key), p, wake);
+                // Refused only after a shutdown that came after the keys were taken: waiting
+                // keys are dropped at shutdown.
+                let _ = self.add_now_locked(state, Cow::Owned(key), p, wake);
             }
-            debug!(queue = %self.name, due = n, "delays over");
         });
+        debug!(queue = %self.name, due = n, "delays over");
     }
 
     // ----- metrics -----

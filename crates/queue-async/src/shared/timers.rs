@@ -2,9 +2,9 @@
 //! `tokio_util::time::DelayQueue`: a map from key to its wait (deadline, payload and the
 //! `DelayQueue` key of its timer), as kube-runtime's `scheduler.rs`.
 //!
-//! The map and the timers live under the queue's lock: a delayed add sets its timer directly,
-//! and `DelayQueue` wakes the delay task when that timer is earlier than the one it sleeps on.
-//! The delay task takes what is due with [`Timers::poll_due`].
+//! The map and the timers live under the queue's timers lock: a delayed add sets its timer
+//! directly, and `DelayQueue` wakes the delay task when that timer is earlier than the one it
+//! sleeps on. The delay task takes what is due with [`Timers::poll_due`].
 
 use std::cmp::Reverse;
 use std::hash::Hash;
@@ -49,10 +49,6 @@ impl<K: Hash + Eq + Clone, P: Payload> Timers<K, P> {
 
     pub(crate) fn len(&self) -> usize {
         self.waiting.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.waiting.is_empty()
     }
 
     /// Makes `key` wait until `at`, keeping an earlier deadline it already has and the higher of
