@@ -1,5 +1,5 @@
-//! Tokio-native work queues that controller workers await on, built on [`ctrlq_queue_core`]'s state
-//! machines.
+//! Tokio-native work queues that controller workers await on, built on [`ctrlq_queue_core`]'s
+//! state machines.
 //!
 //! [`WorkQueue`] is client-go's work queue with its delaying and rate-limiting layers in one
 //! handle: `add` / `add_after` / `add_rate_limited`, a cancel-safe [`get`](WorkQueue::get)
@@ -59,11 +59,15 @@
 //!  add while processing: dirty ────────────▶ processing ── done ──▶ queued if dirty, else gone
 //! ```
 //!
-//! The pure state machines of `queue-core` ([`ctrlq_queue_core::WorkState`],
-//! [`ctrlq_queue_core::PriorityState`]) hold the queued / processing / dirty part: a key is queued at
-//! most once and never handed to two workers at once. Around one of them, a handle's shared
-//! state adds, under one `parking_lot` mutex that is never held across an `.await`: the waiting
-//! keys and their timers, the rate limiter, the metrics recorder, and the background tasks.
+//! The pure state machines of `ctrlq-queue-core` ([`ctrlq_queue_core::WorkState`],
+//! [`ctrlq_queue_core::PriorityState`]) hold the queued / processing / dirty part: a key is
+//! queued at most once and never handed to two workers at once. Around one of them, a handle's
+//! shared state adds the waiting keys and their timers, the rate limiter, the metrics recorder,
+//! and the background tasks, under two `parking_lot` mutexes that are never held across an
+//! `.await`: the queue's lock (the state machine, the recorder), which every add, get and done
+//! takes, and the timers' lock (the waiting keys, their timers, the delay task), which only
+//! delayed adds, the delay task and an add of a waiting key take. Where both are held, the
+//! queue's lock comes first.
 //! [`WorkQueue`] and [`PriorityQueue`] are thin handles over the same private generic state,
 //! differing only in what an add carries besides the key (nothing, or a priority).
 //!
@@ -71,13 +75,13 @@
 //!
 //! Every waiting key has one timer in one `tokio_util::time::DelayQueue`, and a map from the key
 //! to its wait (deadline, priority, and the timer's `delay_queue::Key`), as kube-runtime's
-//! scheduler. A delayed add sets the timer directly under the lock; a key that already waits
-//! keeps the earlier deadline; a zero delay adds at once; an add now of a waiting key ends its
-//! wait; delays beyond [`workqueue::MAX_DELAY`] are clamped. One background task per queue, the
-//! delay task, polls the `DelayQueue`: when it wakes, it takes every key whose timer rang and
-//! adds them in deadline order (then higher priority, then the order of their delayed adds),
-//! under one lock. There are no other timers, so under paused time the clock jumps straight to
-//! the next deadline.
+//! scheduler. A delayed add sets the timer directly under the timers' lock; a key that already
+//! waits keeps the earlier deadline; a zero delay adds at once; an add now of a waiting key ends
+//! its wait; delays beyond [`workqueue::MAX_DELAY`] are clamped. One background task per queue,
+//! the delay task, polls the `DelayQueue`: when it wakes, it takes every key whose timer rang
+//! (under the timers' lock) and adds them in deadline order (then higher priority, then the
+//! order of their delayed adds) under one hold of the queue's lock. There are no other timers,
+//! so under paused time the clock jumps straight to the next deadline.
 //!
 //! ## Background tasks
 //!
