@@ -25,7 +25,7 @@ use ctrlq_queue_core::Compare;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tracing::{Instrument, debug, trace};
 
 use crate::clock::QueueClock;
@@ -50,7 +50,8 @@ pub(crate) struct Shared<K, T, C> {
     pub(crate) hot: Mutex<Hot<K, T, C>>,
     /// Woken (all waiters) after an insertion `pop` could take.
     pub(crate) pop_wake: Notify,
-    /// Woken when the backoff head got earlier, so the flush timer re-arms.
+    /// Woken when the backoff head or the next leftover deadline got earlier, so the flush
+    /// timer re-arms.
     timer_wake: Arc<Notify>,
     /// Starts the flush loop on a runtime (built where the spawn bounds are known).
     start_flush: FlushStarter,
@@ -70,6 +71,12 @@ pub(crate) struct Main<K, T> {
     /// The cycle of the last move request (event or activation); decides where an item that
     /// was not tracked in flight goes on failure.
     pub(crate) move_request_cycle: Option<u64>,
+    /// When the leftover flush must next look at unschedulable: at or before the earliest
+    /// [`leftover_deadline`](Shared::leftover_deadline) of the items there, `None` if nothing
+    /// there is due ever. It may be early (the item left, or its gates were asked again since):
+    /// that costs one scan that moves nothing. It is never late, so no item waits past its
+    /// deadline, and the flush loop needs no periodic sweep.
+    pub(crate) next_leftover: Option<Instant>,
 }
 
 /// Guarded by `Shared::hot`.
@@ -207,6 +214,7 @@ where
             main: Mutex::new(Main {
                 unschedulable: Unschedulable::new(),
                 move_request_cycle: None,
+                next_leftover: None,
             }),
             hot: Mutex::new(Hot {
                 active: ActiveQueue::new(order.clone()),
@@ -324,6 +332,12 @@ where
     ) {
         match dest {
             Dest::Unschedulable(item) => {
+                if let Some(due) = self.leftover_deadline(&item)
+                    && main.next_leftover.is_none_or(|next| due < next)
+                {
+                    main.next_leftover = Some(due);
+                    wake.timer = true;
+                }
                 main.unschedulable.insert(item);
                 wake.flush = true;
             }
@@ -533,28 +547,68 @@ where
         count
     }
 
-    pub(crate) fn flush_unschedulable_leftover(&self, now: Instant) -> usize {
-        let max = self.config.max_in_unschedulable;
-        let mut main = lock(&self.main);
-        let stale = |since: Instant| now.saturating_duration_since(since) > max;
-        let due = |item: &QueuedItem<K, T>| match item.info().gating {
-            Some(_) => stale(item.info().flushed_at.unwrap_or(item.timestamp)),
-            None => stale(item.timestamp),
+    /// When the leftover flush takes `item`: the first instant at which it has been waiting
+    /// strictly longer than the maximum, counted from its entry into unschedulable or, for a
+    /// gated item, from the last time the flush asked its gates. `None` if that is beyond what
+    /// an `Instant` holds: never.
+    ///
+    /// The strict rule is kube-scheduler's (`flushUnschedulablePodsLeftover`); as an instant it
+    /// is 1 ns past `since + max`, so the timer and the check agree on one value.
+    pub(crate) fn leftover_deadline(&self, item: &QueuedItem<K, T>) -> Option<Instant> {
+        let info = item.info();
+        let since = match info.gating {
+            Some(_) => info.flushed_at.unwrap_or(item.timestamp),
+            None => item.timestamp,
         };
-        if !main.unschedulable.items().any(due) {
-            return 0;
-        }
-        self.move_where(
-            &mut main,
-            &ClusterEvent::UNSCHEDULABLE_TIMEOUT,
-            &EventPayload::none(),
-            now,
-            |item| due(item).then_some(Strategy::AfterBackoff),
-        )
+        since
+            .checked_add(self.config.max_in_unschedulable)?
+            .checked_add(Duration::from_nanos(1))
     }
 
-    fn next_backoff_expiry(&self) -> Option<Instant> {
-        lock(&self.hot).backoff.next_expiry()
+    pub(crate) fn flush_unschedulable_leftover(&self, now: Instant) -> usize {
+        let mut main = lock(&self.main);
+        let due = |item: &QueuedItem<K, T>| self.leftover_deadline(item).is_some_and(|d| d <= now);
+        let moved = if main.unschedulable.items().any(due) {
+            self.move_where(
+                &mut main,
+                &ClusterEvent::UNSCHEDULABLE_TIMEOUT,
+                &EventPayload::none(),
+                now,
+                |item| due(item).then_some(Strategy::AfterBackoff),
+            )
+        } else {
+            0
+        };
+        // The items left (refused gates stamped `now`) set the next deadline.
+        main.next_leftover = main
+            .unschedulable
+            .items()
+            .filter_map(|item| self.leftover_deadline(item))
+            .min();
+        moved
+    }
+
+    /// The flush loop's next wake-up: the earlier of the backoff head's expiry and the next
+    /// leftover deadline; `None` when neither exists (then it waits for `timer_wake` only).
+    fn next_deadline(&self) -> Option<Instant> {
+        let leftover = lock(&self.main).next_leftover;
+        let backoff = lock(&self.hot).backoff.next_expiry();
+        match (leftover, backoff) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// What the flush loop does at a deadline: the backoff items whose backoff ended, then,
+    /// if a leftover deadline has passed, the leftover flush.
+    fn flush_due(&self, now: Instant) {
+        self.flush_backoff_completed(now);
+        if lock(&self.main)
+            .next_leftover
+            .is_some_and(|next| next <= now)
+        {
+            self.flush_unschedulable_leftover(now);
+        }
     }
 
     pub(crate) fn shut_down(&self) {
@@ -598,36 +652,28 @@ where
             return false;
         };
         let timer = shared.timer_wake.clone();
-        let period = shared.config.unschedulable_flush_period;
         drop(shared);
         let span = tracing::debug_span!("scheduling_queue_flush");
-        task.start(
-            runtime,
-            flush_loop(weak.clone(), timer, period).instrument(span),
-        )
+        task.start(runtime, flush_loop(weak.clone(), timer).instrument(span))
     })
 }
 
-async fn flush_loop<K, T, C>(weak: Weak<Shared<K, T, C>>, timer: Arc<Notify>, period: Duration)
+/// One timer: a sleep until the earliest deadline (see [`Shared::next_deadline`]), re-armed
+/// through `timer` when a deadline gets earlier; with no deadline, no timer at all, so under
+/// paused time the clock jumps straight to the next deadline.
+async fn flush_loop<K, T, C>(weak: Weak<Shared<K, T, C>>, timer: Arc<Notify>)
 where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    let mut leftover = tokio::time::interval_at(Instant::now() + period, period);
-    leftover.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    while let Some(next) = weak.upgrade().map(|s| s.next_backoff_expiry()) {
+    while let Some(next) = weak.upgrade().map(|s| s.next_deadline()) {
         let deadline = next.unwrap_or_else(|| backoff::far_future(Instant::now()));
         tokio::select! {
             biased;
             () = timer.notified() => {}
             () = tokio::time::sleep_until(deadline), if next.is_some() => {
                 if let Some(s) = weak.upgrade() {
-                    s.flush_backoff_completed(Instant::now());
-                }
-            }
-            _ = leftover.tick() => {
-                if let Some(s) = weak.upgrade() {
-                    s.flush_unschedulable_leftover(Instant::now());
+                    s.flush_due(Instant::now());
                 }
             }
         }
