@@ -676,6 +676,7 @@ async fn leftover_flush_should_move_items_older_than_the_maximum_only() {
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
 }
 
+/// The default `max_in_unschedulable`, kube-scheduler's.
 const MAX_IN_UNSCHEDULABLE: Duration = Duration::from_secs(300);
 
 #[tokio::test(start_paused = true)]
