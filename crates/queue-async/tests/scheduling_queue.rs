@@ -676,18 +676,85 @@ async fn leftover_flush_should_move_items_older_than_the_maximum_only() {
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
 }
 
+/// The default `max_in_unschedulable`, kube-scheduler's.
+const MAX_IN_UNSCHEDULABLE: Duration = Duration::from_secs(300);
+
 #[tokio::test(start_paused = true)]
-async fn the_background_leftover_flush_should_run_every_30_s() {
+async fn an_unschedulable_item_should_leave_at_its_own_deadline() {
     let q = queue();
     q.add("a", 0).unwrap();
     fail(&q, &["plugin"], &[]).await;
-    sleep(Duration::from_secs(300)).await;
-    assert_eq!(q.where_is(&"a"), Some(SubQueue::Unschedulable));
-    // The tick at 330 s is the first past 5 min (the extra 1 ms lets the flush task run).
-    sleep(Duration::from_secs(30) + Duration::from_millis(1)).await;
+    sleep(MAX_IN_UNSCHEDULABLE).await;
+    assert_eq!(
+        q.where_is(&"a"),
+        Some(SubQueue::Unschedulable),
+        "= 5 min stays"
+    );
+    // Due 1 ns after 5 min, so at the next 1 ms timer tick; 2 ms lets the flush task run first.
+    sleep(Duration::from_millis(2)).await;
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
     let item = q.pop().await.unwrap();
     assert_eq!(item.attempts(), 2);
+}
+
+/// How many times the (current-thread) runtime has parked: under paused time, the clock
+/// jumps to the next timer at a park, so each stop on the way to a deadline costs a park or two.
+fn parks() -> u64 {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .worker_park_count(0)
+}
+
+/// The most parks a wait of up to an hour costs with no timer on the way: tokio's timer wheel
+/// stops the clock at some of its level boundaries on the way to a far deadline (3 to 6 parks
+/// measured). A sweep every 30 s would add about 4 parks per sweep: 40 in 5 min.
+const PARKS_WITHOUT_TIMERS: u64 = 12;
+
+/// A queue whose flush task runs with nothing left to time: an item went through backoff
+/// (after an error, so never through unschedulable) and out.
+async fn idle_queue_with_a_flush_task() -> Queue {
+    let q = queue();
+    q.add("b", 0).unwrap();
+    fail(&q, &[], &[]).await;
+    assert_eq!(q.where_is(&"b"), Some(SubQueue::Backoff));
+    assert_eq!(key_popped_within(&q, Duration::from_secs(2)).await, "b");
+    q
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_queue_should_set_no_timer() {
+    let _q = idle_queue_with_a_flush_task().await;
+    let (idle, before) = (Instant::now(), parks());
+    sleep(Duration::from_secs(3600)).await;
+    assert_eq!(idle.elapsed(), Duration::from_secs(3600));
+    assert!(
+        parks() - before <= PARKS_WITHOUT_TIMERS,
+        "the clock stopped on the way: {} parks in an hour",
+        parks() - before
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_clock_should_jump_straight_to_an_unschedulable_deadline() {
+    let q = idle_queue_with_a_flush_task().await;
+    q.add("a", 0).unwrap();
+    fail(&q, &["plugin"], &[]).await;
+    let (t0, before) = (Instant::now(), parks());
+    let item = tokio::time::timeout(MAX_IN_UNSCHEDULABLE + Duration::from_secs(1), q.pop())
+        .await
+        .expect("out of unschedulable once 5 min have passed")
+        .expect("open");
+    assert_eq!(*item.key(), "a");
+    assert_eq!(
+        t0.elapsed(),
+        MAX_IN_UNSCHEDULABLE + Duration::from_millis(1),
+        "at the first timer tick past the deadline"
+    );
+    assert!(
+        parks() - before <= PARKS_WITHOUT_TIMERS,
+        "the clock stopped before the deadline: {} parks",
+        parks() - before
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -1011,6 +1078,42 @@ async fn the_leftover_flush_should_release_a_gated_item_whose_gate_now_passes() 
     assert_eq!(q.where_is(&"g"), Some(SubQueue::Active));
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_gated_item_should_be_asked_again_at_its_own_deadline() {
+    let (asked, open) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (count, flag) = (asked.clone(), open.clone());
+    let q = builder()
+        .gate(
+            "ext",
+            [ITEM_UPDATE],
+            move |_: &QueuedItem<&'static str, i64>| {
+                count.fetch_add(1, Ordering::SeqCst);
+                flag.load(Ordering::SeqCst) == 1
+            },
+        )
+        .build()
+        .unwrap();
+    q.add("g", 0).unwrap();
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    sleep(MAX_IN_UNSCHEDULABLE).await;
+    assert_eq!(asked.load(Ordering::SeqCst), 1, "= 5 min: not yet");
+    sleep(Duration::from_millis(2)).await;
+    assert_eq!(asked.load(Ordering::SeqCst), 2, "asked again past 5 min");
+    assert_eq!(q.where_is(&"g"), Some(SubQueue::Unschedulable));
+
+    // The next evaluation is due 5 min after the last one, not after the queueing.
+    open.store(1, Ordering::SeqCst);
+    sleep(MAX_IN_UNSCHEDULABLE - Duration::from_millis(1)).await;
+    assert_eq!(asked.load(Ordering::SeqCst), 2);
+    assert_eq!(q.where_is(&"g"), Some(SubQueue::Unschedulable));
+    let item = tokio::time::timeout(Duration::from_secs(1), q.pop())
+        .await
+        .expect("released at its next deadline")
+        .expect("open");
+    assert_eq!(*item.key(), "g");
+    assert_eq!(asked.load(Ordering::SeqCst), 3);
+}
+
 // ===== background task and auto traits =====
 
 /// Puts `key` in backoff: added, popped, failed, then moved by an event its hint queues.
@@ -1116,7 +1219,8 @@ fn a_queue_outliving_the_runtime_of_its_flush_task_should_still_flush() {
             "the new task moved the backoff item"
         );
         assert_eq!(metrics.num_alive_tasks(), 1, "one new task");
-        // The new task's leftover flush (every 30 s, items older than 5 min) frees the other.
+        // The new task takes over the leftover deadline too: 5 min after the failure, it frees
+        // the other.
         assert_eq!(
             key_popped_within(&q, Duration::from_secs(400)).await,
             "stuck"
@@ -1312,10 +1416,6 @@ fn a_bad_config_should_be_refused_with_the_rule_it_breaks() {
         (
             default().max_in_unschedulable(Duration::ZERO),
             ConfigError::ZeroMaxInUnschedulable,
-        ),
-        (
-            default().unschedulable_flush_period(Duration::ZERO),
-            ConfigError::ZeroFlushPeriod,
         ),
     ];
     for (config, want) in cases {

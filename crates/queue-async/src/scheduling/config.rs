@@ -9,8 +9,13 @@ use std::time::Duration;
 /// | initial backoff | 1 s |
 /// | max backoff (zero disables backoff) | 10 s |
 /// | max time in unschedulable before the leftover flush moves an item | 5 min |
-/// | leftover flush period | 30 s |
 /// | pop from backoff when active is empty | on |
+///
+/// kube-scheduler sweeps unschedulable every 30 s for items past the maximum, so an item
+/// leaves up to 30 s late. Here each item leaves at its own deadline (see
+/// [`max_in_unschedulable`](Self::max_in_unschedulable)): the queue's only timer is one sleep
+/// until the earliest deadline, so an idle queue wakes nothing, and under paused time the
+/// clock jumps straight to the next deadline instead of stopping every 30 s.
 ///
 /// # Examples
 ///
@@ -32,7 +37,6 @@ pub struct SchedulingQueueConfig {
     pub(crate) initial_backoff: Duration,
     pub(crate) max_backoff: Duration,
     pub(crate) max_in_unschedulable: Duration,
-    pub(crate) unschedulable_flush_period: Duration,
     pub(crate) pop_from_backoff: bool,
 }
 
@@ -51,18 +55,12 @@ impl SchedulingQueueConfig {
         self
     }
 
-    /// How long an item may stay unschedulable before the leftover flush moves it (strictly
-    /// longer than this).
+    /// How long an item may stay unschedulable before the leftover flush moves it: it moves
+    /// as soon as it has waited strictly longer than this (a gated item: since its gates were
+    /// last asked, when it is asked again), at its own deadline, not at a periodic sweep.
     #[must_use]
     pub fn max_in_unschedulable(mut self, d: Duration) -> Self {
         self.max_in_unschedulable = d;
-        self
-    }
-
-    /// How often the leftover flush runs; must be positive.
-    #[must_use]
-    pub fn unschedulable_flush_period(mut self, d: Duration) -> Self {
-        self.unschedulable_flush_period = d;
         self
     }
 
@@ -103,9 +101,9 @@ impl SchedulingQueueConfig {
 /// use std::time::Duration;
 /// use ctrlq_queue_async::scheduling::{ConfigError, SchedulingQueue, SchedulingQueueConfig};
 ///
-/// let config = SchedulingQueueConfig::default().unschedulable_flush_period(Duration::ZERO);
+/// let config = SchedulingQueueConfig::default().max_in_unschedulable(Duration::ZERO);
 /// let refused = SchedulingQueue::<&str, i64>::new(config).unwrap_err();
-/// assert_eq!(refused, ConfigError::ZeroFlushPeriod);
+/// assert_eq!(refused, ConfigError::ZeroMaxInUnschedulable);
 /// ```
 ///
 /// [`SchedulingQueueBuilder::build`]: super::SchedulingQueueBuilder::build
@@ -126,9 +124,6 @@ pub enum ConfigError {
     /// The maximum time in unschedulable is zero.
     #[error("the maximum time in unschedulable must be positive")]
     ZeroMaxInUnschedulable,
-    /// The leftover flush period is zero.
-    #[error("the leftover flush period must be positive")]
-    ZeroFlushPeriod,
 }
 
 impl SchedulingQueueConfig {
@@ -148,9 +143,6 @@ impl SchedulingQueueConfig {
         if self.max_in_unschedulable.is_zero() {
             return Err(ConfigError::ZeroMaxInUnschedulable);
         }
-        if self.unschedulable_flush_period.is_zero() {
-            return Err(ConfigError::ZeroFlushPeriod);
-        }
         Ok(())
     }
 }
@@ -161,7 +153,6 @@ impl Default for SchedulingQueueConfig {
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(10),
             max_in_unschedulable: Duration::from_secs(5 * 60),
-            unschedulable_flush_period: Duration::from_secs(30),
             pop_from_backoff: true,
         }
     }

@@ -173,9 +173,9 @@ impl<K: fmt::Debug, T: fmt::Debug> fmt::Debug for Popped<K, T> {
 
 impl<K, T, C> Flights<K, T> for Shared<K, T, C>
 where
-    K: Hash + Eq + Clone + Send + Sync,
-    T: Send,
-    C: Compare<QueuedItem<K, T>> + Send + Sync,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
     fn end(&self, key: &K, flight: u64) {
         self.end_flight(key, flight);

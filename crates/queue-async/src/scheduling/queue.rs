@@ -34,9 +34,11 @@ use crate::ShutDownError;
 /// as a failure with an error (see [`Popped`]), so no key is lost or wedged in flight.
 ///
 /// Compared with the original: backoff-completed items move to active at their exact expiry
-/// (one timer, not a 1 s poll); `pop` never waits behind a scan of unschedulable items; ties
-/// are FIFO and hints run in registration order, so runs are deterministic; gated items get
-/// the leftover flush as a failsafe.
+/// (not at a 1 s poll), and items unschedulable for too long at their own deadline (not at a
+/// 30 s sweep; see [`SchedulingQueueConfig`]), so the background task has one timer, set to
+/// the next deadline, and none while nothing waits; `pop` never waits behind a scan of
+/// unschedulable items; ties are FIFO and hints run in registration order, so runs are
+/// deterministic; gated items get the leftover flush as a failsafe.
 ///
 /// The handle is a cheap `Clone`. A background task runs the flushes; it ends on [`shut_down`] and
 /// when the last handle drops. The queue can be built anywhere, inside a runtime or not: the
@@ -416,7 +418,8 @@ where
 
     /// Moves unschedulable items queued more than the configured maximum before `now`
     /// (strictly) to backoff or active; gated ones are re-checked by their gates, at most once
-    /// per maximum. Returns how many moved. The background task calls this periodically.
+    /// per maximum. Returns how many moved. The background task calls this at each item's
+    /// deadline; tests may call it directly.
     pub fn flush_unschedulable_leftover(&self, now: Instant) -> usize {
         self.shared.flush_unschedulable_leftover(now)
     }

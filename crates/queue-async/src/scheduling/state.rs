@@ -23,9 +23,8 @@ use std::time::Duration;
 
 use ctrlq_queue_core::Compare;
 use parking_lot::{Mutex, MutexGuard};
-use tokio::runtime::Handle;
 use tokio::sync::Notify;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tracing::{Instrument, debug, trace};
 
 use crate::clock::QueueClock;
@@ -50,10 +49,11 @@ pub(crate) struct Shared<K, T, C> {
     pub(crate) hot: Mutex<Hot<K, T, C>>,
     /// Woken (all waiters) after an insertion `pop` could take.
     pub(crate) pop_wake: Notify,
-    /// Woken when the backoff head got earlier, so the flush timer re-arms.
+    /// Woken when the backoff head or the next leftover deadline got earlier, so the flush
+    /// timer re-arms.
     timer_wake: Arc<Notify>,
-    /// Starts the flush loop on a runtime (built where the spawn bounds are known).
-    start_flush: FlushStarter,
+    /// This state, for the flush loop, which must not keep it alive.
+    me: Weak<Self>,
     /// The flush loop: stopped by `close`, and with this state when the last handle drops.
     flush_task: Mutex<BackgroundTask>,
     /// Timestamps come from here: the caller's runtime clock, or the queue's from a plain thread.
@@ -70,6 +70,12 @@ pub(crate) struct Main<K, T> {
     /// The cycle of the last move request (event or activation); decides where an item that
     /// was not tracked in flight goes on failure.
     pub(crate) move_request_cycle: Option<u64>,
+    /// When the leftover flush must next look at unschedulable: at or before the earliest
+    /// [`leftover_deadline`](Shared::leftover_deadline) of the items there, `None` if nothing
+    /// there is due ever. It may be early (the item left, or its gates were asked again since):
+    /// that costs one scan that moves nothing. It is never late, so no item waits past its
+    /// deadline, and the flush loop needs no periodic sweep.
+    pub(crate) next_leftover: Option<Instant>,
 }
 
 /// Guarded by `Shared::hot`.
@@ -100,15 +106,13 @@ pub(crate) struct Wake {
     flush: bool,
 }
 
-/// Starts the flush loop on the given runtime in the given task slot; `false` if it could not.
-pub(crate) type FlushStarter = Box<dyn Fn(&Handle, &mut BackgroundTask) -> bool + Send + Sync>;
-
 /// Commits moved items to the hot sub-queues in chunks, waking pops after each; on drop
 /// (also when a hint panics mid-scan) it commits what it holds, so no picked item is lost.
 struct Mover<'a, K, T, C>
 where
-    K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T>>,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
     shared: &'a Shared<K, T, C>,
     event: &'a ClusterEvent,
@@ -124,8 +128,9 @@ where
 
 impl<K, T, C> Mover<'_, K, T, C>
 where
-    K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T>>,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
     fn push(&mut self, dest: Dest<K, T>, scanned: usize) {
         self.pending.push(dest);
@@ -173,8 +178,9 @@ where
 
 impl<K, T, C> Drop for Mover<'_, K, T, C>
 where
-    K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T>>,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
     fn drop(&mut self) {
         if !self.pending.is_empty() {
@@ -198,7 +204,7 @@ where
         config: SchedulingQueueConfig,
         hooks: Hooks<K, T>,
         order: C,
-        start_flush: FlushStarter,
+        me: Weak<Self>,
     ) -> Self {
         let order = Arc::new(order);
         Shared {
@@ -207,6 +213,7 @@ where
             main: Mutex::new(Main {
                 unschedulable: Unschedulable::new(),
                 move_request_cycle: None,
+                next_leftover: None,
             }),
             hot: Mutex::new(Hot {
                 active: ActiveQueue::new(order.clone()),
@@ -215,7 +222,7 @@ where
             }),
             pop_wake: Notify::new(),
             timer_wake: Arc::new(Notify::new()),
-            start_flush,
+            me,
             flush_task: Mutex::new(BackgroundTask::default()),
             clock: QueueClock::new(),
             cycle: AtomicU64::new(0),
@@ -225,47 +232,6 @@ where
 
     pub(crate) fn next_seq(&self) -> u64 {
         self.seq.fetch_add(1, AtomicOrdering::Relaxed)
-    }
-
-    pub(crate) fn wake(&self, wake: Wake) {
-        if wake.pop {
-            self.pop_wake.notify_waiters();
-        }
-        if wake.timer {
-            self.timer_wake.notify_one();
-        }
-        if wake.flush {
-            self.ensure_flush_task();
-        }
-    }
-
-    /// Starts the flush loop unless it runs already (or the queue is closed): on the current
-    /// runtime, or from a plain thread on the queue's (see [`QueueClock`]). With no live
-    /// runtime it does nothing: the items wait, and the next call from inside one (an
-    /// insertion, a move or a `pop` that has to wait) starts the loop. A loop whose runtime
-    /// shut down is replaced the same way, and the new one takes over every waiting item (it
-    /// reads the backoff head and scans unschedulable like any loop).
-    pub(crate) fn ensure_flush_task(&self) {
-        let mut task = lock(&self.flush_task);
-        if task.running().is_some() || lock(&self.hot).closed {
-            return;
-        }
-        let Some(runtime) = self.clock.runtime() else {
-            trace!("no tokio runtime here: the flush loop starts at the next call inside one");
-            return;
-        };
-        let restart = task.has_ended();
-        if !(self.start_flush)(&runtime, &mut task) {
-            // A runtime that has shut down drops the loop at once.
-            trace!(
-                "the queue's runtime has shut down: the flush loop starts at the next call inside one"
-            );
-            return;
-        }
-        if restart {
-            debug!("flush loop restarted: the runtime of the previous one shut down");
-        }
-        self.clock.set_runtime(&runtime);
     }
 
     /// Runs the gates (if asked) and the backoff check: where `item` goes under `strategy`.
@@ -324,6 +290,12 @@ where
     ) {
         match dest {
             Dest::Unschedulable(item) => {
+                if let Some(due) = self.leftover_deadline(&item)
+                    && main.next_leftover.is_none_or(|next| due < next)
+                {
+                    main.next_leftover = Some(due);
+                    wake.timer = true;
+                }
                 main.unschedulable.insert(item);
                 wake.flush = true;
             }
@@ -399,6 +371,110 @@ where
         if hot.active.in_flight.is_current(key, flight) {
             hot.active.in_flight.done(key);
         }
+    }
+
+    pub(crate) fn flush_backoff_completed(&self, now: Instant) -> usize {
+        let mut hot = lock(&self.hot);
+        let mut count = 0;
+        while let Some(item) = hot.backoff.pop_completed(now) {
+            hot.active.push(item, now);
+            count += 1;
+        }
+        drop(hot);
+        if count > 0 {
+            trace!(count, "backoff completed");
+            self.pop_wake.notify_waiters();
+        }
+        count
+    }
+
+    /// When the leftover flush takes `item`: the first instant at which it has been waiting
+    /// strictly longer than the maximum, counted from its entry into unschedulable or, for a
+    /// gated item, from the last time the flush asked its gates. `None` if that is beyond what
+    /// an `Instant` holds: never.
+    ///
+    /// The strict rule is kube-scheduler's (`flushUnschedulablePodsLeftover`); as an instant it
+    /// is 1 ns past `since + max`, so the timer and the check agree on one value.
+    pub(crate) fn leftover_deadline(&self, item: &QueuedItem<K, T>) -> Option<Instant> {
+        let info = item.info();
+        let since = match info.gating {
+            Some(_) => info.flushed_at.unwrap_or(item.timestamp),
+            None => item.timestamp,
+        };
+        since
+            .checked_add(self.config.max_in_unschedulable)?
+            .checked_add(Duration::from_nanos(1))
+    }
+
+    /// The flush loop's next wake-up: the earlier of the backoff head's expiry and the next
+    /// leftover deadline; `None` when neither exists (then it waits for `timer_wake` only).
+    fn next_deadline(&self) -> Option<Instant> {
+        let leftover = lock(&self.main).next_leftover;
+        let backoff = lock(&self.hot).backoff.next_expiry();
+        match (leftover, backoff) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub(crate) fn shut_down(&self) {
+        let mut hot = lock(&self.hot);
+        hot.closed = true;
+        hot.active.in_flight.clear();
+        drop(hot);
+        lock(&self.flush_task).stop();
+        self.pop_wake.notify_waiters();
+    }
+}
+
+/// The operations that may start the flush loop, which needs the bounds of a spawned task.
+impl<K, T, C> Shared<K, T, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+{
+    pub(crate) fn wake(&self, wake: Wake) {
+        if wake.pop {
+            self.pop_wake.notify_waiters();
+        }
+        if wake.timer {
+            self.timer_wake.notify_one();
+        }
+        if wake.flush {
+            self.ensure_flush_task();
+        }
+    }
+
+    /// Starts the flush loop unless it runs already (or the queue is closed): on the current
+    /// runtime, or from a plain thread on the queue's (see [`QueueClock`]). With no live
+    /// runtime it does nothing: the items wait, and the next call from inside one (an
+    /// insertion, a move or a `pop` that has to wait) starts the loop. A loop whose runtime
+    /// shut down is replaced the same way, and the new one takes over every waiting item (it
+    /// reads the backoff head and scans unschedulable like any loop).
+    pub(crate) fn ensure_flush_task(&self) {
+        let mut task = lock(&self.flush_task);
+        if task.running().is_some() || lock(&self.hot).closed {
+            return;
+        }
+        let Some(runtime) = self.clock.runtime() else {
+            trace!("no tokio runtime here: the flush loop starts at the next call inside one");
+            return;
+        };
+        let restart = task.has_ended();
+        let span = tracing::debug_span!("scheduling_queue_flush");
+        let flush = flush_loop(self.me.clone(), self.timer_wake.clone()).instrument(span);
+        if !task.start(&runtime, flush) {
+            // A runtime that has shut down drops the loop at once.
+            trace!(
+                "the queue's runtime has shut down: the flush loop starts at the next call inside one"
+            );
+            return;
+        }
+        if restart {
+            debug!("flush loop restarted: the runtime of the previous one shut down");
+        }
+        self.clock.set_runtime(&runtime);
     }
 
     /// Takes back a popped item whose attempt failed (see
@@ -518,52 +594,39 @@ where
         moved
     }
 
-    pub(crate) fn flush_backoff_completed(&self, now: Instant) -> usize {
-        let mut hot = lock(&self.hot);
-        let mut count = 0;
-        while let Some(item) = hot.backoff.pop_completed(now) {
-            hot.active.push(item, now);
-            count += 1;
-        }
-        drop(hot);
-        if count > 0 {
-            trace!(count, "backoff completed");
-            self.pop_wake.notify_waiters();
-        }
-        count
-    }
-
     pub(crate) fn flush_unschedulable_leftover(&self, now: Instant) -> usize {
-        let max = self.config.max_in_unschedulable;
         let mut main = lock(&self.main);
-        let stale = |since: Instant| now.saturating_duration_since(since) > max;
-        let due = |item: &QueuedItem<K, T>| match item.info().gating {
-            Some(_) => stale(item.info().flushed_at.unwrap_or(item.timestamp)),
-            None => stale(item.timestamp),
+        let due = |item: &QueuedItem<K, T>| self.leftover_deadline(item).is_some_and(|d| d <= now);
+        let moved = if main.unschedulable.items().any(due) {
+            self.move_where(
+                &mut main,
+                &ClusterEvent::UNSCHEDULABLE_TIMEOUT,
+                &EventPayload::none(),
+                now,
+                |item| due(item).then_some(Strategy::AfterBackoff),
+            )
+        } else {
+            0
         };
-        if !main.unschedulable.items().any(due) {
-            return 0;
+        // The items left (refused gates stamped `now`) set the next deadline.
+        main.next_leftover = main
+            .unschedulable
+            .items()
+            .filter_map(|item| self.leftover_deadline(item))
+            .min();
+        moved
+    }
+
+    /// What the flush loop does at a deadline: the backoff items whose backoff ended, then,
+    /// if a leftover deadline has passed, the leftover flush.
+    fn flush_due(&self, now: Instant) {
+        self.flush_backoff_completed(now);
+        if lock(&self.main)
+            .next_leftover
+            .is_some_and(|next| next <= now)
+        {
+            self.flush_unschedulable_leftover(now);
         }
-        self.move_where(
-            &mut main,
-            &ClusterEvent::UNSCHEDULABLE_TIMEOUT,
-            &EventPayload::none(),
-            now,
-            |item| due(item).then_some(Strategy::AfterBackoff),
-        )
-    }
-
-    fn next_backoff_expiry(&self) -> Option<Instant> {
-        lock(&self.hot).backoff.next_expiry()
-    }
-
-    pub(crate) fn shut_down(&self) {
-        let mut hot = lock(&self.hot);
-        hot.closed = true;
-        hot.active.in_flight.clear();
-        drop(hot);
-        lock(&self.flush_task).stop();
-        self.pop_wake.notify_waiters();
     }
 }
 
@@ -583,51 +646,28 @@ fn replay<K: PartialEq, T>(
     best
 }
 
-/// The background loop: a `select!` shell around the two flush steps. It holds only a `Weak`
-/// to the state, and ends on `shut_down` or when the last handle drops (see [`BackgroundTask`]).
-/// It starts lazily (see [`Shared::ensure_flush_task`]), so a queue can be
-/// built outside a runtime and outlive the runtime of its first loop.
-pub(crate) fn flush_starter<K, T, C>(weak: Weak<Shared<K, T, C>>) -> FlushStarter
+/// The background loop: a `select!` shell around the flushes. It holds only a `Weak` to the
+/// state, and ends on `shut_down` or when the last handle drops (see [`BackgroundTask`]). It
+/// starts lazily (see [`Shared::ensure_flush_task`]), so a queue can be built outside a
+/// runtime and outlive the runtime of its first loop.
+///
+/// One timer: a sleep until the earliest deadline (see [`Shared::next_deadline`]), re-armed
+/// through `timer` when a deadline gets earlier; with no deadline, no timer at all, so under
+/// paused time the clock jumps straight to the next deadline.
+async fn flush_loop<K, T, C>(weak: Weak<Shared<K, T, C>>, timer: Arc<Notify>)
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     T: Send + 'static,
     C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
-    Box::new(move |runtime, task| {
-        let Some(shared) = weak.upgrade() else {
-            return false;
-        };
-        let timer = shared.timer_wake.clone();
-        let period = shared.config.unschedulable_flush_period;
-        drop(shared);
-        let span = tracing::debug_span!("scheduling_queue_flush");
-        task.start(
-            runtime,
-            flush_loop(weak.clone(), timer, period).instrument(span),
-        )
-    })
-}
-
-async fn flush_loop<K, T, C>(weak: Weak<Shared<K, T, C>>, timer: Arc<Notify>, period: Duration)
-where
-    K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T>>,
-{
-    let mut leftover = tokio::time::interval_at(Instant::now() + period, period);
-    leftover.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    while let Some(next) = weak.upgrade().map(|s| s.next_backoff_expiry()) {
+    while let Some(next) = weak.upgrade().map(|s| s.next_deadline()) {
         let deadline = next.unwrap_or_else(|| backoff::far_future(Instant::now()));
         tokio::select! {
             biased;
             () = timer.notified() => {}
             () = tokio::time::sleep_until(deadline), if next.is_some() => {
                 if let Some(s) = weak.upgrade() {
-                    s.flush_backoff_completed(Instant::now());
-                }
-            }
-            _ = leftover.tick() => {
-                if let Some(s) = weak.upgrade() {
-                    s.flush_unschedulable_leftover(Instant::now());
+                    s.flush_due(Instant::now());
                 }
             }
         }
