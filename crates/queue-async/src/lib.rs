@@ -117,6 +117,8 @@
 //! unwinding, adds it back after the rate limiter's delay (then marks it done), so no key is
 //! lost to a panic. After shutdown the add is refused and the key is only marked done.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod clock;
 mod error;
 mod get;
