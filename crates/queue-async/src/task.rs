@@ -19,6 +19,7 @@
 
 use std::future::Future;
 
+use futures::future;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
@@ -55,11 +56,8 @@ impl BackgroundTask {
     {
         let (stop, mut stopped) = oneshot::channel::<()>();
         runtime.spawn(async move {
-            tokio::select! {
-                biased;
-                _ = &mut stopped => {}
-                () = task => {}
-            }
+            // The stop signal is polled first: a stopped task does not run one more step.
+            let _ = future::select(&mut stopped, std::pin::pin!(task)).await;
         });
         // A runtime that is shutting down drops a spawned future at once, closing `stop`.
         let started = !stop.is_closed();

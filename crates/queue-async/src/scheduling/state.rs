@@ -22,6 +22,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use ctrlq_queue_core::Compare;
+use futures::future::{self, Either};
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -646,7 +647,7 @@ fn replay<K: PartialEq, T>(
     best
 }
 
-/// The background loop: a `select!` shell around the flushes. It holds only a `Weak` to the
+/// The background loop: a `select` shell around the flushes. It holds only a `Weak` to the
 /// state, and ends on `shut_down` or when the last handle drops (see [`BackgroundTask`]). It
 /// starts lazily (see [`Shared::ensure_flush_task`]), so a queue can be built outside a
 /// runtime and outlive the runtime of its first loop.
@@ -661,15 +662,17 @@ where
     C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
     while let Some(next) = weak.upgrade().map(|s| s.next_deadline()) {
-        let deadline = next.unwrap_or_else(|| backoff::far_future(Instant::now()));
-        tokio::select! {
-            biased;
-            () = timer.notified() => {}
-            () = tokio::time::sleep_until(deadline), if next.is_some() => {
-                if let Some(s) = weak.upgrade() {
-                    s.flush_due(Instant::now());
-                }
-            }
+        let Some(deadline) = next else {
+            timer.notified().await;
+            continue;
+        };
+        let notified = std::pin::pin!(timer.notified());
+        let sleep = std::pin::pin!(tokio::time::sleep_until(deadline));
+        // `select` polls the wake-up first: a deadline that got earlier re-arms the sleep.
+        if let Either::Right(((), _)) = future::select(notified, sleep).await
+            && let Some(s) = weak.upgrade()
+        {
+            s.flush_due(Instant::now());
         }
     }
     debug!("flush loop ended");
