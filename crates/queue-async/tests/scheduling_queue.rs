@@ -697,19 +697,6 @@ async fn an_unschedulable_item_should_leave_at_its_own_deadline() {
     assert_eq!(item.attempts(), 2);
 }
 
-/// How many times the (current-thread) runtime has parked: under paused time, the clock
-/// jumps to the next timer at a park, so each stop on the way to a deadline costs a park or two.
-fn parks() -> u64 {
-    tokio::runtime::Handle::current()
-        .metrics()
-        .worker_park_count(0)
-}
-
-/// The most parks a wait of up to an hour costs with no timer on the way: tokio's timer wheel
-/// stops the clock at some of its level boundaries on the way to a far deadline (3 to 6 parks
-/// measured). A sweep every 30 s would add about 4 parks per sweep: 40 in 5 min.
-const PARKS_WITHOUT_TIMERS: u64 = 12;
-
 /// A queue whose flush task runs with nothing left to time: an item went through backoff
 /// (after an error, so never through unschedulable) and out.
 async fn idle_queue_with_a_flush_task() -> Queue {
@@ -723,15 +710,10 @@ async fn idle_queue_with_a_flush_task() -> Queue {
 
 #[tokio::test(start_paused = true)]
 async fn an_idle_queue_should_set_no_timer() {
-    let _q = idle_queue_with_a_flush_task().await;
-    let (idle, before) = (Instant::now(), parks());
+    let q = idle_queue_with_a_flush_task().await;
+    assert_eq!(q.next_timed_move(), None, "nothing timed: no timer");
     sleep(Duration::from_secs(3600)).await;
-    assert_eq!(idle.elapsed(), Duration::from_secs(3600));
-    assert!(
-        parks() - before <= PARKS_WITHOUT_TIMERS,
-        "the clock stopped on the way: {} parks in an hour",
-        parks() - before
-    );
+    assert_eq!(q.next_timed_move(), None, "and none set since");
 }
 
 #[tokio::test(start_paused = true)]
@@ -739,7 +721,12 @@ async fn the_clock_should_jump_straight_to_an_unschedulable_deadline() {
     let q = idle_queue_with_a_flush_task().await;
     q.add("a", 0).unwrap();
     fail(&q, &["plugin"], &[]).await;
-    let (t0, before) = (Instant::now(), parks());
+    let t0 = Instant::now();
+    assert_eq!(
+        q.next_timed_move(),
+        Some(t0 + MAX_IN_UNSCHEDULABLE + Duration::from_nanos(1)),
+        "the item's own deadline, not a periodic sweep"
+    );
     let item = tokio::time::timeout(MAX_IN_UNSCHEDULABLE + Duration::from_secs(1), q.pop())
         .await
         .expect("out of unschedulable once 5 min have passed")
@@ -750,11 +737,7 @@ async fn the_clock_should_jump_straight_to_an_unschedulable_deadline() {
         MAX_IN_UNSCHEDULABLE + Duration::from_millis(1),
         "at the first timer tick past the deadline"
     );
-    assert!(
-        parks() - before <= PARKS_WITHOUT_TIMERS,
-        "the clock stopped before the deadline: {} parks",
-        parks() - before
-    );
+    assert_eq!(q.next_timed_move(), None, "nothing left to time");
 }
 
 #[tokio::test(start_paused = true)]

@@ -458,6 +458,27 @@ where
         }
     }
 
+    /// When the queue next moves an item by itself: the earliest backoff expiry or
+    /// unschedulable deadline (see [`SchedulingQueueConfig::max_in_unschedulable`]). `None`
+    /// when nothing is timed: the queue then sets no timer, so under paused time the clock is
+    /// free to jump as far as the caller's own timers take it. A deadline may be early (the
+    /// item it was set for left since), never late.
+    ///
+    /// ```
+    /// # use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue: SchedulingQueue<&str, i64> =
+    ///     SchedulingQueue::builder(SchedulingQueueConfig::default()).build().unwrap();
+    /// assert_eq!(queue.next_timed_move(), None);
+    /// # }
+    /// ```
+    ///
+    /// [`SchedulingQueueConfig::max_in_unschedulable`]: super::SchedulingQueueConfig::max_in_unschedulable
+    pub fn next_timed_move(&self) -> Option<Instant> {
+        self.shared.next_deadline()
+    }
+
     /// Whether `key` is in flight (popped, not yet done or handed back).
     pub fn is_in_flight(&self, key: &K) -> bool {
         lock(&self.shared.hot).active.in_flight.contains(key)

@@ -409,7 +409,7 @@ where
 
     /// The flush loop's next wake-up: the earlier of the backoff head's expiry and the next
     /// leftover deadline; `None` when neither exists (then it waits for `timer_wake` only).
-    fn next_deadline(&self) -> Option<Instant> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let leftover = lock(&self.main).next_leftover;
         let backoff = lock(&self.hot).backoff.next_expiry();
         match (leftover, backoff) {
