@@ -1,6 +1,7 @@
 //! One term: a fresh queue, the sources pumping into it, the workers taking from it, and how it
 //! ends (drain on shutdown, drop on a lost lease).
 
+use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -19,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Level, Span, debug, debug_span};
 
 use crate::action::panic_message;
-use crate::controller::{Hook, Key, Policy, Reconciler, apply};
+use crate::controller::{Hook, Key, Policy, StartWorker, apply};
 use crate::event::ReconcileOutcome;
 use crate::stats::{Outcome, Recorder, WorkerStats};
 use crate::{Action, Context, Event, ReconcileError};
@@ -35,7 +36,7 @@ pub(crate) struct TermSettings<K> {
 
 /// What the workers of every term share.
 pub(crate) struct Shared<K, E> {
-    pub(crate) reconcile: Reconciler<K, E>,
+    pub(crate) reconcile: Arc<dyn StartWorker<K, E>>,
     pub(crate) policy: Policy<K, E>,
     pub(crate) hooks: Vec<Hook<K>>,
     pub(crate) recorder: Recorder,
@@ -57,7 +58,7 @@ impl TermEnd {
 }
 
 /// One term's queue and tokens, shared by its workers.
-struct Term<K: Key, E> {
+pub(crate) struct Term<K: Key, E> {
     shared: Arc<Shared<K, E>>,
     queue: WorkQueue<K>,
     /// Workers stop taking keys: `stopping` is set first and read after each `get`; `stop` wakes
@@ -148,7 +149,13 @@ impl<K: Key> TermSettings<K> {
         let mut workers = JoinSet::new();
         for i in 0..self.workers {
             // Spawned tasks do not inherit the span: carry the controller's into each worker.
-            workers.spawn(term.clone().work(i).in_current_span());
+            workers.spawn(
+                shared
+                    .reconcile
+                    .clone()
+                    .start(term.clone(), i)
+                    .in_current_span(),
+            );
         }
         (term, pumps, workers)
     }
@@ -212,7 +219,11 @@ async fn pump<K: Key>(mut stream: BoxStream<'static, K>, queue: WorkQueue<K>) {
 
 impl<K: Key, E: Send + 'static> Term<K, E> {
     /// One worker: takes keys until the term stops taking them or the queue shuts down.
-    async fn work(self: Arc<Self>, index: usize) {
+    pub(crate) async fn work<F, Fut>(self: Arc<Self>, reconcile: Arc<F>, index: usize)
+    where
+        F: Fn(K, Context) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    {
         // Made once per worker: each `cancelled()` registers with the token, and a fresh one per
         // key cost a lock of the token's tree twice per reconcile.
         let stopped = self.stop.cancelled();
@@ -235,12 +246,22 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             if self.stopping.load(Relaxed) {
                 return;
             }
-            self.process(item, &token, &self.workers[index]).await;
+            self.process(&*reconcile, item, &token, &self.workers[index])
+                .await;
         }
     }
 
     /// Reconciles one key and applies the outcome.
-    async fn process(&self, item: Item<K>, token: &Arc<CancellationToken>, stats: &WorkerStats) {
+    async fn process<F, Fut>(
+        &self,
+        reconcile: &F,
+        item: Item<K>,
+        token: &Arc<CancellationToken>,
+        stats: &WorkerStats,
+    ) where
+        F: Fn(K, Context) -> Fut,
+        Fut: Future<Output = Result<Action, E>>,
+    {
         let shared = &*self.shared;
         let key = item.key();
         let attempts = u32::try_from(self.queue.num_requeues(key)).unwrap_or(u32::MAX);
@@ -259,7 +280,7 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
         } else {
             Span::none()
         };
-        let result = match catch_unwind(AssertUnwindSafe(|| (shared.reconcile)(key.clone(), ctx))) {
+        let result = match catch_unwind(AssertUnwindSafe(|| reconcile(key.clone(), ctx))) {
             Ok(fut) => AssertUnwindSafe(fut).catch_unwind().instrument(span).await,
             Err(payload) => Err(payload),
         };
