@@ -61,10 +61,9 @@ impl TermEnd {
 pub(crate) struct Term<K: Key, E> {
     shared: Arc<Shared<K, E>>,
     queue: WorkQueue<K>,
-    /// Workers stop taking keys: `stopping` is set first and read after each `get`; `stop` wakes
-    /// the workers waiting in `get`.
+    /// Workers stop taking keys: `stopping` is set first and read after each `get`; then the
+    /// queue is shut down, which wakes the workers waiting in `get`.
     stopping: AtomicBool,
-    stop: CancellationToken,
     /// The reconciles' [`Context::token`].
     ctx_token: CancellationToken,
     fencing: Option<u64>,
@@ -96,7 +95,9 @@ impl<K: Key> TermSettings<K> {
         }
         term.ctx_token.cancel();
         term.stopping.store(true, Relaxed);
-        term.stop.cancel();
+        // In-flight reconciles may still finish, but what they requeue would go with the queue
+        // at the end of the term anyway: the next term's sources bring their keys back.
+        term.queue.shut_down();
         pumps.abort_all();
         let before = shared.recorder.stats.aborted.load(Relaxed);
         let lost = leadership
@@ -114,7 +115,6 @@ impl<K: Key> TermSettings<K> {
         for w in &term.workers {
             shared.recorder.stats.absorb(w);
         }
-        term.queue.shut_down();
         let aborted = shared.recorder.stats.aborted.load(Relaxed) - before;
         shared.ended(end, aborted);
         end
@@ -137,7 +137,6 @@ impl<K: Key> TermSettings<K> {
             shared: shared.clone(),
             queue: self.queue(),
             stopping: AtomicBool::new(false),
-            stop: CancellationToken::new(),
             ctx_token: CancellationToken::new(),
             fencing,
             workers: (0..self.workers).map(|_| WorkerStats::default()).collect(),
@@ -224,25 +223,14 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
         F: Fn(K, Context) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
     {
-        // Made once per worker: each `cancelled()` registers with the token, and a fresh one per
-        // key cost a lock of the token's tree twice per reconcile.
-        let stopped = self.stop.cancelled();
-        tokio::pin!(stopped);
         // The reconciles' token, shared by this worker's contexts: cloning a
         // `CancellationToken` locks its tree, an `Arc` clone does not.
         let token = Arc::new(self.ctx_token.clone());
-        loop {
-            // `get` first: while keys are queued the token is not polled at all (its every poll
-            // locks its tree, shared by all workers). A key taken after the stop is dropped
-            // unstarted: the term's queue goes with the term.
-            let item = tokio::select! {
-                biased;
-                item = self.queue.get() => match item {
-                    Some(item) => item,
-                    None => return,
-                },
-                () = &mut stopped => return,
-            };
+        // The queue alone wakes a waiting worker, at a key or at its shutdown: a stop token in
+        // a `select!` next to `get` would cost every key a poll of it and a copy of both futures.
+        while let Some(item) = self.queue.get().await {
+            // A key taken after the stop is dropped unstarted: the term's queue goes with the
+            // term.
             if self.stopping.load(Relaxed) {
                 return;
             }
