@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, Level, Span, debug, debug_span};
+use tracing::{Instrument, Level, debug, debug_span};
 
 use crate::action::panic_message;
 use crate::controller::{Hook, Key, Policy, StartWorker, apply};
@@ -260,16 +260,16 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             attempts,
             fencing: self.fencing,
         };
-        // Built only for an interested subscriber: with tracing's `log` feature on (kube-client
-        // turns it on) and no subscriber, a disabled span still records its fields and goes
-        // through the `log` fallback at every enter and exit, a fifth of the runner's own cost.
-        let span = if tracing::enabled!(Level::DEBUG) {
-            debug_span!("reconcile", key = ?key, attempts)
-        } else {
-            Span::none()
-        };
         let result = match catch_unwind(AssertUnwindSafe(|| reconcile(key.clone(), ctx))) {
-            Ok(fut) => AssertUnwindSafe(fut).catch_unwind().instrument(span).await,
+            // Instrumented only for an interested subscriber: with tracing's `log` feature on
+            // (kube-client turns it on) and no subscriber, a disabled span still records its
+            // fields and goes through the `log` fallback at every enter and exit, and even an
+            // empty span is entered and left at every poll.
+            Ok(fut) if tracing::enabled!(Level::DEBUG) => {
+                let span = debug_span!("reconcile", key = ?key, attempts);
+                AssertUnwindSafe(fut).catch_unwind().instrument(span).await
+            }
+            Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
             Err(payload) => Err(payload),
         };
         let took = guard.finish();
