@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use ctrlq_leader::{Leadership, LeadershipEnd};
+use ctrlq_queue_async::WorkQueue;
 use ctrlq_queue_async::metrics::MetricsProvider;
-use ctrlq_queue_async::{Item, WorkQueue};
 use ctrlq_ratelimit::RateLimiter;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
@@ -228,51 +228,54 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
         let token = Arc::new(self.ctx_token.clone());
         // The queue alone wakes a waiting worker, at a key or at its shutdown: a stop token in
         // a `select!` next to `get` would cost every key a poll of it and a copy of both futures.
+        let stats = &self.workers[index];
         while let Some(item) = self.queue.get().await {
             // A key taken after the stop is dropped unstarted: the term's queue goes with the
             // term.
             if self.stopping.load(Relaxed) {
                 return;
             }
-            self.process(&*reconcile, item, &token, &self.workers[index])
-                .await;
+            // The reconcile is awaited here rather than in a helper `async fn`: the helper's
+            // future, holding the item and the guard, would be built and copied into this one
+            // at every key.
+            let key = item.key();
+            let attempts = u32::try_from(self.queue.num_requeues(key)).unwrap_or(u32::MAX);
+            self.shared.emit(&Event::ReconcileStarted { key, attempts });
+            let mut guard = InFlight::new(&self, stats, key);
+            let ctx = Context {
+                token: token.clone(),
+                attempts,
+                fencing: self.fencing,
+            };
+            let result = match catch_unwind(AssertUnwindSafe(|| reconcile(key.clone(), ctx))) {
+                // Instrumented only for an interested subscriber: with tracing's `log` feature
+                // on (kube-client turns it on) and no subscriber, a disabled span still records
+                // its fields and goes through the `log` fallback at every enter and exit, and
+                // even an empty span is entered and left at every poll.
+                Ok(fut) if tracing::enabled!(Level::DEBUG) => {
+                    let span = debug_span!("reconcile", key = ?key, attempts);
+                    AssertUnwindSafe(fut).catch_unwind().instrument(span).await
+                }
+                Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+                Err(payload) => Err(payload),
+            };
+            let took = guard.finish();
+            let action = self.finished(key, attempts, result, took, stats);
+            drop(guard);
+            apply(&self.queue, item, action);
         }
     }
 
-    /// Reconciles one key and applies the outcome.
-    async fn process<F, Fut>(
+    /// Counts and reports a finished reconcile; returns what to do with its key.
+    fn finished(
         &self,
-        reconcile: &F,
-        item: Item<K>,
-        token: &Arc<CancellationToken>,
+        key: &K,
+        attempts: u32,
+        result: std::thread::Result<Result<Action, E>>,
+        took: Duration,
         stats: &WorkerStats,
-    ) where
-        F: Fn(K, Context) -> Fut,
-        Fut: Future<Output = Result<Action, E>>,
-    {
+    ) -> Action {
         let shared = &*self.shared;
-        let key = item.key();
-        let attempts = u32::try_from(self.queue.num_requeues(key)).unwrap_or(u32::MAX);
-        shared.emit(&Event::ReconcileStarted { key, attempts });
-        let mut guard = InFlight::new(self, stats, key);
-        let ctx = Context {
-            token: token.clone(),
-            attempts,
-            fencing: self.fencing,
-        };
-        let result = match catch_unwind(AssertUnwindSafe(|| reconcile(key.clone(), ctx))) {
-            // Instrumented only for an interested subscriber: with tracing's `log` feature on
-            // (kube-client turns it on) and no subscriber, a disabled span still records its
-            // fields and goes through the `log` fallback at every enter and exit, and even an
-            // empty span is entered and left at every poll.
-            Ok(fut) if tracing::enabled!(Level::DEBUG) => {
-                let span = debug_span!("reconcile", key = ?key, attempts);
-                AssertUnwindSafe(fut).catch_unwind().instrument(span).await
-            }
-            Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
-            Err(payload) => Err(payload),
-        };
-        let took = guard.finish();
         let (action, outcome, event) = match result {
             Ok(Ok(action)) => (action, ok_outcome(action), ReconcileOutcome::Ok(action)),
             Ok(Err(e)) => {
@@ -293,8 +296,7 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             outcome: event,
             took,
         });
-        drop(guard);
-        apply(&self.queue, item, action);
+        action
     }
 }
 
