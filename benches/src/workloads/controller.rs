@@ -1,20 +1,32 @@
 //! `controller`: the runner's cost over a hand-written worker loop on the same queue.
 //!
 //! `n` keys (100,000 by default) go through a no-op reconcile on `workers` (4) workers, once
-//! through [`ctrlq_controller::Controller`] and once through a hand-written loop (`get`, count,
-//! `forget`) over a [`WorkQueue`] built the same way, fed by one task as the runner's source
-//! pump is. The two alternate inside one run, in [`PAIRS`] pairs whose order flips every pair,
-//! so drift in the machine's state hits both alike. Each side is judged by its median CPU time
-//! per key (the process's user + system time over the run, which counts the runtime's work on
-//! both threads); `overhead` is the runner's median over the loop's, minus one.
+//! through [`ctrlq_controller::Controller`] and once through a hand-written loop over a
+//! [`WorkQueue`] built the same way, fed by one task as the runner's source pump is.
+//!
+//! The hand-written loop is the least a correct worker does, what a user would write without
+//! the runner: take a key with `get`; call the reconcile `async fn` with a clone of the key and
+//! await it inline (not boxed), inside `catch_unwind` so a panicking reconcile does not kill the
+//! worker; on `Ok`, `forget` the item (its rate-limiter history goes, the key is done); on `Err`
+//! or a panic, `requeue_rate_limited` it. It has none of the runner's extras: no attempts count
+//! or context, no error policy, no stats, events, metrics or spans, no leader gating or drain.
+//! Both sides' reconcile only counts the key (the runner's, the last one, also fires the
+//! shutdown; the loop's shuts the queue down).
+//!
+//! The two alternate inside one run, in [`PAIRS`] pairs whose order flips every pair, so drift
+//! in the machine's state hits both alike. Each side is judged by its median CPU time per key
+//! (the process's user + system time over the run, which counts the runtime's work on both
+//! threads); `overhead` is the runner's median over the loop's, minus one.
 
 use std::convert::Infallible;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use ctrlq_controller::{Action, Context, Controller};
 use ctrlq_queue_async::WorkQueue;
+use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{Extra, Overrides, Params, Report, cpu_time, percentile, runtime};
@@ -105,8 +117,23 @@ async fn with_runner(params: &Params, keys: &Arc<Vec<Arc<str>>>) -> Measured {
     }
 }
 
-/// The keys through a hand-written loop: one feeding task, `workers` tasks of get, count,
-/// forget; the worker that counts the last key shuts the queue down.
+/// The loop's reconcile: counts the key; the last one shuts the queue down, which ends the
+/// workers once it is empty.
+async fn reconcile(
+    _key: Arc<str>,
+    processed: &AtomicU64,
+    n: u64,
+    queue: &WorkQueue<Arc<str>>,
+) -> Result<(), Infallible> {
+    if processed.fetch_add(1, Ordering::Relaxed) + 1 == n {
+        queue.shut_down();
+    }
+    Ok(())
+}
+
+/// The keys through a hand-written loop: one feeding task, `workers` tasks each taking a key,
+/// awaiting [`reconcile`] on it inside `catch_unwind`, then forgetting the item on `Ok` and
+/// requeueing it rate-limited on `Err` or a panic.
 async fn with_loop(params: &Params, keys: &Arc<Vec<Arc<str>>>) -> Measured {
     let processed = Arc::new(AtomicU64::new(0));
     let cpu0 = cpu_time();
@@ -127,10 +154,14 @@ async fn with_loop(params: &Params, keys: &Arc<Vec<Arc<str>>>) -> Measured {
             let (queue, processed, n) = (queue.clone(), processed.clone(), params.n);
             tokio::spawn(async move {
                 while let Some(item) = queue.get().await {
-                    if processed.fetch_add(1, Ordering::Relaxed) + 1 == n {
-                        queue.shut_down();
+                    let call = reconcile(item.key().clone(), &processed, n, &queue);
+                    match AssertUnwindSafe(call).catch_unwind().await {
+                        Ok(Ok(())) => item.forget(),
+                        Ok(Err(_)) | Err(_) => {
+                            // Refused only once the queue is shut down: the key goes with it.
+                            let _ = item.requeue_rate_limited();
+                        }
                     }
-                    item.forget();
                 }
             })
         })

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span};
 
 use crate::stats::Recorder;
-use crate::term::{Shared, TermEnd, TermSettings};
+use crate::term::{Shared, Term, TermEnd, TermSettings};
 use crate::{Action, Context, Event, ReconcileError, Summary};
 
 /// What a key must be: the work queue's bounds, and `Debug` for the reconcile span.
@@ -28,8 +28,30 @@ pub trait Key: Hash + Eq + Clone + fmt::Debug + Send + Sync + 'static {}
 
 impl<T: Hash + Eq + Clone + fmt::Debug + Send + Sync + 'static> Key for T {}
 
-pub(crate) type Reconciler<K, E> =
-    Arc<dyn Fn(K, Context) -> BoxFuture<'static, Result<Action, E>> + Send + Sync>;
+/// The reconcile function, able to start one worker of a term. Its type is erased here, once
+/// per worker started, rather than at each call: the worker loop is compiled for the user's
+/// function, so each reconcile's future is awaited inline instead of boxed.
+pub(crate) trait StartWorker<K, E>: Send + Sync {
+    fn start(self: Arc<Self>, term: Arc<Term<K, E>>, index: usize) -> BoxFuture<'static, ()>
+    where
+        K: Key,
+        E: Send + 'static;
+}
+
+impl<K, E, F, Fut> StartWorker<K, E> for F
+where
+    F: Fn(K, Context) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+{
+    fn start(self: Arc<Self>, term: Arc<Term<K, E>>, index: usize) -> BoxFuture<'static, ()>
+    where
+        K: Key,
+        E: Send + 'static,
+    {
+        term.work(self, index).boxed()
+    }
+}
+
 pub(crate) type Policy<K, E> = Arc<dyn Fn(&K, &ReconcileError<E>, u32) -> Action + Send + Sync>;
 pub(crate) type Hook<K> = Arc<dyn Fn(&Event<'_, K>) + Send + Sync>;
 type Subscribe<K> = Box<dyn FnMut() -> BoxStream<'static, K> + Send>;
@@ -90,7 +112,7 @@ pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 /// ```
 pub struct Controller<K, E> {
     name: String,
-    reconcile: Reconciler<K, E>,
+    reconcile: Arc<dyn StartWorker<K, E>>,
     policy: Policy<K, E>,
     hooks: Vec<Hook<K>>,
     sources: Vec<Subscribe<K>>,
@@ -145,7 +167,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     {
         let name = name.into();
         Self {
-            reconcile: Arc::new(move |k, ctx| reconcile(k, ctx).boxed()),
+            reconcile: Arc::new(reconcile),
             policy: Arc::new(|_, _, _| Action::RequeueRateLimited),
             hooks: Vec::new(),
             sources: Vec::new(),

@@ -1,14 +1,15 @@
 //! One term: a fresh queue, the sources pumping into it, the workers taking from it, and how it
 //! ends (drain on shutdown, drop on a lost lease).
 
+use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use ctrlq_leader::{Leadership, LeadershipEnd};
+use ctrlq_queue_async::WorkQueue;
 use ctrlq_queue_async::metrics::MetricsProvider;
-use ctrlq_queue_async::{Item, WorkQueue};
 use ctrlq_ratelimit::RateLimiter;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
@@ -16,10 +17,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, Level, Span, debug, debug_span};
+use tracing::{Instrument, Level, debug, debug_span};
 
 use crate::action::panic_message;
-use crate::controller::{Hook, Key, Policy, Reconciler, apply};
+use crate::controller::{Hook, Key, Policy, StartWorker, apply};
 use crate::event::ReconcileOutcome;
 use crate::stats::{Outcome, Recorder, WorkerStats};
 use crate::{Action, Context, Event, ReconcileError};
@@ -35,7 +36,7 @@ pub(crate) struct TermSettings<K> {
 
 /// What the workers of every term share.
 pub(crate) struct Shared<K, E> {
-    pub(crate) reconcile: Reconciler<K, E>,
+    pub(crate) reconcile: Arc<dyn StartWorker<K, E>>,
     pub(crate) policy: Policy<K, E>,
     pub(crate) hooks: Vec<Hook<K>>,
     pub(crate) recorder: Recorder,
@@ -57,13 +58,12 @@ impl TermEnd {
 }
 
 /// One term's queue and tokens, shared by its workers.
-struct Term<K: Key, E> {
+pub(crate) struct Term<K: Key, E> {
     shared: Arc<Shared<K, E>>,
     queue: WorkQueue<K>,
-    /// Workers stop taking keys: `stopping` is set first and read after each `get`; `stop` wakes
-    /// the workers waiting in `get`.
+    /// Workers stop taking keys: `stopping` is set first and read after each `get`; then the
+    /// queue is shut down, which wakes the workers waiting in `get`.
     stopping: AtomicBool,
-    stop: CancellationToken,
     /// The reconciles' [`Context::token`].
     ctx_token: CancellationToken,
     fencing: Option<u64>,
@@ -95,7 +95,9 @@ impl<K: Key> TermSettings<K> {
         }
         term.ctx_token.cancel();
         term.stopping.store(true, Relaxed);
-        term.stop.cancel();
+        // In-flight reconciles may still finish, but what they requeue would go with the queue
+        // at the end of the term anyway: the next term's sources bring their keys back.
+        term.queue.shut_down();
         pumps.abort_all();
         let before = shared.recorder.stats.aborted.load(Relaxed);
         let lost = leadership
@@ -113,7 +115,6 @@ impl<K: Key> TermSettings<K> {
         for w in &term.workers {
             shared.recorder.stats.absorb(w);
         }
-        term.queue.shut_down();
         let aborted = shared.recorder.stats.aborted.load(Relaxed) - before;
         shared.ended(end, aborted);
         end
@@ -136,7 +137,6 @@ impl<K: Key> TermSettings<K> {
             shared: shared.clone(),
             queue: self.queue(),
             stopping: AtomicBool::new(false),
-            stop: CancellationToken::new(),
             ctx_token: CancellationToken::new(),
             fencing,
             workers: (0..self.workers).map(|_| WorkerStats::default()).collect(),
@@ -148,7 +148,13 @@ impl<K: Key> TermSettings<K> {
         let mut workers = JoinSet::new();
         for i in 0..self.workers {
             // Spawned tasks do not inherit the span: carry the controller's into each worker.
-            workers.spawn(term.clone().work(i).in_current_span());
+            workers.spawn(
+                shared
+                    .reconcile
+                    .clone()
+                    .start(term.clone(), i)
+                    .in_current_span(),
+            );
         }
         (term, pumps, workers)
     }
@@ -212,58 +218,64 @@ async fn pump<K: Key>(mut stream: BoxStream<'static, K>, queue: WorkQueue<K>) {
 
 impl<K: Key, E: Send + 'static> Term<K, E> {
     /// One worker: takes keys until the term stops taking them or the queue shuts down.
-    async fn work(self: Arc<Self>, index: usize) {
-        // Made once per worker: each `cancelled()` registers with the token, and a fresh one per
-        // key cost a lock of the token's tree twice per reconcile.
-        let stopped = self.stop.cancelled();
-        tokio::pin!(stopped);
+    pub(crate) async fn work<F, Fut>(self: Arc<Self>, reconcile: Arc<F>, index: usize)
+    where
+        F: Fn(K, Context) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    {
         // The reconciles' token, shared by this worker's contexts: cloning a
         // `CancellationToken` locks its tree, an `Arc` clone does not.
         let token = Arc::new(self.ctx_token.clone());
-        loop {
-            // `get` first: while keys are queued the token is not polled at all (its every poll
-            // locks its tree, shared by all workers). A key taken after the stop is dropped
-            // unstarted: the term's queue goes with the term.
-            let item = tokio::select! {
-                biased;
-                item = self.queue.get() => match item {
-                    Some(item) => item,
-                    None => return,
-                },
-                () = &mut stopped => return,
-            };
+        // The queue alone wakes a waiting worker, at a key or at its shutdown: a stop token in
+        // a `select!` next to `get` would cost every key a poll of it and a copy of both futures.
+        let stats = &self.workers[index];
+        while let Some(item) = self.queue.get().await {
+            // A key taken after the stop is dropped unstarted: the term's queue goes with the
+            // term.
             if self.stopping.load(Relaxed) {
                 return;
             }
-            self.process(item, &token, &self.workers[index]).await;
+            // The reconcile is awaited here rather than in a helper `async fn`: the helper's
+            // future, holding the item and the guard, would be built and copied into this one
+            // at every key.
+            let key = item.key();
+            let attempts = u32::try_from(self.queue.num_requeues(key)).unwrap_or(u32::MAX);
+            self.shared.emit(&Event::ReconcileStarted { key, attempts });
+            let mut guard = InFlight::new(&self, stats, key);
+            let ctx = Context {
+                token: token.clone(),
+                attempts,
+                fencing: self.fencing,
+            };
+            let result = match catch_unwind(AssertUnwindSafe(|| reconcile(key.clone(), ctx))) {
+                // Instrumented only for an interested subscriber: with tracing's `log` feature
+                // on (kube-client turns it on) and no subscriber, a disabled span still records
+                // its fields and goes through the `log` fallback at every enter and exit, and
+                // even an empty span is entered and left at every poll.
+                Ok(fut) if tracing::enabled!(Level::DEBUG) => {
+                    let span = debug_span!("reconcile", key = ?key, attempts);
+                    AssertUnwindSafe(fut).catch_unwind().instrument(span).await
+                }
+                Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+                Err(payload) => Err(payload),
+            };
+            let took = guard.finish();
+            let action = self.finished(key, attempts, result, took, stats);
+            drop(guard);
+            apply(&self.queue, item, action);
         }
     }
 
-    /// Reconciles one key and applies the outcome.
-    async fn process(&self, item: Item<K>, token: &Arc<CancellationToken>, stats: &WorkerStats) {
+    /// Counts and reports a finished reconcile; returns what to do with its key.
+    fn finished(
+        &self,
+        key: &K,
+        attempts: u32,
+        result: std::thread::Result<Result<Action, E>>,
+        took: Duration,
+        stats: &WorkerStats,
+    ) -> Action {
         let shared = &*self.shared;
-        let key = item.key();
-        let attempts = u32::try_from(self.queue.num_requeues(key)).unwrap_or(u32::MAX);
-        shared.emit(&Event::ReconcileStarted { key, attempts });
-        let mut guard = InFlight::new(self, stats, key);
-        let ctx = Context {
-            token: token.clone(),
-            attempts,
-            fencing: self.fencing,
-        };
-        // Built only for an interested subscriber: with tracing's `log` feature on (kube-client
-        // turns it on) and no subscriber, a disabled span still records its fields and goes
-        // through the `log` fallback at every enter and exit, a fifth of the runner's own cost.
-        let span = if tracing::enabled!(Level::DEBUG) {
-            debug_span!("reconcile", key = ?key, attempts)
-        } else {
-            Span::none()
-        };
-        let result = match catch_unwind(AssertUnwindSafe(|| (shared.reconcile)(key.clone(), ctx))) {
-            Ok(fut) => AssertUnwindSafe(fut).catch_unwind().instrument(span).await,
-            Err(payload) => Err(payload),
-        };
-        let took = guard.finish();
         let (action, outcome, event) = match result {
             Ok(Ok(action)) => (action, ok_outcome(action), ReconcileOutcome::Ok(action)),
             Ok(Err(e)) => {
@@ -284,8 +296,7 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             outcome: event,
             took,
         });
-        drop(guard);
-        apply(&self.queue, item, action);
+        action
     }
 }
 
