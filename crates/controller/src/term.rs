@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use ctrlq_leader::{Leadership, LeadershipEnd};
@@ -67,6 +67,12 @@ pub(crate) struct Term<K: Key, E> {
     /// The reconciles' [`Context::token`].
     ctx_token: CancellationToken,
     fencing: Option<u64>,
+    /// With the queue's own rate limiter, which nothing but this term's workers charge or
+    /// forget: how many keys have failures on record in it. While none has, every key's
+    /// attempts are 0 and the limiter is not asked. A limiter given with
+    /// [`Controller::rate_limiter`](crate::Controller::rate_limiter) is shared by all terms
+    /// and may be charged elsewhere, so it is always asked.
+    failing: Option<AtomicU64>,
     /// One per worker.
     workers: Box<[WorkerStats]>,
 }
@@ -139,6 +145,7 @@ impl<K: Key> TermSettings<K> {
             stopping: AtomicBool::new(false),
             ctx_token: CancellationToken::new(),
             fencing,
+            failing: self.limiter.is_none().then(AtomicU64::default),
             workers: (0..self.workers).map(|_| WorkerStats::default()).collect(),
         });
         let mut pumps = JoinSet::new();
@@ -239,7 +246,7 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             // future, holding the item and the guard, would be built and copied into this one
             // at every key.
             let key = item.key();
-            let attempts = u32::try_from(self.queue.num_requeues(key)).unwrap_or(u32::MAX);
+            let attempts = self.attempts(key);
             self.shared.emit(&Event::ReconcileStarted { key, attempts });
             let mut guard = InFlight::new(&self, stats, key);
             let ctx = Context {
@@ -262,7 +269,33 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             let took = guard.finish();
             let action = self.finished(key, attempts, result, took, stats);
             drop(guard);
+            self.settle(attempts, action);
             apply(&self.queue, item, action);
+        }
+    }
+
+    /// The key's failures in a row so far.
+    fn attempts(&self, key: &K) -> u32 {
+        match &self.failing {
+            Some(failing) if failing.load(Relaxed) == 0 => 0,
+            _ => u32::try_from(self.queue.num_requeues(key)).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Keeps [`failing`](Self::failing) up to date with what `action` is about to do to a key
+    /// that had `attempts` failures on record. Done before the action: the key is handed out
+    /// again only after it, so whoever takes it next reads a count that includes it.
+    fn settle(&self, attempts: u32, action: Action) {
+        if let Some(failing) = &self.failing {
+            match (action, attempts) {
+                (Action::RequeueRateLimited, 0) => {
+                    failing.fetch_add(1, Relaxed);
+                }
+                (Action::Done | Action::RequeueAfter(_), 1..) => {
+                    failing.fetch_sub(1, Relaxed);
+                }
+                _ => {}
+            }
         }
     }
 

@@ -273,6 +273,97 @@ async fn a_panic_before_the_future_is_built_is_caught_too() {
     assert_eq!((summary.panics, summary.successes), (1, 1));
 }
 
+/// Each key's attempts (in its context, its started event and the error policy) count its own
+/// failures in a row, whatever the other keys do: rate-limited requeues and errors add one,
+/// `RequeueAfter` and `Done` clear them. Checked with the queue's own limiter and with one given.
+#[tokio::test(start_paused = true)]
+async fn attempts_count_each_keys_own_failures_in_a_row() {
+    // Per key, its reconciles' outcomes: E an error (the policy requeues it rate-limited),
+    // R `RequeueRateLimited`, A `RequeueAfter`, D `Done` (the last).
+    const SCRIPTS: [&str; 6] = ["D", "EAD", "REERAD", "ARD", "EEEEAAD", "RAEAD"];
+    for given_limiter in [false, true] {
+        let calls: Arc<Mutex<HashMap<usize, usize>>> = Arc::default();
+        // (key, where it was seen, attempts seen, attempts expected)
+        let seen: Log<(usize, &'static str, u32, u32)> = log();
+        let expected = |key: usize, call: usize| {
+            let before = &SCRIPTS[key].as_bytes()[..call];
+            before
+                .iter()
+                .rev()
+                .take_while(|&&c| c == b'E' || c == b'R')
+                .count() as u32
+        };
+        let (c, s) = (calls.clone(), seen.clone());
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        let mut controller = Controller::new("objects", move |key: usize, ctx: Context| {
+            let call = {
+                let mut c = c.lock().unwrap();
+                let n = c.entry(key).or_default();
+                *n += 1;
+                *n - 1
+            };
+            s.lock()
+                .unwrap()
+                .push((key, "context", ctx.attempts(), expected(key, call)));
+            let (stop, c) = (stop.clone(), c.clone());
+            async move {
+                sleep(Duration::from_millis(3 * key as u64 + 1)).await;
+                match SCRIPTS[key].as_bytes()[call] {
+                    b'E' => Err(Failed),
+                    b'R' => Ok(Action::RequeueRateLimited),
+                    b'A' => Ok(Action::requeue_after(Duration::from_millis(2))),
+                    _ => {
+                        let c = c.lock().unwrap();
+                        let done = (0..SCRIPTS.len())
+                            .all(|k| c.get(&k).copied().unwrap_or(0) == SCRIPTS[k].len());
+                        if done {
+                            stop.cancel();
+                        }
+                        Ok(Action::Done)
+                    }
+                }
+            }
+        })
+        .source(|| futures::stream::iter(0..SCRIPTS.len()))
+        .workers(3);
+        let (c, s) = (calls.clone(), seen.clone());
+        controller = controller.error_policy(move |key, _err, attempts| {
+            let call = c.lock().unwrap()[key] - 1;
+            s.lock()
+                .unwrap()
+                .push((*key, "policy", attempts, expected(*key, call)));
+            Action::RequeueRateLimited
+        });
+        let (c, s) = (calls.clone(), seen.clone());
+        controller = controller.on_event(move |e| {
+            if let Event::ReconcileStarted { key, attempts } = e {
+                let call = c.lock().unwrap().get(*key).copied().unwrap_or(0);
+                s.lock()
+                    .unwrap()
+                    .push((**key, "event", *attempts, expected(**key, call)));
+            }
+        });
+        if given_limiter {
+            controller = controller
+                .rate_limiter(Arc::new(ctrlq_ratelimit::default_controller_rate_limiter()));
+        }
+        let summary = bounded(LIMIT, tokio::spawn(controller.run(shutdown.clone())))
+            .await
+            .unwrap();
+        let seen = seen.lock().unwrap();
+        let total: usize = SCRIPTS.iter().map(|s| s.len()).sum();
+        assert_eq!(summary.reconciles, total as u64);
+        assert_eq!(
+            seen.len(),
+            2 * total + SCRIPTS.concat().matches('E').count()
+        );
+        for &(key, at, got, want) in seen.iter() {
+            assert_eq!(got, want, "key {key}, {at}, given limiter: {given_limiter}");
+        }
+    }
+}
+
 /// `RequeueAfter` brings the key back at that time and forgets its failures.
 #[tokio::test(start_paused = true)]
 async fn requeue_after_lands_at_that_time_and_forgets_failures() {
