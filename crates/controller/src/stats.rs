@@ -1,6 +1,6 @@
 //! The runner's own counters, behind [`Summary`](crate::Summary) and the metrics.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 #[cfg(feature = "prometheus")]
@@ -32,37 +32,41 @@ pub(crate) struct Stats {
     pub(crate) leases_lost: AtomicU64,
 }
 
-/// One worker's counters, written by that worker alone and on cache lines of their own, so
-/// that counting a reconcile moves no cache line between cores. Added into [`Stats`] when the
-/// term ends.
+/// Whether one worker runs a reconcile: written by that worker alone, on a cache line of its
+/// own so that the writes move no cache line between cores, and read by the drain.
 #[derive(Debug, Default)]
 #[repr(align(128))]
-pub(crate) struct WorkerStats {
-    /// 1 while the worker runs a reconcile.
-    pub(crate) in_flight: AtomicU64,
-    successes: AtomicU64,
-    errors: AtomicU64,
-    panics: AtomicU64,
+pub(crate) struct WorkerSlot {
+    pub(crate) in_flight: AtomicBool,
 }
 
-impl WorkerStats {
-    /// Counts one finished reconcile.
-    pub(crate) fn count(&self, outcome: Outcome) {
-        match outcome {
-            Outcome::Success | Outcome::Requeue | Outcome::RequeueAfter => &self.successes,
-            Outcome::Error => &self.errors,
-            Outcome::Panic => &self.panics,
+/// One worker's finished reconciles, counted in plain integers and added into [`Stats`] when
+/// the worker ends, however it ends: an aborted worker's future is dropped, and this with it.
+#[derive(Debug)]
+pub(crate) struct Counts<'a> {
+    stats: &'a Stats,
+    pub(crate) successes: u64,
+    pub(crate) errors: u64,
+    pub(crate) panics: u64,
+}
+
+impl<'a> Counts<'a> {
+    pub(crate) fn new(stats: &'a Stats) -> Self {
+        Self {
+            stats,
+            successes: 0,
+            errors: 0,
+            panics: 0,
         }
-        .fetch_add(1, Relaxed);
     }
 }
 
-impl Stats {
-    /// Adds a finished worker's counts.
-    pub(crate) fn absorb(&self, w: &WorkerStats) {
-        self.successes.fetch_add(w.successes.load(Relaxed), Relaxed);
-        self.errors.fetch_add(w.errors.load(Relaxed), Relaxed);
-        self.panics.fetch_add(w.panics.load(Relaxed), Relaxed);
+impl Drop for Counts<'_> {
+    fn drop(&mut self) {
+        let s = self.stats;
+        s.successes.fetch_add(self.successes, Relaxed);
+        s.errors.fetch_add(self.errors, Relaxed);
+        s.panics.fetch_add(self.panics, Relaxed);
     }
 }
 
@@ -103,7 +107,7 @@ impl Recorder {
     }
 
     /// Records one reconcile in the metrics (the counts behind the summary are the workers'
-    /// own, see [`WorkerStats`]).
+    /// own, see [`Counts`]).
     pub(crate) fn finished(&self, outcome: Outcome, took: Duration) {
         #[cfg(feature = "prometheus")]
         if let Some(p) = &self.prometheus {

@@ -22,7 +22,7 @@ use tracing::{Instrument, Level, debug, debug_span};
 use crate::action::panic_message;
 use crate::controller::{Hook, Key, Policy, StartWorker, apply};
 use crate::event::ReconcileOutcome;
-use crate::stats::{Outcome, Recorder, WorkerStats};
+use crate::stats::{Counts, Outcome, Recorder, WorkerSlot};
 use crate::{Action, Context, Event, ReconcileError};
 
 /// What every term is built from.
@@ -74,7 +74,7 @@ pub(crate) struct Term<K: Key, E> {
     /// and may be charged elsewhere, so it is always asked.
     failing: Option<AtomicU64>,
     /// One per worker.
-    workers: Box<[WorkerStats]>,
+    workers: Box<[WorkerSlot]>,
 }
 
 impl<K: Key> TermSettings<K> {
@@ -117,10 +117,8 @@ impl<K: Key> TermSettings<K> {
             TermEnd::Lost
         };
         workers.abort_all();
+        // Every worker's future is dropped by now, and its counts added.
         join_all(&mut workers).await;
-        for w in &term.workers {
-            shared.recorder.stats.absorb(w);
-        }
         let aborted = shared.recorder.stats.aborted.load(Relaxed) - before;
         shared.ended(end, aborted);
         end
@@ -146,7 +144,7 @@ impl<K: Key> TermSettings<K> {
             ctx_token: CancellationToken::new(),
             fencing,
             failing: self.limiter.is_none().then(AtomicU64::default),
-            workers: (0..self.workers).map(|_| WorkerStats::default()).collect(),
+            workers: (0..self.workers).map(|_| WorkerSlot::default()).collect(),
         });
         let mut pumps = JoinSet::new();
         for subscribe in sources.iter_mut() {
@@ -174,7 +172,11 @@ impl<K: Key> TermSettings<K> {
         workers: &mut JoinSet<()>,
         mut leading: Option<watch::Receiver<bool>>,
     ) -> bool {
-        let in_flight: u64 = term.workers.iter().map(|w| w.in_flight.load(Relaxed)).sum();
+        let in_flight = term
+            .workers
+            .iter()
+            .filter(|w| w.in_flight.load(Relaxed))
+            .count() as u64;
         debug!(in_flight, "draining");
         term.shared.emit(&Event::DrainStarted { in_flight });
         let stopped_leading = async {
@@ -233,9 +235,15 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
         // The reconciles' token, shared by this worker's contexts: cloning a
         // `CancellationToken` locks its tree, an `Arc` clone does not.
         let token = Arc::new(self.ctx_token.clone());
+        let shared = &*self.shared;
+        // What nobody reads is not built: the events without hooks, the reconcile's duration
+        // without hooks or metrics (two clock reads are a measurable part of a fast reconcile).
+        let hooked = !shared.hooks.is_empty();
+        let timed = hooked || shared.recorder.is_timed();
+        let slot = &self.workers[index];
+        let mut counts = Counts::new(&shared.recorder.stats);
         // The queue alone wakes a waiting worker, at a key or at its shutdown: a stop token in
         // a `select!` next to `get` would cost every key a poll of it and a copy of both futures.
-        let stats = &self.workers[index];
         while let Some(item) = self.queue.get().await {
             // A key taken after the stop is dropped unstarted: the term's queue goes with the
             // term.
@@ -247,8 +255,10 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             // at every key.
             let key = item.key();
             let attempts = self.attempts(key);
-            self.shared.emit(&Event::ReconcileStarted { key, attempts });
-            let mut guard = InFlight::new(&self, stats, key);
+            if hooked {
+                shared.emit(&Event::ReconcileStarted { key, attempts });
+            }
+            let mut guard = InFlight::new(&self, slot, key, timed);
             let ctx = Context {
                 token: token.clone(),
                 attempts,
@@ -267,7 +277,25 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
                 Err(payload) => Err(payload),
             };
             let took = guard.finish();
-            let action = self.finished(key, attempts, result, took, stats);
+            let action = match result {
+                Ok(Ok(action)) => {
+                    counts.successes += 1;
+                    if timed {
+                        self.report(key, ok_outcome(action), ReconcileOutcome::Ok(action), took);
+                    }
+                    action
+                }
+                Ok(Err(e)) => {
+                    counts.errors += 1;
+                    self.failed(key, attempts, ReconcileError::Failed(e), took)
+                }
+                Err(payload) => {
+                    counts.panics += 1;
+                    let msg = panic_message(&*payload);
+                    debug!(key = ?key, panic = %msg, "reconcile panicked");
+                    self.failed(key, attempts, ReconcileError::Panicked(msg), took)
+                }
+            };
             drop(guard);
             self.settle(attempts, action);
             apply(&self.queue, item, action);
@@ -299,37 +327,26 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
         }
     }
 
-    /// Counts and reports a finished reconcile; returns what to do with its key.
-    fn finished(
-        &self,
-        key: &K,
-        attempts: u32,
-        result: std::thread::Result<Result<Action, E>>,
-        took: Duration,
-        stats: &WorkerStats,
-    ) -> Action {
-        let shared = &*self.shared;
-        let (action, outcome, event) = match result {
-            Ok(Ok(action)) => (action, ok_outcome(action), ReconcileOutcome::Ok(action)),
-            Ok(Err(e)) => {
-                let action = shared.policy(key, &ReconcileError::Failed(e), attempts);
-                (action, Outcome::Error, ReconcileOutcome::Error(action))
-            }
-            Err(payload) => {
-                let msg = panic_message(&*payload);
-                debug!(key = ?key, panic = %msg, "reconcile panicked");
-                let action = shared.policy(key, &ReconcileError::Panicked(msg), attempts);
-                (action, Outcome::Panic, ReconcileOutcome::Panic(action))
-            }
+    /// Asks the error policy what to do with the key of a failed reconcile, and reports it.
+    fn failed(&self, key: &K, attempts: u32, err: ReconcileError<E>, took: Duration) -> Action {
+        let action = self.shared.policy(key, &err, attempts);
+        let (outcome, event) = if err.is_panic() {
+            (Outcome::Panic, ReconcileOutcome::Panic(action))
+        } else {
+            (Outcome::Error, ReconcileOutcome::Error(action))
         };
-        stats.count(outcome);
-        shared.recorder.finished(outcome, took);
-        shared.emit(&Event::ReconcileFinished {
+        self.report(key, outcome, event, took);
+        action
+    }
+
+    /// Records a finished reconcile in the metrics and tells the hooks.
+    fn report(&self, key: &K, outcome: Outcome, event: ReconcileOutcome, took: Duration) {
+        self.shared.recorder.finished(outcome, took);
+        self.shared.emit(&Event::ReconcileFinished {
             key,
             outcome: event,
             took,
         });
-        action
     }
 }
 
@@ -366,26 +383,24 @@ impl<K, E> Shared<K, E> {
     }
 }
 
-/// Counts a reconcile in flight; if dropped before [`finish`](Self::finish) (the worker was
-/// aborted), records it as aborted.
+/// Marks the worker's reconcile in flight; if dropped before [`finish`](Self::finish) (the
+/// worker was aborted), records it as aborted.
 struct InFlight<'a, K: Key, E> {
     term: &'a Term<K, E>,
-    stats: &'a WorkerStats,
+    slot: &'a WorkerSlot,
     key: &'a K,
-    /// When the reconcile began, if anything reads how long it took (metrics or event hooks):
-    /// two clock reads per reconcile are a measurable part of a fast one.
+    /// When the reconcile began, if anything reads how long it took.
     start: Option<Instant>,
     armed: bool,
 }
 
 impl<'a, K: Key, E> InFlight<'a, K, E> {
-    fn new(term: &'a Term<K, E>, stats: &'a WorkerStats, key: &'a K) -> Self {
-        stats.in_flight.fetch_add(1, Relaxed);
+    fn new(term: &'a Term<K, E>, slot: &'a WorkerSlot, key: &'a K, timed: bool) -> Self {
+        slot.in_flight.store(true, Relaxed);
         term.shared.recorder.active(1);
-        let timed = term.shared.recorder.is_timed() || !term.shared.hooks.is_empty();
         Self {
             term,
-            stats,
+            slot,
             key,
             start: timed.then(Instant::now),
             armed: true,
@@ -394,7 +409,7 @@ impl<'a, K: Key, E> InFlight<'a, K, E> {
 
     fn finish(&mut self) -> Duration {
         self.armed = false;
-        self.stats.in_flight.fetch_sub(1, Relaxed);
+        self.slot.in_flight.store(false, Relaxed);
         self.term.shared.recorder.active(-1);
         self.start.map_or(Duration::ZERO, |start| start.elapsed())
     }
