@@ -441,6 +441,9 @@ impl<K, E> fmt::Debug for Controller<K, E> {
 }
 
 /// Applies `action` to the finished `item` of `queue`.
+///
+/// Inlined into the worker loop: a call would move the item into it at every key.
+#[inline]
 pub(crate) fn apply<K: Key>(
     queue: &WorkQueue<K>,
     item: ctrlq_queue_async::Item<K>,
