@@ -11,7 +11,7 @@ use ctrlq_queue_async::{Item, PriorityQueue, ShutDownError};
 use ctrlq_ratelimit::{ExponentialRateLimiter, RateLimiter};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
-use tokio::time::{Instant, advance, sleep};
+use tokio::time::{Instant, advance, sleep, timeout};
 use tokio_test::task;
 
 fn at(p: i32) -> AddOptions {
@@ -44,8 +44,14 @@ fn adds(m: &RecordingProvider) -> u64 {
     m.recorded().adds
 }
 
+/// Far beyond any delay in these tests: a bug fails on this paused-time bound, not a hang.
+const BOUND: Duration = Duration::from_secs(3600);
+
 async fn next(q: &PriorityQueue<&'static str>) -> (&'static str, i32) {
-    let item = q.get().await.unwrap();
+    let item = timeout(BOUND, q.get())
+        .await
+        .expect("an item within the bound")
+        .unwrap();
     let out = (*item.key(), item.priority());
     let _ = item.into_key();
     out
@@ -189,7 +195,10 @@ async fn high_priority_before_low_for_many_items() {
         }
         for p in [10, 5, 0, -5, -10] {
             for i in 0..200u32 {
-                let item = q.get().await.unwrap();
+                let item = timeout(BOUND, q.get())
+                    .await
+                    .expect("an item within the bound")
+                    .unwrap();
                 assert_eq!((*item.key(), item.priority()), ((p, i), p));
             }
         }
@@ -258,8 +267,12 @@ async fn no_deadlock_when_shut_down_while_handing_out() {
         }
         tokio::task::yield_now().await;
         q.shut_down();
+        // A real-time bound (this runtime's clock cannot be paused): a lost wake-up fails here.
         for t in tasks {
-            t.await.unwrap();
+            timeout(Duration::from_secs(60), t)
+                .await
+                .expect("every task ends after the shutdown")
+                .unwrap();
         }
     }
 }
