@@ -316,3 +316,50 @@ async fn a_lease_lost_during_the_drain_drops_the_reconciles_at_once() {
         dropped - partitioned
     );
 }
+
+/// Each lost lease reports the reconciles that term dropped, not a running total: a replica that
+/// loses the lease twice, each time with one reconcile in flight, reports one each time.
+#[tokio::test(start_paused = true)]
+async fn each_lost_lease_reports_the_reconciles_of_its_own_term() {
+    let api = ScriptedSource::new();
+    for k in 0..5 {
+        api.apply(k);
+    }
+    let lost: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let mut harness = Harness::new(config());
+    let slow = {
+        let (source, lost) = (api.clone(), lost.clone());
+        Controller::new("objects", |_key: u32, _ctx: Context| async {
+            sleep(Duration::from_secs(4)).await;
+            Ok::<_, Infallible>(Action::Done)
+        })
+        .source(move || source.subscribe())
+        .workers(1)
+        .on_event(move |e| {
+            if let ctrlq_controller::Event::LeadershipLost { aborted } = e {
+                lost.lock().unwrap().push(*aborted);
+            }
+        })
+    };
+    harness.spawn("solo", slow);
+    for _ in 0..2 {
+        // Leading with a reconcile in flight (the queue holds 5 keys of 4 s each).
+        sleep(Duration::from_secs(1)).await;
+        harness.partition("solo", true);
+        sleep(Duration::from_secs(30)).await;
+        harness.partition("solo", false);
+        sleep(Duration::from_secs(30)).await;
+        for k in 0..5 {
+            api.apply(k);
+        }
+    }
+    let summaries = bounded(LIMIT, harness.stop_all()).await;
+    let summary = &summaries[0].1;
+    assert_eq!(summary.leases_lost, 2);
+    assert_eq!(
+        *lost.lock().unwrap(),
+        [1, 1],
+        "one dropped reconcile per term"
+    );
+    assert!(summary.aborted >= 2);
+}
