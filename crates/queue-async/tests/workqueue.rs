@@ -311,6 +311,100 @@ async fn add_ref_after_shutdown_hands_a_clone_back() {
     assert_eq!(queue.add_ref(&"b").unwrap_err().into_key(), "b");
 }
 
+// ----- adds in a batch -----
+
+#[tokio::test(start_paused = true)]
+async fn add_all_adds_like_adds_one_by_one() {
+    let queue = WorkQueue::new();
+    queue.add("b").unwrap();
+    queue.add_all(["a", "b", "c", "a"]).unwrap();
+    assert_eq!(
+        queue.len(),
+        3,
+        "de-duplicated against the queue and within the batch"
+    );
+    let first = queue.get().await.unwrap();
+    assert_eq!(*first, "b", "an already queued key keeps its place");
+    // A key of the batch that is being processed is marked to run again after done.
+    queue.add_all(["b", "d"]).unwrap();
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let item = queue.get().await.unwrap();
+        order.push(*item.key());
+        item.done();
+    }
+    assert_eq!(order, ["a", "c", "d"]);
+    assert!(queue.is_empty());
+    first.done();
+    assert_eq!(
+        *queue.get().await.unwrap(),
+        "b",
+        "handed out again after done"
+    );
+    queue.add_all(Vec::<&str>::new()).unwrap();
+}
+
+#[tokio::test]
+async fn add_all_after_shutdown_hands_every_key_back() {
+    let queue = WorkQueue::new();
+    queue.add("a").unwrap();
+    queue.shut_down();
+    let refused = queue.add_all(["a", "b", "c"]).unwrap_err();
+    assert_eq!(refused.into_key(), ["a", "b", "c"]);
+    assert_eq!(queue.len(), 1, "nothing added");
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_all_wakes_a_waiting_get_per_key() {
+    let queue: WorkQueue<u32> = WorkQueue::new();
+    let getters: Vec<_> = (0..3)
+        .map(|_| {
+            let queue = queue.clone();
+            tokio::spawn(async move { queue.get().await.map(|item| item.into_key()) })
+        })
+        .collect();
+    let_run().await;
+    assert_eq!(queue.waiting_len(), 0);
+    queue.add_all([7, 8, 9]).unwrap();
+    let mut got = Vec::new();
+    for getter in getters {
+        let key = tokio::time::timeout(ms(10), getter)
+            .await
+            .expect("every waiting get is woken")
+            .unwrap();
+        got.push(key.expect("the queue is open"));
+    }
+    got.sort_unstable();
+    assert_eq!(got, [7, 8, 9]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_all_ends_the_wait_of_a_delayed_key() {
+    let queue = WorkQueue::new();
+    queue.add_after("a", ms(100)).unwrap();
+    assert_eq!(queue.waiting_len(), 1);
+    queue.add_all(["a"]).unwrap();
+    assert_eq!(queue.waiting_len(), 0, "the wait ended");
+    let item = queue.get().await.unwrap();
+    item.done();
+    sleep(ms(200)).await;
+    assert!(queue.is_empty(), "the cancelled wait adds nothing later");
+}
+
+#[tokio::test]
+async fn add_all_collects_the_keys_before_taking_the_lock() {
+    // The iterator reads the queue: it would deadlock if it ran under the queue's lock.
+    let queue = WorkQueue::new();
+    let q = queue.clone();
+    queue
+        .add_all((0..3).map(move |k| {
+            let _ = q.len();
+            k
+        }))
+        .unwrap();
+    assert_eq!(queue.len(), 3);
+}
+
 // ----- guards -----
 
 #[tokio::test]

@@ -92,6 +92,8 @@ enum Op {
     Drop(usize),
     /// Add key k.
     Add(u32),
+    /// Add keys 2 and 3 in one batch.
+    AddTwo,
     /// Mark done the oldest handed-out item.
     Done,
     ShutDownError,
@@ -104,13 +106,13 @@ const OPS: [Op; 9] = [
     Op::Poll(1),
     Op::Drop(0),
     Op::Add(1),
-    Op::Add(2),
+    Op::AddTwo,
     Op::Done,
     Op::ShutDownError,
 ];
 
 /// Every sequence of 6 operations over two get futures: after each step, no queued key is left
-/// while a registered get sleeps un-woken (no lost wake-up), no key is handed out twice at once,
+/// while a registered get sleeps un-woken (no lost wake-up, also when one batch queues two), no key is handed out twice at once,
 /// and in the end every added key was handed out.
 #[test]
 fn every_interleaving_of_six_operations_keeps_the_protocol() {
@@ -183,18 +185,25 @@ fn run_sequence(ops: &[Op]) {
                     assert!(closed);
                 }
             }
+            Op::AddTwo => {
+                if queue.add_all([2, 3]).is_ok() {
+                    added.extend([2, 3]);
+                } else {
+                    assert!(closed);
+                }
+            }
             Op::Done => drop(held.pop_front()),
             Op::ShutDownError => {
                 queue.shut_down();
                 closed = true;
             }
         }
-        // No lost wake-up: if keys are queued (or the queue is closed), some sleeping get that is
-        // registered must have been woken.
+        // No lost wake-up: while keys are queued, as many sleeping registered gets as there are
+        // queued keys (or all of them) must have been woken; once closed, all of them.
         let sleeping: Vec<_> = gets.iter().flatten().collect();
-        if (!queue.is_empty() || (closed && queue.is_empty())) && !sleeping.is_empty() {
+        if (!queue.is_empty() || closed) && !sleeping.is_empty() {
             let woken = sleeping.iter().filter(|g| g.is_woken()).count();
-            let needed = if closed { sleeping.len() } else { 1 };
+            let needed = if closed { sleeping.len() } else { queue.len() };
             assert!(woken >= needed.min(sleeping.len()), "{ops:?}: lost wake-up");
         }
     }
@@ -214,6 +223,8 @@ fn run_sequence(ops: &[Op]) {
 enum Step {
     /// Add a key, by value or (true) by reference.
     Add(u8, bool),
+    /// Add these keys in one batch.
+    AddAll(Vec<u8>),
     Get,
     Done(usize),
     ShutDownError,
@@ -222,6 +233,7 @@ enum Step {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         4 => (0u8..6, any::<bool>()).prop_map(|(k, by_ref)| Step::Add(k, by_ref)),
+        1 => proptest::collection::vec(0u8..6, 0..4).prop_map(Step::AddAll),
         3 => Just(Step::Get),
         3 => (0usize..4).prop_map(Step::Done),
         1 => Just(Step::ShutDownError),
@@ -268,6 +280,21 @@ fn the_queue_behaves_like_the_model() {
                                 model.dirty.insert(k);
                             } else if !model.fifo.contains(&k) {
                                 model.fifo.push_back(k);
+                            }
+                        }
+                    }
+                    Step::AddAll(keys) => {
+                        let r = queue.add_all(keys.clone());
+                        if model.shut {
+                            prop_assert_eq!(r.map_err(|e| e.into_key()), Err(keys));
+                        } else {
+                            prop_assert!(r.is_ok());
+                            for k in keys {
+                                if model.processing.contains(&k) {
+                                    model.dirty.insert(k);
+                                } else if !model.fifo.contains(&k) {
+                                    model.fifo.push_back(k);
+                                }
                             }
                         }
                     }

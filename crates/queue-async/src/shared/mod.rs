@@ -236,6 +236,33 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         })
     }
 
+    /// Adds `keys` now, in order, under one hold of the lock (see `WorkQueue::add_all`).
+    pub(crate) fn add_all(
+        self: &Arc<Self>,
+        keys: Vec<K>,
+        p: P,
+    ) -> Result<(), ShutDownError<Vec<K>>> {
+        self.with_lock(|state, wake| {
+            if state.machine.is_shut_down() {
+                return Err(ShutDownError(keys));
+            }
+            let mut refused = Vec::new();
+            for key in keys {
+                if let Err(ShutDownError(key)) = self.add_locked(state, Cow::Owned(key), p, wake) {
+                    refused.push(key);
+                }
+            }
+            if state.recorder.is_enabled() && state.metrics_task.running().is_none() {
+                self.start_metrics_task(state);
+            }
+            if refused.is_empty() {
+                Ok(())
+            } else {
+                Err(ShutDownError(refused))
+            }
+        })
+    }
+
     /// Adds `key` once `delay` has passed (see `WorkQueue::add_after`).
     pub(crate) fn add_after(
         self: &Arc<Self>,

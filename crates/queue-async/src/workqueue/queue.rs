@@ -235,6 +235,30 @@ where
         self.inner.add(Cow::Borrowed(key), ())
     }
 
+    /// Adds every key of `keys`, in order, as [`add`](Self::add) would one by one, but under
+    /// one hold of the queue's lock: a burst of keys (a relist, a batch of watch events) costs
+    /// one lock round trip instead of one per key. The keys are collected before the lock is
+    /// taken, so the iterator may do anything, even call this queue.
+    ///
+    /// # Errors
+    ///
+    /// [`ShutDownError`] with every key of `keys` (none, for an empty batch) if the queue is
+    /// shutting down: none was added. (A queue holding `u32::MAX` keys refuses the keys that do not fit, which come
+    /// back the same way.)
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue = ctrlq_queue_async::WorkQueue::new();
+    /// queue.add_all(["a", "b", "a"]).unwrap();
+    /// assert_eq!(queue.len(), 2);
+    /// queue.shut_down();
+    /// assert_eq!(queue.add_all(["c", "d"]).unwrap_err().into_key(), ["c", "d"]);
+    /// ```
+    pub fn add_all(&self, keys: impl IntoIterator<Item = K>) -> Result<(), ShutDownError<Vec<K>>> {
+        self.inner.add_all(keys.into_iter().collect(), ())
+    }
+
     /// Adds `key` once `delay` has passed (at once if `delay` is zero). A key already waiting
     /// keeps the earlier of its two deadlines; delays beyond [`MAX_DELAY`](crate::workqueue::MAX_DELAY) are clamped.
     ///
