@@ -190,7 +190,8 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// Adds a source: `subscribe` is called at the start of every term and its stream's keys are
     /// added to that term's queue. The stream should begin with every key that currently needs
     /// reconciling (a watch's initial list does), since each term starts with an empty queue.
-    /// Several sources are merged.
+    /// Several sources are merged. The keys a stream has ready at once (a relist, a burst of
+    /// events; up to 64) are added together, under one hold of the queue's lock.
     ///
     /// # Examples
     ///

@@ -216,10 +216,15 @@ async fn join_all(set: &mut JoinSet<()>) {
     }
 }
 
-/// Adds the keys of one source to the term's queue.
-async fn pump<K: Key>(mut stream: BoxStream<'static, K>, queue: WorkQueue<K>) {
-    while let Some(key) = stream.next().await {
-        if queue.add(key).is_err() {
+/// The most keys a source pump adds under one hold of the queue's lock: the keys its source
+/// has ready at once, up to this many.
+const PUMP_BATCH: usize = 64;
+
+/// Adds the keys of one source to the term's queue, each burst of ready keys at once.
+async fn pump<K: Key>(stream: BoxStream<'static, K>, queue: WorkQueue<K>) {
+    let mut batches = stream.ready_chunks(PUMP_BATCH);
+    while let Some(keys) = batches.next().await {
+        if queue.add_all(keys).is_err() {
             return;
         }
     }
