@@ -13,9 +13,15 @@
 //! Both sides' reconcile only counts the key (the runner's, the last one, also fires the
 //! shutdown; the loop's shuts the queue down).
 //!
-//! The two alternate inside one run, in [`PAIRS`] pairs whose order flips every pair, so drift
-//! in the machine's state hits both alike. Each side is judged by its median CPU time per key
-//! (the process's user + system time over the run, which counts the runtime's work on both
+//! The runner's source pump adds each burst of keys its source has ready (up to 64) under one
+//! hold of the queue's lock (`WorkQueue::add_all`); the loop's feeder adds one key at a time, as
+//! a loop over a stream calling `add` does. A third side, `loop_batched`, is the same loop fed
+//! as the pump feeds, so that `overhead_vs_batched_loop` isolates what the runner's workers cost
+//! over the loop's.
+//!
+//! The sides alternate inside one run, in [`PAIRS`] rounds whose order rotates every round, so
+//! drift in the machine's state hits all alike. Each side is judged by its median CPU time per
+//! key (the process's user + system time over the run, which counts the runtime's work on both
 //! threads); `overhead` is the runner's median over the loop's, minus one.
 
 use std::convert::Infallible;
@@ -26,12 +32,12 @@ use std::time::Instant;
 
 use ctrlq_controller::{Action, Context, Controller};
 use ctrlq_queue_async::WorkQueue;
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{Extra, Overrides, Params, Report, cpu_time, percentile, runtime};
 
-/// Runner/loop pairs per run.
+/// Rounds per run (each runs every side once).
 pub const PAIRS: usize = 5;
 
 /// Runs the workload.
@@ -42,25 +48,26 @@ pub fn run(flags: &Overrides) -> Report {
     });
     let keys = Arc::new(super::fifo::keys(params.n));
     let rt = runtime();
-    let (mut runner, mut hand) = (Vec::new(), Vec::new());
+    let mut sides: [Vec<Measured>; 3] = Default::default();
     let mut ok = true;
-    for pair in 0..PAIRS {
-        for side in [pair % 2, 1 - pair % 2] {
-            let m = if side == 0 {
-                rt.block_on(with_runner(&params, &keys))
-            } else {
-                rt.block_on(with_loop(&params, &keys))
+    for round in 0..PAIRS {
+        for side in (0..3).map(|i| (round + i) % 3) {
+            let m = match side {
+                0 => rt.block_on(with_runner(&params, &keys)),
+                1 => rt.block_on(with_loop(&params, &keys, false)),
+                _ => rt.block_on(with_loop(&params, &keys, true)),
             };
             ok &= m.processed == params.n;
-            if side == 0 { &mut runner } else { &mut hand }.push(m);
+            sides[side].push(m);
         }
     }
+    let [runner, hand, batched] = &sides;
     let per_key = |ms: &[Measured]| {
         let mut v: Vec<f64> = ms.iter().map(|m| m.cpu_s / params.n as f64).collect();
         v.sort_by(f64::total_cmp);
         percentile(&v, 50.0)
     };
-    let (r, h) = (per_key(&runner), per_key(&hand));
+    let (r, h, b) = (per_key(runner), per_key(hand), per_key(batched));
     let mut secs: Vec<f64> = runner.iter().map(|m| m.seconds).collect();
     secs.sort_by(f64::total_cmp);
     let seconds = percentile(&secs, 50.0);
@@ -73,12 +80,14 @@ pub fn run(flags: &Overrides) -> Report {
             ("ok", Extra::Bool(ok)),
             (
                 "cpu_s",
-                Extra::Num(runner.iter().chain(&hand).map(|m| m.cpu_s).sum()),
+                Extra::Num(sides.iter().flatten().map(|m| m.cpu_s).sum()),
             ),
             ("pairs", Extra::Num(PAIRS as f64)),
             ("cpu_ns_per_key_runner", Extra::Num(r * 1e9)),
             ("cpu_ns_per_key_loop", Extra::Num(h * 1e9)),
             ("overhead", Extra::Num(r / h - 1.0)),
+            ("cpu_ns_per_key_loop_batched", Extra::Num(b * 1e9)),
+            ("overhead_vs_batched_loop", Extra::Num(r / b - 1.0)),
         ],
     }
 }
@@ -131,10 +140,11 @@ async fn reconcile(
     Ok(())
 }
 
-/// The keys through a hand-written loop: one feeding task, `workers` tasks each taking a key,
-/// awaiting [`reconcile`] on it inside `catch_unwind`, then forgetting the item on `Ok` and
-/// requeueing it rate-limited on `Err` or a panic.
-async fn with_loop(params: &Params, keys: &Arc<Vec<Arc<str>>>) -> Measured {
+/// The keys through a hand-written loop: one feeding task (adding one key at a time, or each
+/// ready burst at once if `batched`), `workers` tasks each taking a key, awaiting [`reconcile`]
+/// on it inside `catch_unwind`, then forgetting the item on `Ok` and requeueing it rate-limited
+/// on `Err` or a panic.
+async fn with_loop(params: &Params, keys: &Arc<Vec<Arc<str>>>, batched: bool) -> Measured {
     let processed = Arc::new(AtomicU64::new(0));
     let cpu0 = cpu_time();
     let t0 = Instant::now();
@@ -142,9 +152,18 @@ async fn with_loop(params: &Params, keys: &Arc<Vec<Arc<str>>>) -> Measured {
     let feeder = {
         let (queue, keys) = (queue.clone(), keys.clone());
         tokio::spawn(async move {
-            for k in keys.iter() {
-                if queue.add(k.clone()).is_err() {
-                    return;
+            if batched {
+                let mut bursts = futures::stream::iter(keys.iter().cloned()).ready_chunks(64);
+                while let Some(burst) = bursts.next().await {
+                    if queue.add_all(burst).is_err() {
+                        return;
+                    }
+                }
+            } else {
+                for k in keys.iter() {
+                    if queue.add(k.clone()).is_err() {
+                        return;
+                    }
                 }
             }
         })

@@ -15,6 +15,11 @@
 //! can be on time more often than this. `tokio_floor_lateness_ms` is tokio's timer alone: one
 //! task sleeping until each deadline in turn, sorted in advance (its rounding and its parking in
 //! whole milliseconds): the floor of anything timed by tokio's timer.
+//! `handoff_floor_lateness_ms` is the bare `DelayQueue` again, but its task hands each expired
+//! deadline over an unbounded channel to a second task that records the lateness when it
+//! receives it: the floor of any design where the timers' task and the consumer are two tasks,
+//! as a work queue's delay task and its `get` are (the wake-up of the consumer, often on the
+//! other core, is in it; the work queue's lock is not).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +46,7 @@ pub fn run(flags: &Overrides) -> Report {
     let floor = floor_lateness(&delays);
     let floor_cpu_s = (cpu_time() - floor_cpu0).as_secs_f64();
     let tokio_floor = tokio_floor_lateness(&delays);
+    let handoff_floor = floor_with_handoff(&delays);
     runtime().block_on(async move {
         let queue: WorkQueue<Arc<str>> = WorkQueue::new();
         // Deadline i in nanoseconds after `base`, stored before key i is added.
@@ -106,6 +112,7 @@ pub fn run(flags: &Overrides) -> Report {
                 ("floor_cpu_s", Extra::Num(floor_cpu_s)),
                 ("floor_lateness_ms", summary(&floor, None)),
                 ("tokio_floor_lateness_ms", summary(&tokio_floor, None)),
+                ("handoff_floor_lateness_ms", summary(&handoff_floor, None)),
             ],
         }
     })
@@ -163,6 +170,54 @@ fn floor_lateness(delays: &[Duration]) -> Vec<f64> {
             tokio::task::consume_budget().await;
         }
         timer.await.expect("the floor task panicked")
+    });
+    lateness.sort_by(f64::total_cmp);
+    lateness
+}
+
+/// The lateness (ms, sorted) of a bare `DelayQueue` whose task hands each expired deadline to a
+/// consumer task: see the module docs. The producer is shaped as in [`floor_lateness`].
+fn floor_with_handoff(delays: &[Duration]) -> Vec<f64> {
+    let delays = delays.to_vec();
+    let n = delays.len();
+    let mut lateness = runtime().block_on(async move {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (due_tx, mut due_rx) = tokio::sync::mpsc::unbounded_channel();
+        let consumer = tokio::spawn(async move {
+            let mut lateness = Vec::with_capacity(n);
+            while lateness.len() < n {
+                let deadline: tokio::time::Instant =
+                    due_rx.recv().await.expect("the timer task is running");
+                let late = tokio::time::Instant::now().saturating_duration_since(deadline);
+                lateness.push(late.as_secs_f64() * 1e3);
+            }
+            lateness
+        });
+        let timer = tokio::spawn(async move {
+            let mut timers = DelayQueue::with_capacity(n);
+            let mut handed = 0;
+            while handed < n {
+                tokio::select! {
+                    biased;
+                    Some(expired) = timers.next(), if !timers.is_empty() => {
+                        handed += 1;
+                        if due_tx.send(expired.into_inner()).is_err() {
+                            return;
+                        }
+                    }
+                    Some(deadline) = rx.recv() => {
+                        timers.insert_at(deadline, deadline);
+                    }
+                }
+            }
+        });
+        for d in &delays {
+            tx.send(tokio::time::Instant::now() + *d)
+                .expect("the timer task is running");
+            tokio::task::consume_budget().await;
+        }
+        timer.await.expect("the floor's timer task panicked");
+        consumer.await.expect("the floor's consumer panicked")
     });
     lateness.sort_by(f64::total_cmp);
     lateness
