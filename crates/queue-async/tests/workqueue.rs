@@ -397,9 +397,8 @@ async fn add_all_collects_the_keys_before_taking_the_lock() {
     let queue = WorkQueue::new();
     let q = queue.clone();
     queue
-        .add_all((0..3).map(move |k| {
+        .add_all((0..3).inspect(move |_| {
             let _ = q.len();
-            k
         }))
         .unwrap();
     assert_eq!(queue.len(), 3);
