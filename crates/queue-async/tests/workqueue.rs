@@ -632,6 +632,38 @@ async fn rate_limited_adds_follow_the_limiter() {
 
 // ----- lifecycle -----
 
+/// The metrics task starts at the first add of a queue with metrics, once, whichever add it
+/// is, and never for a queue without metrics.
+#[tokio::test(start_paused = true)]
+async fn only_a_queue_with_metrics_starts_its_metrics_task_and_only_once() {
+    let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    let base = tasks();
+    let plain: WorkQueue<&str> = WorkQueue::new();
+    plain.add("a").unwrap();
+    plain.add_all(["b", "c"]).unwrap();
+    plain.add_after("d", Duration::ZERO).unwrap();
+    assert_eq!(tasks(), base, "no metrics, no task");
+
+    for add in 0..3 {
+        let provider = Arc::new(RecordingProvider::default());
+        let measured: WorkQueue<&str> = WorkQueue::builder()
+            .name("measured")
+            .metrics(provider)
+            .build();
+        for _ in 0..2 {
+            match add {
+                0 => measured.add("a").unwrap(),
+                1 => measured.add_all(["a", "b"]).unwrap(),
+                _ => measured.add_after("a", Duration::ZERO).unwrap(),
+            }
+            assert_eq!(tasks(), base + 1, "add #{add}: one metrics task");
+        }
+        measured.shut_down();
+        let_run().await;
+        assert_eq!(tasks(), base, "add #{add}: it ends at shutdown");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_delay_task_ends_at_shutdown() {
     let queue = WorkQueue::new();

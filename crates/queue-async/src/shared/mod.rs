@@ -229,11 +229,17 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     pub(crate) fn add(self: &Arc<Self>, key: Cow<'_, K>, p: P) -> Result<(), ShutDownError<K>> {
         self.with_lock(|state, wake| {
             let r = self.add_locked(state, key, p, wake);
-            if state.recorder.is_enabled() && state.metrics_task.running().is_none() {
-                self.start_metrics_task(state);
-            }
+            self.keep_metrics_task(state);
             r
         })
+    }
+
+    /// Starts the gauge refresh loop at an add if the queue has metrics and the loop does not
+    /// run (it ends with its runtime, and restarts in the next one that adds).
+    fn keep_metrics_task(self: &Arc<Self>, state: &mut State<K, P>) {
+        if state.recorder.is_enabled() && state.metrics_task.running().is_none() {
+            self.start_metrics_task(state);
+        }
     }
 
     /// Adds `keys` now, in order, under one hold of the lock (see `WorkQueue::add_all`).
@@ -252,9 +258,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                     refused.push(key);
                 }
             }
-            if state.recorder.is_enabled() && state.metrics_task.running().is_none() {
-                self.start_metrics_task(state);
-            }
+            self.keep_metrics_task(state);
             if refused.is_empty() {
                 Ok(())
             } else {
@@ -277,9 +281,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             if !delay.is_zero() || <P::Machine<K> as Machine<K>>::ZERO_DELAY_IS_RETRY {
                 state.recorder.retry();
             }
-            if state.recorder.is_enabled() && state.metrics_task.running().is_none() {
-                self.start_metrics_task(state);
-            }
+            self.keep_metrics_task(state);
             if delay.is_zero() || state.machine.absorbs_delayed(&key) {
                 return match self.add_locked(state, Cow::Owned(key), p, wake) {
                     Ok(()) => Err(None),
