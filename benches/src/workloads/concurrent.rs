@@ -6,6 +6,10 @@
 //! After the measured run on the workloads' 2-thread runtime, the same run on a 1-thread
 //! runtime is reported as `ops_per_sec_1thread`: the same tasks and queue operations with no
 //! cache line moving between cores, which is what the second core costs the queue.
+//!
+//! Then the floor, `floor_ops_per_sec`: the same run (2 threads, the same keys, producers and
+//! workers, counted the same way) through [`BareQueue`], the least a queue behind one lock
+//! does per key (see its docs).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,6 +17,7 @@ use std::time::Instant;
 
 use ctrlq_queue_async::WorkQueue;
 
+use super::bare::BareQueue;
 use crate::common::{Extra, Overrides, Params, Report, cpu_time, runtime_with};
 
 /// Runs the workload.
@@ -21,6 +26,7 @@ pub fn run(flags: &Overrides) -> Report {
     let keys = Arc::new(super::fifo::keys(params.n));
     let two = measure(&params, &keys, 2);
     let one = measure(&params, &keys, 1);
+    let floor = measure_bare(&params, &keys);
     Report {
         workload: "concurrent",
         params,
@@ -34,6 +40,10 @@ pub fn run(flags: &Overrides) -> Report {
             (
                 "ops_per_sec_1thread",
                 Extra::Num(3.0 * params.n as f64 / one.seconds),
+            ),
+            (
+                "floor_ops_per_sec",
+                Extra::Num(3.0 * params.n as f64 / floor),
             ),
         ],
     }
@@ -79,5 +89,52 @@ fn measure(params: &Params, keys: &Arc<Vec<Arc<str>>>, threads: usize) -> Measur
             cpu_s: (cpu_time() - cpu0).as_secs_f64(),
             processed: processed.load(Ordering::Relaxed),
         }
+    })
+}
+
+/// The same run through [`BareQueue`] on 2 threads: its seconds.
+fn measure_bare(params: &Params, keys: &Arc<Vec<Arc<str>>>) -> f64 {
+    let (params, keys) = (*params, keys.clone());
+    runtime_with(2).block_on(async move {
+        let queue = Arc::new(BareQueue::new(false));
+        let processed = Arc::new(AtomicU64::new(0));
+        let t0 = Instant::now();
+        let workers: Vec<_> = (0..params.workers)
+            .map(|_| {
+                let (queue, processed) = (queue.clone(), processed.clone());
+                tokio::spawn(async move {
+                    let mut n = 0;
+                    while queue.get().await.is_some() {
+                        n += 1;
+                    }
+                    processed.fetch_add(n, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        let per = params.n / params.producers;
+        let producers: Vec<_> = (0..params.producers)
+            .map(|p| {
+                let (queue, keys) = (queue.clone(), keys.clone());
+                let end = if p + 1 == params.producers {
+                    params.n
+                } else {
+                    (p + 1) * per
+                };
+                tokio::spawn(async move {
+                    for k in &keys[(p * per) as usize..end as usize] {
+                        queue.add(k);
+                    }
+                })
+            })
+            .collect();
+        super::fifo::join(producers, "a producer").await;
+        queue.close();
+        super::fifo::join(workers, "a worker").await;
+        assert_eq!(
+            processed.load(Ordering::Relaxed),
+            params.n,
+            "the floor lost keys"
+        );
+        t0.elapsed().as_secs_f64()
     })
 }

@@ -7,7 +7,10 @@
 //! `Delete`, so both time the same work per item.
 //!
 //! After the measured run on the workloads' 2-thread runtime, the same run on a 1-thread
-//! runtime is reported as `ops_per_sec_1thread` (see `concurrent`).
+//! runtime is reported as `ops_per_sec_1thread` (see `concurrent`), and the floor,
+//! `floor_ops_per_sec`: the same run on 2 threads through [`BareQueue`] with de-duplication,
+//! the least a queue behind one lock does per add (see its docs; it has no processing set, so
+//! its workers may hold a key twice at once, and that is not counted).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +19,7 @@ use std::time::Instant;
 use ctrlq_queue_async::WorkQueue;
 use dashmap::DashSet;
 
+use super::bare::BareQueue;
 use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, runtime_with};
 
 /// Runs the workload.
@@ -37,6 +41,7 @@ pub fn run(flags: &Overrides) -> Report {
     let keys = Arc::new(keys);
     let two = measure(&params, &keys, &plans, 2);
     let one = measure(&params, &keys, &plans, 1);
+    let floor = measure_bare(&params, &keys, &plans);
     let adds = (params.producers * params.n) as f64;
     Report {
         workload: "hotkeys",
@@ -53,6 +58,7 @@ pub fn run(flags: &Overrides) -> Report {
             ),
             ("violations", Extra::Num(two.violations as f64)),
             ("ops_per_sec_1thread", Extra::Num(adds / one.seconds)),
+            ("floor_ops_per_sec", Extra::Num(adds / floor)),
         ],
     }
 }
@@ -119,5 +125,41 @@ fn measure(
             processed: processed.load(Ordering::Relaxed),
             violations: violations.load(Ordering::Relaxed),
         }
+    })
+}
+
+/// The same run through a de-duplicating [`BareQueue`] on 2 threads: its seconds.
+fn measure_bare(params: &Params, keys: &Arc<Vec<Arc<str>>>, plans: &[Arc<Vec<u32>>]) -> f64 {
+    let (params, keys, plans) = (*params, keys.clone(), plans.to_vec());
+    let in_flight: Arc<DashSet<Arc<str>>> = Arc::new(DashSet::new());
+    runtime_with(2).block_on(async move {
+        let queue = Arc::new(BareQueue::new(true));
+        let t0 = Instant::now();
+        let workers: Vec<_> = (0..params.workers)
+            .map(|_| {
+                let (queue, in_flight) = (queue.clone(), in_flight.clone());
+                tokio::spawn(async move {
+                    while let Some(key) = queue.get().await {
+                        in_flight.insert(key.clone());
+                        in_flight.remove(&key);
+                    }
+                })
+            })
+            .collect();
+        let producers: Vec<_> = plans
+            .into_iter()
+            .map(|plan| {
+                let (queue, keys) = (queue.clone(), keys.clone());
+                tokio::spawn(async move {
+                    for &i in plan.iter() {
+                        queue.add(&keys[i as usize]);
+                    }
+                })
+            })
+            .collect();
+        super::fifo::join(producers, "a producer").await;
+        queue.close();
+        super::fifo::join(workers, "a worker").await;
+        t0.elapsed().as_secs_f64()
     })
 }

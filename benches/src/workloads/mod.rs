@@ -2,6 +2,7 @@
 
 use crate::common::{Overrides, Report};
 
+mod bare;
 pub mod concurrent;
 pub mod controller;
 pub mod delay;
