@@ -1,12 +1,13 @@
-//! The floor under `concurrent` and `hotkeys`: the least a queue behind one lock does for them.
+//! The floor under `concurrent` and `hotkeys`: the least a work queue behind one lock does.
 //!
-//! A FIFO of keys behind one `parking_lot::Mutex` (the lock the work queue uses), woken with
-//! tokio's `Notify` in the pattern of its docs (look; enable; look again; wait), shut down with a
-//! flag. With `dedup`, a hash set (the work queue's hasher) holds the queued keys and an add of a
-//! queued key does nothing. It has none of the rest of a work queue: no processing set, so a
-//! key can be in two workers at once and an add while processing is not held back; no `done`,
-//! no delays, no metrics, no drain. Whatever a one-lock work queue does, it does at least this
-//! per key, so its rate bounds what such a queue can reach on the same machine.
+//! The Go original's algorithm as it stands, in Rust: a FIFO, a dirty set and a processing set
+//! (an add of a dirty key does nothing, a key is handed out once at a time, a key added while
+//! processing is queued again at `done`), behind one `parking_lot::Mutex` (the lock the work
+//! queue uses) with the work queue's hasher, woken with tokio's `Notify` in the pattern of its
+//! docs (look; enable; look again; wait), shut down with a flag. It has none of the rest of the
+//! work queue: no item guard, no delays, no rate limiter, no metrics, no drain, and it stores
+//! each key three times. Whatever a work queue behind one lock does per key, it does at least
+//! this, so its rate bounds what such a queue can reach on the same machine.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -21,41 +22,41 @@ pub(super) struct BareQueue {
     wake: Notify,
 }
 
+#[derive(Default)]
 struct State {
     fifo: VecDeque<Arc<str>>,
-    queued: Option<HashSet<Arc<str>>>,
+    dirty: HashSet<Arc<str>>,
+    processing: HashSet<Arc<str>>,
     closed: bool,
 }
 
 impl BareQueue {
-    /// An empty queue; with `dedup`, adds of a queued key are coalesced.
-    pub(super) fn new(dedup: bool) -> Self {
+    /// An empty queue.
+    pub(super) fn new() -> Self {
         BareQueue {
-            state: Mutex::new(State {
-                fifo: VecDeque::new(),
-                queued: dedup.then(HashSet::new),
-                closed: false,
-            }),
+            state: Mutex::new(State::default()),
             wake: Notify::new(),
         }
     }
 
-    /// Queues `key` (unless `dedup` and it is queued) and wakes one waiting `get`.
+    /// Marks `key` dirty and queues it unless it was dirty or is processing; wakes one `get` if
+    /// it queued it.
     pub(super) fn add(&self, key: &Arc<str>) {
         {
             let mut s = self.state.lock();
-            if let Some(queued) = &mut s.queued {
-                if queued.contains(key) {
-                    return;
-                }
-                queued.insert(key.clone());
+            if s.dirty.contains(key) {
+                return;
+            }
+            s.dirty.insert(key.clone());
+            if s.processing.contains(key) {
+                return;
             }
             s.fifo.push_back(key.clone());
         }
         self.wake.notify_one();
     }
 
-    /// The next key, or `None` once closed and empty.
+    /// The next key, now processing, or `None` once closed and empty.
     pub(super) async fn get(&self) -> Option<Arc<str>> {
         loop {
             if let Some(out) = self.try_take() {
@@ -75,9 +76,8 @@ impl BareQueue {
         let mut s = self.state.lock();
         match s.fifo.pop_front() {
             Some(key) => {
-                if let Some(queued) = &mut s.queued {
-                    queued.remove(&key);
-                }
+                s.processing.insert(key.clone());
+                s.dirty.remove(&key);
                 Some(Some(key))
             }
             None if s.closed => Some(None),
@@ -85,7 +85,20 @@ impl BareQueue {
         }
     }
 
-    /// Refuses nothing (the workloads add nothing after it), and ends every `get` once empty.
+    /// Ends the processing of `key`; queues it again if it was added meanwhile.
+    pub(super) fn done(&self, key: &Arc<str>) {
+        {
+            let mut s = self.state.lock();
+            s.processing.remove(key);
+            if !s.dirty.contains(key) {
+                return;
+            }
+            s.fifo.push_back(key.clone());
+        }
+        self.wake.notify_one();
+    }
+
+    /// Ends every `get` once the queue is empty (the workloads add nothing after it).
     pub(super) fn close(&self) {
         self.state.lock().closed = true;
         self.wake.notify_waiters();
