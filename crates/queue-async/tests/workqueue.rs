@@ -636,7 +636,11 @@ async fn rate_limited_adds_follow_the_limiter() {
 /// is, and never for a queue without metrics.
 #[tokio::test(start_paused = true)]
 async fn only_a_queue_with_metrics_starts_its_metrics_task_and_only_once() {
-    let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
     let base = tasks();
     let plain: WorkQueue<&str> = WorkQueue::new();
     plain.add("a").unwrap();
