@@ -8,8 +8,8 @@
 //! cache line moving between cores, which is what the second core costs the queue.
 //!
 //! Then the floor, `floor_ops_per_sec`: the same run (2 threads, the same keys, producers and
-//! workers, counted the same way) through [`BareQueue`], the Go original's algorithm behind
-//! one lock and nothing else: the least a work queue behind one lock does per key.
+//! workers, counted the same way) through `BareQueue` (`bare.rs`), the Go original's algorithm
+//! behind one lock and nothing else: the least a work queue behind one lock does per key.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -92,7 +92,7 @@ fn measure(params: &Params, keys: &Arc<Vec<Arc<str>>>, threads: usize) -> Measur
     })
 }
 
-/// The same run through [`BareQueue`] on 2 threads: its seconds.
+/// The same run through `BareQueue` (`bare.rs`) on 2 threads: its seconds.
 fn measure_bare(params: &Params, keys: &Arc<Vec<Arc<str>>>) -> f64 {
     let (params, keys) = (*params, keys.clone());
     runtime_with(2).block_on(async move {

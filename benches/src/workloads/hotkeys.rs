@@ -8,8 +8,9 @@
 //!
 //! After the measured run on the workloads' 2-thread runtime, the same run on a 1-thread
 //! runtime is reported as `ops_per_sec_1thread` (see `concurrent`), and the floor,
-//! `floor_ops_per_sec`: the same run on 2 threads through [`BareQueue`], the Go original's
-//! algorithm behind one lock and nothing else: the least a work queue behind one lock does.
+//! `floor_ops_per_sec`: the same run on 2 threads through `BareQueue` (`bare.rs`), the Go
+//! original's algorithm behind one lock and nothing else: the least a work queue behind one lock
+//! does.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -127,7 +128,7 @@ fn measure(
     })
 }
 
-/// The same run through a de-duplicating [`BareQueue`] on 2 threads: its seconds.
+/// The same run through `BareQueue` (`bare.rs`) on 2 threads: its seconds.
 fn measure_bare(params: &Params, keys: &Arc<Vec<Arc<str>>>, plans: &[Arc<Vec<u32>>]) -> f64 {
     let (params, keys, plans) = (*params, keys.clone(), plans.to_vec());
     let in_flight: Arc<DashSet<Arc<str>>> = Arc::new(DashSet::new());

@@ -2,6 +2,7 @@
 //! cancel safety and a property test against a model.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,6 +48,14 @@ fn adds(m: &RecordingProvider) -> u64 {
 /// Far beyond any delay in these tests: a bug fails on this paused-time bound, not a hang.
 const BOUND: Duration = Duration::from_secs(3600);
 
+/// The next item, within [`BOUND`].
+async fn got<K: Hash + Eq + Clone + Send + Sync + 'static>(q: &PriorityQueue<K>) -> Item<K, i32> {
+    timeout(BOUND, q.get())
+        .await
+        .expect("an item within the bound")
+        .expect("the queue is open")
+}
+
 async fn next(q: &PriorityQueue<&'static str>) -> (&'static str, i32) {
     let item = timeout(BOUND, q.get())
         .await
@@ -72,7 +81,7 @@ async fn returns_items_in_order_and_counts_them() {
 async fn skips_a_locked_item_and_returns_it_once_unlocked() {
     let (q, m) = queue_with_metrics();
     q.add("foo").unwrap();
-    let foo = q.get().await.unwrap();
+    let foo = got(&q).await;
     q.add("foo").unwrap();
     q.add("bar").unwrap();
     assert_eq!(next(&q).await, ("bar", 0));
@@ -228,7 +237,12 @@ async fn shutdown_unblocks_gets_and_refuses_adds() {
     let q: PriorityQueue<&str> = PriorityQueue::new();
     let waiting = {
         let q = q.clone();
-        tokio::spawn(async move { q.get().await.is_none() })
+        tokio::spawn(async move {
+            timeout(BOUND, q.get())
+                .await
+                .expect("a shutdown ends the wait within the bound")
+                .is_none()
+        })
     };
     tokio::task::yield_now().await;
     q.add("baz").unwrap();
@@ -242,8 +256,18 @@ async fn shutdown_unblocks_gets_and_refuses_adds() {
     if first_none {
         assert_eq!(next(&q).await, ("baz", 0));
     }
-    assert!(q.get().await.is_none());
-    assert!(q.get().await.is_none());
+    assert!(
+        timeout(BOUND, q.get())
+            .await
+            .expect("a shutdown ends the wait within the bound")
+            .is_none()
+    );
+    assert!(
+        timeout(BOUND, q.get())
+            .await
+            .expect("a shutdown ends the wait within the bound")
+            .is_none()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -281,7 +305,7 @@ async fn no_deadlock_when_shut_down_while_handing_out() {
 async fn the_drain_waits_for_ready_and_processing_items() {
     let q: PriorityQueue<&str> = PriorityQueue::new();
     q.add("a").unwrap();
-    let held = q.get().await.unwrap();
+    let held = got(&q).await;
     q.add("b").unwrap();
     let drain = {
         let q = q.clone();
@@ -289,7 +313,7 @@ async fn the_drain_waits_for_ready_and_processing_items() {
     };
     sleep(Duration::from_millis(1)).await;
     assert!(!drain.is_finished());
-    q.get().await.unwrap().done();
+    got(&q).await.done();
     held.done();
     drain.await.unwrap();
 }
@@ -308,7 +332,7 @@ async fn aging_serves_a_low_priority_item_under_a_steady_high_priority_stream() 
         for step in 1..=200u32 {
             q.add_with(step, at(10)).unwrap();
             sleep(Duration::from_millis(100)).await;
-            let item = q.get().await.unwrap();
+            let item = got(&q).await;
             if *item.key() == 0 {
                 served_low_at = Some(step);
                 break;
@@ -553,6 +577,6 @@ async fn aging_times_an_add_from_a_plain_thread_by_the_queue_runtime_clock() {
         .expect("a plain thread may add");
     // "old" waited 10 s, worth 10 priorities; "new" is only 5 above it. Timed by the real
     // clock, "new" would look an hour old and go first.
-    let first = q.get().await.unwrap();
+    let first = got(&q).await;
     assert_eq!(*first.key(), "old");
 }

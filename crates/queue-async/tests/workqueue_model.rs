@@ -112,8 +112,8 @@ const OPS: [Op; 9] = [
 ];
 
 /// Every sequence of 6 operations over two get futures: after each step, no queued key is left
-/// while a registered get sleeps un-woken (no lost wake-up, also when one batch queues two), no key is handed out twice at once,
-/// and in the end every added key was handed out.
+/// while a registered get sleeps un-woken (no lost wake-up, also when one batch queues two), no
+/// key is handed out twice at once, and in the end every added key was handed out.
 #[test]
 fn every_interleaving_of_six_operations_keeps_the_protocol() {
     let mut seq = [0usize; 6];
