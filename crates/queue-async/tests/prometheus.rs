@@ -9,7 +9,15 @@ use ctrlq_queue_async::prometheus::{MAX_PRIORITY_LABELS, PrometheusMetrics};
 use ctrlq_queue_async::{PriorityQueue, WorkQueue};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
-use tokio::time::advance;
+use tokio::time::{advance, timeout};
+
+/// Every wait's bound: paused time makes it free, and a bug fails the test instead of hanging it.
+const BOUND: Duration = Duration::from_secs(3600);
+
+/// `fut`'s output, within [`BOUND`].
+async fn bounded<F: Future>(fut: F) -> F::Output {
+    timeout(BOUND, fut).await.expect("done within the bound")
+}
 
 fn scrape(registry: &Registry) -> String {
     let mut text = String::new();
@@ -31,7 +39,7 @@ async fn the_text_exposition_after_client_gos_sequence() {
 
     queue.add("foo").unwrap();
     advance(Duration::from_micros(50)).await;
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     for _ in 0..5 {
         queue.add("foo").unwrap();
     }
@@ -50,7 +58,7 @@ async fn the_text_exposition_after_client_gos_sequence() {
     );
     advance(Duration::from_micros(25)).await;
     item.done();
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     let text = scrape(&registry);
     assert_eq!(
         line(&text, "workqueue_work_duration_seconds_count{"),
@@ -106,7 +114,7 @@ async fn priority_depth_is_labelled_and_capped() {
     assert!(text.contains(r#"workqueue_depth{name="pq",priority="exceeded_cardinality_limit"} 5"#));
     // Highest first: the capped ones leave their shared label.
     for _ in 0..5 {
-        queue.get().await.unwrap().done();
+        bounded(queue.get()).await.unwrap().done();
     }
     let text = scrape(&registry);
     assert!(text.contains(r#"workqueue_depth{name="pq",priority="exceeded_cardinality_limit"} 0"#));
@@ -251,9 +259,13 @@ async fn every_family_is_component_bases_definition() {
         PriorityQueue::builder().name("pq").metrics(metrics).build();
     // Every series gets a value: an add, a get, a done, a retry, a gauge refresh.
     queue.add("a").unwrap();
-    queue.get().await.unwrap().requeue_rate_limited().unwrap();
+    bounded(queue.get())
+        .await
+        .unwrap()
+        .requeue_rate_limited()
+        .unwrap();
     priority.add_with_priority("b", 3).unwrap();
-    let _held = priority.get().await.unwrap();
+    let _held = bounded(priority.get()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(600)).await;
 
     let text = scrape(&registry);
@@ -325,7 +337,7 @@ async fn an_observation_of_exactly_a_bound_counts_in_its_bucket() {
     let queue: WorkQueue<&str> = WorkQueue::builder().name("q").metrics(metrics).build();
     queue.add("a").unwrap();
     advance(Duration::from_millis(100)).await;
-    let _item = queue.get().await.unwrap();
+    let _item = bounded(queue.get()).await.unwrap();
     let text = scrape(&registry);
     assert_eq!(
         line(
@@ -351,8 +363,8 @@ async fn unfinished_work_is_zero_once_every_item_is_done() {
     let queue: WorkQueue<&str> = WorkQueue::builder().name("q").metrics(metrics).build();
     queue.add("a").unwrap();
     queue.add("b").unwrap();
-    let a = queue.get().await.unwrap();
-    let b = queue.get().await.unwrap();
+    let a = bounded(queue.get()).await.unwrap();
+    let b = bounded(queue.get()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(600)).await;
     let gauges = |text: &str| {
         (

@@ -12,9 +12,28 @@ use ctrlq_queue_async::metrics::testing::RecordingProvider;
 use ctrlq_queue_async::{ShutDownError, WorkQueue};
 use ctrlq_ratelimit::{BucketRateLimiter, ExponentialRateLimiter};
 use support::paused_runtime;
-use tokio::time::{Instant, advance, sleep};
+use tokio::time::{Instant, advance, sleep, timeout};
 
 const MS: Duration = Duration::from_millis(1);
+
+/// Every wait's bound: paused time makes it free, and a bug fails the test instead of hanging it.
+const BOUND: Duration = Duration::from_secs(3600);
+
+/// `fut`'s output, within [`BOUND`] (paused time).
+async fn bounded<F: Future>(fut: F) -> F::Output {
+    timeout(BOUND, fut).await.expect("done within the bound")
+}
+
+/// The bound of a wait in real time, for an item that is already queued: ample, yet a bug fails
+/// the test instead of hanging it.
+const REAL_BOUND: Duration = Duration::from_secs(10);
+
+/// `fut`'s output, within [`REAL_BOUND`] (real time).
+async fn soon<F: Future>(fut: F) -> F::Output {
+    timeout(REAL_BOUND, fut)
+        .await
+        .expect("done within the real-time bound")
+}
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -55,17 +74,17 @@ async fn basic(drain: bool) {
         }));
     }
     for p in producers {
-        p.await.unwrap();
+        bounded(p).await.unwrap();
     }
     if drain {
-        queue.shut_down_with_drain().await;
+        bounded(queue.shut_down_with_drain()).await;
     } else {
         queue.shut_down();
     }
     let refused = queue.add("added after shutdown!".into()).unwrap_err();
     assert_eq!(refused, ShutDownError("added after shutdown!".to_string()));
     for c in consumers {
-        let got = c.await.unwrap();
+        let got = bounded(c).await.unwrap();
         assert!(!got.iter().any(|k| k == "added after shutdown!"));
     }
     assert_eq!(queue.len(), 0);
@@ -105,13 +124,13 @@ async fn add_while_processing(drain: bool) {
         }));
     }
     if drain {
-        queue.shut_down_with_drain().await;
+        bounded(queue.shut_down_with_drain()).await;
     } else {
         sleep(ms(100)).await;
         queue.shut_down();
     }
     for c in consumers {
-        c.await.unwrap();
+        bounded(c).await.unwrap();
     }
     assert_eq!(queue.len(), 0);
     // Every key was handed out at least once; re-adds while processing came back after done.
@@ -143,11 +162,11 @@ async fn len_counts_queued_keys_once() {
 async fn reinsert_while_processing_comes_back_after_done() {
     let queue = WorkQueue::new();
     queue.add("foo").unwrap();
-    let item = queue.get().await.unwrap();
+    let item = soon(queue.get()).await.unwrap();
     queue.add("foo").unwrap();
     assert_eq!(queue.len(), 0, "a processing key is not queued twice");
     item.done();
-    let again = queue.get().await.unwrap();
+    let again = soon(queue.get()).await.unwrap();
     assert_eq!(*again, "foo");
     again.done();
     assert_eq!(queue.len(), 0);
@@ -158,7 +177,7 @@ async fn collapse() {
     let queue = WorkQueue::new();
     queue.add("bar").unwrap();
     queue.add("bar").unwrap();
-    let item = queue.get().await.unwrap();
+    let item = soon(queue.get()).await.unwrap();
     assert_eq!(*item, "bar");
     item.done();
     assert_eq!(queue.len(), 0);
@@ -168,12 +187,12 @@ async fn collapse() {
 async fn collapse_while_processing_blocks_the_second_worker() {
     let queue = WorkQueue::new();
     queue.add("foo").unwrap();
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     queue.add("foo").unwrap();
     queue.add("foo").unwrap();
     let q = queue.clone();
     let worker = tokio::spawn(async move {
-        let item = q.get().await.unwrap();
+        let item = bounded(q.get()).await.unwrap();
         let key = *item.key();
         item.done();
         key
@@ -181,7 +200,7 @@ async fn collapse_while_processing_blocks_the_second_worker() {
     sleep(ms(100)).await;
     assert!(!worker.is_finished(), "foo is still being processed");
     item.done();
-    assert_eq!(worker.await.unwrap(), "foo");
+    assert_eq!(bounded(worker).await.unwrap(), "foo");
     assert_eq!(queue.len(), 0);
 }
 
@@ -190,18 +209,18 @@ async fn drain_waits_for_in_flight_items() {
     let queue = WorkQueue::new();
     queue.add("foo").unwrap();
     queue.add("bar").unwrap();
-    let first = queue.get().await.unwrap();
-    let second = queue.get().await.unwrap();
+    let first = bounded(queue.get()).await.unwrap();
+    let second = bounded(queue.get()).await.unwrap();
     let q = queue.clone();
     let drain = tokio::spawn(async move { q.shut_down_with_drain().await });
-    assert!(queue.get().await.is_none());
+    assert!(bounded(queue.get()).await.is_none());
     let_run().await;
     assert!(!drain.is_finished(), "two items are in flight");
     first.done();
     let_run().await;
     assert!(!drain.is_finished(), "one item is in flight");
     second.done();
-    drain.await.unwrap();
+    bounded(drain).await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
@@ -213,11 +232,11 @@ async fn drain_waits_for_queued_items_too() {
     let drain = tokio::spawn(async move { q.shut_down_with_drain().await });
     let_run().await;
     assert!(!drain.is_finished(), "a queued key is not drained yet");
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     let_run().await;
     assert!(!drain.is_finished());
     item.done();
-    drain.await.unwrap();
+    bounded(drain).await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
@@ -225,8 +244,8 @@ async fn shut_down_does_not_wait() {
     let queue = WorkQueue::new();
     queue.add("foo").unwrap();
     queue.add("bar").unwrap();
-    let _a = queue.get().await.unwrap().into_key();
-    let _b = queue.get().await.unwrap().into_key();
+    let _a = bounded(queue.get()).await.unwrap().into_key();
+    let _b = bounded(queue.get()).await.unwrap().into_key();
     queue.shut_down();
     assert!(queue.is_shutting_down());
 }
@@ -236,15 +255,15 @@ async fn a_forced_shut_down_cuts_a_drain_short() {
     let queue = WorkQueue::new();
     queue.add("foo").unwrap();
     queue.add("bar").unwrap();
-    let a = queue.get().await.unwrap().into_key();
-    let b = queue.get().await.unwrap().into_key();
+    let a = bounded(queue.get()).await.unwrap().into_key();
+    let b = bounded(queue.get()).await.unwrap().into_key();
     let q = queue.clone();
     let drain = tokio::spawn(async move { q.shut_down_with_drain().await });
-    assert!(queue.get().await.is_none());
+    assert!(bounded(queue.get()).await.is_none());
     let_run().await;
     assert!(!drain.is_finished());
     queue.shut_down(); // the second SIGTERM
-    drain.await.unwrap();
+    bounded(drain).await.unwrap();
     let _ = (a, b);
 }
 
@@ -252,20 +271,19 @@ async fn a_forced_shut_down_cuts_a_drain_short() {
 async fn drain_with_a_dirty_item_hands_it_out_again() {
     let queue = WorkQueue::new();
     queue.add("foo").unwrap();
-    let gotten = queue.get().await.unwrap();
+    let gotten = bounded(queue.get()).await.unwrap();
     queue.add("foo").unwrap();
     let q = queue.clone();
     let drain = tokio::spawn(async move { q.shut_down_with_drain().await });
     let_run().await;
     gotten.done();
-    let again = queue
-        .get()
+    let again = bounded(queue.get())
         .await
         .expect("the dirty key comes back during the drain");
     assert_eq!(*again, "foo");
     again.done();
-    assert!(queue.get().await.is_none());
-    drain.await.unwrap();
+    assert!(bounded(queue.get()).await.is_none());
+    bounded(drain).await.unwrap();
 }
 
 #[tokio::test]
@@ -273,7 +291,7 @@ async fn no_clone_of_a_key_is_retained_after_done() {
     let queue = WorkQueue::new();
     let key = Arc::new("big object".to_string());
     queue.add(key.clone()).unwrap();
-    let item = queue.get().await.unwrap();
+    let item = soon(queue.get()).await.unwrap();
     item.done();
     assert_eq!(Arc::strong_count(&key), 1);
 }
@@ -289,7 +307,7 @@ async fn add_ref_clones_only_what_the_queue_keeps() {
     }
     assert_eq!(queue.len(), 1);
     assert_eq!(Arc::strong_count(&key), 2, "one clone, queued");
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     let processing = Arc::strong_count(&key);
     queue.add_ref(&key).unwrap(); // while processing: marked to run again
     queue.add_ref(&key).unwrap();
@@ -300,7 +318,7 @@ async fn add_ref_clones_only_what_the_queue_keeps() {
     );
     item.done();
     assert_eq!(queue.len(), 1, "queued again after done");
-    queue.get().await.unwrap().done();
+    bounded(queue.get()).await.unwrap().done();
     assert_eq!(Arc::strong_count(&key), 1, "nothing retained");
 }
 
@@ -323,13 +341,13 @@ async fn add_all_adds_like_adds_one_by_one() {
         3,
         "de-duplicated against the queue and within the batch"
     );
-    let first = queue.get().await.unwrap();
+    let first = bounded(queue.get()).await.unwrap();
     assert_eq!(*first, "b", "an already queued key keeps its place");
     // A key of the batch that is being processed is marked to run again after done.
     queue.add_all(["b", "d"]).unwrap();
     let mut order = Vec::new();
     for _ in 0..3 {
-        let item = queue.get().await.unwrap();
+        let item = bounded(queue.get()).await.unwrap();
         order.push(*item.key());
         item.done();
     }
@@ -337,7 +355,7 @@ async fn add_all_adds_like_adds_one_by_one() {
     assert!(queue.is_empty());
     first.done();
     assert_eq!(
-        *queue.get().await.unwrap(),
+        *bounded(queue.get()).await.unwrap(),
         "b",
         "handed out again after done"
     );
@@ -385,7 +403,7 @@ async fn add_all_ends_the_wait_of_a_delayed_key() {
     assert_eq!(queue.waiting_len(), 1);
     queue.add_all(["a"]).unwrap();
     assert_eq!(queue.waiting_len(), 0, "the wait ended");
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     item.done();
     sleep(ms(200)).await;
     assert!(queue.is_empty(), "the cancelled wait adds nothing later");
@@ -411,7 +429,7 @@ async fn dropping_an_item_marks_it_done() {
     let queue = WorkQueue::new();
     queue.add("a").unwrap();
     {
-        let _item = queue.get().await.unwrap();
+        let _item = soon(queue.get()).await.unwrap();
         queue.add("a").unwrap();
         assert_eq!(queue.processing_len(), 1);
     } // e.g. a worker returned early with `?`
@@ -427,15 +445,19 @@ async fn dropping_an_item_marks_it_done() {
 async fn requeue_paths_bring_the_key_back() {
     let queue = WorkQueue::new();
     queue.add("a").unwrap();
-    queue.get().await.unwrap().requeue().unwrap();
+    bounded(queue.get()).await.unwrap().requeue().unwrap();
     assert_eq!(queue.len(), 1);
     let start = Instant::now();
-    queue.get().await.unwrap().requeue_after(ms(30)).unwrap();
+    bounded(queue.get())
+        .await
+        .unwrap()
+        .requeue_after(ms(30))
+        .unwrap();
     assert_eq!(queue.len(), 0);
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     assert_eq!(start.elapsed(), ms(30));
     item.requeue_rate_limited().unwrap();
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     assert_eq!(start.elapsed(), ms(35), "5 ms from the default limiter");
     assert_eq!(queue.num_requeues(&"a"), 1);
     item.forget();
@@ -447,7 +469,7 @@ async fn requeue_paths_bring_the_key_back() {
 async fn into_key_leaves_done_to_the_caller() {
     let queue = WorkQueue::new();
     queue.add("a").unwrap();
-    let key = queue.get().await.unwrap().into_key();
+    let key = soon(queue.get()).await.unwrap().into_key();
     assert_eq!(queue.processing_len(), 1);
     queue.done(&key);
     assert_eq!(queue.processing_len(), 0);
@@ -458,7 +480,7 @@ async fn into_key_leaves_done_to_the_caller() {
 async fn requeue_after_shutdown_is_refused_but_the_item_is_done() {
     let queue = WorkQueue::new();
     queue.add("a").unwrap();
-    let item = queue.get().await.unwrap();
+    let item = soon(queue.get()).await.unwrap();
     queue.shut_down();
     assert_eq!(item.requeue_rate_limited(), Err(ShutDownError("a")));
     assert_eq!(queue.processing_len(), 0);
@@ -481,7 +503,7 @@ async fn delaying_simple() {
     advance(ms(60)).await;
     queue.settle().await;
     assert_eq!(queue.len(), 1);
-    queue.get().await.unwrap().done();
+    bounded(queue.get()).await.unwrap().done();
     advance(Duration::from_secs(10)).await;
     queue.settle().await;
     assert_eq!(queue.len(), 0);
@@ -497,7 +519,7 @@ async fn delaying_dedup_keeps_the_earliest_deadline() {
     advance(ms(60)).await;
     queue.settle().await;
     assert_eq!(queue.len(), 1);
-    queue.get().await.unwrap().done();
+    bounded(queue.get()).await.unwrap().done();
     advance(ms(20)).await;
     queue.settle().await;
     assert_eq!(
@@ -513,7 +535,7 @@ async fn delaying_dedup_keeps_the_earliest_deadline() {
     advance(ms(40)).await;
     queue.settle().await;
     assert_eq!(queue.len(), 1, "the earlier 30 ms won");
-    queue.get().await.unwrap().done();
+    bounded(queue.get()).await.unwrap().done();
     advance(ms(20)).await;
     queue.settle().await;
     assert_eq!(queue.len(), 0);
@@ -529,16 +551,16 @@ async fn delaying_two_fire_early() {
     advance(ms(60)).await;
     queue.settle().await;
     assert_eq!(queue.len(), 1);
-    assert_eq!(queue.get().await.unwrap().into_key(), "bar");
+    assert_eq!(bounded(queue.get()).await.unwrap().into_key(), "bar");
     queue.add_after("baz", Duration::from_secs(2)).unwrap();
     advance(Duration::from_secs(1)).await;
     queue.settle().await;
     assert_eq!(queue.len(), 1);
-    assert_eq!(queue.get().await.unwrap().into_key(), "foo");
+    assert_eq!(bounded(queue.get()).await.unwrap().into_key(), "foo");
     advance(Duration::from_secs(2)).await;
     queue.settle().await;
     assert_eq!(queue.len(), 1);
-    assert_eq!(queue.get().await.unwrap().into_key(), "baz");
+    assert_eq!(bounded(queue.get()).await.unwrap().into_key(), "baz");
 }
 
 #[tokio::test(start_paused = true)]
@@ -553,9 +575,9 @@ async fn delaying_copy_shifting_adds_in_deadline_order() {
     queue.settle().await;
     assert_eq!(queue.len(), 3);
     let order: Vec<&str> = [
-        queue.get().await.unwrap().into_key(),
-        queue.get().await.unwrap().into_key(),
-        queue.get().await.unwrap().into_key(),
+        bounded(queue.get()).await.unwrap().into_key(),
+        bounded(queue.get()).await.unwrap().into_key(),
+        bounded(queue.get()).await.unwrap().into_key(),
     ]
     .into();
     assert_eq!(order, ["baz", "bar", "foo"]);
@@ -574,7 +596,7 @@ async fn an_add_now_cancels_the_wait() {
         };
         added.unwrap();
         assert_eq!(queue.waiting_len(), 0);
-        queue.get().await.unwrap().done();
+        bounded(queue.get()).await.unwrap().done();
         sleep(ms(200)).await;
         queue.settle().await;
         assert_eq!(
@@ -602,7 +624,7 @@ async fn get_waits_exactly_until_the_deadline() {
     let queue = WorkQueue::new();
     let start = Instant::now();
     queue.add_after("a", ms(1234)).unwrap();
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     assert_eq!(start.elapsed(), ms(1234));
     assert_eq!(*item, "a");
 }
@@ -622,8 +644,8 @@ async fn rate_limited_adds_follow_the_limiter() {
     queue.forget(&"one");
     assert_eq!(queue.num_requeues(&"one"), 0);
     queue.add_rate_limited("one").unwrap(); // 1 ms again
-    let a = queue.get().await.unwrap();
-    let b = queue.get().await.unwrap();
+    let a = bounded(queue.get()).await.unwrap();
+    let b = bounded(queue.get()).await.unwrap();
     assert_eq!(start.elapsed(), MS);
     let mut keys = [*a.key(), *b.key()];
     keys.sort_unstable();
@@ -698,7 +720,7 @@ async fn a_delayed_add_from_a_thread_outside_the_runtime_fires() {
     // though this add comes from a plain thread.
     queue.add_after("first", MS).unwrap();
     advance(MS).await;
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     assert_eq!(*item.key(), "first");
     item.done();
     // Put the paused clock an hour ahead of the real one: a deadline read from the plain
@@ -709,7 +731,7 @@ async fn a_delayed_add_from_a_thread_outside_the_runtime_fires() {
         .join()
         .expect("adding from a plain thread does not panic");
     let start = Instant::now();
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     assert_eq!(*item.key(), "second");
     assert_eq!(
         start.elapsed(),
@@ -727,7 +749,7 @@ fn a_queue_outliving_its_delay_tasks_runtime_still_fires() {
     paused_runtime().block_on(async {
         queue.add_after("early", MS).unwrap();
         queue.add_after("late", Duration::from_secs(60)).unwrap();
-        let item = queue.get().await.unwrap();
+        let item = bounded(queue.get()).await.unwrap();
         assert_eq!(*item.key(), "early");
         item.done();
     });
@@ -755,7 +777,7 @@ fn a_queue_outliving_its_metrics_tasks_runtime_still_refreshes_the_gauges() {
     paused_runtime().block_on(async { queue.add("a").unwrap() });
     paused_runtime().block_on(async {
         queue.add("b").unwrap();
-        let item = queue.get().await.unwrap();
+        let item = bounded(queue.get()).await.unwrap();
         tokio::time::sleep(Duration::from_millis(1200)).await;
         let seen = p.recorded();
         assert!(
@@ -777,7 +799,7 @@ async fn a_first_delayed_add_from_a_plain_thread_waits_its_delay() {
         .expect("a plain thread may add");
     assert_eq!(queue.len(), 0, "waiting, not added at once");
     let start = Instant::now();
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     assert_eq!((*item.key(), start.elapsed()), ("a", 5 * MS));
 }
 
@@ -791,7 +813,7 @@ fn a_delayed_add_from_a_plain_thread_after_the_runtime_shut_down_is_not_lost() {
         .join()
         .expect("a plain thread may add");
     assert_eq!(queue.len(), 1, "added at once");
-    let item = paused_runtime().block_on(async { queue.get().await.unwrap() });
+    let item = paused_runtime().block_on(async { bounded(queue.get()).await.unwrap() });
     assert_eq!(*item.key(), "a");
 }
 
@@ -803,14 +825,14 @@ async fn a_rate_limited_add_from_a_plain_thread_reads_the_queue_runtime_clock() 
     let limiter = Arc::new(BucketRateLimiter::per_second(1, 1).unwrap());
     let queue: WorkQueue<&str> = WorkQueue::builder().rate_limiter(limiter).build();
     queue.add_rate_limited("first").unwrap();
-    queue.get().await.unwrap().done();
+    bounded(queue.get()).await.unwrap().done();
     advance(Duration::from_secs(3600)).await;
     let q = queue.clone();
     std::thread::spawn(move || q.add_rate_limited("second").unwrap())
         .join()
         .expect("a plain thread may add");
     let start = Instant::now();
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     assert_eq!(*item.key(), "second");
     assert_eq!(start.elapsed(), Duration::ZERO, "the bucket had refilled");
 }
@@ -822,7 +844,7 @@ async fn work_finished_on_a_plain_thread_is_timed_by_the_queue_runtime_clock() {
     let p = Arc::new(RecordingProvider::default());
     let queue: WorkQueue<&str> = WorkQueue::builder().name("test").metrics(p.clone()).build();
     queue.add("a").unwrap();
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     advance(Duration::from_secs(5)).await;
     std::thread::spawn(move || item.done())
         .join()
@@ -858,7 +880,7 @@ async fn shutdown_wakes_every_waiting_get() {
     let_run().await;
     queue.shut_down();
     for g in gets {
-        assert!(g.await.unwrap());
+        assert!(bounded(g).await.unwrap());
     }
 }
 
@@ -887,9 +909,9 @@ async fn many_workers_never_share_a_key() {
             sleep(MS).await;
         }
     }
-    queue.shut_down_with_drain().await;
+    bounded(queue.shut_down_with_drain()).await;
     for w in workers {
-        w.await.unwrap();
+        bounded(w).await.unwrap();
     }
     assert_eq!(violations.load(Ordering::Relaxed), 0);
 }

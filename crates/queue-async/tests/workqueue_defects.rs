@@ -17,6 +17,22 @@ fn ms(n: u64) -> Duration {
 /// Far longer than any delay in these tests: a bug fails on this paused timeout, not a hang.
 const BOUND: Duration = Duration::from_secs(3600);
 
+/// `fut`'s output, within [`BOUND`] (paused time).
+async fn bounded<F: Future>(fut: F) -> F::Output {
+    timeout(BOUND, fut).await.expect("done within the bound")
+}
+
+/// The bound of a wait in real time, for an item that is already queued: ample, yet a bug fails
+/// the test instead of hanging it.
+const REAL_BOUND: Duration = Duration::from_secs(10);
+
+/// `fut`'s output, within [`REAL_BOUND`] (real time).
+async fn soon<F: Future>(fut: F) -> F::Output {
+    timeout(REAL_BOUND, fut)
+        .await
+        .expect("done within the real-time bound")
+}
+
 /// Keys whose deadlines passed before the delay task ran come out by deadline, however far the
 /// clock moved past them (client-go's delaying queue releases them from a heap by deadline).
 #[tokio::test(start_paused = true)]
@@ -119,7 +135,7 @@ async fn a_worker_panicking_with_an_item_requeues_it_rate_limited() {
     queue.add("a").unwrap();
     let worker = queue.clone();
     let panicked = tokio::spawn(async move {
-        let item = worker.get().await.unwrap();
+        let item = bounded(worker.get()).await.unwrap();
         assert_eq!(*item.key(), "a");
         panic!("reconcile failed with a panic");
     })
@@ -143,7 +159,7 @@ async fn a_worker_panicking_with_an_item_requeues_it_rate_limited() {
 async fn a_panic_after_shutdown_marks_the_key_done_and_the_drain_ends() {
     let queue: WorkQueue<&str> = WorkQueue::new();
     queue.add("a").unwrap();
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     let drain = {
         let queue = queue.clone();
         tokio::spawn(async move { queue.shut_down_with_drain().await })
@@ -170,7 +186,7 @@ async fn a_priority_worker_panicking_requeues_the_key_at_its_priority() {
     queue.add_with_priority("a", 7).unwrap();
     let worker = queue.clone();
     let panicked = tokio::spawn(async move {
-        let _item = worker.get().await.unwrap();
+        let _item = bounded(worker.get()).await.unwrap();
         panic!("reconcile failed with a panic");
     })
     .await;
@@ -260,7 +276,7 @@ async fn a_waiting_stream_is_woken_by_an_add_and_by_the_shutdown() {
 async fn an_item_debug_shows_its_key_and_priority() {
     let queue = ctrlq_queue_async::PriorityQueue::new();
     queue.add_with_priority("a", 3).unwrap();
-    let item = queue.get().await.unwrap();
+    let item = soon(queue.get()).await.unwrap();
     assert_eq!(format!("{item:?}"), r#"Item { key: "a", priority: 3 }"#);
 }
 

@@ -14,8 +14,17 @@ use ctrlq_queue_async::{ParallelizeError, WorkQueue, parallelize_until};
 use futures::StreamExt;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
+use tokio::time::timeout;
 use tokio_test::task;
 use tokio_util::sync::CancellationToken;
+
+/// Every wait's bound: paused time makes it free, and a bug fails the test instead of hanging it.
+const BOUND: Duration = Duration::from_secs(3600);
+
+/// `fut`'s output, within [`BOUND`] (paused time).
+async fn bounded<F: Future>(fut: F) -> F::Output {
+    timeout(BOUND, fut).await.expect("done within the bound")
+}
 
 // ----- cancel safety -----
 
@@ -453,7 +462,7 @@ fn delayed_adds_behave_like_the_model() {
                         Timed::Drain => {
                             let mut got = Vec::new();
                             for _ in 0..queue.len() {
-                                let item = queue.get().await.unwrap();
+                                let item = bounded(queue.get()).await.unwrap();
                                 got.push(*item.key());
                                 item.done();
                             }
@@ -480,7 +489,7 @@ async fn client_go_metrics_through_the_queue() {
     let seen = p.recorded();
     assert_eq!((seen.adds, seen.depth[&None]), (1, 1));
     tokio::time::advance(Duration::from_micros(50)).await;
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     assert_eq!(p.recorded().queue_durations, [5e-5]);
     for _ in 0..5 {
         queue.add("foo").unwrap();
@@ -491,7 +500,7 @@ async fn client_go_metrics_through_the_queue() {
     item.done();
     assert_eq!(p.recorded().work_durations, [2.5e-5]);
     assert_eq!(p.recorded().depth[&None], 1);
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     let got_at = tokio::time::Instant::now();
     assert_eq!(
         p.recorded().queue_durations,
@@ -543,17 +552,17 @@ async fn the_stream_keeps_exclusion_and_ends_at_shutdown() {
         queue.add(k).unwrap();
     }
     let mut stream = Box::pin(queue.stream());
-    let first = stream.next().await.unwrap();
+    let first = bounded(stream.next()).await.unwrap();
     queue.add(1).unwrap(); // while processing
     let mut rest = Vec::new();
-    let second = stream.next().await.unwrap();
-    let third = stream.next().await.unwrap();
+    let second = bounded(stream.next()).await.unwrap();
+    let third = bounded(stream.next()).await.unwrap();
     rest.push(*second.key());
     rest.push(*third.key());
     assert_eq!(rest, [2, 3]);
     drop(first); // done: 1 comes back
     queue.shut_down();
-    let tail: Vec<u32> = stream.map(Item::into_key).collect().await;
+    let tail: Vec<u32> = bounded(stream.map(Item::into_key).collect()).await;
     assert_eq!(tail, [1]);
 }
 
