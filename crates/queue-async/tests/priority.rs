@@ -1,6 +1,8 @@
 //! Priority work queue: controller-runtime's scenarios (paused time), starvation with aging,
 //! cancel safety and a property test against a model.
 
+mod support;
+
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use ctrlq_queue_async::{Item, PriorityQueue, ShutDownError};
 use ctrlq_ratelimit::{ExponentialRateLimiter, RateLimiter};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
+use support::BOUND;
 use tokio::time::{Instant, advance, sleep, timeout};
 use tokio_test::task;
 
@@ -44,9 +47,6 @@ fn depth(m: &RecordingProvider) -> Vec<(i32, i64)> {
 fn adds(m: &RecordingProvider) -> u64 {
     m.recorded().adds
 }
-
-/// Far beyond any delay in these tests: a bug fails on this paused-time bound, not a hang.
-const BOUND: Duration = Duration::from_secs(3600);
 
 /// The next item, within [`BOUND`].
 async fn got<K: Hash + Eq + Clone + Send + Sync + 'static>(q: &PriorityQueue<K>) -> Item<K, i32> {

@@ -2,6 +2,8 @@
 //! priority queue follows or departs from controller-runtime's (paused time, every wait
 //! bounded).
 
+mod support;
+
 use std::collections::{HashSet, VecDeque};
 use std::ops::Deref;
 use std::sync::Arc;
@@ -15,10 +17,9 @@ use ctrlq_queue_async::metrics::testing::RecordingProvider;
 use ctrlq_queue_async::priority::AddOptions;
 use ctrlq_queue_async::{PriorityQueue, WorkQueue};
 use ctrlq_ratelimit::RateLimiter;
+use support::BOUND;
 use tokio::time::{advance, timeout};
 use tokio_test::task;
-
-const BOUND: Duration = Duration::from_secs(3600);
 
 #[tokio::test(start_paused = true)]
 async fn a_raise_keeps_the_age_of_the_first_add() {

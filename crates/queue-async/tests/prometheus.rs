@@ -1,6 +1,8 @@
 //! The Prometheus text exposition: client-go's metrics sequence, and every family checked
 //! against component-base's definitions.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -9,15 +11,8 @@ use ctrlq_queue_async::prometheus::{MAX_PRIORITY_LABELS, PrometheusMetrics};
 use ctrlq_queue_async::{PriorityQueue, WorkQueue};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
-use tokio::time::{advance, timeout};
-
-/// Every wait's bound: paused time makes it free, and a bug fails the test instead of hanging it.
-const BOUND: Duration = Duration::from_secs(3600);
-
-/// `fut`'s output, within [`BOUND`].
-async fn bounded<F: Future>(fut: F) -> F::Output {
-    timeout(BOUND, fut).await.expect("done within the bound")
-}
+use support::bounded;
+use tokio::time::advance;
 
 fn scrape(registry: &Registry) -> String {
     let mut text = String::new();

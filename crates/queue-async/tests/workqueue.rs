@@ -12,28 +12,10 @@ use ctrlq_queue_async::metrics::testing::RecordingProvider;
 use ctrlq_queue_async::{ShutDownError, WorkQueue};
 use ctrlq_ratelimit::{BucketRateLimiter, ExponentialRateLimiter};
 use support::paused_runtime;
-use tokio::time::{Instant, advance, sleep, timeout};
+use support::{bounded, soon};
+use tokio::time::{Instant, advance, sleep};
 
 const MS: Duration = Duration::from_millis(1);
-
-/// Every wait's bound: paused time makes it free, and a bug fails the test instead of hanging it.
-const BOUND: Duration = Duration::from_secs(3600);
-
-/// `fut`'s output, within [`BOUND`] (paused time).
-async fn bounded<F: Future>(fut: F) -> F::Output {
-    timeout(BOUND, fut).await.expect("done within the bound")
-}
-
-/// The bound of a wait in real time, for an item that is already queued: ample, yet a bug fails
-/// the test instead of hanging it.
-const REAL_BOUND: Duration = Duration::from_secs(10);
-
-/// `fut`'s output, within [`REAL_BOUND`] (real time).
-async fn soon<F: Future>(fut: F) -> F::Output {
-    timeout(REAL_BOUND, fut)
-        .await
-        .expect("done within the real-time bound")
-}
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

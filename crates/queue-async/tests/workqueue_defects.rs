@@ -2,35 +2,19 @@
 //! delayed keys in deadline order, a kept stream that does not hold a wake-up, a panicking
 //! worker's key requeued.
 
+mod support;
+
 use std::future::Future;
 use std::task::Context;
 use std::time::Duration;
 
 use ctrlq_queue_async::WorkQueue;
 use futures::StreamExt;
+use support::{BOUND, bounded, soon};
 use tokio::time::{Instant, advance, sleep, timeout};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// Far longer than any delay in these tests: a bug fails on this paused timeout, not a hang.
-const BOUND: Duration = Duration::from_secs(3600);
-
-/// `fut`'s output, within [`BOUND`] (paused time).
-async fn bounded<F: Future>(fut: F) -> F::Output {
-    timeout(BOUND, fut).await.expect("done within the bound")
-}
-
-/// The bound of a wait in real time, for an item that is already queued: ample, yet a bug fails
-/// the test instead of hanging it.
-const REAL_BOUND: Duration = Duration::from_secs(10);
-
-/// `fut`'s output, within [`REAL_BOUND`] (real time).
-async fn soon<F: Future>(fut: F) -> F::Output {
-    timeout(REAL_BOUND, fut)
-        .await
-        .expect("done within the real-time bound")
 }
 
 /// Keys whose deadlines passed before the delay task ran come out by deadline, however far the

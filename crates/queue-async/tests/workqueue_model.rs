@@ -3,6 +3,8 @@
 //! against a simple model, metrics through the queue, auto traits, the stream and
 //! `parallelize_until`.
 
+mod support;
+
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -14,17 +16,9 @@ use ctrlq_queue_async::{ParallelizeError, WorkQueue, parallelize_until};
 use futures::StreamExt;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
-use tokio::time::timeout;
+use support::bounded;
 use tokio_test::task;
 use tokio_util::sync::CancellationToken;
-
-/// Every wait's bound: paused time makes it free, and a bug fails the test instead of hanging it.
-const BOUND: Duration = Duration::from_secs(3600);
-
-/// `fut`'s output, within [`BOUND`] (paused time).
-async fn bounded<F: Future>(fut: F) -> F::Output {
-    timeout(BOUND, fut).await.expect("done within the bound")
-}
 
 // ----- cancel safety -----
 
