@@ -3,9 +3,8 @@
 //!
 //! [`WorkQueue`] is client-go's work queue with its delaying and rate-limiting layers in one
 //! handle: `add` (and `add_all` for a burst, under one hold of the lock) / `add_after` /
-//! `add_rate_limited`, a cancel-safe [`get`](WorkQueue::get)
-//! future that hands out an [`Item`] guard (done on drop), de-duplication, and no key in two
-//! workers at once. [`PriorityQueue`] is the same with priorities (controller-runtime's priority
+//! `add_rate_limited`, a cancel-safe [`get`](WorkQueue::get) future that hands out an [`Item`]
+//! guard (done on drop), de-duplication, and no key in two workers at once. [`PriorityQueue`] is the same with priorities (controller-runtime's priority
 //! queue), and [`parallelize_until`] runs pieces of work on a bounded number of tasks.
 //!
 //! ```
@@ -42,12 +41,12 @@
 //! `forget`, `num_requeues`, `len`, `shut_down`, `shut_down_with_drain`, `is_shutting_down` (the
 //! scheduling queue: `add`, `pop`, `done`, `shut_down`, `is_shutting_down`). On every queue an
 //! add after shutdown is refused with [`ShutDownError`], which hands the key back (every key of
-//! the batch, for the work queue's `add_all`). A key handed
-//! out is an [`Item`] guard: `done`, `forget` (success), `requeue_rate_limited` (failure),
-//! `requeue_after`, `requeue`, or `into_key` (the caller then owes `done`). The queue's `done`
-//! ends only a hand-out taken out with `into_key`: an item's hand-out is ended by the item alone,
-//! so a stray `done` never ends another worker's hand-out of the key. Builders are named
-//! after their queue ([`WorkQueueBuilder`], [`PriorityQueueBuilder`]).
+//! the batch, for the work queue's `add_all`). A key handed out is an [`Item`] guard: `done`,
+//! `forget` (success), `requeue_rate_limited` (failure), `requeue_after`, `requeue`, or
+//! `into_key` (the caller then owes `done`). The queue's `done` ends only a hand-out taken out
+//! with `into_key`: an item's hand-out is ended by the item alone, so a stray `done` never ends
+//! another worker's hand-out of the key. Builders are named after their queue
+//! ([`WorkQueueBuilder`], [`PriorityQueueBuilder`]).
 //!
 //! ## The state of a key
 //!

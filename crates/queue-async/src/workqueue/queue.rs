@@ -243,8 +243,8 @@ where
     /// # Errors
     ///
     /// [`ShutDownError`] with every key of `keys` (none, for an empty batch) if the queue is
-    /// shutting down: none was added. (A queue holding `u32::MAX` keys refuses the keys that do not fit, which come
-    /// back the same way.)
+    /// shutting down: none was added. (A queue holding `u32::MAX` keys refuses the keys that do
+    /// not fit, which come back the same way.)
     ///
     /// # Examples
     ///
