@@ -248,11 +248,13 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// assert_eq!(state.add("a"), AddOutcome::Coalesced);
     /// assert_eq!(state.len(), 1);
     /// ```
+    #[inline]
     pub fn add(&mut self, key: K) -> AddOutcome<K> {
         let hash = self.hasher.hash_one(&key);
         self.add_with(hash, key)
     }
 
+    #[inline]
     fn add_with(&mut self, hash: u64, key: K) -> AddOutcome<K> {
         if self.shut_down {
             return AddOutcome::Refused(key);
@@ -283,11 +285,13 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// assert_eq!(state.add_ref(&key), AddOutcome::Coalesced);
     /// assert_eq!(Arc::strong_count(&key), 2, "one clone, in the queue");
     /// ```
+    #[inline]
     pub fn add_ref(&mut self, key: &K) -> AddOutcome<K> {
         let hash = self.hasher.hash_one(key);
         self.add_ref_with(hash, key)
     }
 
+    #[inline]
     fn add_ref_with(&mut self, hash: u64, key: &K) -> AddOutcome<K> {
         if self.shut_down {
             return AddOutcome::Refused(key.clone());
@@ -303,6 +307,7 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     }
 
     /// The outcome of adding a key that is queued or processing; `None` if it is neither.
+    #[inline]
     fn add_present(&mut self, hash: u64, key: &K) -> Option<AddOutcome<K>> {
         if self.queued_index(hash, key).is_some() {
             return Some(AddOutcome::Coalesced);
@@ -431,6 +436,7 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     }
 
     /// The index in `queue` of a queued `key`.
+    #[inline]
     fn queued_index<Q>(&self, hash: u64, key: &Q) -> Option<usize>
     where
         K: Borrow<Q>,

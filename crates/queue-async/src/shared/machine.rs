@@ -111,9 +111,11 @@ impl<K: QueueKey> Machine<K> for WorkState<K> {
     type P = ();
     const NEEDS_TIME: bool = false;
     const ZERO_DELAY_IS_RETRY: bool = true;
+    #[inline(always)]
     fn add(&mut self, key: K, (): (), _now: u64) -> Added<K> {
         WorkState::add(self, key).into()
     }
+    #[inline(always)]
     fn add_ref(&mut self, key: &K, (): (), _now: u64) -> Added<K> {
         WorkState::add_ref(self, key).into()
     }
@@ -157,9 +159,11 @@ impl<K: QueueKey> Machine<K> for PriorityState<K> {
     type P = i32;
     const NEEDS_TIME: bool = true;
     const ZERO_DELAY_IS_RETRY: bool = false;
+    #[inline(always)]
     fn add(&mut self, key: K, p: i32, now: u64) -> Added<K> {
         PriorityState::add(self, key, p, now).into()
     }
+    #[inline(always)]
     fn add_ref(&mut self, key: &K, p: i32, now: u64) -> Added<K> {
         PriorityState::add_ref(self, key, p, now).into()
     }

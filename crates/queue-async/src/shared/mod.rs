@@ -199,6 +199,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         }
     }
 
+    #[inline(always)]
     fn wake(&self, wake: Wake, streams: bool) {
         for _ in 0..wake.getters {
             self.get_wake.notify_one();
@@ -226,16 +227,27 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     // ----- adds -----
 
     /// Adds `key` now; a borrowed key is cloned only if the queue keeps it.
+    ///
+    /// The crate's hottest path. It is written out rather than passed to `with_lock` as a
+    /// closure, and every step down to the state machine is inlined, so that each handle method
+    /// compiles to one function in which the key's form (borrowed or owned) is known: through a
+    /// closure and out-of-line calls, an add of a queued key cost twice as much
+    /// (`benches/RESULTS.md`, the `hotkeys` workload).
+    #[inline(always)]
     pub(crate) fn add(self: &Arc<Self>, key: Cow<'_, K>, p: P) -> Result<(), ShutDownError<K>> {
-        self.with_lock(|state, wake| {
-            let r = self.add_locked(state, key, p, wake);
-            self.keep_metrics_task(state);
-            r
-        })
+        let mut wake = Wake::default();
+        let mut state = self.lock();
+        let r = self.add_locked(&mut state, key, p, &mut wake);
+        self.keep_metrics_task(&mut state);
+        let streams = state.streams_waiting > 0;
+        drop(state);
+        self.wake(wake, streams);
+        r
     }
 
     /// Starts the gauge refresh loop at an add if the queue has metrics and the loop does not
     /// run (it ends with its runtime, and restarts in the next one that adds).
+    #[inline(always)]
     fn keep_metrics_task(self: &Arc<Self>, state: &mut State<K, P>) {
         if state.recorder.is_enabled() && state.metrics_task.running().is_none() {
             self.start_metrics_task(state);
@@ -313,6 +325,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     }
 
     /// Adds `key` now, under the lock; a wait of the key ends (its payload is kept if higher).
+    #[inline(always)]
     fn add_locked(
         &self,
         state: &mut State<K, P>,
@@ -335,6 +348,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     }
 
     /// Adds `key` now, under the lock, when it does not wait (the delay task's adds).
+    #[inline(always)]
     fn add_now_locked(
         &self,
         state: &mut State<K, P>,
