@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ctrlq_queue_async::WorkQueue;
 use futures::StreamExt;
-use support::{BOUND, bounded, soon};
+use support::{BOUND, REAL_BOUND, bounded, soon};
 use tokio::time::{Instant, advance, sleep, timeout};
 
 fn ms(n: u64) -> Duration {
@@ -322,7 +322,12 @@ fn delayed_adds_racing_a_shutdown_leave_no_key_waiting() {
                     .count()
             })
         };
+        let started = std::time::Instant::now();
         while queue.waiting_len() < 10 + round as usize {
+            if started.elapsed() > REAL_BOUND {
+                queue.shut_down(); // ends the adder before the test fails
+                panic!("round {round}: the delayed adds never came to wait");
+            }
             std::hint::spin_loop();
         }
         queue.shut_down();
