@@ -248,8 +248,10 @@ async fn a_waiting_stream_is_woken_by_an_add_and_by_the_shutdown() {
     tokio::task::yield_now().await; // the stream now waits
     queue.add("a").unwrap();
     tokio::task::yield_now().await;
+    assert_eq!(queue.len(), 0, "the add woke the stream");
     queue.add("b").unwrap();
     tokio::task::yield_now().await;
+    assert_eq!(queue.len(), 0, "and again");
     queue.shut_down();
     let keys = timeout(BOUND, consumer).await.expect("the stream ended");
     assert_eq!(keys.unwrap(), ["a", "b"]);
