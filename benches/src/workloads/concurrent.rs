@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use ctrlq_queue_async::WorkQueue;
+use tokio::task::JoinHandle;
 
 use super::bare::BareQueue;
 use crate::common::{Extra, Overrides, Params, Report, cpu_time, runtime_with};
@@ -65,22 +66,9 @@ fn measure(params: &Params, keys: &Arc<Vec<Arc<str>>>, threads: usize) -> Measur
         let cpu0 = cpu_time();
         let t0 = Instant::now();
         let workers = super::fifo::spawn_workers(&queue, params.workers, &processed);
-        let per = params.n / params.producers;
-        let producers: Vec<_> = (0..params.producers)
-            .map(|p| {
-                let (queue, keys) = (queue.clone(), keys.clone());
-                let end = if p + 1 == params.producers {
-                    params.n
-                } else {
-                    (p + 1) * per
-                };
-                tokio::spawn(async move {
-                    for k in &keys[(p * per) as usize..end as usize] {
-                        queue.add_ref(k).expect("the queue is open");
-                    }
-                })
-            })
-            .collect();
+        let producers = spawn_producers(&params, &keys, &queue, |q: &WorkQueue<Arc<str>>, k| {
+            q.add_ref(k).expect("the queue is open")
+        });
         super::fifo::join(producers, "a producer").await;
         queue.shut_down_with_drain().await;
         super::fifo::join(workers, "a worker").await;
@@ -90,6 +78,36 @@ fn measure(params: &Params, keys: &Arc<Vec<Arc<str>>>, threads: usize) -> Measur
             processed: processed.load(Ordering::Relaxed),
         }
     })
+}
+
+/// Spawns the producers: producer p adds its own keys p·n/P … (p+1)·n/P − 1 to `queue` with
+/// `add` (generic, so that each queue's add is compiled into the loop).
+fn spawn_producers<Q, F>(
+    params: &Params,
+    keys: &Arc<Vec<Arc<str>>>,
+    queue: &Q,
+    add: F,
+) -> Vec<JoinHandle<()>>
+where
+    Q: Clone + Send + 'static,
+    F: Fn(&Q, &Arc<str>) + Copy + Send + 'static,
+{
+    let per = params.n / params.producers;
+    (0..params.producers)
+        .map(|p| {
+            let (queue, keys) = (queue.clone(), keys.clone());
+            let end = if p + 1 == params.producers {
+                params.n
+            } else {
+                (p + 1) * per
+            };
+            tokio::spawn(async move {
+                for k in &keys[(p * per) as usize..end as usize] {
+                    add(&queue, k);
+                }
+            })
+        })
+        .collect()
 }
 
 /// The same run through `BareQueue` (`bare.rs`) on 2 threads: its seconds.
@@ -112,22 +130,7 @@ fn measure_bare(params: &Params, keys: &Arc<Vec<Arc<str>>>) -> f64 {
                 })
             })
             .collect();
-        let per = params.n / params.producers;
-        let producers: Vec<_> = (0..params.producers)
-            .map(|p| {
-                let (queue, keys) = (queue.clone(), keys.clone());
-                let end = if p + 1 == params.producers {
-                    params.n
-                } else {
-                    (p + 1) * per
-                };
-                tokio::spawn(async move {
-                    for k in &keys[(p * per) as usize..end as usize] {
-                        queue.add(k);
-                    }
-                })
-            })
-            .collect();
+        let producers = spawn_producers(&params, &keys, &queue, |q: &Arc<BareQueue>, k| q.add(k));
         super::fifo::join(producers, "a producer").await;
         queue.close();
         super::fifo::join(workers, "a worker").await;

@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use ctrlq_queue_async::WorkQueue;
 use dashmap::DashSet;
+use tokio::task::JoinHandle;
 
 use super::bare::BareQueue;
 use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, runtime_with};
@@ -105,17 +106,9 @@ fn measure(
                 })
             })
             .collect();
-        let producers: Vec<_> = plans
-            .into_iter()
-            .map(|plan| {
-                let (queue, keys) = (queue.clone(), keys.clone());
-                tokio::spawn(async move {
-                    for &i in plan.iter() {
-                        queue.add_ref(&keys[i as usize]).expect("the queue is open");
-                    }
-                })
-            })
-            .collect();
+        let producers = spawn_producers(&keys, plans, &queue, |q: &WorkQueue<Arc<str>>, k| {
+            q.add_ref(k).expect("the queue is open")
+        });
         super::fifo::join(producers, "a producer").await;
         queue.shut_down_with_drain().await;
         super::fifo::join(workers, "a worker").await;
@@ -126,6 +119,31 @@ fn measure(
             violations: violations.load(Ordering::Relaxed),
         }
     })
+}
+
+/// Spawns a producer per plan: it adds the keys its plan indexes to `queue` with `add`
+/// (generic, so that each queue's add is compiled into the loop).
+fn spawn_producers<Q, F>(
+    keys: &Arc<Vec<Arc<str>>>,
+    plans: Vec<Arc<Vec<u32>>>,
+    queue: &Q,
+    add: F,
+) -> Vec<JoinHandle<()>>
+where
+    Q: Clone + Send + 'static,
+    F: Fn(&Q, &Arc<str>) + Copy + Send + 'static,
+{
+    plans
+        .into_iter()
+        .map(|plan| {
+            let (queue, keys) = (queue.clone(), keys.clone());
+            tokio::spawn(async move {
+                for &i in plan.iter() {
+                    add(&queue, &keys[i as usize]);
+                }
+            })
+        })
+        .collect()
 }
 
 /// The same run through `BareQueue` (`bare.rs`) on 2 threads: its seconds.
@@ -150,17 +168,7 @@ fn measure_bare(params: &Params, keys: &Arc<Vec<Arc<str>>>, plans: &[Arc<Vec<u32
                 })
             })
             .collect();
-        let producers: Vec<_> = plans
-            .into_iter()
-            .map(|plan| {
-                let (queue, keys) = (queue.clone(), keys.clone());
-                tokio::spawn(async move {
-                    for &i in plan.iter() {
-                        queue.add(&keys[i as usize]);
-                    }
-                })
-            })
-            .collect();
+        let producers = spawn_producers(&keys, plans, &queue, |q: &Arc<BareQueue>, k| q.add(k));
         super::fifo::join(producers, "a producer").await;
         queue.close();
         super::fifo::join(workers, "a worker").await;
