@@ -231,7 +231,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// The crate's hottest path. It is written out rather than passed to `with_lock` as a
     /// closure, and every step down to the state machine is inlined, so that each handle method
     /// compiles to one function in which the key's form (borrowed or owned) is known: through a
-    /// closure and out-of-line calls, an add of a queued key cost twice as much
+    /// closure and out-of-line calls, the same add of a queued key costs twice as much
     /// (`benches/RESULTS.md`, the `hotkeys` workload).
     #[inline(always)]
     pub(crate) fn add(self: &Arc<Self>, key: Cow<'_, K>, p: P) -> Result<(), ShutDownError<K>> {
