@@ -6,6 +6,13 @@
 //! Whatever is handed out leaves the queue only in the `poll` that returns it, so dropping the
 //! future loses nothing; a wake-up it received and did not use is passed on by `Notified`'s drop
 //! to another waiter.
+//!
+//! Every poll first asks tokio's cooperative budget (`tokio::task::coop::poll_proceed`), as
+//! tokio's own channels do: a take that hands something out spends one unit, and once the task's
+//! budget is spent the poll returns `Pending` (the task is woken again at once) without looking.
+//! So a worker whose every `get` is ready (a burst of keys, a zero-delay requeue loop, a
+//! reconcile that never awaits) still gives its thread back to the runtime every budget's worth
+//! of items, and the elector's renewals and timers on that runtime keep running.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,6 +21,7 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
+use tokio::task::coop;
 
 /// Something a [`Wait`] takes from: a `Notify` woken when there may be something to take, and
 /// the taking.
@@ -50,14 +58,19 @@ impl<S: Source> Future for Wait<'_, S> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<S::Output> {
         let mut this = self.project();
         let source = *this.source;
+        // Out of budget: yield before looking, so nothing is taken in a poll that returns
+        // `Pending`. Dropping `budget` without `made_progress` gives the unit back.
+        let budget = ready!(coop::poll_proceed(cx));
         // Fast path: something is there; no need to register with the `Notify`.
         if let Some(out) = source.try_take() {
+            budget.made_progress();
             return Poll::Ready(out);
         }
         loop {
             // Register interest before looking again, so an add after the look wakes us.
             this.notified.as_mut().enable();
             if let Some(out) = source.try_take() {
+                budget.made_progress();
                 return Poll::Ready(out);
             }
             ready!(this.notified.as_mut().poll(cx));
