@@ -493,11 +493,20 @@ where
         only_in_flight: bool,
     ) -> Result<(), AlreadyQueuedError<K, T>> {
         let now = self.clock.now();
+        // A guard whose flight already ended (by `done` of its key, or on shutdown) has nothing
+        // to hand back. Seen under `hot` alone, so such a drop never waits behind a scan under
+        // `main`; a flight that has ended never becomes current again, so the look is final.
+        let in_flight = |hot: &Hot<K, T, C>| {
+            flight.is_some_and(|f| hot.active.in_flight.is_current(&item.key, f))
+        };
+        if only_in_flight && !in_flight(&lock(&self.hot)) {
+            return Ok(());
+        }
         let mut main = lock(&self.main);
         let events = {
             let mut hot = lock(&self.hot);
             let key = &item.key;
-            let current = flight.is_some_and(|f| hot.active.in_flight.is_current(key, f));
+            let current = in_flight(&hot);
             if !current && only_in_flight {
                 return Ok(());
             }
