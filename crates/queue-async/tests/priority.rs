@@ -580,3 +580,17 @@ async fn aging_times_an_add_from_a_plain_thread_by_the_queue_runtime_clock() {
     let first = got(&q).await;
     assert_eq!(*first.key(), "old");
 }
+
+/// A queue dropped with keys queued takes them off each priority's depth gauge.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_queue_takes_its_keys_off_every_priority_depth() {
+    let (q, m) = queue_with_metrics();
+    q.add_with("a", at(1)).unwrap();
+    q.add_with("b", at(1)).unwrap();
+    q.add_with("c", at(5)).unwrap();
+    q.add_with("b", at(5)).unwrap(); // a raise moves b between the series
+    assert_eq!(depth(&m), [(1, 1), (5, 2)]);
+    q.shut_down();
+    drop(q);
+    assert_eq!(depth(&m), [(1, 0), (5, 0)]);
+}

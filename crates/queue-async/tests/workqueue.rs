@@ -897,3 +897,28 @@ async fn many_workers_never_share_a_key() {
     }
     assert_eq!(violations.load(Ordering::Relaxed), 0);
 }
+
+/// A queue dropped with keys still counted (queued, dirty while processing, in flight) takes
+/// them off its gauges: the next queue under the same series (a controller's next term) starts
+/// from what other queues put there, not from this one's leftovers.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_queue_takes_what_it_still_counts_off_its_gauges() {
+    let p = Arc::new(RecordingProvider::default());
+    let queue: WorkQueue<&str> = WorkQueue::builder().name("test").metrics(p.clone()).build();
+    for key in ["a", "b", "c"] {
+        queue.add(key).unwrap();
+    }
+    let item = bounded(queue.get()).await.unwrap();
+    queue.add("a").unwrap(); // dirty while processing
+    sleep(Duration::from_secs(1)).await; // the refresh loop sets the unfinished-work gauges
+    let seen = p.recorded();
+    assert_eq!(seen.depth[&None], 3);
+    assert!(seen.unfinished_work_seconds > 0.0, "{seen:?}");
+    queue.shut_down();
+    let _in_flight = item.into_key(); // handed out, never done
+    drop(queue);
+    let seen = p.recorded();
+    assert_eq!(seen.depth[&None], 0, "{seen:?}");
+    assert_eq!(seen.unfinished_work_seconds, 0.0, "{seen:?}");
+    assert_eq!(seen.longest_running_processor_seconds, 0.0, "{seen:?}");
+}

@@ -206,7 +206,7 @@ struct Handles {
     provider: Arc<dyn MetricsProvider>,
     /// Made on first use, so a priority queue (which labels depth by priority) does not export
     /// an idle unlabelled series.
-    depth: Option<Arc<dyn GaugeMetric>>,
+    depth: Option<Depth>,
     adds: Arc<dyn CounterMetric>,
     queue_duration: Arc<dyn HistogramMetric>,
     work_duration: Arc<dyn HistogramMetric>,
@@ -224,10 +224,42 @@ pub(crate) struct Recorder<K> {
     inner: Option<Box<Enabled<K>>>,
 }
 
+/// A depth gauge and how much of its value this queue put there: what the queue still counts
+/// when it is dropped comes off the gauge, so a queue that goes away with keys queued (a
+/// controller's term that ended) leaves no phantom depth in a series the next queue reuses.
+struct Depth {
+    gauge: Arc<dyn GaugeMetric>,
+    count: u64,
+}
+
+impl Depth {
+    fn new(gauge: Arc<dyn GaugeMetric>) -> Self {
+        Self { gauge, count: 0 }
+    }
+
+    fn inc(&mut self) {
+        self.count += 1;
+        self.gauge.inc();
+    }
+
+    fn dec(&mut self) {
+        self.count = self.count.saturating_sub(1);
+        self.gauge.dec();
+    }
+}
+
+impl Drop for Depth {
+    fn drop(&mut self) {
+        for _ in 0..self.count {
+            self.gauge.dec();
+        }
+    }
+}
+
 struct Enabled<K> {
     handles: Handles,
     /// Priority depth gauges made so far (priority queue only).
-    priority_depth: HashMap<i32, Arc<dyn GaugeMetric>>,
+    priority_depth: HashMap<i32, Depth>,
     add_times: HashMap<K, Instant>,
     start_times: HashMap<K, Instant>,
 }
@@ -378,13 +410,13 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
 }
 
 impl<K> Enabled<K> {
-    fn depth(&mut self, priority: Option<i32>) -> &Arc<dyn GaugeMetric> {
+    fn depth(&mut self, priority: Option<i32>) -> &mut Depth {
         match priority {
             None => {
                 let handles = &mut self.handles;
                 handles
                     .depth
-                    .get_or_insert_with(|| handles.provider.depth(&handles.name))
+                    .get_or_insert_with(|| Depth::new(handles.provider.depth(&handles.name)))
             }
             Some(p) => {
                 let Self {
@@ -392,10 +424,20 @@ impl<K> Enabled<K> {
                     priority_depth,
                     ..
                 } = self;
-                priority_depth
-                    .entry(p)
-                    .or_insert_with(|| handles.provider.depth_for_priority(&handles.name, p))
+                priority_depth.entry(p).or_insert_with(|| {
+                    Depth::new(handles.provider.depth_for_priority(&handles.name, p))
+                })
             }
+        }
+    }
+}
+
+impl<K> Drop for Enabled<K> {
+    /// Items still in progress when the queue goes are no longer anybody's unfinished work.
+    fn drop(&mut self) {
+        if !self.start_times.is_empty() {
+            self.handles.unfinished.set(0.0);
+            self.handles.longest.set(0.0);
         }
     }
 }
