@@ -94,6 +94,7 @@ async fn run_on_etcd(
     let key = format!("/ctrlq/example/leader-{}", o.seed);
     Ok(controller::run(o, provider, |id| {
         ctrlq_leader::EtcdLock::new(client.clone(), key.clone(), id)
+            .request_timeout(controller::REQUEST_TIMEOUT)
     })
     .await?)
 }
@@ -117,6 +118,7 @@ async fn run_on_kube(
     let client = kube::Client::try_default().await?;
     Ok(controller::run(o, provider, |id| {
         ctrlq_leader::LeaseLock::new(client.clone(), namespace, name, id)
+            .request_timeout(controller::REQUEST_TIMEOUT)
     })
     .await?)
 }

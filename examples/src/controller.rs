@@ -233,6 +233,18 @@ pub fn election_config() -> LeaderElectionConfig {
         .release_on_cancel(true)
 }
 
+/// The bound on each lock request (etcd, Lease) with [`election_config`]: a lock's bound may not
+/// exceed the renew deadline.
+///
+/// # Examples
+///
+/// ```
+/// let config = examples::controller::election_config();
+/// assert!(examples::controller::REQUEST_TIMEOUT <= std::time::Duration::from_millis(600));
+/// # drop(config);
+/// ```
+pub const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// The longest failover with [`election_config`]: the lease must expire, then a follower's next
 /// jittered retry (up to 2.2 retry periods) takes it.
 pub const FAILOVER_BOUND: Duration = Duration::from_millis(1_000 + 660);

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use ctrlq_leader::EtcdLock;
-use examples::controller::{Options, run};
+use examples::controller::{Options, REQUEST_TIMEOUT, run};
 #[path = "../../crates/leader/tests/support/etcd_server.rs"]
 #[allow(dead_code)]
 mod etcd_server;
@@ -28,7 +28,7 @@ async fn the_example_fails_over_on_etcd() {
         ..Options::default()
     };
     let summary = run(&options, None, |id| {
-        EtcdLock::new(client.clone(), "/example/leader", id)
+        EtcdLock::new(client.clone(), "/example/leader", id).request_timeout(REQUEST_TIMEOUT)
     })
     .await
     .expect("the run completes");

@@ -38,6 +38,13 @@ const WARN_EVERY: u64 = 30;
 /// enforced positive by [`LeaderElectionConfig::validate`]) is the margin for clock rate
 /// differences and for the work to notice its token.
 ///
+/// Beside client-go candidates on one Lease (`LeaseLock`, feature `kube`): client-go's followers
+/// compare the record at whole-second precision, so two renews within the same second look
+/// unchanged to them, and a Go follower may take over up to one retry period early when the
+/// retry period is under a second. The margin holds in a mixed deployment when the retry period
+/// is at least 1 s (the default is 2 s), or else when lease duration − renew deadline − retry
+/// period ≥ retry period.
+///
 /// Renews are sent a retry period after the previous renew was *sent* (at once if its answer
 /// came later), so a leader keeps leading while each request takes less than
 /// (retry period + renew deadline) / 2: 6 s with the defaults. client-go keeps leading up to
@@ -45,6 +52,28 @@ const WARN_EVERY: u64 = 30;
 /// deadline plus the retry period after its last renew was sent, past the lease duration; no
 /// scheme that stops before followers may take over can stay leading above half the lease
 /// duration (7.5 s).
+///
+/// # A candidate that cannot lead does not block the others
+///
+/// An acquire whose answer comes back after its renew deadline (counted, as for a renew, from
+/// when it was sent) is granted too late to lead: the candidate does not lead on it. Its write
+/// did land, though, and names it with a fresh version, which restarts every other candidate's
+/// clock. So instead of retrying after a retry period (which would refresh the record before
+/// anyone could take over, for as long as its store stays that slow), it backs off for a lease
+/// duration plus twice the longest jittered retry period (23.8 s with the defaults), long enough
+/// for a healthy candidate to see the record expire and take over. The count of such acquires is
+/// [`late_acquire_count`](Self::late_acquire_count).
+///
+/// # Reconciles that never await
+///
+/// The bound above holds while the elector's task gets polled. Every future of `ctrlq`'s queues
+/// spends tokio's cooperative budget, so a worker that awaits only them (and a reconcile that
+/// awaits anything at all) gives its thread back at least every budget's worth of items, even
+/// when each one is ready at once. A reconcile that computes without awaiting for longer than the
+/// margin (lease duration − renew deadline − retry period) blocks its runtime thread that long:
+/// on a current-thread runtime, or when every worker thread is busy that way, the renew and the
+/// stop wait for it, and the bound is lost by that much. Run such work with
+/// `tokio::task::spawn_blocking` (or `block_in_place`), or run the elector on its own runtime.
 ///
 /// # Examples
 ///
@@ -70,6 +99,7 @@ pub struct LeaderElector<L> {
     status_tx: watch::Sender<ElectorStatus>,
     slow_path: AtomicU64,
     lock_errors: AtomicU64,
+    late_acquires: AtomicU64,
     #[cfg(feature = "prometheus")]
     metrics: Option<crate::prometheus::LeaderMetrics>,
 }
@@ -98,7 +128,9 @@ impl<L: Lock> LeaderElector<L> {
     ///
     /// # Errors
     ///
-    /// The [`ConfigError`] of the first broken rule, or [`ConfigError::EmptyIdentity`].
+    /// The [`ConfigError`] of the first broken rule, [`ConfigError::EmptyIdentity`], or
+    /// [`ConfigError::RequestTimeoutAboveRenewDeadline`] for a lock whose
+    /// [request timeout](Lock::request_timeout) exceeds the renew deadline.
     ///
     /// # Examples
     ///
@@ -110,6 +142,14 @@ impl<L: Lock> LeaderElector<L> {
         config.validate()?;
         if lock.identity().is_empty() {
             return Err(ConfigError::EmptyIdentity);
+        }
+        if let Some(request_timeout) = lock.request_timeout()
+            && request_timeout > config.renew_deadline
+        {
+            return Err(ConfigError::RequestTimeoutAboveRenewDeadline {
+                request_timeout,
+                renew_deadline: config.renew_deadline,
+            });
         }
         let seed = config.jitter_seed.unwrap_or_else(|| {
             lock.identity().bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
@@ -130,6 +170,7 @@ impl<L: Lock> LeaderElector<L> {
             status_tx: watch::Sender::new(ElectorStatus::default()),
             slow_path: AtomicU64::new(0),
             lock_errors: AtomicU64::new(0),
+            late_acquires: AtomicU64::new(0),
             #[cfg(feature = "prometheus")]
             metrics: None,
         })
@@ -211,6 +252,8 @@ impl<L: Lock> LeaderElector<L> {
             };
             let leadership = Leadership::new(fencing);
             self.set_leading(true, Some(fencing));
+            // A dropped run stops leading too.
+            let _leading = StopLeadingOnDrop(self);
             debug!(identity = self.lock.identity(), fencing, "started leading");
             let work = work(leadership.clone());
             tokio::pin!(work);
@@ -272,14 +315,27 @@ impl<L: Lock> LeaderElector<L> {
                 ok = self.try_acquire_or_renew(Mode::Acquire) => ok,
             };
             self.report_leader();
-            if ok {
+            let rp = self.config.retry_period;
+            let mut wait = rp;
+            if ok && Instant::now() < sent + rp + self.config.renew_deadline {
                 return Some(sent);
             }
-            let rp = self.config.retry_period;
+            if ok {
+                // Granted too late to lead: the renew deadline counted from the send has passed
+                // already. Yet the write landed, so the record names this candidate with a fresh
+                // version, and every other candidate's clock starts anew. Retrying after a retry
+                // period would refresh it again before anyone could take over, for ever. So it
+                // backs off until the record it wrote has expired for every candidate that saw
+                // it: a lease duration, plus a jittered retry period for them to see the write
+                // and another for their try after the expiry.
+                debug!("acquired after the renew deadline; backing off");
+                self.late_acquires.fetch_add(1, Ordering::Relaxed);
+                wait = self.config.lease_duration + rp.mul_f64(1.0 + JITTER_FACTOR) * 2;
+            }
             let extra = rp.mul_f64(self.lock_state().jitter.next_f64() * JITTER_FACTOR);
             tokio::select! {
                 () = cancel.cancelled() => return None,
-                () = sleep(rp + extra) => {}
+                () = sleep(wait + extra) => {}
             }
         }
     }
@@ -305,7 +361,7 @@ impl<L: Lock> LeaderElector<L> {
                         debug!("renew deadline passed");
                         return LeadershipEnd::RenewDeadlinePassed;
                     }
-                    Ok(false) if !self.is_leader() => {
+                    Ok(false) if !self.record_names_me() => {
                         debug!(holder = %self.observed_record().holder_identity, "lost the lease");
                         return LeadershipEnd::LostToOther;
                     }
@@ -334,7 +390,7 @@ impl<L: Lock> LeaderElector<L> {
             renew_time: wall,
             leader_transitions: 0,
         };
-        if mode == Mode::Renew && self.is_leader() && self.is_lease_valid(now) {
+        if mode == Mode::Renew && self.record_names_me() && self.is_lease_valid(now) {
             let old = self.observed_record();
             rec.acquire_time = old.acquire_time;
             rec.leader_transitions = old.leader_transitions;
@@ -494,9 +550,38 @@ impl<L: Lock> LeaderElector<L> {
         &self.lock
     }
 
-    /// Whether the last observed record names this candidate.
+    /// Whether this candidate leads now: `true` from when [`run`](Self::run) acquires the lease
+    /// until it stops renewing (a lost lease, a passed renew deadline, the end of the drain, or
+    /// the run dropped). This is what to ask before acting as the leader.
+    ///
+    /// A candidate that stopped leading may still be named by the record it last saw (a
+    /// partitioned former leader sees no newer one): that is
+    /// [`record_names_me`](Self::record_names_me), which says nothing about leading now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// use tokio_util::sync::CancellationToken;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let leading_inside = elector.run(CancellationToken::new(), |_| async { true }).await;
+    /// assert_eq!(leading_inside, Some(true));
+    /// assert!(!elector.is_leader(), "the run returned: no longer leading");
+    /// assert!(elector.record_names_me(), "though the record it wrote still names it");
+    /// # }
+    /// ```
     #[must_use]
     pub fn is_leader(&self) -> bool {
+        *self.leading_tx.borrow()
+    }
+
+    /// Whether the last record this candidate observed names it as the holder. Not whether it
+    /// leads now (see [`is_leader`](Self::is_leader)): the record may name it after it stopped
+    /// leading, until it sees a newer one.
+    #[must_use]
+    pub fn record_names_me(&self) -> bool {
         self.lock_state().record.holder_identity == self.lock.identity()
     }
 
@@ -567,6 +652,14 @@ impl<L: Lock> LeaderElector<L> {
         self.lock_errors.load(Ordering::Relaxed)
     }
 
+    /// How many acquires were granted only after their renew deadline had passed, so that this
+    /// candidate did not lead and backed off (see [`run`](Self::run)); a store this slow for
+    /// this candidate shows here.
+    #[must_use]
+    pub fn late_acquire_count(&self) -> u64 {
+        self.late_acquires.load(Ordering::Relaxed)
+    }
+
     /// Health: unhealthy when this candidate leads but has not renewed for longer than the lease
     /// duration plus `tolerance`, as the original's watchdog.
     ///
@@ -618,6 +711,18 @@ impl<L: Lock> LeaderElector<L> {
 
     fn lock_state(&self) -> std::sync::MutexGuard<'_, Observed> {
         lock(&self.state)
+    }
+}
+
+/// Marks the elector as not leading when dropped, if it still is: a `run` dropped while leading
+/// stops renewing, so it must not go on saying it leads.
+struct StopLeadingOnDrop<'a, L: Lock>(&'a LeaderElector<L>);
+
+impl<L: Lock> Drop for StopLeadingOnDrop<'_, L> {
+    fn drop(&mut self) {
+        if self.0.is_leader() {
+            self.0.set_leading(false, None);
+        }
     }
 }
 

@@ -82,6 +82,17 @@ pub enum ConfigError {
     /// The lock's identity is empty.
     #[error("lock identity is empty")]
     EmptyIdentity,
+    /// The lock bounds each request by longer than the renew deadline, which cuts every renew
+    /// short first (see [`Lock::request_timeout`](crate::Lock::request_timeout)).
+    #[error(
+        "the lock's request timeout must not exceed the renew deadline ({request_timeout:?} > {renew_deadline:?})"
+    )]
+    RequestTimeoutAboveRenewDeadline {
+        /// The lock's bound on one request.
+        request_timeout: Duration,
+        /// The configured renew deadline.
+        renew_deadline: Duration,
+    },
 }
 
 /// The health check failed: this candidate leads but has not renewed for too long.

@@ -199,6 +199,10 @@ impl Lock for EtcdLock {
     fn describe(&self) -> String {
         format!("etcd:{}", self.key)
     }
+
+    fn request_timeout(&self) -> Option<Duration> {
+        Some(self.timeout)
+    }
 }
 
 impl std::fmt::Debug for EtcdLock {

@@ -99,7 +99,9 @@ impl LeaseLock {
     }
 
     /// Bounds each request, including kube-rs's own retries of 429, 503 and 504 (default
-    /// [`DEFAULT_REQUEST_TIMEOUT`]). Keep it below the renew deadline.
+    /// [`DEFAULT_REQUEST_TIMEOUT`]). It must not exceed the renew deadline:
+    /// [`LeaderElector::new`](crate::LeaderElector::new) refuses a lock whose bound is longer
+    /// ([`ConfigError::RequestTimeoutAboveRenewDeadline`](crate::ConfigError)).
     ///
     /// # Examples
     ///
@@ -261,6 +263,10 @@ impl Lock for LeaseLock {
 
     fn describe(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+
+    fn request_timeout(&self) -> Option<Duration> {
+        Some(self.timeout)
     }
 }
 

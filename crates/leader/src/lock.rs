@@ -70,4 +70,20 @@ pub trait Lock: Send + Sync + 'static {
 
     /// A description of the lock for logs, such as `namespace/name`.
     fn describe(&self) -> String;
+
+    /// The bound this lock puts on each of its requests, if it has one (`None` by default).
+    ///
+    /// [`LeaderElector::new`](crate::LeaderElector::new) refuses a bound longer than the renew
+    /// deadline ([`ConfigError::RequestTimeoutAboveRenewDeadline`](crate::ConfigError)): such a
+    /// bound would never apply, as the renew deadline cuts a renew short first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_leader::{Lock, MemoryStore};
+    /// assert_eq!(MemoryStore::new().lock("a").request_timeout(), None);
+    /// ```
+    fn request_timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
 }

@@ -84,4 +84,11 @@ impl<P: Lock, S: Lock> Lock for MultiLock<P, S> {
     fn describe(&self) -> String {
         format!("{},{}", self.primary.describe(), self.secondary.describe())
     }
+
+    /// The longer of the two locks' bounds.
+    fn request_timeout(&self) -> Option<std::time::Duration> {
+        self.primary
+            .request_timeout()
+            .max(self.secondary.request_timeout())
+    }
 }

@@ -285,3 +285,122 @@ async fn dropping_run_should_leave_the_lease_to_expire_for_the_next_candidate() 
     assert!(at - start >= Duration::from_secs(15), "{:?}", at - start);
     assert_eq!(store.record().unwrap().leader_transitions, 1);
 }
+
+/// Three candidates on one lock; the leader's store becomes slow (6.3 s a request, lease 15 s /
+/// renew 10 s / retry 2 s). It steps down, and each acquire it sends then lands after its own
+/// renew deadline: granted and dead at once, yet its write names it with a fresh version. It
+/// must not keep the two healthy candidates from taking over (DESIGN.md, invariant 5).
+#[tokio::test(start_paused = true)]
+async fn a_candidate_granted_after_its_deadline_should_not_block_the_others() {
+    use std::sync::Arc;
+    let store = MemoryStore::new();
+    let stop = CancellationToken::new();
+    let electors: Vec<_> = ["c", "a", "b"]
+        .into_iter()
+        .map(|id| Arc::new(LeaderElector::new(store.lock(id), config()).unwrap()))
+        .collect();
+    // Who leads when, from the leading watches.
+    let mut watches: Vec<_> = electors
+        .iter()
+        .map(|e| (e.identity().to_owned(), e.subscribe_leading()))
+        .collect();
+    for e in &electors {
+        let (e, stop) = (e.clone(), stop.clone());
+        // Stand again after every loss, until the test stops.
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                e.run(stop.clone(), |l| async move { l.token().cancelled().await })
+                    .await;
+            }
+        });
+        // `c` acquires first; the others follow as candidates.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let t0 = Instant::now();
+    let slow_from = t0 + Duration::from_secs(20);
+    let end = t0 + Duration::from_secs(150);
+    let mut slowed = false;
+    let mut leading: Vec<(String, Instant, Option<Instant>)> = Vec::new();
+    while Instant::now() < end {
+        if !slowed && Instant::now() >= slow_from {
+            store.delay_next("c", u32::MAX, Duration::from_millis(6300));
+            slowed = true;
+        }
+        for (id, w) in &mut watches {
+            if w.has_changed().unwrap() {
+                let now = Instant::now();
+                if *w.borrow_and_update() {
+                    leading.push((id.clone(), now, None));
+                } else if let Some(t) = leading.iter_mut().rev().find(|t| t.0 == *id) {
+                    t.2 = Some(now);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.cancel();
+    assert_eq!(
+        leading.first().map(|t| t.0.as_str()),
+        Some("c"),
+        "{leading:?}"
+    );
+    let c_stopped = leading[0].2.expect("c steps down once its store is slow");
+    // A healthy candidate leads within a bound of c's step-down: the record c kept writing
+    // expires (one lease duration after the others saw its last write), and they take over.
+    let next = leading
+        .iter()
+        .find(|t| t.0 != "c")
+        .unwrap_or_else(|| panic!("no healthy candidate ever led: {leading:?}"));
+    let without_leader = next.1 - c_stopped;
+    assert!(
+        without_leader <= Duration::from_secs(60),
+        "no leader for {without_leader:?}: {leading:?}"
+    );
+    // c never led again, and the healthy leader kept leading to the end.
+    assert!(leading[1..].iter().all(|t| t.0 != "c"), "{leading:?}");
+    assert_eq!(next.2, None, "{leading:?}");
+    assert!(electors[0].late_acquire_count() >= 1);
+    assert_eq!(
+        electors[1].late_acquire_count() + electors[2].late_acquire_count(),
+        0
+    );
+}
+
+/// `is_leader` answers "do I lead now": a partitioned former leader says no once it stepped
+/// down, though the last record it saw still names it (`record_names_me`), and also while the
+/// work is still running after the loss. A dropped run stops leading too.
+#[tokio::test(start_paused = true)]
+async fn is_leader_should_mean_leading_now_not_named_by_the_last_record() {
+    use std::sync::Arc;
+    let store = MemoryStore::new();
+    let e = Arc::new(LeaderElector::new(store.lock("a"), config()).unwrap());
+    let (e2, s2) = (e.clone(), store.clone());
+    let seen = e
+        .run(CancellationToken::new(), |l| async move {
+            let leading = e2.is_leader();
+            s2.partition("a", true);
+            l.token().cancelled().await;
+            // The work still runs; leadership has ended.
+            (leading, e2.is_leader(), e2.record_names_me())
+        })
+        .await
+        .unwrap();
+    assert_eq!(seen, (true, false, true));
+    assert!(!e.is_leader());
+    assert!(e.record_names_me());
+
+    // A run dropped while leading.
+    store.partition("a", false);
+    let b = LeaderElector::new(store.lock("b"), config()).unwrap();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let run = b.run(CancellationToken::new(), |_| async move {
+        started_tx.send(()).unwrap();
+        std::future::pending::<()>().await;
+    });
+    tokio::select! {
+        _ = run => unreachable!("the work never ends"),
+        r = started_rx => r.unwrap(),
+    }
+    assert!(!b.is_leader(), "the dropped run no longer leads");
+    assert_eq!(b.leading_metric(), 0);
+}

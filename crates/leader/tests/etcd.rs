@@ -22,7 +22,9 @@ fn config() -> LeaderElectionConfig {
 
 async fn elector(url: &str, id: &str) -> Arc<LeaderElector<EtcdLock>> {
     let client = etcd_client::Client::connect([url], None).await.unwrap();
-    Arc::new(LeaderElector::new(EtcdLock::new(client, "/leader-test", id), config()).unwrap())
+    // Each request bounded within the short renew deadline, as the elector requires.
+    let lock = EtcdLock::new(client, "/leader-test", id).request_timeout(Duration::from_secs(1));
+    Arc::new(LeaderElector::new(lock, config()).unwrap())
 }
 
 /// Runs `e` until its leadership ends; returns when it started and when it stopped leading.

@@ -16,7 +16,8 @@ use std::time::{Duration, SystemTime};
 
 use ctrlq_leader::lease_emulation::{Fault, LeaseServer};
 use ctrlq_leader::{
-    LeaderElectionConfig, LeaderElector, LeaderRecord, LeaseLock, Lock, LockError, lease_record,
+    ConfigError, LeaderElectionConfig, LeaderElector, LeaderRecord, LeaseLock, Lock, LockError,
+    lease_record,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -214,6 +215,35 @@ async fn lock_should_bound_every_request_by_its_timeout() {
     let start = Instant::now();
     a.get().await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(1));
+}
+
+/// A request timeout longer than the renew deadline would never apply (the deadline cuts the
+/// renew short first): the elector refuses it, also for the default timeout beside a short
+/// deadline.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn elector_should_refuse_a_request_timeout_above_the_renew_deadline() {
+    let server = LeaseServer::start();
+    let short = LeaderElectionConfig::default()
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(2))
+        .retry_period(Duration::from_millis(500));
+    let default_timeout = lock(&server, "a").await;
+    assert_eq!(
+        Lock::request_timeout(&default_timeout),
+        Some(ctrlq_leader::DEFAULT_REQUEST_TIMEOUT)
+    );
+    let err = LeaderElector::new(default_timeout, short.clone()).unwrap_err();
+    assert_eq!(
+        err,
+        ConfigError::RequestTimeoutAboveRenewDeadline {
+            request_timeout: ctrlq_leader::DEFAULT_REQUEST_TIMEOUT,
+            renew_deadline: Duration::from_secs(2),
+        }
+    );
+    let at_deadline = lock(&server, "a")
+        .await
+        .request_timeout(Duration::from_secs(2));
+    assert!(LeaderElector::new(at_deadline, short).is_ok());
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
