@@ -77,6 +77,14 @@ pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 /// - **Shutdown**: when `shutdown` fires, workers stop taking keys, the [`Context`] tokens fire,
 ///   in-flight reconciles get the grace period to finish (while leading, the elector keeps the
 ///   lease until they have), and [`run`](Self::run) returns a [`Summary`].
+/// - **Reconciles that never await**: a worker takes its keys through futures that spend tokio's
+///   cooperative budget, so even when every key is ready at once and every reconcile returns
+///   without awaiting (a zero-delay requeue loop, a burst of keys), the worker gives its thread
+///   back every budget's worth of keys, and the elector on the same runtime keeps renewing: a
+///   leader stops within retry period + renew deadline of its last successful renew. One
+///   reconcile that computes for long without awaiting holds its thread that long, and on a
+///   current-thread runtime (or when every worker thread is so busy) delays the renew and the stop
+///   by as much; run such work with `tokio::task::spawn_blocking`.
 ///
 /// # Examples
 ///
