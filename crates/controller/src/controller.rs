@@ -11,12 +11,12 @@ use ctrlq_queue_async::WorkQueue;
 use ctrlq_queue_async::metrics::MetricsProvider;
 use ctrlq_ratelimit::RateLimiter;
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 use futures::{FutureExt, Stream, StreamExt};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span};
 
+use crate::source::{Source, Subscribe};
 use crate::stats::Recorder;
 use crate::term::{Shared, Term, TermEnd, TermSettings};
 use crate::{Action, Context, Event, ReconcileError, Summary};
@@ -54,7 +54,6 @@ where
 
 pub(crate) type Policy<K, E> = Arc<dyn Fn(&K, &ReconcileError<E>, u32) -> Action + Send + Sync>;
 pub(crate) type Hook<K> = Arc<dyn Fn(&Event<'_, K>) + Send + Sync>;
-type Subscribe<K> = Box<dyn FnMut() -> BoxStream<'static, K> + Send>;
 
 /// How long in-flight reconciles may run after a shutdown request: controller-runtime's default
 /// graceful shutdown timeout.
@@ -201,6 +200,12 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// Several sources are merged. The keys a stream has ready at once (a relist, a burst of
     /// events; up to 64) are added together, under one hold of the queue's lock.
     ///
+    /// Every key a stream yields is queued, whatever it does next. A stream that panics (or a
+    /// `subscribe` that panics) is reported ([`Event::SourceFailed`], a `warn!`, the summary's
+    /// `source_failures`) and subscribed again after a backoff: 1 s, doubling at each failure in
+    /// a row up to 30 s. A stream that ends is done for the term. For a stream of `Result`s,
+    /// whose errors should be reported rather than end it, use [`try_source`](Self::try_source).
+    ///
     /// # Examples
     ///
     /// ```
@@ -218,7 +223,39 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
         F: FnMut() -> S + Send + 'static,
         S: Stream<Item = K> + Send + 'static,
     {
-        self.sources.push(Box::new(move || subscribe().boxed()));
+        self.sources
+            .push(Box::new(move || subscribe().map(Ok).boxed()));
+        self
+    }
+
+    /// Adds a source whose stream yields `Result`s (a `TryStream`, such as a kube-runtime
+    /// watcher's): `Ok` keys are added as with [`source`](Self::source); each `Err` is reported
+    /// ([`Event::SourceError`], a `warn!`, the summary's `source_errors`) and the stream is
+    /// polled on. A stream that ends right after an error failed: it is reported
+    /// ([`Event::SourceFailed`]) and subscribed again after a backoff, as is one that panics.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use ctrlq_controller::{Action, Context, Controller};
+    /// let c = Controller::new("pods", |_key: u32, _ctx: Context| async {
+    ///         Ok::<_, std::io::Error>(Action::Done)
+    ///     })
+    ///     .try_source(|| futures::stream::iter([Ok(1), Err("watch expired"), Ok(2)]));
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn try_source<F, S, Err>(mut self, mut subscribe: F) -> Self
+    where
+        F: FnMut() -> S + Send + 'static,
+        S: Stream<Item = Result<K, Err>> + Send + 'static,
+        Err: fmt::Display + Send + 'static,
+    {
+        self.sources.push(Box::new(move || {
+            subscribe()
+                .map(|item| item.map_err(|e| e.to_string()))
+                .boxed()
+        }));
         self
     }
 
@@ -392,7 +429,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             reconcile,
             policy,
             hooks,
-            mut sources,
+            sources,
             elector,
             settings,
             recorder,
@@ -403,16 +440,21 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             hooks,
             recorder,
         });
+        let sources: Vec<_> = sources
+            .into_iter()
+            .enumerate()
+            .map(|(i, subscribe)| Arc::new(Source::new(i, subscribe)))
+            .collect();
         let span = debug_span!("controller", controller = %name);
         let drained = async {
             let Some(elector) = elector else {
                 return settings
-                    .term(&shared, &mut sources, None, &shutdown)
+                    .term(&shared, &sources, None, &shutdown)
                     .await
                     .drained();
             };
             loop {
-                let (s, sh, src) = (&settings, &shared, &mut sources);
+                let (s, sh, src) = (&settings, &shared, &sources[..]);
                 let cancel = shutdown.clone();
                 let shutdown = &shutdown;
                 let el = &elector;

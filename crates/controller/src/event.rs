@@ -61,6 +61,53 @@ pub enum Event<'a, K> {
         /// Reconciles dropped when the grace period ran out.
         aborted: u64,
     },
+    /// A source given with [`try_source`](crate::Controller::try_source) yielded an error. The
+    /// source goes on; if it ends right after the error, [`SourceFailed`](Self::SourceFailed)
+    /// follows.
+    SourceError {
+        /// The source's position, in the order the sources were given.
+        source: usize,
+        /// The error's message.
+        error: &'a str,
+    },
+    /// A source failed: its stream panicked (or its subscribe function did), or it ended right
+    /// after an error. Every key it yielded before is queued; it is subscribed again after
+    /// `retry_in`, as kube-runtime re-lists a failed watch.
+    SourceFailed {
+        /// The source's position, in the order the sources were given.
+        source: usize,
+        /// How it failed.
+        failure: &'a SourceFailure,
+        /// When it is subscribed again (1 s, doubling at each failure in a row up to 30 s).
+        retry_in: Duration,
+    },
+}
+
+/// How a source failed ([`Event::SourceFailed`]).
+///
+/// # Examples
+///
+/// ```
+/// use ctrlq_controller::SourceFailure;
+/// let f = SourceFailure::EndedWithError("watch expired".into());
+/// assert_eq!(f.to_string(), "ended after an error: watch expired");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SourceFailure {
+    /// The stream, or the function that makes it, panicked; the panic's message.
+    Panicked(String),
+    /// The stream ended right after yielding this error.
+    EndedWithError(String),
+}
+
+impl std::fmt::Display for SourceFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Panicked(msg) => write!(f, "panicked: {msg}"),
+            Self::EndedWithError(e) => write!(f, "ended after an error: {e}"),
+        }
+    }
 }
 
 /// How one reconcile ended.
@@ -104,6 +151,10 @@ pub struct Summary {
     pub terms: u64,
     /// Terms that ended with a lost lease.
     pub leases_lost: u64,
+    /// Error items the sources yielded ([`Event::SourceError`]).
+    pub source_errors: u64,
+    /// Times a source failed and was subscribed again ([`Event::SourceFailed`]).
+    pub source_failures: u64,
     /// Whether the last drain finished within the grace period (`true` if nothing was in
     /// flight, `false` if the run ended without a drain).
     pub drained: bool,

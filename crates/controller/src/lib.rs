@@ -76,6 +76,7 @@ pub mod kube;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod metrics;
+mod source;
 mod stats;
 mod term;
 #[cfg(feature = "test-util")]
@@ -85,4 +86,4 @@ pub mod testing;
 pub use action::{Action, ReconcileError};
 pub use context::Context;
 pub use controller::{Controller, DEFAULT_GRACE_PERIOD, Key};
-pub use event::{Event, ReconcileOutcome, Summary};
+pub use event::{Event, ReconcileOutcome, SourceFailure, Summary};

@@ -30,6 +30,8 @@ pub(crate) struct Stats {
     pub(crate) aborted: AtomicU64,
     pub(crate) terms: AtomicU64,
     pub(crate) leases_lost: AtomicU64,
+    pub(crate) source_errors: AtomicU64,
+    pub(crate) source_failures: AtomicU64,
 }
 
 /// Whether one worker runs a reconcile: written by that worker alone, on a cache line of its
@@ -137,6 +139,8 @@ impl Recorder {
             aborted: s.aborted.load(Relaxed),
             terms: s.terms.load(Relaxed),
             leases_lost: s.leases_lost.load(Relaxed),
+            source_errors: s.source_errors.load(Relaxed),
+            source_failures: s.source_failures.load(Relaxed),
             drained,
         }
     }

@@ -11,8 +11,7 @@ use ctrlq_leader::{Leadership, LeadershipEnd};
 use ctrlq_queue_async::WorkQueue;
 use ctrlq_queue_async::metrics::MetricsProvider;
 use ctrlq_ratelimit::RateLimiter;
-use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -22,6 +21,7 @@ use tracing::{Instrument, Level, debug, debug_span};
 use crate::action::panic_message;
 use crate::controller::{Hook, Key, Policy, StartWorker, apply};
 use crate::event::ReconcileOutcome;
+use crate::source::Source;
 use crate::stats::{Counts, Outcome, Recorder, WorkerSlot};
 use crate::{Action, Context, Event, ReconcileError};
 
@@ -82,7 +82,7 @@ impl<K: Key> TermSettings<K> {
     pub(crate) async fn term<E: Send + 'static>(
         &self,
         shared: &Arc<Shared<K, E>>,
-        sources: &mut [Box<dyn FnMut() -> BoxStream<'static, K> + Send>],
+        sources: &[Arc<Source<K>>],
         leadership: Option<(Leadership, watch::Receiver<bool>)>,
         shutdown: &CancellationToken,
     ) -> TermEnd {
@@ -105,6 +105,8 @@ impl<K: Key> TermSettings<K> {
         // at the end of the term anyway: the next term's sources bring their keys back.
         term.queue.shut_down();
         pumps.abort_all();
+        // A pump catches its source's panics; what is left to join is its cancellation.
+        while pumps.join_next().await.is_some() {}
         let before = shared.recorder.stats.aborted.load(Relaxed);
         let lost = leadership
             .as_ref()
@@ -128,7 +130,7 @@ impl<K: Key> TermSettings<K> {
     fn start<E: Send + 'static>(
         &self,
         shared: &Arc<Shared<K, E>>,
-        sources: &mut [Box<dyn FnMut() -> BoxStream<'static, K> + Send>],
+        sources: &[Arc<Source<K>>],
         fencing: Option<u64>,
     ) -> (Arc<Term<K, E>>, JoinSet<()>, JoinSet<()>) {
         shared.recorder.stats.terms.fetch_add(1, Relaxed);
@@ -147,8 +149,9 @@ impl<K: Key> TermSettings<K> {
             workers: (0..self.workers).map(|_| WorkerSlot::default()).collect(),
         });
         let mut pumps = JoinSet::new();
-        for subscribe in sources.iter_mut() {
-            pumps.spawn(pump(subscribe(), term.queue.clone()).in_current_span());
+        for source in sources {
+            let pump = source.clone().pump(term.queue.clone(), shared.clone());
+            pumps.spawn(pump.in_current_span());
         }
         let mut workers = JoinSet::new();
         for i in 0..self.workers {
@@ -212,20 +215,6 @@ async fn join_all(set: &mut JoinSet<()>) {
             && e.is_panic()
         {
             debug!("a worker panicked outside reconcile (in the event hook)");
-        }
-    }
-}
-
-/// The most keys a source pump adds under one hold of the queue's lock: the keys its source
-/// has ready at once, up to this many.
-const PUMP_BATCH: usize = 64;
-
-/// Adds the keys of one source to the term's queue, each burst of ready keys at once.
-async fn pump<K: Key>(stream: BoxStream<'static, K>, queue: WorkQueue<K>) {
-    let mut batches = stream.ready_chunks(PUMP_BATCH);
-    while let Some(keys) = batches.next().await {
-        if queue.add_all(keys).is_err() {
-            return;
         }
     }
 }

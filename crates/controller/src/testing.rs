@@ -234,6 +234,28 @@ pub enum Record<K> {
         /// When.
         at: Instant,
     },
+    /// A source yielded an error ([`Event::SourceError`]).
+    SourceError {
+        /// The replica.
+        replica: String,
+        /// The source's position.
+        source: usize,
+        /// The error's message.
+        error: String,
+        /// When.
+        at: Instant,
+    },
+    /// A source failed and will be subscribed again ([`Event::SourceFailed`]).
+    SourceFailed {
+        /// The replica.
+        replica: String,
+        /// The source's position.
+        source: usize,
+        /// How it failed.
+        failure: crate::SourceFailure,
+        /// When.
+        at: Instant,
+    },
     /// The lease was lost.
     LeadershipLost {
         /// The replica.
@@ -330,6 +352,20 @@ impl<K: Key> Observations<K> {
             Event::DrainFinished { aborted } => Record::DrainFinished {
                 replica,
                 aborted,
+                at,
+            },
+            Event::SourceError { source, error } => Record::SourceError {
+                replica,
+                source,
+                error: error.to_owned(),
+                at,
+            },
+            Event::SourceFailed {
+                source, failure, ..
+            } => Record::SourceFailed {
+                replica,
+                source,
+                failure: failure.clone(),
                 at,
             },
         };

@@ -566,3 +566,168 @@ async fn the_given_rate_limiter_paces_retries() {
     let gaps: Vec<_> = starts.windows(2).map(|w| w[1] - w[0]).collect();
     assert_eq!(gaps, [Duration::from_secs(3); 2]);
 }
+
+/// Reconciles every key it is given; stops the run once it has seen `want` distinct keys.
+fn collecting(
+    want: usize,
+    shutdown: &CancellationToken,
+) -> (
+    Log<u32>,
+    impl Fn(u32, Context) -> std::future::Ready<Result<Action, Infallible>> + Send + Sync + 'static,
+) {
+    let seen = log();
+    let (s, stop) = (seen.clone(), shutdown.clone());
+    let reconcile = move |key: u32, _ctx: Context| {
+        let mut s = s.lock().unwrap();
+        if !s.contains(&key) {
+            s.push(key);
+        }
+        if s.len() == want {
+            stop.cancel();
+        }
+        std::future::ready(Ok(Action::Done))
+    };
+    (seen, reconcile)
+}
+
+/// A source that yields three keys and then panics: all three are reconciled, the failure is
+/// reported, and the source is subscribed again after the backoff (its second stream's key is
+/// reconciled too).
+#[tokio::test(start_paused = true)]
+async fn keys_a_source_yielded_before_it_panicked_are_reconciled_and_it_is_resubscribed() {
+    let shutdown = CancellationToken::new();
+    let (seen, reconcile) = collecting(4, &shutdown);
+    let subscriptions = Arc::new(Mutex::new(Vec::new()));
+    let subs = subscriptions.clone();
+    let events = log();
+    let ev = events.clone();
+    let summary = bounded(
+        LIMIT,
+        Controller::new("panicky", reconcile)
+            .source(move || {
+                let mut subs = subs.lock().unwrap();
+                subs.push(Instant::now());
+                if subs.len() == 1 {
+                    futures::stream::iter([1, 2, 3])
+                        .chain(futures::stream::once(async { panic!("boom") }))
+                        .boxed()
+                } else {
+                    futures::stream::iter([4])
+                        .chain(futures::stream::pending())
+                        .boxed()
+                }
+            })
+            .on_event(move |e| {
+                if let Event::SourceFailed {
+                    source,
+                    failure,
+                    retry_in,
+                } = e
+                {
+                    ev.lock()
+                        .unwrap()
+                        .push((*source, failure.to_string(), *retry_in));
+                }
+            })
+            .run(shutdown),
+    )
+    .await;
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort_unstable();
+    assert_eq!(seen, [1, 2, 3, 4]);
+    assert_eq!(
+        *events.lock().unwrap(),
+        [(0, "panicked: boom".to_owned(), Duration::from_secs(1))]
+    );
+    let subs = subscriptions.lock().unwrap();
+    assert_eq!(subs.len(), 2);
+    assert_eq!(
+        subs[1] - subs[0],
+        Duration::from_secs(1),
+        "after the backoff"
+    );
+    assert_eq!((summary.source_failures, summary.source_errors), (1, 0));
+}
+
+/// A `try_source`'s errors are reported and the stream goes on; one that ends right after an
+/// error is subscribed again, with a backoff that doubles while it keeps failing.
+#[tokio::test(start_paused = true)]
+async fn a_try_source_reports_errors_and_is_resubscribed_when_it_ends_after_one() {
+    let shutdown = CancellationToken::new();
+    let (seen, reconcile) = collecting(4, &shutdown);
+    let subscriptions = Arc::new(Mutex::new(Vec::new()));
+    let subs = subscriptions.clone();
+    let events = log();
+    let ev = events.clone();
+    let summary = bounded(
+        LIMIT,
+        Controller::new("flaky", reconcile)
+            .try_source(move || {
+                let mut subs = subs.lock().unwrap();
+                subs.push(Instant::now());
+                match subs.len() {
+                    1 => futures::stream::iter([Ok(1), Err("gone"), Ok(2), Err("expired")]).boxed(),
+                    2 => futures::stream::iter([Err("still down")]).boxed(),
+                    _ => futures::stream::iter([Ok(3), Ok(4)])
+                        .chain(futures::stream::pending())
+                        .boxed(),
+                }
+            })
+            .on_event(move |e| match e {
+                Event::SourceError { error, .. } => {
+                    ev.lock().unwrap().push(format!("error {error}"))
+                }
+                Event::SourceFailed {
+                    failure, retry_in, ..
+                } => ev
+                    .lock()
+                    .unwrap()
+                    .push(format!("failed {failure} {retry_in:?}")),
+                _ => {}
+            })
+            .run(shutdown),
+    )
+    .await;
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort_unstable();
+    assert_eq!(seen, [1, 2, 3, 4]);
+    assert_eq!(
+        *events.lock().unwrap(),
+        [
+            "error gone",
+            "error expired",
+            "failed ended after an error: expired 1s",
+            "error still down",
+            "failed ended after an error: still down 2s",
+        ]
+    );
+    let subs = subscriptions.lock().unwrap();
+    assert_eq!(subs.len(), 3);
+    assert_eq!(subs[1] - subs[0], Duration::from_secs(1));
+    assert_eq!(subs[2] - subs[1], Duration::from_secs(2));
+    assert_eq!((summary.source_failures, summary.source_errors), (2, 3));
+}
+
+/// A source that ends after its keys is done for the term: not subscribed again.
+#[tokio::test(start_paused = true)]
+async fn a_source_that_ends_after_its_keys_is_not_resubscribed() {
+    let shutdown = CancellationToken::new();
+    let subscriptions = Arc::new(Mutex::new(0u32));
+    let subs = subscriptions.clone();
+    let stop = shutdown.clone();
+    let summary = Controller::new("finite", |_k: u32, _ctx: Context| async {
+        Ok::<_, Infallible>(Action::Done)
+    })
+    .source(move || {
+        *subs.lock().unwrap() += 1;
+        futures::stream::iter([1, 2])
+    })
+    .run(shutdown);
+    let run = tokio::spawn(summary);
+    sleep(Duration::from_secs(120)).await;
+    stop.cancel();
+    let summary = bounded(LIMIT, run).await.unwrap();
+    assert_eq!(summary.reconciles, 2);
+    assert_eq!(*subscriptions.lock().unwrap(), 1);
+    assert_eq!(summary.source_failures, 0);
+}

@@ -1,0 +1,176 @@
+//! Key sources: subscribed at the start of every term, pumped into the term's queue, and
+//! resubscribed with backoff when they fail.
+//!
+//! A pump polls its stream for the keys it has ready at once (up to [`PUMP_BATCH`]) and adds
+//! them under one hold of the queue's lock. Every poll is guarded: a stream that panics has the
+//! keys it yielded before the panic added first, so no key it yielded is lost. An error item
+//! (from a [`try_source`](crate::Controller::try_source)) is reported and the stream polled on;
+//! a stream that panics, or ends right after an error, is reported and subscribed again after a
+//! backoff (1 s, doubling up to 30 s, back to 1 s once a new subscription yields a key), as
+//! kube-runtime re-lists a failed watch. A stream that ends after a key ends for the term.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use ctrlq_queue_async::WorkQueue;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tracing::warn;
+
+use crate::action::panic_message;
+use crate::controller::Key;
+use crate::term::Shared;
+use crate::{Event, SourceFailure};
+
+/// An error a source yielded, as its message.
+pub(crate) type SourceError = String;
+
+/// Makes a fresh stream of one source.
+pub(crate) type Subscribe<K> =
+    Box<dyn FnMut() -> BoxStream<'static, Result<K, SourceError>> + Send>;
+
+/// The most keys a source pump adds under one hold of the queue's lock: the keys its source
+/// has ready at once, up to this many.
+const PUMP_BATCH: usize = 64;
+
+/// The first wait before a failed source is subscribed again; it doubles at each failure in a
+/// row, up to [`MAX_BACKOFF`].
+const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// One source of a controller, shared by the pumps of every term.
+pub(crate) struct Source<K> {
+    /// The source's position among the controller's sources, as events report it.
+    pub(crate) index: usize,
+    subscribe: Mutex<Subscribe<K>>,
+}
+
+/// What one poll of a stream for ready keys came to.
+enum Step {
+    /// Keys (maybe none) and the stream may have more.
+    Keys,
+    /// The stream yielded an error item.
+    Error(SourceError),
+    /// The stream ended.
+    Ended,
+    /// Polling the stream (or making it) panicked.
+    Panicked(String),
+}
+
+impl<K: Key> Source<K> {
+    pub(crate) fn new(index: usize, subscribe: Subscribe<K>) -> Self {
+        Self {
+            index,
+            subscribe: Mutex::new(subscribe),
+        }
+    }
+
+    /// A fresh stream, or the panic message of a `subscribe` that panicked.
+    fn subscribe(&self) -> Result<BoxStream<'static, Result<K, SourceError>>, String> {
+        let mut subscribe = self
+            .subscribe
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        catch_unwind(AssertUnwindSafe(|| subscribe())).map_err(|p| panic_message(&*p))
+    }
+
+    /// Adds this source's keys to `queue` until the stream ends after a key or the queue shuts
+    /// down; a failed stream is reported and subscribed again after a backoff.
+    pub(crate) async fn pump<E>(self: Arc<Self>, queue: WorkQueue<K>, shared: Arc<Shared<K, E>>) {
+        let mut backoff = INITIAL_BACKOFF;
+        loop {
+            let failure = match self.subscribe() {
+                Ok(stream) => match self.drain(stream, &queue, &shared, &mut backoff).await {
+                    Some(failure) => failure,
+                    None => return,
+                },
+                Err(panic) => SourceFailure::Panicked(panic),
+            };
+            shared.source_failed(self.index, &failure, backoff);
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// Pumps one stream; `None` when it ended after a key or the queue shut down, else how it
+    /// failed.
+    async fn drain<E>(
+        &self,
+        mut stream: BoxStream<'static, Result<K, SourceError>>,
+        queue: &WorkQueue<K>,
+        shared: &Shared<K, E>,
+        backoff: &mut Duration,
+    ) -> Option<SourceFailure> {
+        let mut keys = Vec::with_capacity(PUMP_BATCH);
+        let mut last_error = None;
+        loop {
+            let step = std::future::poll_fn(|cx| poll_ready_keys(&mut stream, cx, &mut keys)).await;
+            if !keys.is_empty() {
+                // Added before the step is acted on: the keys yielded before an error, an end or
+                // a panic are queued whatever comes next.
+                *backoff = INITIAL_BACKOFF;
+                last_error = None;
+                if queue.add_all(keys.drain(..)).is_err() {
+                    return None;
+                }
+            }
+            match step {
+                Step::Keys => {}
+                Step::Error(e) => {
+                    shared.source_error(self.index, &e);
+                    last_error = Some(e);
+                }
+                Step::Ended => return last_error.map(SourceFailure::EndedWithError),
+                Step::Panicked(panic) => return Some(SourceFailure::Panicked(panic)),
+            }
+            // A source that always has keys ready must not keep the thread.
+            tokio::task::coop::consume_budget().await;
+        }
+    }
+}
+
+/// Moves the keys `stream` has ready into `keys`, up to [`PUMP_BATCH`]; `Pending` only while it
+/// has none ready.
+fn poll_ready_keys<K>(
+    stream: &mut BoxStream<'static, Result<K, SourceError>>,
+    cx: &mut Context<'_>,
+    keys: &mut Vec<K>,
+) -> Poll<Step> {
+    while keys.len() < PUMP_BATCH {
+        match catch_unwind(AssertUnwindSafe(|| stream.poll_next_unpin(cx))) {
+            Ok(Poll::Ready(Some(Ok(key)))) => keys.push(key),
+            Ok(Poll::Ready(Some(Err(e)))) => return Poll::Ready(Step::Error(e)),
+            Ok(Poll::Ready(None)) => return Poll::Ready(Step::Ended),
+            Ok(Poll::Pending) if keys.is_empty() => return Poll::Pending,
+            Ok(Poll::Pending) => break,
+            Err(panic) => return Poll::Ready(Step::Panicked(panic_message(&*panic))),
+        }
+    }
+    Poll::Ready(Step::Keys)
+}
+
+impl<K, E> Shared<K, E> {
+    /// Reports an error item of source `index`.
+    fn source_error(&self, index: usize, error: &str) {
+        self.recorder.stats.source_errors.fetch_add(1, Relaxed);
+        warn!(source = index, error, "a source yielded an error");
+        self.emit(&Event::SourceError {
+            source: index,
+            error,
+        });
+    }
+
+    /// Reports a failed source, subscribed again after `retry_in`.
+    fn source_failed(&self, index: usize, failure: &SourceFailure, retry_in: Duration) {
+        self.recorder.stats.source_failures.fetch_add(1, Relaxed);
+        warn!(source = index, %failure, ?retry_in, "a source failed; subscribing again");
+        self.emit(&Event::SourceFailed {
+            source: index,
+            failure,
+            retry_in,
+        });
+    }
+}
