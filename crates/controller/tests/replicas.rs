@@ -363,3 +363,27 @@ async fn each_lost_lease_reports_the_reconciles_of_its_own_term() {
     );
     assert!(summary.aborted >= 2);
 }
+
+/// `Harness::leader` names the replica that leads now: a partitioned former leader, which still
+/// sees its own name in the last record it read, is not named once it stepped down, and the
+/// replica that took over is.
+#[tokio::test(start_paused = true)]
+async fn the_harness_names_the_replica_leading_now_not_a_partitioned_former_leader() {
+    let api = ScriptedSource::new();
+    api.apply(1);
+    let seen: Seen = Arc::default();
+    let mut harness = Harness::new(config());
+    harness.spawn("a", build(&api, &seen, 1));
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(harness.leader().as_deref(), Some("a"));
+    harness.spawn("b", build(&api, &seen, 2));
+    harness.partition("a", true);
+    // a steps down within retry period + renew deadline (12 s); b takes over after the lease.
+    sleep(Duration::from_secs(13)).await;
+    assert_eq!(harness.leader(), None, "a stepped down; b cannot lead yet");
+    sleep(FAILOVER_BOUND).await;
+    assert_eq!(harness.leader().as_deref(), Some("b"));
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(harness.leader().as_deref(), Some("b"));
+    harness.stop_all().await;
+}
