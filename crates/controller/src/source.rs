@@ -74,7 +74,7 @@ impl<K: Key> Source<K> {
             .subscribe
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        catch_unwind(AssertUnwindSafe(|| subscribe())).map_err(|p| panic_message(&*p))
+        catch_unwind(AssertUnwindSafe(&mut *subscribe)).map_err(|p| panic_message(&*p))
     }
 
     /// Adds this source's keys to `queue` until the stream ends after a key or the queue shuts

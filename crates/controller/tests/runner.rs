@@ -567,13 +567,16 @@ async fn the_given_rate_limiter_paces_retries() {
     assert_eq!(gaps, [Duration::from_secs(3); 2]);
 }
 
+/// What a reconcile that never awaits returns.
+type Done = std::future::Ready<Result<Action, Infallible>>;
+
 /// Reconciles every key it is given; stops the run once it has seen `want` distinct keys.
 fn collecting(
     want: usize,
     shutdown: &CancellationToken,
 ) -> (
     Log<u32>,
-    impl Fn(u32, Context) -> std::future::Ready<Result<Action, Infallible>> + Send + Sync + 'static,
+    impl Fn(u32, Context) -> Done + Send + Sync + 'static,
 ) {
     let seen = log();
     let (s, stop) = (seen.clone(), shutdown.clone());
