@@ -1,0 +1,51 @@
+//! The queue's gauges across terms: each term's fresh queue reports under the same series, and a
+//! term that ends with keys still queued takes them off when its queue goes.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ctrlq_controller::{Action, Context, Controller};
+use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::registry::Registry;
+use tokio::time::sleep;
+use tokio_util::sync::CancellationToken;
+
+fn depth(registry: &Registry) -> f64 {
+    let mut text = String::new();
+    encode(&mut text, registry).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("workqueue_depth{name=\"pods\"} "))
+        .unwrap_or_else(|| panic!("no depth series in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_term_leaves_no_phantom_depth() {
+    let mut registry = Registry::default();
+    let queue_metrics = ctrlq_queue_async::prometheus::PrometheusMetrics::register(&mut registry);
+    let store = MemoryStore::new();
+    let elector = LeaderElector::new(store.lock("a"), LeaderElectionConfig::default()).unwrap();
+    let shutdown = CancellationToken::new();
+    // One worker busy for good with the first key: the other nine stay queued.
+    let run = Controller::new("pods", |_key: u32, _ctx: Context| async {
+        sleep(Duration::from_secs(3600)).await;
+        Ok::<_, Infallible>(Action::Done)
+    })
+    .source(|| futures::stream::iter(0..10))
+    .workers(1)
+    .queue_metrics(queue_metrics)
+    .leader_elector(Arc::new(elector))
+    .run(shutdown.clone());
+    let run = tokio::spawn(run);
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(depth(&registry), 9.0);
+    // The lease is lost within retry period + renew deadline; the term ends and its queue goes.
+    store.partition("a", true);
+    sleep(Duration::from_secs(15)).await;
+    assert_eq!(depth(&registry), 0.0, "the lost term's keys left the gauge");
+    shutdown.cancel();
+    run.await.unwrap();
+}
