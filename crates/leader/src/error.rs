@@ -18,6 +18,10 @@ pub enum LockError {
     /// The store failed (unreachable, timed out, rejected the request).
     #[error("lock backend failed")]
     Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The lock does not offer this operation (a user's lock without
+    /// [`list`](crate::Lock::list)).
+    #[error("the lock does not support {0}")]
+    Unsupported(&'static str),
 }
 
 /// The default bound on each request of the network locks: 5 s, half the default renew

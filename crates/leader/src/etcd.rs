@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 
 use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimedOut, Versioned};
 
@@ -202,6 +202,25 @@ impl Lock for EtcdLock {
 
     fn request_timeout(&self) -> Option<Duration> {
         Some(self.timeout)
+    }
+
+    /// One prefix range read: the keys starting with `prefix` (full keys), in key order.
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, Versioned)>, LockError> {
+        let mut client = self.client.clone();
+        let options = GetOptions::new().with_prefix();
+        let resp = self
+            .bounded(client.get(prefix.to_owned(), Some(options)))
+            .await?;
+        resp.kvs()
+            .iter()
+            .map(|kv| {
+                let name = String::from_utf8_lossy(kv.key()).into_owned();
+                let record =
+                    decode(kv.value()).ok_or_else(|| LockError::Backend(Box::new(Malformed)))?;
+                let version = kv.mod_revision().to_string();
+                Ok((name, Versioned { record, version }))
+            })
+            .collect()
     }
 }
 

@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
+use std::collections::BTreeMap;
+
+use kube::api::{Api, ListParams, PostParams};
 
 use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimedOut, Versioned};
 
@@ -60,6 +62,8 @@ pub struct LeaseLock {
     name: String,
     identity: String,
     timeout: Duration,
+    /// Labels written on create; `list` selects by them.
+    labels: BTreeMap<String, String>,
     /// The Lease as last read or written; `update` replaces this object.
     cached: Mutex<Option<Lease>>,
 }
@@ -94,6 +98,7 @@ impl LeaseLock {
             name: name.into(),
             identity: identity.into(),
             timeout: DEFAULT_REQUEST_TIMEOUT,
+            labels: BTreeMap::new(),
             cached: Mutex::new(None),
         }
     }
@@ -115,6 +120,24 @@ impl LeaseLock {
     #[must_use]
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Adds a label that the Lease gets when this lock creates it, and that [`Lock::list`]
+    /// selects by (a sharded controller labels its shard and member Leases with its name, so
+    /// listing them reads no other Lease of the namespace).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: kube::Client) {
+    /// let lock = ctrlq_leader::LeaseLock::new(client, "default", "pods-member-a", "a")
+    ///     .label("ctrlq.io/controller", "pods");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
         self
     }
 
@@ -227,6 +250,7 @@ impl Lock for LeaseLock {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
                 namespace: Some(self.namespace.clone()),
+                labels: (!self.labels.is_empty()).then(|| self.labels.clone()),
                 ..ObjectMeta::default()
             },
             spec: Some(spec),
@@ -263,6 +287,38 @@ impl Lock for LeaseLock {
 
     fn describe(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// One list of the namespace's Leases, selected by this lock's [labels](Self::label) when it
+    /// has any, then narrowed to the names starting with `prefix`.
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, Versioned)>, LockError> {
+        let selector: Vec<String> = self
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let mut params = ListParams::default();
+        if !selector.is_empty() {
+            params = params.labels(&selector.join(","));
+        }
+        let leases = self
+            .bounded(self.api.list(&params), LockError::Conflict)
+            .await?;
+        let mut listed = Vec::new();
+        for lease in leases.items {
+            let name = lease.metadata.name.clone().unwrap_or_default();
+            if !name.starts_with(prefix) {
+                continue;
+            }
+            let record = spec_to_record(lease.spec.as_ref().unwrap_or(&LeaseSpec::default()));
+            let version = lease
+                .metadata
+                .resource_version
+                .ok_or_else(|| LockError::Backend(Box::new(Malformed("no resourceVersion"))))?;
+            listed.push((name, Versioned { record, version }));
+        }
+        listed.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(listed)
     }
 
     fn request_timeout(&self) -> Option<Duration> {

@@ -86,4 +86,32 @@ pub trait Lock: Send + Sync + 'static {
     fn request_timeout(&self) -> Option<std::time::Duration> {
         None
     }
+
+    /// The records of this lock's store whose names start with `prefix`, each with its name,
+    /// in name order: what a sharded controller reads its members from. Names are as the
+    /// backend keys them: the record name in memory, the Lease name, the full etcd key.
+    ///
+    /// The default answers [`LockError::Unsupported`]; the crate's locks all list.
+    ///
+    /// # Errors
+    ///
+    /// As the other operations, or [`LockError::Unsupported`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_leader::{LeaderRecord, Lock, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let store = MemoryStore::new();
+    /// store.named_lock("x-member-a", "a").create(LeaderRecord::default()).await.unwrap();
+    /// let names: Vec<String> = store.lock("b").list("x-member-").await.unwrap()
+    ///     .into_iter().map(|(name, _)| name).collect();
+    /// assert_eq!(names, ["x-member-a"]);
+    /// # }
+    /// ```
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, Versioned)>, LockError> {
+        let _ = prefix;
+        Err(LockError::Unsupported("list"))
+    }
 }

@@ -4,13 +4,14 @@
 //! every operation and, with the `test-util` feature, injects faults per candidate (fail, delay,
 //! partition, lose a race).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::{LeaderRecord, Lock, LockError, Versioned};
 
-/// A shared in-memory store for one leader record.
+/// A shared in-memory store of leader records: the unnamed one that [`lock`](Self::lock) holds,
+/// and named ones ([`named_lock`](Self::named_lock)), which [`Lock::list`] lists by prefix.
 ///
 /// # Examples
 ///
@@ -41,6 +42,8 @@ pub struct MemoryStore {
 #[derive(Debug)]
 pub struct MemoryLock {
     store: MemoryStore,
+    /// The record's name (`""`: the unnamed record).
+    name: String,
     identity: String,
     /// The version this lock last saw; guards `update`.
     last_seen: Mutex<Option<u64>>,
@@ -48,7 +51,8 @@ pub struct MemoryLock {
 
 #[derive(Default)]
 struct State {
-    record: Option<(LeaderRecord, u64)>,
+    /// Records by name; the unnamed record is `""`.
+    records: BTreeMap<String, (LeaderRecord, u64)>,
     next_version: u64,
     faults: HashMap<String, Faults>,
     log: Vec<(String, &'static str)>,
@@ -77,17 +81,49 @@ impl MemoryStore {
     /// A lock on this store for the candidate `identity`.
     #[must_use]
     pub fn lock(&self, identity: impl Into<String>) -> MemoryLock {
+        self.named_lock("", identity)
+    }
+
+    /// A lock on the record `name` of this store for the candidate `identity`: one store holds
+    /// the records of many elections (a sharded controller's shards and members), and
+    /// [`Lock::list`] lists them by name prefix. Faults injected for `identity` apply to all
+    /// its locks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_leader::{LeaderRecord, Lock, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let store = MemoryStore::new();
+    /// store.named_lock("pods-shard-0", "a").create(LeaderRecord::default()).await.unwrap();
+    /// store.named_lock("pods-shard-1", "b").create(LeaderRecord::default()).await.unwrap();
+    /// let listed = store.lock("c").list("pods-shard-").await.unwrap();
+    /// assert_eq!(listed.len(), 2);
+    /// assert_eq!(listed[0].0, "pods-shard-0");
+    /// assert!(store.record_named("pods-shard-1").is_some());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn named_lock(&self, name: impl Into<String>, identity: impl Into<String>) -> MemoryLock {
         MemoryLock {
             store: self.clone(),
+            name: name.into(),
             identity: identity.into(),
             last_seen: Mutex::new(None),
         }
     }
 
-    /// The stored record, if any.
+    /// The record named `name`, if any.
+    #[must_use]
+    pub fn record_named(&self, name: &str) -> Option<LeaderRecord> {
+        self.state().records.get(name).map(|(r, _)| r.clone())
+    }
+
+    /// The stored unnamed record, if any.
     #[must_use]
     pub fn record(&self) -> Option<LeaderRecord> {
-        self.state().record.as_ref().map(|(r, _)| r.clone())
+        self.record_named("")
     }
 
     /// Every operation so far as `(identity, "get" | "create" | "update")`, failed ones included.
@@ -201,12 +237,12 @@ impl MemoryStore {
 impl MemoryLock {
     fn apply_create(&self, record: LeaderRecord) -> Result<u64, LockError> {
         let mut s = self.store.state();
-        if s.record.is_some() {
+        if s.records.contains_key(&self.name) {
             return Err(LockError::AlreadyExists);
         }
         s.next_version += 1;
         let v = s.next_version;
-        s.record = Some((record, v));
+        s.records.insert(self.name.clone(), (record, v));
         Ok(v)
     }
 
@@ -224,13 +260,13 @@ impl MemoryLock {
         if lose {
             s.next_version += 1;
             let v = s.next_version;
-            if let Some((_, ver)) = s.record.as_mut() {
+            if let Some((_, ver)) = s.records.get_mut(&self.name) {
                 *ver = v;
             }
         }
         let current = s
-            .record
-            .as_ref()
+            .records
+            .get(&self.name)
             .map(|(_, v)| *v)
             .ok_or(LockError::NotFound)?;
         if last != Some(current) {
@@ -238,7 +274,7 @@ impl MemoryLock {
         }
         s.next_version += 1;
         let v = s.next_version;
-        s.record = Some((record, v));
+        s.records.insert(self.name.clone(), (record, v));
         Ok(v)
     }
 
@@ -254,7 +290,7 @@ impl MemoryLock {
 impl Lock for MemoryLock {
     async fn get(&self) -> Result<Versioned, LockError> {
         let back = self.store.enter(&self.identity, "get").await?;
-        let found = self.store.state().record.clone();
+        let found = self.store.state().records.get(&self.name).cloned();
         tokio::time::sleep(back).await;
         let (record, v) = found.ok_or(LockError::NotFound)?;
         self.seen(Some(v));
@@ -285,7 +321,31 @@ impl Lock for MemoryLock {
     }
 
     fn describe(&self) -> String {
-        format!("memory/{}", self.identity)
+        if self.name.is_empty() {
+            format!("memory/{}", self.identity)
+        } else {
+            format!("memory:{}/{}", self.name, self.identity)
+        }
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, Versioned)>, LockError> {
+        let back = self.store.enter(&self.identity, "list").await?;
+        let found: Vec<_> = self
+            .store
+            .state()
+            .records
+            .range(prefix.to_owned()..)
+            .take_while(|(name, _)| name.starts_with(prefix))
+            .map(|(name, (record, v))| {
+                let versioned = Versioned {
+                    record: record.clone(),
+                    version: v.to_string(),
+                };
+                (name.clone(), versioned)
+            })
+            .collect();
+        tokio::time::sleep(back).await;
+        Ok(found)
     }
 }
 
@@ -293,7 +353,7 @@ impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = self.state();
         f.debug_struct("MemoryStore")
-            .field("record", &s.record)
+            .field("records", &s.records)
             .field("operations", &s.log.len())
             .finish()
     }

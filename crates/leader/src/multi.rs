@@ -85,6 +85,11 @@ impl<P: Lock, S: Lock> Lock for MultiLock<P, S> {
         format!("{},{}", self.primary.describe(), self.secondary.describe())
     }
 
+    /// The primary's records: the primary is the source of truth while migrating.
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, Versioned)>, LockError> {
+        self.primary.list(prefix).await
+    }
+
     /// The longer of the two locks' bounds.
     fn request_timeout(&self) -> Option<std::time::Duration> {
         self.primary

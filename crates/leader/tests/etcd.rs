@@ -125,3 +125,40 @@ async fn etcd_fencing_should_increase_across_a_frozen_and_thawed_server() {
         "strictly increasing: {tokens:?}"
     );
 }
+
+/// `list` is one prefix range read of full keys, in key order, each with its record and its
+/// revision as the version.
+#[tokio::test]
+async fn etcd_list_should_read_the_keys_under_a_prefix() {
+    use ctrlq_leader::{LeaderRecord, Lock};
+    let etcd = EtcdServer::start().await;
+    let client = etcd_client::Client::connect([etcd.url()], None)
+        .await
+        .unwrap();
+    let lock = |key: &str, id: &str| EtcdLock::new(client.clone(), key, id);
+    let record = |holder: &str| LeaderRecord {
+        holder_identity: holder.into(),
+        lease_duration_seconds: 15,
+        ..LeaderRecord::default()
+    };
+    let v_b = lock("/pods-member-b", "b")
+        .create(record("b"))
+        .await
+        .unwrap();
+    lock("/pods-member-a", "a")
+        .create(record("a"))
+        .await
+        .unwrap();
+    lock("/pods-shard-0", "a")
+        .create(record("a"))
+        .await
+        .unwrap();
+    let listed = lock("/pods-member-a", "a")
+        .list("/pods-member-")
+        .await
+        .unwrap();
+    let names: Vec<_> = listed.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["/pods-member-a", "/pods-member-b"]);
+    assert_eq!(listed[1].1.record.holder_identity, "b");
+    assert_eq!(listed[1].1.version, v_b);
+}

@@ -217,6 +217,56 @@ async fn lock_should_bound_every_request_by_its_timeout() {
     assert_eq!(start.elapsed(), Duration::from_secs(1));
 }
 
+/// `list` reads the namespace's Leases carrying the lock's labels, narrowed to a name prefix,
+/// in name order; other Leases (unlabelled, another controller's, another namespace's) are
+/// not listed.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn list_should_select_by_label_and_name_prefix() {
+    let server = LeaseServer::start();
+    let client = server.client("a").await.unwrap();
+    let labelled = |name: &str, controller: &str| {
+        LeaseLock::new(client.clone(), NS, name, "a").label("ctrlq.io/controller", controller)
+    };
+    labelled("pods-member-b", "pods")
+        .create(record("b", 0))
+        .await
+        .unwrap();
+    labelled("pods-member-a", "pods")
+        .create(record("a", 3))
+        .await
+        .unwrap();
+    labelled("pods-shard-0", "pods")
+        .create(record("a", 1))
+        .await
+        .unwrap();
+    labelled("jobs-member-a", "jobs")
+        .create(record("a", 0))
+        .await
+        .unwrap();
+    LeaseLock::new(client.clone(), NS, "pods-member-z", "z")
+        .create(record("z", 0))
+        .await
+        .unwrap();
+    LeaseLock::new(client.clone(), "other", "pods-member-c", "c")
+        .label("ctrlq.io/controller", "pods")
+        .create(record("c", 0))
+        .await
+        .unwrap();
+    let listed = labelled("pods-member-a", "pods")
+        .list("pods-member-")
+        .await
+        .unwrap();
+    let seen: Vec<_> = listed
+        .iter()
+        .map(|(name, v)| (name.as_str(), v.record.holder_identity.as_str()))
+        .collect();
+    assert_eq!(seen, [("pods-member-a", "a"), ("pods-member-b", "b")]);
+    assert_eq!(listed[0].1.record.leader_transitions, 3);
+    // Without labels the prefix alone narrows the namespace's Leases.
+    let all = lock(&server, "a").await.list("pods-member-").await.unwrap();
+    assert_eq!(all.len(), 3);
+}
+
 /// A request timeout longer than the renew deadline would never apply (the deadline cuts the
 /// renew short first): the elector refuses it, also for the default timeout beside a short
 /// deadline.

@@ -64,6 +64,7 @@ pub(super) fn handle(
     s: &mut State,
     method: &Method,
     path: &str,
+    query: &str,
     body: &[u8],
 ) -> Response<Full<Bytes>> {
     let Some(rest) = path.strip_prefix(PREFIX) else {
@@ -82,6 +83,7 @@ pub(super) fn handle(
                 None => not_found(name),
             }
         }
+        (&Method::GET, [ns, "leases"]) => list(s, ns, query),
         (&Method::DELETE, [ns, "leases", name]) => {
             match s.leases.remove(&((*ns).to_owned(), (*name).to_owned())) {
                 Some(_) => json_response(
@@ -115,6 +117,66 @@ pub(super) fn handle(
             None,
         ),
     }
+}
+
+/// A `LeaseList` of the namespace's Leases in name order, narrowed by a `labelSelector` of
+/// `key=value` terms (the only form the emulation reads; any other term is refused).
+fn list(s: &State, ns: &str, query: &str) -> Response<Full<Bytes>> {
+    let mut wanted = Vec::new();
+    for (k, v) in query.split('&').filter_map(|kv| kv.split_once('=')) {
+        if k != "labelSelector" {
+            continue;
+        }
+        let selector = percent_decode(v);
+        for term in selector.split(',').filter(|t| !t.is_empty()) {
+            match term.split_once('=') {
+                Some((lk, lv)) if !lk.ends_with('!') => wanted.push((lk.to_owned(), lv.to_owned())),
+                _ => return bad_request(&format!("unsupported label selector term: {term}")),
+            }
+        }
+    }
+    let mut leases: Vec<_> = s.leases.iter().filter(|((n, _), _)| n == ns).collect();
+    leases.sort_by(|a, b| a.0.1.cmp(&b.0.1));
+    let items: Vec<Value> = leases
+        .into_iter()
+        .filter(|(_, lease)| {
+            wanted
+                .iter()
+                .all(|(k, v)| lease["metadata"]["labels"][k].as_str() == Some(v))
+        })
+        .map(|(_, lease)| lease.clone())
+        .collect();
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "kind": "LeaseList", "apiVersion": "coordination.k8s.io/v1",
+            "metadata": {"resourceVersion": s.next_version.to_string()},
+            "items": items,
+        }),
+    )
+}
+
+/// Decodes `%XX` escapes and `+` (a query string's space).
+fn percent_decode(v: &str) -> String {
+    let bytes = v.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => match v.get(i + 1..i + 3).map(|h| u8::from_str_radix(h, 16)) {
+                Some(Ok(b)) => {
+                    out.push(b);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn create(s: &mut State, ns: &str, mut lease: Value) -> Response<Full<Bytes>> {

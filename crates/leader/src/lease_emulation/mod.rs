@@ -310,6 +310,7 @@ type Answer = Result<Response<Full<Bytes>>, Dropped>;
 async fn serve(state: Arc<Mutex<State>>, client: String, req: Request<Incoming>) -> Answer {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    let query = req.uri().query().unwrap_or("").to_owned();
     let (latency, fault, partition) = {
         let mut s = lock(&state);
         let f = s.faults.entry(client.clone()).or_default();
@@ -364,7 +365,7 @@ async fn serve(state: Arc<Mutex<State>>, client: String, req: Request<Incoming>)
             }
             r
         }
-        None => handle(&mut lock(&state), &method, &path, &body),
+        None => handle(&mut lock(&state), &method, &path, &query, &body),
     };
     log(Some(resp.status().as_u16()));
     Ok(resp)
