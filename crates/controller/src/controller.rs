@@ -16,9 +16,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span};
 
+use crate::shard::{ShardFn, ShardKey, Sharding, shard_of};
 use crate::source::{Source, Subscribe};
 use crate::stats::Recorder;
-use crate::term::{Shared, Term, TermEnd, TermSettings};
+use crate::term::{Feed, Shared, Term, TermEnd, TermSettings};
 use crate::{Action, Context, Event, ReconcileError, Summary};
 
 /// What a key must be: the work queue's bounds, and `Debug` for the reconcile span.
@@ -124,8 +125,35 @@ pub struct Controller<K, E> {
     hooks: Vec<Hook<K>>,
     sources: Vec<Subscribe<K>>,
     elector: Option<Arc<dyn Elect>>,
+    sharding: Option<Box<dyn ShardPlan<K, E>>>,
     settings: TermSettings<K>,
     recorder: Recorder,
+}
+
+/// A [`Sharding`] with its lock type erased, and the shard function of the controller's keys.
+trait ShardPlan<K, E>: Send {
+    fn run<'a>(
+        self: Box<Self>,
+        name: &'a str,
+        settings: &'a TermSettings<K>,
+        shared: &'a Arc<Shared<K, E>>,
+        sources: &'a [Arc<Source<K>>],
+        shutdown: &'a CancellationToken,
+    ) -> BoxFuture<'a, bool>;
+}
+
+impl<K: Key, E: Send + 'static, L: Lock> ShardPlan<K, E> for (Sharding<L>, ShardFn<K>) {
+    fn run<'a>(
+        self: Box<Self>,
+        name: &'a str,
+        settings: &'a TermSettings<K>,
+        shared: &'a Arc<Shared<K, E>>,
+        sources: &'a [Arc<Source<K>>],
+        shutdown: &'a CancellationToken,
+    ) -> BoxFuture<'a, bool> {
+        let (plan, shard_of) = *self;
+        crate::shard::run::run(plan, name, settings, shared, sources, shard_of, shutdown).boxed()
+    }
 }
 
 /// A [`LeaderElector`] with its lock type erased.
@@ -179,6 +207,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             hooks: Vec::new(),
             sources: Vec::new(),
             elector: None,
+            sharding: None,
             settings: TermSettings {
                 name: name.clone(),
                 workers: 1,
@@ -341,6 +370,35 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
         self
     }
 
+    /// Splits the keys into shards held through leases, spread over the live replicas (see
+    /// [`shard`](crate::shard) for how): this replica runs a term for each shard it holds, and
+    /// its sources' keys go to the terms of their shards. Takes the place of
+    /// [`leader_elector`](Self::leader_elector) (which is ignored with it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use ctrlq_controller::{Action, Context, Controller};
+    /// use ctrlq_controller::shard::Sharding;
+    /// use ctrlq_leader::{LeaderElectionConfig, MemoryStore};
+    /// let store = MemoryStore::new();
+    /// let sharding = Sharding::new(8, "replica-a", move |name: &str| store.named_lock(name, "replica-a"),
+    ///     LeaderElectionConfig::default()).unwrap();
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .sharded(sharding);
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn sharded<L: Lock>(mut self, sharding: Sharding<L>) -> Self
+    where
+        K: ShardKey,
+    {
+        let shards = sharding.shards();
+        let shard: ShardFn<K> = Arc::new(move |key: &K| shard_of(key, shards));
+        self.sharding = Some(Box::new((sharding, shard)));
+        self
+    }
+
     /// Sets how long in-flight reconciles may run after a shutdown request before they are
     /// dropped; [`DEFAULT_GRACE_PERIOD`] by default. With an elector, the drain also ends (and
     /// drops what is in flight) when the elector stops renewing: at a lost lease, or at the end
@@ -431,6 +489,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             hooks,
             sources,
             elector,
+            sharding,
             settings,
             recorder,
         } = self;
@@ -447,9 +506,14 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             .collect();
         let span = debug_span!("controller", controller = %name);
         let drained = async {
+            if let Some(plan) = sharding {
+                return plan
+                    .run(&name, &settings, &shared, &sources, &shutdown)
+                    .await;
+            }
             let Some(elector) = elector else {
                 return settings
-                    .term(&shared, &sources, None, &shutdown)
+                    .term(&shared, Feed::Sources(&sources), None, &shutdown)
                     .await
                     .drained();
             };
@@ -462,7 +526,8 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
                     .run_term(
                         cancel,
                         Box::new(move |l| {
-                            s.term(sh, src, Some((l, el.leading())), shutdown).boxed()
+                            s.term(sh, Feed::Sources(src), Some((l, el.leading())), shutdown)
+                                .boxed()
                         }),
                     )
                     .await;
@@ -487,6 +552,7 @@ impl<K, E> fmt::Debug for Controller<K, E> {
             .field("workers", &self.settings.workers)
             .field("grace_period", &self.settings.grace)
             .field("leader_elector", &self.elector.is_some())
+            .field("sharded", &self.sharding.is_some())
             .finish_non_exhaustive()
     }
 }

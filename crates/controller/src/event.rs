@@ -81,6 +81,36 @@ pub enum Event<'a, K> {
         /// When it is subscribed again (1 s, doubling at each failure in a row up to 30 s).
         retry_in: Duration,
     },
+    /// Sharded: the live members changed, and with them the shards assigned to this replica
+    /// (it stands for those, and hands back, after draining, the ones it holds and no longer
+    /// has).
+    ShardsAssigned {
+        /// The shards assigned to this replica.
+        shards: &'a [u32],
+        /// The live members, this replica among them, sorted.
+        members: &'a [String],
+    },
+    /// Sharded: this replica takes no shard (another live member has another shard count, or
+    /// another process uses this replica's identity, or its member record is not renewed); it
+    /// hands back what it holds.
+    ShardingRefused {
+        /// Why.
+        reason: &'a str,
+    },
+    /// Sharded: this replica won a shard's lease; a term runs on it.
+    ShardLeading {
+        /// The shard.
+        shard: u32,
+        /// The shard lease's fencing token.
+        fencing_token: u64,
+    },
+    /// Sharded: a shard's term ended, drained after a hand-back or a shutdown, or lost.
+    ShardEnded {
+        /// The shard.
+        shard: u32,
+        /// Whether its lease was lost (else it drained).
+        lost: bool,
+    },
 }
 
 /// How a source failed ([`Event::SourceFailed`]).

@@ -76,6 +76,7 @@ pub mod kube;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod metrics;
+pub mod shard;
 mod source;
 mod stats;
 mod term;

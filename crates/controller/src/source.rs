@@ -1,5 +1,6 @@
-//! Key sources: subscribed at the start of every term, pumped into the term's queue, and
-//! resubscribed with backoff when they fail.
+//! Key sources: subscribed at the start of every term and pumped into the term's queue (with
+//! shards: subscribed once per replica and pumped into its router), resubscribed with backoff
+//! when they fail.
 //!
 //! A pump polls its stream for the keys it has ready at once (up to [`PUMP_BATCH`]) and adds
 //! them under one hold of the queue's lock. Every poll is guarded: a stream that panics has the
@@ -18,6 +19,7 @@ use std::time::Duration;
 use ctrlq_queue_async::WorkQueue;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use tokio::sync::watch;
 use tracing::warn;
 
 use crate::action::panic_message;
@@ -58,6 +60,8 @@ enum Step {
     Ended,
     /// Polling the stream (or making it) panicked.
     Panicked(String),
+    /// A relist was asked for.
+    Relist,
 }
 
 impl<K: Key> Source<K> {
@@ -77,16 +81,24 @@ impl<K: Key> Source<K> {
         catch_unwind(AssertUnwindSafe(&mut *subscribe)).map_err(|p| panic_message(&*p))
     }
 
-    /// Adds this source's keys to `queue` until the stream ends after a key or the queue shuts
-    /// down; a failed stream is reported and subscribed again after a backoff.
-    pub(crate) async fn pump<E>(self: Arc<Self>, queue: WorkQueue<K>, shared: Arc<Shared<K, E>>) {
+    /// Adds this source's keys to `sink` until the stream ends after a key or the sink closes;
+    /// a failed stream is reported and subscribed again after a backoff, and a relist the sink
+    /// asks for subscribes again at once.
+    pub(crate) async fn pump<E>(self: Arc<Self>, sink: impl Sink<K>, shared: Arc<Shared<K, E>>) {
         let mut backoff = INITIAL_BACKOFF;
+        let mut relist = sink.relists();
         loop {
             let failure = match self.subscribe() {
-                Ok(stream) => match self.drain(stream, &queue, &shared, &mut backoff).await {
-                    Some(failure) => failure,
-                    None => return,
-                },
+                Ok(stream) => {
+                    match self
+                        .drain(stream, &sink, &shared, &mut backoff, &mut relist)
+                        .await
+                    {
+                        Drained::Done => return,
+                        Drained::Relist => continue,
+                        Drained::Failed(failure) => failure,
+                    }
+                }
                 Err(panic) => SourceFailure::Panicked(panic),
             };
             shared.source_failed(self.index, &failure, backoff);
@@ -95,26 +107,30 @@ impl<K: Key> Source<K> {
         }
     }
 
-    /// Pumps one stream; `None` when it ended after a key or the queue shut down, else how it
-    /// failed.
+    /// Pumps one stream until it ends, fails, or a relist is asked for.
     async fn drain<E>(
         &self,
         mut stream: BoxStream<'static, Result<K, SourceError>>,
-        queue: &WorkQueue<K>,
+        sink: &impl Sink<K>,
         shared: &Shared<K, E>,
         backoff: &mut Duration,
-    ) -> Option<SourceFailure> {
+        relist: &mut Option<watch::Receiver<u64>>,
+    ) -> Drained {
         let mut keys = Vec::with_capacity(PUMP_BATCH);
         let mut last_error = None;
         loop {
-            let step = std::future::poll_fn(|cx| poll_ready_keys(&mut stream, cx, &mut keys)).await;
+            let step = tokio::select! {
+                biased;
+                () = relist_asked(relist) => Step::Relist,
+                step = std::future::poll_fn(|cx| poll_ready_keys(&mut stream, cx, &mut keys)) => step,
+            };
             if !keys.is_empty() {
-                // Added before the step is acted on: the keys yielded before an error, an end or
-                // a panic are queued whatever comes next.
+                // Added before the step is acted on: the keys yielded before an error, an end,
+                // a panic or a relist are queued whatever comes next.
                 *backoff = INITIAL_BACKOFF;
                 last_error = None;
-                if queue.add_all(keys.drain(..)).is_err() {
-                    return None;
+                if !sink.add(&mut keys) {
+                    return Drained::Done;
                 }
             }
             match step {
@@ -123,12 +139,54 @@ impl<K: Key> Source<K> {
                     shared.source_error(self.index, &e);
                     last_error = Some(e);
                 }
-                Step::Ended => return last_error.map(SourceFailure::EndedWithError),
-                Step::Panicked(panic) => return Some(SourceFailure::Panicked(panic)),
+                Step::Ended => {
+                    return last_error.map_or(Drained::Done, |e| {
+                        Drained::Failed(SourceFailure::EndedWithError(e))
+                    });
+                }
+                Step::Panicked(panic) => return Drained::Failed(SourceFailure::Panicked(panic)),
+                Step::Relist => return Drained::Relist,
             }
             // A source that always has keys ready must not keep the thread.
             tokio::task::coop::consume_budget().await;
         }
+    }
+}
+
+/// How one stream's pumping ended.
+enum Drained {
+    /// It ended after a key, or the sink closed: done for the term.
+    Done,
+    /// It failed: subscribe again after the backoff.
+    Failed(SourceFailure),
+    /// The sink asked for a relist: subscribe again now.
+    Relist,
+}
+
+/// Resolves when `relist` changes; never without one, or once its sender is gone.
+async fn relist_asked(relist: &mut Option<watch::Receiver<u64>>) {
+    if let Some(rx) = relist
+        && rx.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
+}
+
+/// Where a pump puts the keys: a term's queue, or a sharded replica's router.
+pub(crate) trait Sink<K>: Send + Sync {
+    /// Adds (and takes) `keys`; `false` once the sink takes no more.
+    fn add(&self, keys: &mut Vec<K>) -> bool;
+
+    /// A watch that changes whenever the sink wants the sources listed again.
+    fn relists(&self) -> Option<watch::Receiver<u64>> {
+        None
+    }
+}
+
+impl<K: Key> Sink<K> for WorkQueue<K> {
+    fn add(&self, keys: &mut Vec<K>) -> bool {
+        self.add_all(keys.drain(..)).is_ok()
     }
 }
 

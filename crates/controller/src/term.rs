@@ -21,6 +21,7 @@ use tracing::{Instrument, Level, debug, debug_span};
 use crate::action::panic_message;
 use crate::controller::{Hook, Key, Policy, StartWorker, apply};
 use crate::event::ReconcileOutcome;
+use crate::shard::Router;
 use crate::source::Source;
 use crate::stats::{Counts, Outcome, Recorder, WorkerSlot};
 use crate::{Action, Context, Event, ReconcileError};
@@ -57,6 +58,23 @@ impl TermEnd {
     }
 }
 
+/// Where a term's keys come from.
+pub(crate) enum Feed<'a, K: Key> {
+    /// The controller's sources, subscribed for this term.
+    Sources(&'a [Arc<Source<K>>]),
+    /// One shard of a sharded replica: its router sends the shard's keys to the term's queue
+    /// while the term runs (the term detaches it when it ends).
+    Shard(u32, &'a Router<K>),
+}
+
+impl<K: Key> Clone for Feed<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K: Key> Copy for Feed<'_, K> {}
+
 /// One term's queue and tokens, shared by its workers.
 pub(crate) struct Term<K: Key, E> {
     shared: Arc<Shared<K, E>>,
@@ -82,13 +100,13 @@ impl<K: Key> TermSettings<K> {
     pub(crate) async fn term<E: Send + 'static>(
         &self,
         shared: &Arc<Shared<K, E>>,
-        sources: &[Arc<Source<K>>],
+        feed: Feed<'_, K>,
         leadership: Option<(Leadership, watch::Receiver<bool>)>,
         shutdown: &CancellationToken,
     ) -> TermEnd {
         let (leadership, leading) = leadership.unzip();
         let fencing = leadership.as_ref().map(Leadership::fencing_token);
-        let (term, mut pumps, mut workers) = self.start(shared, sources, fencing);
+        let (term, mut pumps, mut workers) = self.start(shared, feed, fencing);
         let lost = async {
             match &leadership {
                 Some(l) => l.token().cancelled().await,
@@ -104,6 +122,9 @@ impl<K: Key> TermSettings<K> {
         // In-flight reconciles may still finish, but what they requeue would go with the queue
         // at the end of the term anyway: the next term's sources bring their keys back.
         term.queue.shut_down();
+        if let Feed::Shard(shard, router) = feed {
+            router.detach(shard);
+        }
         pumps.abort_all();
         // A pump catches its source's panics; what is left to join is its cancellation.
         while pumps.join_next().await.is_some() {}
@@ -130,7 +151,7 @@ impl<K: Key> TermSettings<K> {
     fn start<E: Send + 'static>(
         &self,
         shared: &Arc<Shared<K, E>>,
-        sources: &[Arc<Source<K>>],
+        feed: Feed<'_, K>,
         fencing: Option<u64>,
     ) -> (Arc<Term<K, E>>, JoinSet<()>, JoinSet<()>) {
         shared.recorder.stats.terms.fetch_add(1, Relaxed);
@@ -149,9 +170,15 @@ impl<K: Key> TermSettings<K> {
             workers: (0..self.workers).map(|_| WorkerSlot::default()).collect(),
         });
         let mut pumps = JoinSet::new();
-        for source in sources {
-            let pump = source.clone().pump(term.queue.clone(), shared.clone());
-            pumps.spawn(pump.in_current_span());
+        match feed {
+            Feed::Sources(sources) => {
+                for source in sources {
+                    let pump = source.clone().pump(term.queue.clone(), shared.clone());
+                    pumps.spawn(pump.in_current_span());
+                }
+            }
+            // The replica's pumps route this shard's keys here from now on, and list again.
+            Feed::Shard(shard, router) => router.attach(shard, term.queue.clone()),
         }
         let mut workers = JoinSet::new();
         for i in 0..self.workers {

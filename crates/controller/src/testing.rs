@@ -68,18 +68,19 @@
 //! # }
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryLock, MemoryStore};
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::shard::{ShardKey, Sharding};
 use crate::{Controller, Event, Key, ReconcileOutcome, Summary};
 
 /// An in-memory set of objects, each a key with a generation, that controllers subscribe to.
@@ -256,6 +257,37 @@ pub enum Record<K> {
         /// When.
         at: Instant,
     },
+    /// Sharded: the replica won a shard's lease ([`Event::ShardLeading`]).
+    ShardLeading {
+        /// The replica.
+        replica: String,
+        /// The shard.
+        shard: u32,
+        /// The shard lease's fencing token.
+        fencing_token: u64,
+        /// When.
+        at: Instant,
+    },
+    /// Sharded: a shard's term ended ([`Event::ShardEnded`]).
+    ShardEnded {
+        /// The replica.
+        replica: String,
+        /// The shard.
+        shard: u32,
+        /// Whether its lease was lost.
+        lost: bool,
+        /// When.
+        at: Instant,
+    },
+    /// Sharded: the replica took no shard ([`Event::ShardingRefused`]).
+    ShardingRefused {
+        /// The replica.
+        replica: String,
+        /// Why.
+        reason: String,
+        /// When.
+        at: Instant,
+    },
     /// The lease was lost.
     LeadershipLost {
         /// The replica.
@@ -368,6 +400,27 @@ impl<K: Key> Observations<K> {
                 failure: failure.clone(),
                 at,
             },
+            Event::ShardLeading {
+                shard,
+                fencing_token,
+            } => Record::ShardLeading {
+                replica,
+                shard,
+                fencing_token,
+                at,
+            },
+            Event::ShardEnded { shard, lost } => Record::ShardEnded {
+                replica,
+                shard,
+                lost,
+                at,
+            },
+            Event::ShardingRefused { reason } => Record::ShardingRefused {
+                replica,
+                reason: reason.to_owned(),
+                at,
+            },
+            Event::ShardsAssigned { .. } => return,
         };
         self.records.push(r);
     }
@@ -438,7 +491,10 @@ impl<K: Key> Observations<K> {
 struct Replica {
     id: String,
     shutdown: CancellationToken,
-    elector: Arc<LeaderElector<MemoryLock>>,
+    /// The replica's elector; `None` for a sharded replica.
+    elector: Option<Arc<LeaderElector<MemoryLock>>>,
+    /// The shards a sharded replica leads.
+    held: Option<watch::Receiver<BTreeSet<u32>>>,
     run: JoinHandle<Summary>,
 }
 
@@ -491,9 +547,64 @@ impl<K: Key> Harness<K> {
         self.replicas.push(Replica {
             id: id.to_owned(),
             shutdown,
-            elector,
+            elector: Some(elector),
+            held: None,
             run: tokio::spawn(run),
         });
+    }
+
+    /// Runs `controller` as replica `id` of a controller sharded into `shards` shards (see
+    /// [`Controller::sharded`]), its shard and member records on the harness's store, its
+    /// electors on the harness's config; spawned on the current runtime, the harness's event
+    /// hook added. [`partition`](Self::partition) cuts it off from every record.
+    ///
+    /// # Panics
+    ///
+    /// If `shards` is 0, `id` is empty or the harness's config is invalid (a test setup error).
+    pub fn spawn_sharded<E: Send + 'static>(
+        &mut self,
+        id: &str,
+        controller: Controller<K, E>,
+        shards: u32,
+    ) where
+        K: ShardKey,
+    {
+        let (store, identity) = (self.store.clone(), id.to_owned());
+        let locks = move |name: &str| store.named_lock(name, identity.clone());
+        let sharding = Sharding::new(shards, id, locks, self.config.clone())
+            .expect("a valid harness config, shard count and replica id");
+        let held = sharding.subscribe_held();
+        let log = self.log.clone();
+        let replica = id.to_owned();
+        let shutdown = CancellationToken::new();
+        let run = controller
+            .sharded(sharding)
+            .on_event(move |e| lock(&log).record(&replica, e))
+            .run(shutdown.clone());
+        self.replicas.push(Replica {
+            id: id.to_owned(),
+            shutdown,
+            elector: None,
+            held: Some(held),
+            run: tokio::spawn(run),
+        });
+    }
+
+    /// The shards sharded replica `id` leads now (empty for an unknown or unsharded replica).
+    #[must_use]
+    pub fn shards_held(&self, id: &str) -> BTreeSet<u32> {
+        self.replicas
+            .iter()
+            .find(|r| r.id == id)
+            .and_then(|r| r.held.as_ref())
+            .map(|held| held.borrow().clone())
+            .unwrap_or_default()
+    }
+
+    /// The running replicas' ids (killed and stopped ones left out), in no particular order.
+    #[must_use]
+    pub fn replicas(&self) -> Vec<String> {
+        self.replicas.iter().map(|r| r.id.clone()).collect()
     }
 
     /// The replica leading now, if any.
@@ -501,7 +612,7 @@ impl<K: Key> Harness<K> {
     pub fn leader(&self) -> Option<String> {
         self.replicas
             .iter()
-            .find(|r| r.elector.is_leader())
+            .find(|r| r.elector.as_ref().is_some_and(|e| e.is_leader()))
             .map(|r| r.id.clone())
     }
 

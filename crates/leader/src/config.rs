@@ -40,6 +40,27 @@ pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 /// The original's jitter factor: acquire retries wait `[1, 2.2)` × retry period.
 pub(crate) const JITTER_FACTOR: f64 = 1.2;
 
+/// The three durations of a [`LeaderElectionConfig`], as read back by
+/// [`LeaderElectionConfig::timing`] (for code that schedules beside an elector, such as a
+/// sharded controller's membership).
+///
+/// # Examples
+///
+/// ```
+/// let timing = ctrlq_leader::LeaderElectionConfig::default().timing();
+/// assert_eq!(timing.retry_period, std::time::Duration::from_secs(2));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ElectionTiming {
+    /// How long a record is valid after it was last seen to change.
+    pub lease_duration: Duration,
+    /// How long a leader keeps trying to renew before it stops.
+    pub renew_deadline: Duration,
+    /// The time between tries.
+    pub retry_period: Duration,
+}
+
 impl LeaderElectionConfig {
     /// Sets the lease duration (whole seconds).
     #[must_use]
@@ -102,6 +123,16 @@ impl LeaderElectionConfig {
     pub fn jitter_seed(mut self, seed: u64) -> Self {
         self.jitter_seed = Some(seed);
         self
+    }
+
+    /// The lease duration, renew deadline and retry period.
+    #[must_use]
+    pub fn timing(&self) -> ElectionTiming {
+        ElectionTiming {
+            lease_duration: self.lease_duration,
+            renew_deadline: self.renew_deadline,
+            retry_period: self.retry_period,
+        }
     }
 
     /// Checks the rules listed on the type.

@@ -50,7 +50,7 @@ mod record;
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod simulation;
 
-pub use config::{DEFAULT_GRACE_PERIOD, LeaderElectionConfig};
+pub use config::{DEFAULT_GRACE_PERIOD, ElectionTiming, LeaderElectionConfig};
 pub use elector::LeaderElector;
 pub use error::{ConfigError, DEFAULT_REQUEST_TIMEOUT, HealthError, LockError, RequestTimedOut};
 #[cfg(feature = "etcd")]

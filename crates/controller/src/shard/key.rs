@@ -1,0 +1,130 @@
+//! Which shard a key belongs to: a hash that every replica and every version of this crate
+//! computes alike.
+
+use std::borrow::Cow;
+
+/// A key whose shard every replica computes alike: its bytes, hashed with FNV-1a (64-bit),
+/// modulo the shard count ([`shard_of`]).
+///
+/// `std::hash::Hash` is not used: its output depends on the hasher and, for std types, on how
+/// the standard library writes them, which no crate promises to keep across Rust versions, and
+/// replicas of one controller may run binaries built apart. The bytes here are part of this
+/// crate's contract: a string's UTF-8 bytes; an integer's little-endian bytes; a kube-runtime
+/// `ObjectRef` (feature `kube`) as `namespace/name` (or `name` when cluster-scoped).
+///
+/// # Examples
+///
+/// ```
+/// use ctrlq_controller::shard::{ShardKey, shard_of};
+///
+/// #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// struct Pod { namespace: String, name: String }
+///
+/// impl ShardKey for Pod {
+///     fn shard_bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+///         format!("{}/{}", self.namespace, self.name).into_bytes().into()
+///     }
+/// }
+///
+/// let pod = Pod { namespace: "default".into(), name: "web-0".into() };
+/// assert_eq!(shard_of(&pod, 12), shard_of(&"default/web-0".to_owned(), 12));
+/// ```
+pub trait ShardKey {
+    /// The bytes the shard is computed from.
+    fn shard_bytes(&self) -> Cow<'_, [u8]>;
+}
+
+/// The shard of `key` among `shards`: FNV-1a (64-bit) of [`ShardKey::shard_bytes`], modulo
+/// `shards`; 0 when `shards` is 0.
+///
+/// # Examples
+///
+/// ```
+/// use ctrlq_controller::shard::shard_of;
+/// // Part of the contract: these never change.
+/// assert_eq!(shard_of(&"default/pod-1".to_owned(), 12), 8);
+/// assert_eq!(shard_of(&42u64, 12), 3);
+/// ```
+#[must_use]
+pub fn shard_of<K: ShardKey + ?Sized>(key: &K, shards: u32) -> u32 {
+    if shards == 0 {
+        return 0;
+    }
+    let h = fnv1a(&key.shard_bytes());
+    // The remainder is below `shards`, a `u32`.
+    u32::try_from(h % u64::from(shards)).unwrap_or(0)
+}
+
+/// FNV-1a, 64-bit.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+impl ShardKey for str {
+    fn shard_bytes(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(self.as_bytes())
+    }
+}
+
+impl ShardKey for String {
+    fn shard_bytes(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(self.as_bytes())
+    }
+}
+
+impl ShardKey for &str {
+    fn shard_bytes(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(self.as_bytes())
+    }
+}
+
+macro_rules! int_keys {
+    ($($t:ty),*) => {$(
+        impl ShardKey for $t {
+            fn shard_bytes(&self) -> Cow<'_, [u8]> {
+                Cow::Owned(self.to_le_bytes().to_vec())
+            }
+        }
+    )*};
+}
+
+int_keys!(u8, u16, u32, u64, u128, i8, i16, i32, i64, i128);
+
+#[cfg(feature = "kube")]
+impl<K: kube::Resource> ShardKey for kube::runtime::reflector::ObjectRef<K>
+where
+    K::DynamicType: Clone,
+{
+    fn shard_bytes(&self) -> Cow<'_, [u8]> {
+        Cow::Owned(match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name).into_bytes(),
+            None => self.name.clone().into_bytes(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a_matches_the_published_vectors() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn keys_spread_over_every_shard_and_zero_shards_is_shard_zero() {
+        let mut seen = [0u32; 12];
+        for i in 0..1200u32 {
+            seen[shard_of(&format!("default/pod-{i}"), 12) as usize] += 1;
+        }
+        assert!(seen.iter().all(|&n| (60..=140).contains(&n)), "{seen:?}");
+        assert_eq!(shard_of("x", 0), 0);
+        assert_eq!(shard_of(&"x".to_owned(), 1), 0);
+        assert_eq!(shard_of(&"x", 7), shard_of("x", 7));
+    }
+}

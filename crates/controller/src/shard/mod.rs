@@ -1,0 +1,81 @@
+//! Sharding: the key space split into shards by a stable hash, each shard owned through its own
+//! lease, the shards spread over the live replicas by rendezvous hashing.
+//!
+//! - **Shards**: a key belongs to shard [`shard_of`]`(key, n)` (FNV-1a of its [`ShardKey`]
+//!   bytes, modulo `n`), the same in every replica and every version of this crate.
+//! - **Ownership**: shard `i` is held through the record `{prefix}{name}-shard-{i}` with the
+//!   elector the controller uses for one lease: fencing tokens, drain and the timing budget are
+//!   per shard. A replica runs one term per held shard (a fresh queue and the configured
+//!   workers), so a key is never reconciled by two replicas at once.
+//! - **Membership**: each replica keeps a record `{prefix}{name}-member-{id}` renewed every
+//!   retry period (its `leaderTransitions` carries the replica's shard count), lists the members'
+//!   records ([`Lock::list`](ctrlq_leader::Lock::list)) and counts a member live while its record
+//!   changed within a lease duration on its own clock. A replica shutting down blanks its record.
+//! - **Balance**: every replica assigns the shards over the live members by rendezvous hashing
+//!   with bounded load, so each holds ⌊n/m⌋ or ⌈n/m⌉ once settled, and a join or a leave moves
+//!   few shards. A replica stands for the shards assigned to it and hands back, after draining
+//!   (the lease is released once the term's reconciles finished), those no longer assigned to
+//!   it. It never takes a shard whose lease is still held: its elector waits for the lease.
+//! - **Keys**: the sources run once per replica; each key goes to its shard's queue while this
+//!   replica holds that shard, and is dropped otherwise (another replica holds it). When a shard
+//!   is gained, the sources are subscribed again so that the shard's keys are listed; keys of
+//!   shards already held may then be reconciled once more.
+//! - **Refusals**: a replica takes no shard while a live member announces another shard count
+//!   (both sides stop rather than split the keys twice), or while another process writes its
+//!   member record (an identity used twice); both are reported
+//!   ([`Event::ShardingRefused`](crate::Event::ShardingRefused)).
+//!
+//! # Timing
+//!
+//! With lease duration LD and retry period RP: after a replica dies (or is cut off), the others
+//! see its member record go stale a lease duration after they first saw its last write (at most
+//! a retry period after it), at their next look (another retry period), and assign its shards.
+//! A shard's new elector then waits a lease duration from its own first look at the shard's
+//! record (the elector judges expiry by its own observation only) and takes the shard on its
+//! next jittered retry (at most 2.2 × RP): settled within 2 × LD + 4.2 × RP, 38.4 s with the
+//! defaults. After a join, a shard moves once its old holder drained it (at most the grace
+//! period) and released its lease, on the new holder's next try (at most 2.2 × RP after the
+//! release), once every replica's look has seen the join (a retry period).
+
+//! # Examples
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use ctrlq_controller::shard::Sharding;
+//! use ctrlq_controller::{Action, Context, Controller};
+//! use ctrlq_leader::{LeaderElectionConfig, MemoryStore};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let store = MemoryStore::new();
+//! let locks = move |name: &str| store.named_lock(name, "replica-a");
+//! let sharding = Sharding::new(4, "replica-a", locks, LeaderElectionConfig::default()).unwrap();
+//! let mut held = sharding.subscribe_held();
+//! let shutdown = CancellationToken::new();
+//! let run = tokio::spawn(
+//!     Controller::new("pods", |_key: String, _ctx: Context| async {
+//!         Ok::<_, Infallible>(Action::Done)
+//!     })
+//!     .source(|| futures::stream::iter(["default/a".to_owned(), "default/b".to_owned()]))
+//!     .sharded(sharding)
+//!     .run(shutdown.clone()),
+//! );
+//! // Alone, this replica holds every shard.
+//! held.wait_for(|held| held.len() == 4).await.unwrap();
+//! shutdown.cancel();
+//! let summary = run.await.unwrap();
+//! assert_eq!(summary.reconciles, 2);
+//! # }
+//! ```
+
+mod assign;
+mod key;
+mod members;
+mod router;
+pub(crate) mod run;
+mod sharding;
+
+pub use key::{ShardKey, shard_of};
+pub(crate) use router::{Router, ShardFn};
+pub use sharding::{Sharding, ShardingError};

@@ -1,0 +1,212 @@
+//! The sharded run: membership, the shards assigned to this replica, one elector and one term
+//! per held shard, and the replica's sources pumped once into its router.
+
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+use ctrlq_leader::{LeaderElector, Lock};
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, warn};
+
+use super::assign::shards_of;
+use super::members::{Membership, View};
+use super::router::{Router, ShardFn};
+use super::sharding::Sharding;
+use crate::Event;
+use crate::controller::Key;
+use crate::source::Source;
+use crate::term::{Feed, Shared, TermEnd, TermSettings};
+
+/// What every shard's stand borrows.
+struct Ctx<'a, K: Key, E, L> {
+    plan: &'a Sharding<L>,
+    name: &'a str,
+    settings: &'a TermSettings<K>,
+    shared: &'a Arc<Shared<K, E>>,
+    router: &'a Router<K>,
+    /// Cleared when a shard's drain ran out of its grace period.
+    drained: &'a AtomicBool,
+}
+
+/// Runs a sharded replica until `shutdown` fires and every held shard has drained; returns
+/// whether every drain finished within the grace period.
+pub(crate) async fn run<K, E, L>(
+    plan: Sharding<L>,
+    name: &str,
+    settings: &TermSettings<K>,
+    shared: &Arc<Shared<K, E>>,
+    sources: &[Arc<Source<K>>],
+    shard_of: ShardFn<K>,
+    shutdown: &CancellationToken,
+) -> bool
+where
+    K: Key,
+    E: Send + 'static,
+    L: Lock,
+{
+    let router = Arc::new(Router::new(shard_of));
+    let mut pumps = JoinSet::new();
+    for source in sources {
+        let pump = source.clone().pump(router.clone(), shared.clone());
+        pumps.spawn(pump.in_current_span());
+    }
+    let timing = plan.config.timing();
+    let member_prefix = format!("{}{name}-member-", plan.prefix);
+    let member_lock = (plan.locks)(&format!("{member_prefix}{}", plan.identity));
+    let mut members = Membership::new(
+        member_lock,
+        plan.locks.clone(),
+        member_prefix,
+        plan.identity.clone(),
+        plan.shards,
+        timing.lease_duration,
+    );
+    let (view_tx, mut view_rx) = watch::channel(None::<View>);
+    let drained = AtomicBool::new(true);
+    let ctx = Ctx {
+        plan: &plan,
+        name,
+        settings,
+        shared,
+        router: &router,
+        drained: &drained,
+    };
+    {
+        // Looks at the members every retry period until shutdown.
+        let membership = async {
+            loop {
+                let view = members.look().await;
+                view_tx.send_if_modified(|v| {
+                    let changed = v.as_ref() != Some(&view);
+                    *v = Some(view);
+                    changed
+                });
+                tokio::select! {
+                    () = tokio::time::sleep(timing.retry_period) => {}
+                    () = shutdown.cancelled() => return,
+                }
+            }
+        };
+        tokio::pin!(membership);
+        let mut membership_done = false;
+        let mut desired = BTreeSet::new();
+        let mut running: HashMap<u32, CancellationToken> = HashMap::new();
+        let mut stands: FuturesUnordered<BoxFuture<'_, u32>> = FuturesUnordered::new();
+        loop {
+            tokio::select! {
+                () = &mut membership, if !membership_done => membership_done = true,
+                Ok(()) = view_rx.changed(), if !shutdown.is_cancelled() => {
+                    let view = view_rx.borrow_and_update().clone();
+                    desired = ctx.assigned(view.as_ref());
+                    for (shard, token) in &running {
+                        if !desired.contains(shard) {
+                            // Handed back: the term drains, then the lease is released.
+                            token.cancel();
+                        }
+                    }
+                    for &shard in &desired {
+                        if let Entry::Vacant(slot) = running.entry(shard) {
+                            let token = slot.insert(shutdown.child_token()).clone();
+                            stands.push(ctx.stand(shard, token).boxed());
+                        }
+                    }
+                }
+                Some(shard) = stands.next(), if !stands.is_empty() => {
+                    running.remove(&shard);
+                    // Handed back, and assigned again before its drain ended: stand again.
+                    if desired.contains(&shard) && !shutdown.is_cancelled() {
+                        let token = shutdown.child_token();
+                        running.insert(shard, token.clone());
+                        stands.push(ctx.stand(shard, token).boxed());
+                    }
+                }
+            }
+            if shutdown.is_cancelled() && membership_done && stands.is_empty() {
+                break;
+            }
+        }
+    }
+    let resign = tokio::time::timeout(timing.renew_deadline, members.resign());
+    if resign.await.is_err() {
+        debug!("resigning the member record timed out");
+    }
+    pumps.abort_all();
+    while pumps.join_next().await.is_some() {}
+    drained.load(Relaxed)
+}
+
+impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
+    /// The shards this replica stands for under `view`, reported.
+    fn assigned(&self, view: Option<&View>) -> BTreeSet<u32> {
+        match view {
+            Some(View::Members(members)) => {
+                let shards = shards_of(members, self.plan.shards, &self.plan.identity);
+                debug!(?members, ?shards, "shards assigned");
+                self.shared.emit(&Event::ShardsAssigned {
+                    shards: &shards,
+                    members,
+                });
+                shards.into_iter().collect()
+            }
+            Some(View::Refused(reason)) => {
+                warn!(%reason, "taking no shard");
+                self.shared.emit(&Event::ShardingRefused { reason });
+                BTreeSet::new()
+            }
+            None => BTreeSet::new(),
+        }
+    }
+
+    /// Stands for `shard` until `token` fires: each time the lease is won, runs a term on it;
+    /// after a loss, stands again. Returns the shard.
+    async fn stand(&self, shard: u32, token: CancellationToken) -> u32 {
+        let record = format!("{}{}-shard-{shard}", self.plan.prefix, self.name);
+        let lock = (self.plan.locks)(&record);
+        let elector = match LeaderElector::new(lock, self.plan.config.clone()) {
+            Ok(elector) => elector,
+            Err(e) => {
+                // Checked in `Sharding::new` on a lock from the same factory.
+                warn!(error = %e, shard, "the shard's elector cannot run");
+                token.cancelled().await;
+                return shard;
+            }
+        };
+        while !token.is_cancelled() {
+            let leading = elector.subscribe_leading();
+            let end = elector
+                .run(token.clone(), |leadership| async {
+                    let fencing_token = leadership.fencing_token();
+                    self.shared.emit(&Event::ShardLeading {
+                        shard,
+                        fencing_token,
+                    });
+                    self.plan.held.send_modify(|held| {
+                        held.insert(shard);
+                    });
+                    let feed = Feed::Shard(shard, self.router);
+                    let end = self
+                        .settings
+                        .term(self.shared, feed, Some((leadership, leading)), &token)
+                        .await;
+                    self.plan.held.send_modify(|held| {
+                        held.remove(&shard);
+                    });
+                    let lost = end == TermEnd::Lost;
+                    self.shared.emit(&Event::ShardEnded { shard, lost });
+                    end
+                })
+                .await;
+            if let Some(TermEnd::Drained { finished: false }) = end {
+                self.drained.store(false, Relaxed);
+            }
+        }
+        shard
+    }
+}

@@ -1,0 +1,432 @@
+//! Sharded replicas on the in-memory store: balance as replicas die and join, hand-overs that
+//! drain before the next holder starts, no key in two reconciles at once, every key reconciled
+//! after its last change, and the refusals (a shard count that differs, an identity used
+//! twice).
+
+mod support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ctrlq_controller::testing::{Harness, Observations, Record, ScriptedSource};
+use ctrlq_controller::{Action, Context, Controller};
+use ctrlq_leader::LeaderElectionConfig;
+use support::{Rng, bounded};
+use tokio::time::{Instant, sleep};
+
+const LIMIT: Duration = Duration::from_secs(3600);
+
+/// Kubernetes' defaults: 15 s lease, 10 s renew deadline, 2 s retry period.
+fn config() -> LeaderElectionConfig {
+    LeaderElectionConfig::default()
+}
+
+/// The documented bound on settling after a replica dies: 2 × lease duration + 4.2 × retry
+/// period. Its member record goes stale a lease duration after the others first saw its last
+/// write (at most a retry period after it), seen at their next look (another retry period);
+/// then a shard's new elector waits a lease duration from its first look at the shard's record,
+/// and takes it on its next jittered retry (at most 2.2 retry periods).
+const SETTLE_AFTER_A_DEATH: Duration = Duration::from_millis(2 * 15_000 + 4_200 * 2);
+
+type Seen = Arc<Mutex<HashMap<u32, u64>>>;
+
+/// Records the generation each object was last reconciled to; each reconcile takes a seeded
+/// 0-300 ms.
+fn build(api: &ScriptedSource<u32>, seen: &Seen, seed: u64) -> Controller<u32, Infallible> {
+    let (a, s) = (api.clone(), seen.clone());
+    let rng = Arc::new(Mutex::new(Rng::new(seed)));
+    let source = api.clone();
+    Controller::new("objects", move |key: u32, ctx: Context| {
+        let (api, seen) = (a.clone(), s.clone());
+        let took = rng.lock().unwrap().millis(300);
+        async move {
+            assert!(ctx.fencing_token().is_some());
+            let generation = api.generation(&key);
+            sleep(took).await;
+            if let Some(g) = generation {
+                seen.lock().unwrap().insert(key, g);
+            }
+            Ok(Action::Done)
+        }
+    })
+    .source(move || source.subscribe())
+    .workers(2)
+    .grace_period(Duration::from_secs(2))
+}
+
+/// Each replica's held shards, checked disjoint.
+fn held(h: &Harness<u32>, ids: &[&str]) -> Vec<BTreeSet<u32>> {
+    let sets: Vec<_> = ids.iter().map(|id| h.shards_held(id)).collect();
+    let mut all = BTreeSet::new();
+    for set in &sets {
+        for shard in set {
+            assert!(all.insert(*shard), "shard {shard} held twice: {sets:?}");
+        }
+    }
+    sets
+}
+
+/// Waits until the replicas hold `want` shards each (in some order) and every shard is held;
+/// returns how long it took. Panics past `bound`.
+async fn settle(h: &Harness<u32>, ids: &[&str], want: &[usize], bound: Duration) -> Duration {
+    let start = Instant::now();
+    let mut want = want.to_vec();
+    want.sort_unstable();
+    loop {
+        let sets = held(h, ids);
+        let mut counts: Vec<usize> = sets.iter().map(BTreeSet::len).collect();
+        counts.sort_unstable();
+        if counts == want {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() <= bound,
+            "not settled at {want:?} within {bound:?}: {sets:?}"
+        );
+        sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// For every shard that moved from one replica to another: the new holder's term started only
+/// after the old holder's had ended (drained and released, or the old holder was killed and
+/// its lease expired). Returns how many moves there were after `since`.
+fn check_handovers(log: &Observations<u32>, since: Instant) -> usize {
+    let mut holder: HashMap<u32, (String, Option<Instant>)> = HashMap::new();
+    let mut killed: HashMap<String, Instant> = HashMap::new();
+    let mut moves = 0;
+    for r in log.records() {
+        match r {
+            Record::Killed { replica, at } => {
+                killed.insert(replica.clone(), *at);
+            }
+            Record::ShardLeading {
+                replica, shard, at, ..
+            } => {
+                if let Some((prev, ended)) = holder.get(shard)
+                    && prev != replica
+                {
+                    let ended = ended
+                        .or_else(|| killed.get(prev).copied())
+                        .unwrap_or_else(|| {
+                            panic!("shard {shard}: {replica} led while {prev} held it")
+                        });
+                    assert!(
+                        ended <= *at,
+                        "shard {shard}: {replica} at {at:?}, {prev} until {ended:?}"
+                    );
+                    if *at >= since {
+                        moves += 1;
+                    }
+                }
+                holder.insert(*shard, (replica.clone(), None));
+            }
+            Record::ShardEnded {
+                replica, shard, at, ..
+            } => {
+                if let Some((holder, ended)) = holder.get_mut(shard)
+                    && holder == replica
+                {
+                    *ended = Some(*at);
+                }
+            }
+            _ => {}
+        }
+    }
+    moves
+}
+
+/// 3 replicas and 12 shards settle at 4/4/4; one killed, the other two hold 6/6 within the
+/// bound; two joining give 3/3/2/2/2, every handed-over shard drained before its new holder
+/// started. Objects change all along; no key is ever in two reconciles, and every object is
+/// reconciled to its last generation.
+#[tokio::test(start_paused = true)]
+async fn twelve_shards_follow_kills_and_joins() {
+    let api = ScriptedSource::new();
+    for k in 0..60 {
+        api.apply(k);
+    }
+    let seen: Seen = Arc::default();
+    let mut h = Harness::new(config());
+    for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+        h.spawn_sharded(id, build(&api, &seen, i as u64), 12);
+    }
+    let took = settle(&h, &["a", "b", "c"], &[4, 4, 4], Duration::from_secs(30)).await;
+    println!("settled at 4/4/4 in {took:?}");
+
+    let changes = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            let mut rng = Rng::new(9);
+            for _ in 0..200 {
+                sleep(rng.millis(500)).await;
+                api.apply(u32::try_from(rng.below(60)).unwrap());
+            }
+        })
+    };
+    h.kill("c");
+    let took = settle(&h, &["a", "b"], &[6, 6], SETTLE_AFTER_A_DEATH).await;
+    println!("settled at 6/6 after a kill in {took:?} (bound {SETTLE_AFTER_A_DEATH:?})");
+
+    let joined = Instant::now();
+    h.spawn_sharded("d", build(&api, &seen, 3), 12);
+    h.spawn_sharded("e", build(&api, &seen, 4), 12);
+    let ids = ["a", "b", "d", "e"];
+    let took = settle(&h, &ids, &[3, 3, 3, 3], Duration::from_secs(30)).await;
+    println!("settled at 3/3/3/3 after two joins in {took:?}");
+    let c2 = Instant::now();
+    h.spawn_sharded("c2", build(&api, &seen, 5), 12);
+    let ids = ["a", "b", "c2", "d", "e"];
+    let took = settle(&h, &ids, &[3, 3, 2, 2, 2], Duration::from_secs(30)).await;
+    println!("settled at 3/3/2/2/2 after a third join in {took:?}");
+
+    bounded(LIMIT, changes).await.unwrap();
+    sleep(Duration::from_secs(30)).await;
+    let summaries = bounded(LIMIT, h.stop_all()).await;
+    assert_eq!(summaries.len(), 5);
+
+    let log = h.observations();
+    assert_eq!(log.key_overlaps(), 0);
+    let moved_by_joins = check_handovers(&log, joined);
+    let moved_by_third = check_handovers(&log, c2);
+    println!("shards moved: {moved_by_joins} by the three joins, {moved_by_third} by the last");
+    // Rendezvous moves few: from 6/6 to 3/3/3/3 at least 6 shards must move; the last join
+    // takes 2 or 3.
+    assert!(moved_by_joins - moved_by_third <= 8, "{moved_by_joins}");
+    assert!(moved_by_third <= 5, "{moved_by_third}");
+    let seen = seen.lock().unwrap();
+    for (k, g) in api.objects() {
+        assert_eq!(seen.get(&k), Some(&g), "key {k}");
+    }
+}
+
+/// A replica that announces another shard count is seen by the others: everyone that sees it
+/// takes no shard rather than split the keys two ways, and it is reported.
+#[tokio::test(start_paused = true)]
+async fn a_different_shard_count_is_refused_not_split_twice() {
+    let api = ScriptedSource::new();
+    api.apply(1);
+    let seen: Seen = Arc::default();
+    let mut h = Harness::new(config());
+    h.spawn_sharded("a", build(&api, &seen, 1), 12);
+    settle(&h, &["a"], &[12], Duration::from_secs(30)).await;
+    h.spawn_sharded("b", build(&api, &seen, 2), 8);
+    // Both see the other's count within a retry period or two and hand back what they hold.
+    settle(&h, &["a", "b"], &[0, 0], Duration::from_secs(30)).await;
+    sleep(Duration::from_secs(20)).await;
+    assert_eq!(held(&h, &["a", "b"]), [BTreeSet::new(), BTreeSet::new()]);
+    let log = h.observations();
+    let refused: BTreeSet<&str> = log
+        .records()
+        .iter()
+        .filter_map(|r| match r {
+            Record::ShardingRefused {
+                replica, reason, ..
+            } => {
+                assert!(reason.contains("shards"), "{reason}");
+                Some(replica.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused, BTreeSet::from(["a", "b"]));
+    bounded(LIMIT, h.stop_all()).await;
+}
+
+/// Two processes with one identity: the second write of the member record by another process
+/// is seen as a conflict, and the replicas that see it take no shard.
+#[tokio::test(start_paused = true)]
+async fn an_identity_used_twice_is_refused() {
+    let api = ScriptedSource::new();
+    api.apply(1);
+    let seen: Seen = Arc::default();
+    let mut h = Harness::new(config());
+    h.spawn_sharded("a", build(&api, &seen, 1), 4);
+    settle(&h, &["a"], &[4], Duration::from_secs(30)).await;
+    h.spawn_sharded("a", build(&api, &seen, 2), 4);
+    let start = Instant::now();
+    loop {
+        let log = h.observations();
+        let refused = log.records().iter().any(
+            |r| matches!(r, Record::ShardingRefused { reason, .. } if reason.contains("identity")),
+        );
+        if refused {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "never refused");
+        sleep(Duration::from_millis(100)).await;
+    }
+    bounded(LIMIT, h.stop_all()).await;
+}
+
+/// A replica cut off from the store loses its shards within the elector's bound, and the others
+/// take them only after its leases expired; healed, it gets its share back.
+#[tokio::test(start_paused = true)]
+async fn a_partitioned_replica_hands_its_shards_to_the_others_and_returns() {
+    let api = ScriptedSource::new();
+    for k in 0..20 {
+        api.apply(k);
+    }
+    let seen: Seen = Arc::default();
+    let mut h = Harness::new(config());
+    for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+        h.spawn_sharded(id, build(&api, &seen, i as u64), 6);
+    }
+    settle(&h, &["a", "b", "c"], &[2, 2, 2], Duration::from_secs(30)).await;
+    let cut = Instant::now();
+    h.partition("c", true);
+    settle(&h, &["a", "b", "c"], &[0, 3, 3], SETTLE_AFTER_A_DEATH).await;
+    assert!(h.shards_held("c").is_empty());
+    h.partition("c", false);
+    settle(&h, &["a", "b", "c"], &[2, 2, 2], Duration::from_secs(40)).await;
+    bounded(LIMIT, h.stop_all()).await;
+    let log = h.observations();
+    assert_eq!(log.key_overlaps(), 0);
+    check_handovers(&log, cut);
+}
+
+/// One step of a random schedule.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Kill a running replica (by index among the running ones).
+    Kill(usize),
+    /// Cut a replica off the store for a while (seconds), then heal it.
+    Partition(usize, u64),
+    /// Stop a replica gracefully (it drains and hands its shards back).
+    Stop(usize),
+    /// Start a new replica.
+    Join,
+    /// Let time pass (seconds).
+    Wait(u64),
+}
+
+/// Runs `steps` against sharded replicas while objects change; then checks that no key was in
+/// two reconciles at once, every hand-over drained before the next holder started, every shard
+/// is held again, and every object was reconciled to its last generation.
+async fn schedule(seed: u64, steps: &[Step]) {
+    let api = ScriptedSource::new();
+    for k in 0..40 {
+        api.apply(k);
+    }
+    let seen: Seen = Arc::default();
+    let mut h = Harness::new(config());
+    let mut next = 0u64;
+    let mut join = |h: &mut Harness<u32>| {
+        next += 1;
+        h.spawn_sharded(
+            &format!("r{next}"),
+            build(&api, &seen, seed * 100 + next),
+            8,
+        );
+    };
+    for _ in 0..3 {
+        join(&mut h);
+    }
+    let changes = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            let mut rng = Rng::new(seed);
+            for _ in 0..100 {
+                sleep(rng.millis(2_000)).await;
+                api.apply(u32::try_from(rng.below(40)).unwrap());
+            }
+        })
+    };
+    let start = Instant::now();
+    for step in steps {
+        let running = h.replicas();
+        let pick = |i: usize| running[i % running.len()].clone();
+        match *step {
+            Step::Kill(i) if running.len() > 1 => h.kill(&pick(i)),
+            Step::Partition(i, secs) => {
+                let id = pick(i);
+                h.partition(&id, true);
+                sleep(Duration::from_secs(secs)).await;
+                h.partition(&id, false);
+            }
+            Step::Stop(i) if running.len() > 1 => {
+                let summary = bounded(LIMIT, h.stop(&pick(i))).await;
+                assert!(summary.is_some(), "seed {seed}");
+            }
+            Step::Join if running.len() < 6 => join(&mut h),
+            Step::Wait(secs) => sleep(Duration::from_secs(secs)).await,
+            _ => {}
+        }
+    }
+    bounded(LIMIT, changes).await.unwrap();
+    // Long enough for the last failover and the relists after it.
+    sleep(Duration::from_secs(90)).await;
+    let running = h.replicas();
+    let ids: Vec<&str> = running.iter().map(String::as_str).collect();
+    let all: usize = held(&h, &ids).iter().map(BTreeSet::len).sum();
+    assert_eq!(all, 8, "seed {seed}: every shard held at the end");
+    bounded(LIMIT, h.stop_all()).await;
+    let log = h.observations();
+    assert_eq!(log.key_overlaps(), 0, "seed {seed}");
+    check_handovers(&log, start);
+    let seen = seen.lock().unwrap();
+    for (k, g) in api.objects() {
+        assert_eq!(seen.get(&k), Some(&g), "seed {seed}: key {k}");
+    }
+}
+
+fn random_steps(seed: u64, n: usize) -> Vec<Step> {
+    let mut rng = Rng::new(seed);
+    (0..n)
+        .map(|_| {
+            let i = usize::try_from(rng.below(6)).unwrap();
+            match rng.below(5) {
+                0 => Step::Kill(i),
+                1 => Step::Partition(i, rng.below(40)),
+                2 => Step::Stop(i),
+                3 => Step::Join,
+                _ => Step::Wait(rng.below(30)),
+            }
+        })
+        .collect()
+}
+
+/// Seeded random schedules of kills, partitions, graceful stops and joins.
+#[tokio::test(start_paused = true)]
+async fn seeded_schedules_keep_keys_single_and_reconciled() {
+    for seed in 1..=6 {
+        schedule(seed, &random_steps(seed, 12)).await;
+    }
+}
+
+mod schedules {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (0usize..6).prop_map(Step::Kill),
+            (0usize..6, 0u64..40).prop_map(|(i, s)| Step::Partition(i, s)),
+            (0usize..6).prop_map(Step::Stop),
+            Just(Step::Join),
+            (0u64..30).prop_map(Step::Wait),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(Config {
+            cases: 12,
+            failure_persistence: Some(Box::new(FileFailurePersistence::Off)),
+            rng_seed: RngSeed::Fixed(7),
+            ..Config::default()
+        })]
+        #[test]
+        fn any_schedule_keeps_keys_single_and_reconciled(
+            steps in proptest::collection::vec(step(), 1..10),
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            rt.block_on(schedule(0, &steps));
+        }
+    }
+}
