@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use examples::cli::{Args, HELP};
 use examples::controller::{self, Summary};
-use examples::scheduler;
+use examples::{scheduler, sharded};
 
 fn main() -> ExitCode {
     let args = match Args::parse(std::env::args().skip(1)) {
@@ -37,6 +37,9 @@ fn main() -> ExitCode {
 }
 
 async fn async_main(args: Args) -> ExitCode {
+    if let Some(shards) = args.shards {
+        return sharded(&args, shards).await;
+    }
     let registry = args.metrics.then(examples::metrics::Registry::new);
     let mut options = args.options.clone();
     options.controller_metrics = registry.as_ref().map(|r| r.controller_metrics());
@@ -82,6 +85,68 @@ async fn async_main(args: Args) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// `--shards N`: replicas split the objects into shards; a kill and a join move them.
+async fn sharded(args: &Args, shards: u32) -> ExitCode {
+    let o = sharded::ShardedOptions {
+        shards,
+        replicas: args.options.replicas.max(2),
+        objects: u32::try_from(args.options.objects).unwrap_or(u32::MAX),
+        seed: args.options.seed,
+        verbose: true,
+        ..sharded::ShardedOptions::default()
+    };
+    println!(
+        "== sharded controller: {} replicas, {} shards, {} objects, seed {}",
+        o.replicas, o.shards, o.objects, o.seed
+    );
+    let result = match &args.etcd {
+        Some(url) => sharded_on_etcd(&o, url).await,
+        None => {
+            let store = ctrlq_leader::MemoryStore::new();
+            sharded::run(&o, move |id, name| store.named_lock(name, id)).await
+        }
+    };
+    match result {
+        Ok(summary) => {
+            println!("\n== summary\n{}", summary.render());
+            if summary.overlaps == 0 && summary.stale == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(feature = "etcd")]
+async fn sharded_on_etcd(
+    o: &sharded::ShardedOptions,
+    url: &str,
+) -> Result<sharded::ShardedSummary, Box<dyn std::error::Error + Send + Sync>> {
+    let client = etcd_client::Client::connect([url], None).await?;
+    let o = sharded::ShardedOptions {
+        record_prefix: format!("/ctrlq/example-{}/", o.seed),
+        ..o.clone()
+    };
+    sharded::run(&o, move |id, name| {
+        ctrlq_leader::EtcdLock::new(client.clone(), name, id)
+            .request_timeout(controller::REQUEST_TIMEOUT)
+    })
+    .await
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn sharded_on_etcd(
+    _o: &sharded::ShardedOptions,
+    _url: &str,
+) -> Result<sharded::ShardedSummary, Box<dyn std::error::Error + Send + Sync>> {
+    Err("this build has no etcd support: run with `--features etcd`".into())
 }
 
 #[cfg(feature = "etcd")]

@@ -25,6 +25,9 @@ FLAGS:
     --replicas N       controller replicas contending for the lease [3]
     --seed S           seed of the events and of the failures [1]
     --no-kill          do not kill the leader midway
+    --shards N         instead: the replicas split the objects into N shards, each held through
+                       its own lease; one replica is killed and another joins, and the shards
+                       follow (in memory, or on etcd with --etcd)
     --metrics          print the queue's, controller's and elector's Prometheus metrics at the end
     --etcd URL         elect the leader on a real etcd (build with `--features etcd`)
     --kube NS/NAME     elect the leader on a real cluster's Lease NS/NAME, through the
@@ -43,6 +46,8 @@ FLAGS:
 /// assert_eq!(args.options.updates, 25);
 /// assert!(args.metrics);
 /// assert!(examples::cli::Args::parse(["--workers", "0"]).is_err());
+/// assert_eq!(examples::cli::Args::parse(["--shards", "12"]).unwrap().shards, Some(12));
+/// assert!(examples::cli::Args::parse(["--shards", "0"]).is_err());
 /// ```
 #[derive(Debug, Clone)]
 pub struct Args {
@@ -54,6 +59,8 @@ pub struct Args {
     pub etcd: Option<String>,
     /// Elect on this Lease (`namespace/name`) of a real cluster instead of the in-memory lock.
     pub kube: Option<(String, String)>,
+    /// `--shards N`: the sharded mode with N shards.
+    pub shards: Option<u32>,
     /// `--help` was asked for.
     pub help: bool,
 }
@@ -76,6 +83,7 @@ impl Args {
         };
         let (mut metrics, mut etcd, mut help, mut updates) = (false, None, false, None);
         let mut kube = None;
+        let mut shards = None;
         let mut it = args.into_iter().map(Into::into);
         while let Some(flag) = it.next() {
             let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -101,6 +109,14 @@ impl Args {
                         .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
                         .ok_or_else(|| format!("{flag}: {v:?} is not NAMESPACE/NAME"))?;
                     kube = Some((ns.to_owned(), name.to_owned()));
+                }
+                "--shards" => {
+                    let n = number(&flag, &value()?)?;
+                    let n = u32::try_from(n)
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| format!("{flag}: {n} is not in 1..=4294967295"))?;
+                    shards = Some(n);
                 }
                 "-q" | "--quiet" => options.progress = false,
                 "-h" | "--help" => help = true,
@@ -129,6 +145,7 @@ impl Args {
             metrics,
             etcd,
             kube,
+            shards,
             help,
         })
     }

@@ -3,6 +3,8 @@
 //! - [`controller`]: replicas of a controller built on the `ctrlq` controller runner share a lease; the
 //!   leader is killed midway and another finishes the work; the last one drains.
 //! - [`scheduler`]: a scheduling queue placing pods that wait in backoff or unschedulable.
+//! - [`sharded`]: the `--shards N` mode: replicas split the keys into shards held through
+//!   leases, and the shards follow a kill and a join.
 //! - [`cli`]: the main example's flags.
 //! - [`metrics`]: the Prometheus registry the example prints with `--metrics`.
 
@@ -11,3 +13,4 @@ pub mod controller;
 pub mod metrics;
 pub mod rng;
 pub mod scheduler;
+pub mod sharded;
