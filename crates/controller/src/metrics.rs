@@ -9,6 +9,8 @@
 //! | `controller_runtime_reconcile_time_seconds` | histogram (5 ms … 60 s) | `controller` |
 //! | `controller_runtime_max_concurrent_reconciles` | gauge | `controller` |
 //! | `controller_runtime_active_workers` | gauge | `controller` |
+//! | `ctrlq_controller_shards_held` | gauge | `controller` (sharded: the shards this replica leads) |
+//! | `ctrlq_controller_shard_moves_total` | counter | `controller` (sharded: shards that came to this replica) |
 //!
 //! As in controller-runtime, a panic counts as a panic, as an error and as a reconcile with
 //! result `error`; every series of a controller exists (at zero) from its first term. The
@@ -90,6 +92,8 @@ pub struct ControllerMetrics {
     time: Family<Labels, Histogram, Buckets>,
     max_concurrent: Family<Labels, Gauge>,
     active: Family<Labels, Gauge>,
+    shards_held: Family<Labels, Gauge>,
+    shard_moves: Family<Labels, Counter>,
 }
 
 impl ControllerMetrics {
@@ -111,6 +115,8 @@ impl ControllerMetrics {
             time: Family::new_with_constructor(Buckets),
             max_concurrent: Family::default(),
             active: Family::default(),
+            shards_held: Family::default(),
+            shard_moves: Family::default(),
         };
         // prometheus-client appends `_total` to counters.
         registry.register(
@@ -143,6 +149,16 @@ impl ControllerMetrics {
             "Number of currently used workers per controller",
             me.active.clone(),
         );
+        registry.register(
+            "ctrlq_controller_shards_held",
+            "Number of shards this replica leads per sharded controller",
+            me.shards_held.clone(),
+        );
+        registry.register(
+            "ctrlq_controller_shard_moves",
+            "Total number of shards that came to this replica per sharded controller",
+            me.shard_moves.clone(),
+        );
         Arc::new(me)
     }
 
@@ -159,6 +175,17 @@ impl ControllerMetrics {
             let mut l = l.clone();
             l.push(("result", result.to_owned()));
             let _ = self.total.get_or_create(&l);
+        }
+    }
+
+    /// A shard came to this replica (`true`) or left it.
+    pub(crate) fn shard(&self, name: &str, gained: bool) {
+        let l = labels(name);
+        if gained {
+            self.shards_held.get_or_create(&l).inc();
+            self.shard_moves.get_or_create(&l).inc();
+        } else {
+            self.shards_held.get_or_create(&l).dec();
         }
     }
 

@@ -94,6 +94,12 @@ impl<K: Key> Source<K> {
                         .drain(stream, &sink, &shared, &mut backoff, &mut relist)
                         .await
                     {
+                        // A stream that ended is subscribed again at the next relist (a shard
+                        // gained by a sharded replica); with a term's queue, it is done.
+                        Drained::Done if relist.is_some() => {
+                            relist_asked(&mut relist).await;
+                            continue;
+                        }
                         Drained::Done => return,
                         Drained::Relist => continue,
                         Drained::Failed(failure) => failure,

@@ -118,6 +118,15 @@ impl Recorder {
         let _ = (outcome, took);
     }
 
+    /// Sharded: a shard's term began (`true`) or ended on this replica.
+    pub(crate) fn shard(&self, gained: bool) {
+        #[cfg(feature = "prometheus")]
+        if let Some(p) = &self.prometheus {
+            p.shard(&self.name, gained);
+        }
+        let _ = gained;
+    }
+
     pub(crate) fn aborted(&self) {
         self.stats.aborted.fetch_add(1, Relaxed);
     }

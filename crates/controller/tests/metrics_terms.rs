@@ -49,3 +49,50 @@ async fn a_lost_term_leaves_no_phantom_depth() {
     shutdown.cancel();
     run.await.unwrap();
 }
+
+fn value(registry: &Registry, series: &str) -> f64 {
+    let mut text = String::new();
+    encode(&mut text, registry).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+/// A sharded replica reports the shards it leads and the shards that came to it.
+#[tokio::test(start_paused = true)]
+async fn a_sharded_replica_reports_its_shards() {
+    use ctrlq_controller::shard::Sharding;
+    let mut registry = Registry::default();
+    let metrics = ctrlq_controller::metrics::ControllerMetrics::register(&mut registry);
+    let store = MemoryStore::new();
+    let s = store.clone();
+    let sharding = Sharding::new(
+        4,
+        "a",
+        move |name: &str| s.named_lock(name, "a"),
+        LeaderElectionConfig::default(),
+    )
+    .unwrap();
+    let mut held = sharding.subscribe_held();
+    let shutdown = CancellationToken::new();
+    let run = Controller::new("pods", |_key: u32, _ctx: Context| async {
+        Ok::<_, Infallible>(Action::Done)
+    })
+    .source(|| futures::stream::iter(0..10))
+    .metrics(metrics)
+    .sharded(sharding)
+    .run(shutdown.clone());
+    let run = tokio::spawn(run);
+    held.wait_for(|h| h.len() == 4).await.unwrap();
+    let held_series = "ctrlq_controller_shards_held{controller=\"pods\"}";
+    let moves_series = "ctrlq_controller_shard_moves_total{controller=\"pods\"}";
+    assert_eq!(value(&registry, held_series), 4.0);
+    assert_eq!(value(&registry, moves_series), 4.0);
+    shutdown.cancel();
+    let summary = run.await.unwrap();
+    assert_eq!(summary.reconciles, 10);
+    assert_eq!(value(&registry, held_series), 0.0);
+    assert_eq!(value(&registry, moves_series), 4.0);
+}

@@ -190,6 +190,7 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
                     self.plan.held.send_modify(|held| {
                         held.insert(shard);
                     });
+                    self.shared.recorder.shard(true);
                     let feed = Feed::Shard(shard, self.router);
                     let end = self
                         .settings
@@ -198,6 +199,7 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
                     self.plan.held.send_modify(|held| {
                         held.remove(&shard);
                     });
+                    self.shared.recorder.shard(false);
                     let lost = end == TermEnd::Lost;
                     self.shared.emit(&Event::ShardEnded { shard, lost });
                     end
