@@ -15,6 +15,7 @@ pub mod ratelimited;
 pub mod sched_backoff;
 pub mod sched_move;
 pub mod sched_pop;
+mod sharding;
 
 /// The workload ids this binary knows, in `WORKLOADS.md` order.
 pub const IDS: &[&str] = &[
@@ -32,6 +33,8 @@ pub const IDS: &[&str] = &[
     "sched-backoff",
     "leader-failover",
     "controller",
+    "shard-settle",
+    "shard-spread",
 ];
 
 /// Runs workload `id` with the given flags over its defaults, or returns `None` for an unknown id.
@@ -53,6 +56,8 @@ pub fn run(id: &str, flags: &Overrides) -> Option<Report> {
         "sched-backoff" => Some(sched_backoff::run(flags)),
         "leader-failover" => Some(leader_failover::run(flags)),
         "controller" => Some(controller::run(flags)),
+        "shard-settle" => Some(sharding::run_settle(flags)),
+        "shard-spread" => Some(sharding::run_spread(flags)),
         _ => None,
     }
 }

@@ -1,6 +1,6 @@
 //! Which member owns which shard: rendezvous hashing (highest random weight) with bounded load.
 
-use super::key::fnv1a;
+use super::key::{fnv1a, mix};
 
 /// The owner of every shard among `members`, by index (`owners[shard]` is an index into
 /// `members`); empty when there is no member.
@@ -56,13 +56,6 @@ fn weight(shard: u32, member: &str) -> u64 {
     bytes.push(0);
     bytes.extend_from_slice(&shard.to_le_bytes());
     mix(fnv1a(&bytes))
-}
-
-/// splitmix64's finalizer.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

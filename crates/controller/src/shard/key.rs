@@ -3,8 +3,7 @@
 
 use std::borrow::Cow;
 
-/// A key whose shard every replica computes alike: its bytes, hashed with FNV-1a (64-bit),
-/// modulo the shard count ([`shard_of`]).
+/// A key whose shard every replica computes alike from its bytes ([`shard_of`]).
 ///
 /// `std::hash::Hash` is not used: its output depends on the hasher and, for std types, on how
 /// the standard library writes them, which no crate promises to keep across Rust versions, and
@@ -34,8 +33,11 @@ pub trait ShardKey {
     fn shard_bytes(&self) -> Cow<'_, [u8]>;
 }
 
-/// The shard of `key` among `shards`: FNV-1a (64-bit) of [`ShardKey::shard_bytes`], modulo
-/// `shards`; 0 when `shards` is 0.
+/// The shard of `key` among `shards`: FNV-1a (64-bit) of [`ShardKey::shard_bytes`], through
+/// splitmix64's finalizer, scaled to `shards` by its high bits (`h × shards >> 64`); 0 when
+/// `shards` is 0. The finalizer matters: FNV-1a's low bits depend only on the low bits of each
+/// byte, so a plain remainder would put keys that differ in one letter's high bits (`a` and
+/// `q`) in the same shard.
 ///
 /// # Examples
 ///
@@ -43,16 +45,23 @@ pub trait ShardKey {
 /// use ctrlq_controller::shard::shard_of;
 /// // Part of the contract: these never change.
 /// assert_eq!(shard_of(&"default/pod-1".to_owned(), 12), 8);
-/// assert_eq!(shard_of(&42u64, 12), 3);
+/// assert_eq!(shard_of(&42u64, 12), 10);
 /// ```
 #[must_use]
 pub fn shard_of<K: ShardKey + ?Sized>(key: &K, shards: u32) -> u32 {
     if shards == 0 {
         return 0;
     }
-    let h = fnv1a(&key.shard_bytes());
-    // The remainder is below `shards`, a `u32`.
-    u32::try_from(h % u64::from(shards)).unwrap_or(0)
+    let h = mix(fnv1a(&key.shard_bytes()));
+    // Below `shards`, a `u32`.
+    u32::try_from((u128::from(h) * u128::from(shards)) >> 64).unwrap_or(0)
+}
+
+/// splitmix64's finalizer: every output bit depends on every input bit.
+pub(crate) fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// FNV-1a, 64-bit.
@@ -123,6 +132,11 @@ mod tests {
             seen[shard_of(&format!("default/pod-{i}"), 12) as usize] += 1;
         }
         assert!(seen.iter().all(|&n| (60..=140).contains(&n)), "{seen:?}");
+        // One letter apart in a high bit of its byte: FNV-1a alone would agree modulo 8.
+        let apart = (b'a'..=b'z')
+            .map(|c| shard_of(&format!("default/pod-{}", c as char), 8))
+            .collect::<std::collections::BTreeSet<_>>();
+        assert!(apart.len() >= 6, "{apart:?}");
         assert_eq!(shard_of("x", 0), 0);
         assert_eq!(shard_of(&"x".to_owned(), 1), 0);
         assert_eq!(shard_of(&"x", 7), shard_of("x", 7));

@@ -2,7 +2,8 @@
 //! lease, the shards spread over the live replicas by rendezvous hashing.
 //!
 //! - **Shards**: a key belongs to shard [`shard_of`]`(key, n)` (FNV-1a of its [`ShardKey`]
-//!   bytes, modulo `n`), the same in every replica and every version of this crate.
+//!   bytes through a finalizer, scaled to `n`), the same in every replica and every version of
+//!   this crate.
 //! - **Ownership**: shard `i` is held through the record `{prefix}{name}-shard-{i}` with the
 //!   elector the controller uses for one lease: fencing tokens, drain and the timing budget are
 //!   per shard. A replica runs one term per held shard (a fresh queue and the configured
