@@ -8,7 +8,9 @@
 //! (from a [`try_source`](crate::Controller::try_source)) is reported and the stream polled on;
 //! a stream that panics, or ends right after an error, is reported and subscribed again after a
 //! backoff (1 s, doubling up to 30 s, back to 1 s once a new subscription yields a key), as
-//! kube-runtime re-lists a failed watch. A stream that ends after a key ends for the term.
+//! kube-runtime re-lists a failed watch. A stream that ends after a key ends for the term. A
+//! sharded replica's router asks for a relist when it gains a shard; gains within
+//! [`RELIST_DEBOUNCE`] of each other share one listing.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering::Relaxed;
@@ -98,10 +100,14 @@ impl<K: Key> Source<K> {
                         // gained by a sharded replica); with a term's queue, it is done.
                         Drained::Done if relist.is_some() => {
                             relist_asked(&mut relist).await;
+                            settle_relists(&mut relist).await;
                             continue;
                         }
                         Drained::Done => return,
-                        Drained::Relist => continue,
+                        Drained::Relist => {
+                            settle_relists(&mut relist).await;
+                            continue;
+                        }
                         Drained::Failed(failure) => failure,
                     }
                 }
@@ -167,6 +173,19 @@ enum Drained {
     Failed(SourceFailure),
     /// The sink asked for a relist: subscribe again now.
     Relist,
+}
+
+/// Shards gained together (a replica's first shards, a join's hand-overs) are won within a
+/// moment of each other; one listing serves all those won within this long of the first.
+const RELIST_DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// Waits out [`RELIST_DEBOUNCE`], then takes every relist asked meanwhile as served by the
+/// listing about to start.
+async fn settle_relists(relist: &mut Option<watch::Receiver<u64>>) {
+    tokio::time::sleep(RELIST_DEBOUNCE).await;
+    if let Some(rx) = relist {
+        rx.borrow_and_update();
+    }
 }
 
 /// Resolves when `relist` changes; never without one, or once its sender is gone.
