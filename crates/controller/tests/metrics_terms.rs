@@ -77,8 +77,11 @@ async fn a_sharded_replica_reports_its_shards() {
     .unwrap();
     let mut held = sharding.subscribe_held();
     let shutdown = CancellationToken::new();
-    let run = Controller::new("pods", |_key: u32, _ctx: Context| async {
-        Ok::<_, Infallible>(Action::Done)
+    let reconciled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = reconciled.clone();
+    let run = Controller::new("pods", move |_key: u32, _ctx: Context| {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async { Ok::<_, Infallible>(Action::Done) }
     })
     .source(|| futures::stream::iter(0..10))
     .metrics(metrics)
@@ -90,6 +93,15 @@ async fn a_sharded_replica_reports_its_shards() {
     let moves_series = "ctrlq_controller_shard_moves_total{controller=\"pods\"}";
     assert_eq!(value(&registry, held_series), 4.0);
     assert_eq!(value(&registry, moves_series), 4.0);
+    // The shards' keys are listed once the gains settle; every key once.
+    let start = tokio::time::Instant::now();
+    while reconciled.load(std::sync::atomic::Ordering::SeqCst) < 10 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "keys not reconciled"
+        );
+        sleep(Duration::from_millis(50)).await;
+    }
     shutdown.cancel();
     let summary = run.await.unwrap();
     assert_eq!(summary.reconciles, 10);
