@@ -15,11 +15,10 @@ use crate::error::ShutDownError;
 impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Adds `key` now; a borrowed key is cloned only if the queue keeps it.
     ///
-    /// The crate's hottest path. It is written out rather than passed to `with_lock` as a
-    /// closure, and every step down to the state machine is inlined, so that each handle method
-    /// compiles to one function in which the key's form (borrowed or owned) is known: through a
-    /// closure and out-of-line calls, the same add of a queued key costs twice as much
-    /// (`benches/RESULTS.md`, the `hotkeys` workload).
+    /// Written out rather than passed to `with_lock` as a closure, and inlined down to the state
+    /// machine (`#[inline(always)]` on each step: the compiler's heuristics leave this chain
+    /// out of line), so that in each handle method the key's form (borrowed or owned) is known
+    /// where the machine is called and the match on it folds away.
     #[inline(always)]
     pub(crate) fn add(self: &Arc<Self>, key: Cow<'_, K>, p: P) -> Result<(), ShutDownError<K>> {
         let mut wake = Wake::default();
@@ -34,7 +33,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
 
     /// Starts the gauge refresh loop at an add if the queue has metrics and the loop does not
     /// run (it ends with its runtime, and restarts in the next one that adds).
-    #[inline(always)]
+    #[inline]
     pub(super) fn keep_metrics_task(self: &Arc<Self>, state: &mut State<K, P>) {
         if state.recorder.is_enabled() && state.metrics_task.running().is_none() {
             self.start_metrics_task(state);

@@ -121,6 +121,7 @@ impl<K: QueueKey> Machine<K> for WorkState<K> {
     type P = ();
     const NEEDS_TIME: bool = false;
     const ZERO_DELAY_IS_RETRY: bool = true;
+    // `add` and `add_ref` are inlined into the queue's add path (see `Shared::add`).
     fn new(_aging: Option<u64>) -> Self {
         WorkState::new()
     }
@@ -172,6 +173,7 @@ impl<K: QueueKey> Machine<K> for PriorityState<K> {
     type P = i32;
     const NEEDS_TIME: bool = true;
     const ZERO_DELAY_IS_RETRY: bool = false;
+    // `add` and `add_ref` are inlined into the queue's add path (see `Shared::add`).
     fn new(aging: Option<u64>) -> Self {
         PriorityState::new(aging)
     }

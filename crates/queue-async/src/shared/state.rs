@@ -167,7 +167,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         }
     }
 
-    #[inline(always)]
+    #[inline]
     pub(super) fn wake(&self, wake: Wake, streams: bool) {
         for _ in 0..wake.getters {
             self.get_wake.notify_one();
