@@ -1,4 +1,5 @@
-//! [`QueueBuilder`]: the options every [`Queue`](super::Queue) is built with.
+//! [`QueueBuilder`]: the options every [`Queue`] is built with, and the constructors of
+//! [`Queue`], which go through it.
 
 use std::fmt;
 use std::hash::Hash;
@@ -42,7 +43,7 @@ pub struct QueueBuilder<K, P = ()> {
 }
 
 impl<K, P> QueueBuilder<K, P> {
-    pub(super) fn new(options: Options<K>) -> Self {
+    fn new(options: Options<K>) -> Self {
         QueueBuilder {
             options,
             aging: None,
@@ -85,6 +86,49 @@ where
         Queue {
             inner: Shared::new(machine, self.options),
         }
+    }
+}
+
+// ===== the constructors of Queue =====
+
+impl<K, P> Queue<K, P>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    P: Payload,
+{
+    /// A queue with no name, no metrics, no aging and the default controller rate limiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue: ctrlq_queue_async::WorkQueue<u64> = ctrlq_queue_async::WorkQueue::new();
+    /// assert!(queue.is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// A [`QueueBuilder`] to set the name, metrics and rate limiter (and, for a priority
+    /// queue, aging).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let queue: ctrlq_queue_async::WorkQueue<u64> = ctrlq_queue_async::WorkQueue::builder().name("q").build();
+    /// assert!(queue.is_empty());
+    /// ```
+    pub fn builder() -> QueueBuilder<K, P> {
+        QueueBuilder::new(Options::default())
+    }
+}
+
+impl<K, P> Default for Queue<K, P>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    P: Payload,
+{
+    fn default() -> Self {
+        Self::new()
     }
 }
 

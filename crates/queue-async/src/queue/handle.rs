@@ -1,12 +1,11 @@
-//! [`Queue`]: the handle type, its constructors, and every method that is not an add.
+//! [`Queue`]: the handle type and every method that is not an add or a constructor.
 
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use super::QueueBuilder;
 use crate::get::Get;
-use crate::shared::{Options, Payload, Shared};
+use crate::shared::{Payload, Shared};
 
 /// The handle behind [`WorkQueue`] (`P = ()`) and [`PriorityQueue`] (`P = i32`): every method
 /// the two share is written once, here. `P` is what an add carries besides the key, and it
@@ -42,31 +41,6 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     P: Payload,
 {
-    /// A queue with no name, no metrics, no aging and the default controller rate limiter.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let queue: ctrlq_queue_async::WorkQueue<u64> = ctrlq_queue_async::WorkQueue::new();
-    /// assert!(queue.is_empty());
-    /// ```
-    pub fn new() -> Self {
-        Self::builder().build()
-    }
-
-    /// A [`QueueBuilder`] to set the name, metrics and rate limiter (and, for a priority
-    /// queue, aging).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let queue: ctrlq_queue_async::WorkQueue<u64> = ctrlq_queue_async::WorkQueue::builder().name("q").build();
-    /// assert!(queue.is_empty());
-    /// ```
-    pub fn builder() -> QueueBuilder<K, P> {
-        QueueBuilder::new(Options::default())
-    }
-
     /// Waits for the next key: `Some(item)`, or `None` once the queue is shut down and empty.
     /// A priority queue hands out its best ready key, with
     /// [`Item::priority`](crate::Item::priority).
@@ -305,16 +279,6 @@ where
         Self {
             inner: self.inner.clone(),
         }
-    }
-}
-
-impl<K, P> Default for Queue<K, P>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Payload,
-{
-    fn default() -> Self {
-        Self::new()
     }
 }
 

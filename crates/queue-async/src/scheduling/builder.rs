@@ -41,6 +41,49 @@ pub struct SchedulingQueueBuilder<K, T, C = PriorityOrder> {
     pub(crate) order: C,
 }
 
+// ===== the constructors of SchedulingQueue =====
+
+impl<K, T> SchedulingQueue<K, T, PriorityOrder>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: super::Priority + Send + 'static,
+{
+    /// A queue with the default order, no hints and no gates.
+    ///
+    /// Needs no runtime: the flush task starts when the queue first needs it (see
+    /// [`SchedulingQueue`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+    /// assert!(queue.pending().active.is_empty());
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the settings are inconsistent.
+    pub fn new(config: SchedulingQueueConfig) -> Result<Self, ConfigError> {
+        Self::builder(config).build()
+    }
+}
+
+impl<K, T> SchedulingQueue<K, T, PriorityOrder> {
+    /// A builder for hints, gates and a custom order (see [`SchedulingQueueBuilder`]).
+    pub fn builder(config: SchedulingQueueConfig) -> SchedulingQueueBuilder<K, T, PriorityOrder> {
+        SchedulingQueueBuilder {
+            config,
+            hooks: Hooks::new(),
+            order: PriorityOrder,
+        }
+    }
+}
+
 // ===== impl SchedulingQueueBuilder =====
 
 impl<K, T, C> SchedulingQueueBuilder<K, T, C> {

@@ -9,11 +9,8 @@ use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
 
 use super::active::InFlightEntry;
-use super::builder::SchedulingQueueBuilder;
-use super::config::ConfigError;
-use super::config::SchedulingQueueConfig;
 use super::error::AlreadyQueuedError;
-use super::hints::{ClusterEvent, EventPayload, Hooks, Strategy};
+use super::hints::{ClusterEvent, EventPayload, Strategy};
 use super::item::{PriorityOrder, QueuedItem};
 use super::pending::{Pending, SubQueue};
 use super::pop::Pop;
@@ -87,6 +84,7 @@ use crate::ShutDownError;
 /// ```
 ///
 /// [`Priority`]: super::Priority
+/// [`SchedulingQueueConfig`]: super::SchedulingQueueConfig
 /// [`done`]: SchedulingQueue::done
 /// [`add_unschedulable_if_not_present`]: SchedulingQueue::add_unschedulable_if_not_present
 /// [`shut_down`]: SchedulingQueue::shut_down
@@ -96,50 +94,9 @@ pub struct SchedulingQueue<K, T, C = PriorityOrder> {
 
 // ===== impl SchedulingQueue =====
 
-impl<K, T> SchedulingQueue<K, T, PriorityOrder>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: super::Priority + Send + 'static,
-{
-    /// A queue with the default order, no hints and no gates.
-    ///
-    /// Needs no runtime: the flush task starts when the queue first needs it (see
-    /// [`SchedulingQueue`]).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
-    /// assert!(queue.pending().active.is_empty());
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError`] when the settings are inconsistent.
-    pub fn new(config: SchedulingQueueConfig) -> Result<Self, ConfigError> {
-        Self::builder(config).build()
-    }
-}
-
 impl<K, T, C> SchedulingQueue<K, T, C> {
     pub(crate) fn from_shared(shared: Arc<Shared<K, T, C>>) -> Self {
         SchedulingQueue { shared }
-    }
-}
-
-impl<K, T> SchedulingQueue<K, T, PriorityOrder> {
-    /// A builder for hints, gates and a custom order (see [`SchedulingQueueBuilder`]).
-    pub fn builder(config: SchedulingQueueConfig) -> SchedulingQueueBuilder<K, T, PriorityOrder> {
-        SchedulingQueueBuilder {
-            config,
-            hooks: Hooks::new(),
-            order: PriorityOrder,
-        }
     }
 }
 
