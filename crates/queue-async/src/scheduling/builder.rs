@@ -11,7 +11,7 @@ use super::config::SchedulingQueueConfig;
 use super::hints::{ClusterEvent, EventPayload, HintError, Hooks, QueueingHint};
 use super::item::{PluginId, PriorityOrder, QueuedItem};
 use super::queue::SchedulingQueue;
-use super::state::Shared;
+use super::state::SchedulingState;
 
 /// Builds a [`SchedulingQueue`] with hints, gates and an ordering.
 ///
@@ -150,8 +150,9 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
         C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
     {
         self.config.validate()?;
-        let shared =
-            Arc::new_cyclic(|me| Shared::new(self.config, self.hooks, self.order, me.clone()));
+        let shared = Arc::new_cyclic(|me| {
+            SchedulingState::new(self.config, self.hooks, self.order, me.clone())
+        });
         Ok(SchedulingQueue::from_shared(shared))
     }
 }

@@ -15,7 +15,7 @@ use super::item::{PriorityOrder, QueuedItem};
 use super::pending::{Pending, SubQueue};
 use super::pop::Pop;
 use super::popped::Popped;
-use super::state::{Dest, Shared, Wake, lock};
+use super::state::{Dest, SchedulingState, Wake, lock};
 use crate::ShutDownError;
 
 /// A scheduler's queue: pops the most important pending item, and decides on each failure
@@ -89,13 +89,13 @@ use crate::ShutDownError;
 /// [`add_unschedulable_if_not_present`]: SchedulingQueue::add_unschedulable_if_not_present
 /// [`shut_down`]: SchedulingQueue::shut_down
 pub struct SchedulingQueue<K, T, C = PriorityOrder> {
-    shared: Arc<Shared<K, T, C>>,
+    shared: Arc<SchedulingState<K, T, C>>,
 }
 
 // ===== impl SchedulingQueue =====
 
 impl<K, T, C> SchedulingQueue<K, T, C> {
-    pub(crate) fn from_shared(shared: Arc<Shared<K, T, C>>) -> Self {
+    pub(crate) fn from_shared(shared: Arc<SchedulingState<K, T, C>>) -> Self {
         SchedulingQueue { shared }
     }
 }

@@ -43,7 +43,9 @@ use super::unschedulable::Unschedulable;
 /// How many moved items are inserted per hold of the hot lock, so `pop` never waits long.
 const CHUNK: usize = 256;
 
-pub(crate) struct Shared<K, T, C> {
+/// The state behind a [`SchedulingQueue`](super::SchedulingQueue): its sub-queues, hooks and
+/// locks, shared with the flush task.
+pub(crate) struct SchedulingState<K, T, C> {
     pub(crate) config: SchedulingQueueConfig,
     pub(crate) hooks: Hooks<K, T>,
     pub(crate) main: Mutex<Main<K, T>>,
@@ -64,7 +66,7 @@ pub(crate) struct Shared<K, T, C> {
     seq: AtomicU64,
 }
 
-/// Guarded by `Shared::main`.
+/// Guarded by `SchedulingState::main`.
 #[derive(Debug)]
 pub(crate) struct Main<K, T> {
     pub(crate) unschedulable: Unschedulable<K, T>,
@@ -72,14 +74,14 @@ pub(crate) struct Main<K, T> {
     /// was not tracked in flight goes on failure.
     pub(crate) move_request_cycle: Option<u64>,
     /// When the leftover flush must next look at unschedulable: at or before the earliest
-    /// [`leftover_deadline`](Shared::leftover_deadline) of the items there, `None` if nothing
+    /// [`leftover_deadline`](SchedulingState::leftover_deadline) of the items there, `None` if nothing
     /// there is due ever. It may be early (the item left, or its gates were asked again since):
     /// that costs one scan that moves nothing. It is never late, so no item waits past its
     /// deadline, and the flush loop needs no periodic sweep.
     pub(crate) next_leftover: Option<Instant>,
 }
 
-/// Guarded by `Shared::hot`.
+/// Guarded by `SchedulingState::hot`.
 #[derive(Debug)]
 pub(crate) struct Hot<K, T, C> {
     pub(crate) active: ActiveQueue<K, T, C>,
@@ -115,7 +117,7 @@ where
     T: Send + 'static,
     C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
-    shared: &'a Shared<K, T, C>,
+    shared: &'a SchedulingState<K, T, C>,
     event: &'a ClusterEvent,
     payload: &'a EventPayload,
     now: Instant,
@@ -196,7 +198,7 @@ pub(crate) fn lock<G>(m: &Mutex<G>) -> MutexGuard<'_, G> {
     m.lock()
 }
 
-impl<K, T, C> Shared<K, T, C>
+impl<K, T, C> SchedulingState<K, T, C>
 where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
@@ -208,7 +210,7 @@ where
         me: Weak<Self>,
     ) -> Self {
         let order = Arc::new(order);
-        Shared {
+        SchedulingState {
             config,
             hooks,
             main: Mutex::new(Main {
@@ -429,7 +431,7 @@ where
 }
 
 /// The operations that may start the flush loop, which needs the bounds of a spawned task.
-impl<K, T, C> Shared<K, T, C>
+impl<K, T, C> SchedulingState<K, T, C>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     T: Send + 'static,
@@ -658,13 +660,13 @@ fn replay<K: PartialEq, T>(
 
 /// The background loop: a `select` shell around the flushes. It holds only a `Weak` to the
 /// state, and ends on `shut_down` or when the last handle drops (see [`BackgroundTask`]). It
-/// starts lazily (see [`Shared::ensure_flush_task`]), so a queue can be built outside a
+/// starts lazily (see [`SchedulingState::ensure_flush_task`]), so a queue can be built outside a
 /// runtime and outlive the runtime of its first loop.
 ///
-/// One timer: a sleep until the earliest deadline (see [`Shared::next_deadline`]), re-armed
+/// One timer: a sleep until the earliest deadline (see [`SchedulingState::next_deadline`]), re-armed
 /// through `timer` when a deadline gets earlier; with no deadline, no timer at all, so under
 /// paused time the clock jumps straight to the next deadline.
-async fn flush_loop<K, T, C>(weak: Weak<Shared<K, T, C>>, timer: Arc<Notify>)
+async fn flush_loop<K, T, C>(weak: Weak<SchedulingState<K, T, C>>, timer: Arc<Notify>)
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     T: Send + 'static,
