@@ -13,12 +13,8 @@ use tracing::{Instrument, debug, debug_span};
 
 use super::machine::{Machine, Payload, QueueKey};
 use super::state::{Shared, TimerState};
+use crate::clock::MAX_DELAY;
 use crate::error::ShutDownError;
-
-/// The longest delay honoured by delayed adds; longer delays are clamped to it (365 days).
-///
-/// tokio-util's `DelayQueue` panics about two years out; a year is far beyond any useful retry.
-pub const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
 
 impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Adds `key` once `delay` has passed (see `WorkQueue::add_after`).

@@ -29,7 +29,6 @@ mod state;
 mod stream;
 mod timers;
 
-pub use self::delay::MAX_DELAY;
 pub(crate) use self::machine::{Machine, Payload, QueueKey};
 pub(crate) use self::state::{Options, Shared};
 pub(crate) use self::stream::StreamWait;
