@@ -5,6 +5,7 @@ mod backoff;
 mod builder;
 mod config;
 mod error;
+mod flush;
 mod hints;
 mod inspect;
 mod item;
@@ -14,6 +15,7 @@ mod pop;
 mod popped;
 mod queue;
 mod state;
+mod transfer;
 mod unschedulable;
 
 pub use active::InFlightEntry;
