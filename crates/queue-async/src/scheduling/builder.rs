@@ -8,7 +8,8 @@ use ctrlq_queue_core::Compare;
 
 use super::config::ConfigError;
 use super::config::SchedulingQueueConfig;
-use super::hints::{ClusterEvent, EventPayload, HintError, Hooks, QueueingHint};
+use super::event::{ClusterEvent, EventPayload};
+use super::hints::{HintError, Hooks, QueueingHint};
 use super::item::{PluginId, PriorityOrder, QueuedItem};
 use super::queue::SchedulingQueue;
 use super::state::SchedulingState;

@@ -11,7 +11,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, trace};
 
-use super::hints::{ClusterEvent, EventPayload, Strategy};
+use super::event::{ClusterEvent, EventPayload};
+use super::hints::Strategy;
 use super::item::QueuedItem;
 use super::state::{SchedulingState, lock};
 

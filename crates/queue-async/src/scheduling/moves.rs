@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
 
-use super::hints::{ClusterEvent, EventPayload, Strategy};
+use super::event::{ClusterEvent, EventPayload};
+use super::hints::Strategy;
 use super::item::QueuedItem;
 use super::queue::SchedulingQueue;
 use super::state::{Dest, Wake, lock};

@@ -9,7 +9,8 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use ctrlq_queue_core::Compare;
 
 use super::error::AlreadyQueuedError;
-use super::hints::{ClusterEvent, EventPayload, Strategy};
+use super::event::{ClusterEvent, EventPayload};
+use super::hints::Strategy;
 use super::item::{PriorityOrder, QueuedItem};
 use super::pop::Pop;
 use super::popped::Popped;

@@ -11,7 +11,8 @@ use tracing::debug;
 
 use super::active::RecordedEvent;
 use super::error::AlreadyQueuedError;
-use super::hints::{ClusterEvent, EventPayload, Hooks, Strategy};
+use super::event::{ClusterEvent, EventPayload};
+use super::hints::{Hooks, Strategy};
 use super::item::QueuedItem;
 use super::state::{Dest, Hot, Main, SchedulingState, Wake, lock};
 
