@@ -69,8 +69,9 @@
 //! takes, and the timers' lock (the waiting keys, their timers, the delay task), which only
 //! delayed adds, the delay task and an add of a waiting key take. Where both are held, the
 //! queue's lock comes first.
-//! [`WorkQueue`] and [`PriorityQueue`] are thin handles over the same private generic state,
-//! differing only in what an add carries besides the key (nothing, or a priority).
+//! [`WorkQueue`] and [`PriorityQueue`] are one generic handle, [`Queue`], over that state,
+//! differing only in what an add carries besides the key (nothing, or a priority): every
+//! method they share is written once, on [`Queue`].
 //!
 //! ## The timer task
 //!
@@ -130,6 +131,7 @@ pub mod priority;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
+mod queue;
 pub mod scheduling;
 mod shared;
 mod task;
@@ -141,5 +143,6 @@ pub use get::Get;
 pub use item::Item;
 pub use parallelize::{ParallelizeError, parallelize_until};
 pub use priority::{PriorityQueue, PriorityQueueBuilder};
+pub use queue::{Queue, QueueBuilder};
 pub use scheduling::SchedulingQueue;
 pub use workqueue::{WorkQueue, WorkQueueBuilder};

@@ -594,3 +594,77 @@ async fn a_dropped_queue_takes_its_keys_off_every_priority_depth() {
     drop(q);
     assert_eq!(depth(&m), [(1, 0), (5, 0)]);
 }
+
+// The assertions of the examples `PriorityQueue` had on each method it shares with
+// `WorkQueue`; those methods are now documented once, on `Queue`, with work-queue examples.
+
+#[tokio::test(start_paused = true)]
+async fn shared_handle_methods_should_behave_on_a_priority_queue() {
+    let queue: PriorityQueue<u32> = PriorityQueue::new();
+    assert!(queue.is_empty());
+    let named: PriorityQueue<u32> = PriorityQueue::builder().name("q").build();
+    assert!(named.is_empty());
+
+    let queue = PriorityQueue::new();
+    queue.add("a").unwrap();
+    queue.add("a").unwrap();
+    assert_eq!(queue.len(), 1);
+    let item = queue.get().await.unwrap();
+    assert_eq!(queue.processing_len(), 1);
+    item.done();
+    assert_eq!(queue.processing_len(), 0);
+    queue.shut_down();
+    assert!(queue.is_shutting_down());
+    assert!(queue.add("b").is_err());
+
+    let queue = PriorityQueue::new();
+    let key: Arc<str> = Arc::from("ns/obj");
+    queue.add_ref(&key).unwrap();
+    queue.add_ref(&key).unwrap();
+    assert_eq!(queue.len(), 1);
+    assert_eq!(Arc::strong_count(&key), 2, "one clone, held by the queue");
+
+    let queue = PriorityQueue::new();
+    queue.add_after("a", Duration::from_secs(1)).unwrap();
+    assert_eq!((queue.len(), queue.waiting_len()), (0, 1));
+    assert_eq!(*queue.get().await.unwrap(), "a"); // the paused clock jumps 1 s
+
+    let queue = PriorityQueue::new();
+    queue.add_rate_limited("a").unwrap(); // 5 ms with the default limiter
+    assert_eq!(queue.num_requeues(&"a"), 1);
+    queue.add_rate_limited("a").unwrap();
+    assert_eq!(queue.num_requeues(&"a"), 2);
+    queue.forget(&"a");
+    assert_eq!(queue.num_requeues(&"a"), 0);
+
+    let queue = PriorityQueue::new();
+    queue.add("a").unwrap();
+    let key = queue.get().await.unwrap().into_key();
+    queue.add("a").unwrap(); // while processing: queued again at done
+    assert_eq!(queue.len(), 0);
+    queue.done(&key);
+    assert_eq!(queue.len(), 1);
+
+    let queue = PriorityQueue::new();
+    queue.add(1).unwrap();
+    queue.shut_down();
+    assert!(queue.get().await.is_some()); // ready before the shutdown
+    assert!(queue.get().await.is_none());
+
+    let queue = PriorityQueue::new();
+    queue.add("a").unwrap();
+    let worker = queue.clone();
+    tokio::spawn(async move {
+        while let Some(item) = worker.get().await {
+            item.done()
+        }
+    });
+    timeout(BOUND, queue.shut_down_with_drain()).await.unwrap();
+    assert!(queue.is_empty());
+
+    let queue = PriorityQueue::new();
+    queue.add_after("a", Duration::from_millis(50)).unwrap();
+    advance(Duration::from_millis(50)).await;
+    queue.settle().await;
+    assert_eq!(queue.len(), 1);
+}

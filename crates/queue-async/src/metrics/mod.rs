@@ -55,6 +55,7 @@
 //! # let _ = NoopMetric;
 //! ```
 
+mod provider;
 #[cfg(any(test, feature = "test-util"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod testing;
@@ -62,143 +63,16 @@ pub mod testing;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
-use std::time::Duration;
 
 use hashbrown::HashMap;
 use tokio::time::Instant;
 
 use crate::clock::QueueClock;
 
-/// How often a queue with metrics refreshes the unfinished-work and longest-running gauges
-/// (client-go's period).
-pub const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
-
-/// A gauge that goes up and down by one (the depth metric).
-pub trait GaugeMetric: Send + Sync {
-    /// Adds one.
-    fn inc(&self);
-    /// Subtracts one.
-    fn dec(&self);
-}
-
-/// A gauge set to a value (the unfinished-work and longest-running-processor metrics).
-pub trait SettableGaugeMetric: Send + Sync {
-    /// Sets the value.
-    fn set(&self, value: f64);
-}
-
-/// A monotonically increasing counter (the adds and retries metrics).
-pub trait CounterMetric: Send + Sync {
-    /// Adds one.
-    fn inc(&self);
-}
-
-/// A distribution of observations, in seconds (the queue and work duration metrics).
-pub trait HistogramMetric: Send + Sync {
-    /// Records one observation.
-    fn observe(&self, value: f64);
-}
-
-/// The metric that records nothing: the default of every [`MetricsProvider`] method.
-///
-/// # Example
-///
-/// ```
-/// use ctrlq_queue_async::metrics::{CounterMetric, NoopMetric};
-/// NoopMetric.inc();
-/// ```
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoopMetric;
-
-impl GaugeMetric for NoopMetric {
-    fn inc(&self) {}
-    fn dec(&self) {}
-}
-impl SettableGaugeMetric for NoopMetric {
-    fn set(&self, _value: f64) {}
-}
-impl CounterMetric for NoopMetric {
-    fn inc(&self) {}
-}
-impl HistogramMetric for NoopMetric {
-    fn observe(&self, _value: f64) {}
-}
-
-/// Makes the metric handles of one named queue; every method defaults to [`NoopMetric`].
-///
-/// Each method is called once per queue, when the queue is built, with the queue's name (the
-/// Prometheus `name` label). The priority work queue calls [`depth_for_priority`] once for each
-/// priority it first sees, instead of [`depth`].
-///
-/// [`depth`]: MetricsProvider::depth
-/// [`depth_for_priority`]: MetricsProvider::depth_for_priority
-///
-/// # Example
-///
-/// See the [module documentation](self).
-pub trait MetricsProvider: Send + Sync {
-    /// The depth gauge of queue `name`.
-    fn depth(&self, name: &str) -> Arc<dyn GaugeMetric> {
-        let _ = name;
-        Arc::new(NoopMetric)
-    }
-
-    /// The depth gauge of the items of priority `priority` in queue `name` (priority queues only).
-    /// The default ignores the priority and returns [`depth`](MetricsProvider::depth).
-    fn depth_for_priority(&self, name: &str, priority: i32) -> Arc<dyn GaugeMetric> {
-        let _ = priority;
-        self.depth(name)
-    }
-
-    /// The adds counter of queue `name`.
-    fn adds(&self, name: &str) -> Arc<dyn CounterMetric> {
-        let _ = name;
-        Arc::new(NoopMetric)
-    }
-
-    /// The queue-duration histogram (seconds) of queue `name`.
-    fn queue_duration(&self, name: &str) -> Arc<dyn HistogramMetric> {
-        let _ = name;
-        Arc::new(NoopMetric)
-    }
-
-    /// The work-duration histogram (seconds) of queue `name`.
-    fn work_duration(&self, name: &str) -> Arc<dyn HistogramMetric> {
-        let _ = name;
-        Arc::new(NoopMetric)
-    }
-
-    /// The unfinished-work gauge (seconds) of queue `name`.
-    fn unfinished_work_seconds(&self, name: &str) -> Arc<dyn SettableGaugeMetric> {
-        let _ = name;
-        Arc::new(NoopMetric)
-    }
-
-    /// The longest-running-processor gauge (seconds) of queue `name`.
-    fn longest_running_processor_seconds(&self, name: &str) -> Arc<dyn SettableGaugeMetric> {
-        let _ = name;
-        Arc::new(NoopMetric)
-    }
-
-    /// The retries counter of queue `name`.
-    fn retries(&self, name: &str) -> Arc<dyn CounterMetric> {
-        let _ = name;
-        Arc::new(NoopMetric)
-    }
-}
-
-/// The provider whose every metric is a [`NoopMetric`].
-///
-/// # Example
-///
-/// ```
-/// use ctrlq_queue_async::metrics::{MetricsProvider, NoopProvider};
-/// NoopProvider.adds("q").inc();
-/// ```
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoopProvider;
-
-impl MetricsProvider for NoopProvider {}
+pub use provider::{
+    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetric, NoopProvider,
+    SettableGaugeMetric, UNFINISHED_WORK_UPDATE_PERIOD,
+};
 
 /// The metric handles of one queue, made from a provider.
 struct Handles {
@@ -446,6 +320,7 @@ impl<K> Drop for Enabled<K> {
 mod tests {
     use super::testing::RecordingProvider;
     use super::*;
+    use std::time::Duration;
 
     /// client-go's `TestMetrics`, driven through the recorder in the order the queue calls it.
     #[tokio::test(start_paused = true)]

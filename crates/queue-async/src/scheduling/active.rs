@@ -16,7 +16,7 @@ use std::sync::Arc;
 use ctrlq_queue_core::{Compare, KeyedHeap};
 use hashbrown::HashMap;
 
-use super::hints::{ClusterEvent, EventPayload};
+use super::event::{ClusterEvent, EventPayload};
 use super::item::QueuedItem;
 
 /// The active order: the caller's comparison, then the queueing sequence (FIFO among equals).
@@ -218,7 +218,7 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
 mod tests {
     use super::*;
 
-    const PV_ADD: ClusterEvent = ClusterEvent::new("Pv", super::super::hints::ActionType::ADD);
+    const PV_ADD: ClusterEvent = ClusterEvent::new("Pv", super::super::event::ActionType::ADD);
 
     #[test]
     fn done_prunes_the_head_and_keeps_the_middle() {

@@ -8,6 +8,7 @@ use ctrlq_queue_core::{Compare, KeyedHeap};
 use tokio::time::Instant;
 
 use super::item::QueuedItem;
+use crate::clock::MAX_DELAY;
 
 /// Earlier expiry first; equal expiries in the active order, then FIFO.
 #[derive(Debug)]
@@ -151,8 +152,8 @@ pub(crate) fn expiry(timestamp: Instant, backoff: std::time::Duration) -> Instan
         .unwrap_or_else(|| far_future(timestamp))
 }
 
-/// About 30 years after `from` (tokio's timer handles that; `Instant` arithmetic never fails).
+/// [`MAX_DELAY`] after `from`, the crate's far-future limit (`Instant` arithmetic never
+/// fails).
 pub(crate) fn far_future(from: Instant) -> Instant {
-    let thirty_years = std::time::Duration::from_secs(86_400 * 365 * 30);
-    from.checked_add(thirty_years).unwrap_or(from)
+    from.checked_add(MAX_DELAY).unwrap_or(from)
 }

@@ -8,10 +8,11 @@ use ctrlq_queue_core::Compare;
 
 use super::config::ConfigError;
 use super::config::SchedulingQueueConfig;
-use super::hints::{ClusterEvent, EventPayload, HintError, Hooks, QueueingHint};
+use super::event::{ClusterEvent, EventPayload};
+use super::hints::{HintError, Hooks, QueueingHint};
 use super::item::{PluginId, PriorityOrder, QueuedItem};
 use super::queue::SchedulingQueue;
-use super::state::Shared;
+use super::state::SchedulingState;
 
 /// Builds a [`SchedulingQueue`] with hints, gates and an ordering.
 ///
@@ -39,6 +40,49 @@ pub struct SchedulingQueueBuilder<K, T, C = PriorityOrder> {
     pub(crate) config: SchedulingQueueConfig,
     pub(crate) hooks: Hooks<K, T>,
     pub(crate) order: C,
+}
+
+// ===== the constructors of SchedulingQueue =====
+
+impl<K, T> SchedulingQueue<K, T, PriorityOrder>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: super::Priority + Send + 'static,
+{
+    /// A queue with the default order, no hints and no gates.
+    ///
+    /// Needs no runtime: the flush task starts when the queue first needs it (see
+    /// [`SchedulingQueue`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+    /// assert!(queue.pending().active.is_empty());
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the settings are inconsistent.
+    pub fn new(config: SchedulingQueueConfig) -> Result<Self, ConfigError> {
+        Self::builder(config).build()
+    }
+}
+
+impl<K, T> SchedulingQueue<K, T, PriorityOrder> {
+    /// A builder for hints, gates and a custom order (see [`SchedulingQueueBuilder`]).
+    pub fn builder(config: SchedulingQueueConfig) -> SchedulingQueueBuilder<K, T, PriorityOrder> {
+        SchedulingQueueBuilder {
+            config,
+            hooks: Hooks::new(),
+            order: PriorityOrder,
+        }
+    }
 }
 
 // ===== impl SchedulingQueueBuilder =====
@@ -107,8 +151,9 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
         C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
     {
         self.config.validate()?;
-        let shared =
-            Arc::new_cyclic(|me| Shared::new(self.config, self.hooks, self.order, me.clone()));
+        let shared = Arc::new_cyclic(|me| {
+            SchedulingState::new(self.config, self.hooks, self.order, me.clone())
+        });
         Ok(SchedulingQueue::from_shared(shared))
     }
 }

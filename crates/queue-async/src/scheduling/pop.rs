@@ -15,7 +15,7 @@ use crate::wait::{Source, Wait};
 
 use super::item::QueuedItem;
 use super::popped::Popped;
-use super::state::{Flight, Shared};
+use super::state::{Flight, SchedulingState};
 
 pin_project! {
     /// Future of [`SchedulingQueue::pop`]: the most important item, or `None` once closed.
@@ -44,9 +44,9 @@ pin_project! {
     /// [`SchedulingQueue::pop`]: super::SchedulingQueue::pop
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Pop<'a, K, T, C> {
-        shared: &'a Arc<Shared<K, T, C>>,
+        shared: &'a Arc<SchedulingState<K, T, C>>,
         #[pin]
-        wait: Wait<'a, Shared<K, T, C>>,
+        wait: Wait<'a, SchedulingState<K, T, C>>,
     }
 }
 
@@ -55,7 +55,7 @@ where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    pub(crate) fn new(shared: &'a Arc<Shared<K, T, C>>) -> Self {
+    pub(crate) fn new(shared: &'a Arc<SchedulingState<K, T, C>>) -> Self {
         Pop {
             shared,
             wait: Wait::new(shared),
@@ -85,7 +85,7 @@ where
 }
 
 /// `pop`: every waiting `pop` looks after an insertion it could take.
-impl<K, T, C> Source for Shared<K, T, C>
+impl<K, T, C> Source for SchedulingState<K, T, C>
 where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
@@ -103,7 +103,7 @@ where
 
 /// Wraps a popped item in its guard.
 pub(crate) fn guard<K, T, C>(
-    shared: &Arc<Shared<K, T, C>>,
+    shared: &Arc<SchedulingState<K, T, C>>,
     (item, flight, cycle): Flight<K, T>,
 ) -> Popped<K, T>
 where

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ctrlq_queue_core::Compare;
 
 use super::item::QueuedItem;
-use super::state::Shared;
+use super::state::SchedulingState;
 
 /// An item popped from a [`SchedulingQueue`]: a guard that keeps its key in flight until the
 /// attempt has a verdict.
@@ -107,7 +107,7 @@ impl<K, T> Popped<K, T> {
     /// is `None` (and ends in its own queue) if the item was popped from another queue.
     pub(crate) fn disarm<C>(
         mut self,
-        shared: &Arc<Shared<K, T, C>>,
+        shared: &Arc<SchedulingState<K, T, C>>,
     ) -> (QueuedItem<K, T>, Option<u64>)
     where
         K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -169,9 +169,9 @@ impl<K: fmt::Debug, T: fmt::Debug> fmt::Debug for Popped<K, T> {
     }
 }
 
-// ===== impl Flights for Shared =====
+// ===== impl Flights for SchedulingState =====
 
-impl<K, T, C> Flights<K, T> for Shared<K, T, C>
+impl<K, T, C> Flights<K, T> for SchedulingState<K, T, C>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     T: Send + 'static,

@@ -1,4 +1,5 @@
-//! [`SchedulingQueue`]: the handle and its operations.
+//! [`SchedulingQueue`]: the handle, its adds, pops and dones, and shutdown. Moving items on
+//! events is in `moves`, reading the queue's state in `inspect`.
 
 use std::fmt;
 use std::hash::Hash;
@@ -6,19 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering as AtomicOrdering;
 
 use ctrlq_queue_core::Compare;
-use tokio::time::Instant;
 
-use super::active::InFlightEntry;
-use super::builder::SchedulingQueueBuilder;
-use super::config::ConfigError;
-use super::config::SchedulingQueueConfig;
 use super::error::AlreadyQueuedError;
-use super::hints::{ClusterEvent, EventPayload, Hooks, Strategy};
+use super::event::{ClusterEvent, EventPayload};
+use super::hints::Strategy;
 use super::item::{PriorityOrder, QueuedItem};
-use super::pending::{Pending, SubQueue};
 use super::pop::Pop;
 use super::popped::Popped;
-use super::state::{Dest, Shared, Wake, lock};
+use super::state::{SchedulingState, Wake, lock};
 use crate::ShutDownError;
 
 /// A scheduler's queue: pops the most important pending item, and decides on each failure
@@ -87,59 +83,19 @@ use crate::ShutDownError;
 /// ```
 ///
 /// [`Priority`]: super::Priority
+/// [`SchedulingQueueConfig`]: super::SchedulingQueueConfig
 /// [`done`]: SchedulingQueue::done
 /// [`add_unschedulable_if_not_present`]: SchedulingQueue::add_unschedulable_if_not_present
 /// [`shut_down`]: SchedulingQueue::shut_down
 pub struct SchedulingQueue<K, T, C = PriorityOrder> {
-    shared: Arc<Shared<K, T, C>>,
+    pub(super) shared: Arc<SchedulingState<K, T, C>>,
 }
 
 // ===== impl SchedulingQueue =====
 
-impl<K, T> SchedulingQueue<K, T, PriorityOrder>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: super::Priority + Send + 'static,
-{
-    /// A queue with the default order, no hints and no gates.
-    ///
-    /// Needs no runtime: the flush task starts when the queue first needs it (see
-    /// [`SchedulingQueue`]).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
-    /// assert!(queue.pending().active.is_empty());
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError`] when the settings are inconsistent.
-    pub fn new(config: SchedulingQueueConfig) -> Result<Self, ConfigError> {
-        Self::builder(config).build()
-    }
-}
-
 impl<K, T, C> SchedulingQueue<K, T, C> {
-    pub(crate) fn from_shared(shared: Arc<Shared<K, T, C>>) -> Self {
+    pub(crate) fn from_shared(shared: Arc<SchedulingState<K, T, C>>) -> Self {
         SchedulingQueue { shared }
-    }
-}
-
-impl<K, T> SchedulingQueue<K, T, PriorityOrder> {
-    /// A builder for hints, gates and a custom order (see [`SchedulingQueueBuilder`]).
-    pub fn builder(config: SchedulingQueueConfig) -> SchedulingQueueBuilder<K, T, PriorityOrder> {
-        SchedulingQueueBuilder {
-            config,
-            hooks: Hooks::new(),
-            order: PriorityOrder,
-        }
     }
 }
 
@@ -321,195 +277,6 @@ where
         let mut main = lock(&s.main);
         let item = s.take(&mut main, &mut lock(&s.hot), key);
         item.map(|item| item.data)
-    }
-
-    /// Moves `keys` from backoff or unschedulable to active at once (gates still apply to
-    /// unschedulable ones). A key in flight gets a `FORCE_ACTIVATE` event targeted at it, so it
-    /// goes back to active if it fails. Unknown keys are ignored. Returns how many moved.
-    pub fn activate(&self, keys: impl IntoIterator<Item = K>) -> usize {
-        let s = &*self.shared;
-        let now = s.clock.now();
-        let mut main = lock(&s.main);
-        let mut hot = lock(&s.hot);
-        let mut wake = Wake::default();
-        let mut moved = 0;
-        for key in keys {
-            if let Some(item) = hot.backoff.delete(&key) {
-                s.commit(&mut main, &mut hot, Dest::Active(item), now, &mut wake);
-                moved += 1;
-            } else if let Some(item) = main.unschedulable.remove(&key) {
-                let dest = s.prepare(item, Strategy::Immediately, now, true);
-                moved += usize::from(matches!(dest, Dest::Active(_)));
-                s.commit(&mut main, &mut hot, dest, now, &mut wake);
-            } else if hot.active.in_flight.contains(&key) {
-                hot.active.in_flight.record(
-                    ClusterEvent::FORCE_ACTIVATE,
-                    EventPayload::none(),
-                    Some(key),
-                );
-                main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::Acquire));
-            }
-        }
-        drop(hot);
-        drop(main);
-        s.wake(wake);
-        moved
-    }
-
-    /// [`move_matching`](Self::move_matching) with every unschedulable item as a candidate.
-    pub fn move_all(&self, event: &ClusterEvent) -> usize {
-        self.move_matching(event, |_| true)
-    }
-
-    /// [`move_all`](Self::move_all) with the event's `payload` handed to the hints (see
-    /// [`EventPayload`]).
-    pub fn move_all_with(&self, event: &ClusterEvent, payload: EventPayload) -> usize {
-        self.move_matching_with(event, payload, |_| true)
-    }
-
-    /// Tells the queue `event` happened: each unschedulable item that `pre_check` accepts and
-    /// whose rejectors' hints answer `Queue` moves to backoff, or to active if its backoff is
-    /// over (or a pending plugin answered). Returns how many moved.
-    ///
-    /// An event no hint or gate registered for is dropped at once: `pre_check` is not called
-    /// and nothing is scanned or recorded. A wildcard moves every non-gated candidate without
-    /// asking hints. A gated item moves only on an event its gate registered for, and only if
-    /// the gates then let it in. The event is recorded for the items in flight.
-    ///
-    /// The hints get an empty payload; [`move_matching_with`](Self::move_matching_with) gives
-    /// them one.
-    pub fn move_matching(
-        &self,
-        event: &ClusterEvent,
-        pre_check: impl FnMut(&QueuedItem<K, T>) -> bool,
-    ) -> usize {
-        self.move_matching_with(event, EventPayload::none(), pre_check)
-    }
-
-    /// [`move_matching`](Self::move_matching) with the event's `payload` handed to the hints:
-    /// kube-scheduler's hints get the event's old and new objects; pass whatever yours need
-    /// (see [`EventPayload`]). The payload is kept with the event for the items in flight, so
-    /// their hints see it when they come back.
-    pub fn move_matching_with(
-        &self,
-        event: &ClusterEvent,
-        payload: EventPayload,
-        mut pre_check: impl FnMut(&QueuedItem<K, T>) -> bool,
-    ) -> usize {
-        let s = &*self.shared;
-        if !s.hooks.is_of_interest(event) {
-            tracing::trace!(event = event.label, "event of no interest dropped");
-            return 0;
-        }
-        let now = s.clock.now();
-        let mut main = lock(&s.main);
-        main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::Acquire));
-        let hints = s.hooks.hints_for(event);
-        s.move_where(&mut main, event, &payload, now, |item| {
-            pre_check(item).then(|| s.hooks.strategy_with(&hints, item, event, &payload, None))
-        })
-    }
-
-    /// Moves every backoff item whose expiry is at or before `now` to active; returns how
-    /// many. The background task calls this at each exact expiry; tests may call it directly.
-    pub fn flush_backoff_completed(&self, now: Instant) -> usize {
-        self.shared.flush_backoff_completed(now)
-    }
-
-    /// Moves unschedulable items queued more than the configured maximum before `now`
-    /// (strictly) to backoff or active; gated ones are re-checked by their gates, at most once
-    /// per maximum. Returns how many moved. The background task calls this at each item's
-    /// deadline; tests may call it directly.
-    pub fn flush_unschedulable_leftover(&self, now: Instant) -> usize {
-        self.shared.flush_unschedulable_leftover(now)
-    }
-}
-
-impl<K, T, C> SchedulingQueue<K, T, C>
-where
-    K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T>>,
-{
-    /// The keys in each sub-queue, with the original's summary as `Display`.
-    pub fn pending(&self) -> Pending<K> {
-        let s = &*self.shared;
-        let main = lock(&s.main);
-        let hot = lock(&s.hot);
-        Pending {
-            active: hot.active.heap.iter().map(|(k, _)| k.clone()).collect(),
-            backoff: hot.backoff.keys().cloned().collect(),
-            unschedulable: main.unschedulable.keys().cloned().collect(),
-        }
-    }
-
-    /// Which sub-queue holds `key`, if any.
-    pub fn where_is(&self, key: &K) -> Option<SubQueue> {
-        let s = &*self.shared;
-        let main = lock(&s.main);
-        let hot = lock(&s.hot);
-        if hot.active.heap.contains_key(key) {
-            Some(SubQueue::Active)
-        } else if hot.backoff.contains_key(key) {
-            Some(SubQueue::Backoff)
-        } else if main.unschedulable.contains_key(key) {
-            Some(SubQueue::Unschedulable)
-        } else {
-            None
-        }
-    }
-
-    /// When the queue next moves an item by itself: the earliest backoff expiry or
-    /// unschedulable deadline (see [`SchedulingQueueConfig::max_in_unschedulable`]). `None`
-    /// when nothing is timed: the queue then sets no timer, so under paused time the clock is
-    /// free to jump as far as the caller's own timers take it. A deadline may be early (the
-    /// item it was set for left since), never late.
-    ///
-    /// ```
-    /// # use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let queue: SchedulingQueue<&str, i64> =
-    ///     SchedulingQueue::builder(SchedulingQueueConfig::default()).build().unwrap();
-    /// assert_eq!(queue.next_timed_move(), None);
-    /// # }
-    /// ```
-    ///
-    /// [`SchedulingQueueConfig::max_in_unschedulable`]: super::SchedulingQueueConfig::max_in_unschedulable
-    pub fn next_timed_move(&self) -> Option<Instant> {
-        self.shared.next_deadline()
-    }
-
-    /// Whether `key` is in flight (popped, not yet done or handed back).
-    pub fn is_in_flight(&self, key: &K) -> bool {
-        lock(&self.shared.hot).active.in_flight.contains(key)
-    }
-
-    /// The keys in flight, in arbitrary order.
-    pub fn in_flight(&self) -> Vec<K> {
-        lock(&self.shared.hot).active.in_flight.keys()
-    }
-
-    /// The in-flight list: markers of items in flight and the events recorded after them, in
-    /// order (for diagnostics and tests).
-    pub fn in_flight_events(&self) -> Vec<InFlightEntry<K>> {
-        lock(&self.shared.hot).active.in_flight.entries()
-    }
-
-    /// How many items are unschedulable (rejected or gated).
-    pub fn num_unschedulable(&self) -> usize {
-        lock(&self.shared.main).unschedulable.len()
-    }
-
-    /// How many items are queued in all three sub-queues.
-    pub fn len(&self) -> usize {
-        let main = lock(&self.shared.main);
-        let hot = lock(&self.shared.hot);
-        hot.active.heap.len() + hot.backoff.len() + main.unschedulable.len()
-    }
-
-    /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

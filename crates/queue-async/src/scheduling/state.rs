@@ -1,4 +1,5 @@
-//! The shared state behind every handle, and the transitions between sub-queues.
+//! The shared state behind every handle, and the transitions that place, take and pop one
+//! item; moves on events and hand-backs are in `transfer`, the timed moves in `flush`.
 //!
 //! # Invariants
 //!
@@ -15,35 +16,29 @@
 //! the moved items under `hot` in chunks of 256 (kubernetes/kubernetes#125692). Wake-ups happen
 //! after each chunk's insertion, once `hot` is released, so a woken `pop` sees the best head.
 
-use std::cell::Cell;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use ctrlq_queue_core::Compare;
-use futures::future::{self, Either};
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
-use tracing::{Instrument, debug, trace};
+use tracing::debug;
 
 use crate::clock::QueueClock;
 use crate::task::BackgroundTask;
 
 use super::active::ActiveQueue;
-use super::active::RecordedEvent;
 use super::backoff::{self, BackoffQueue};
 use super::config::SchedulingQueueConfig;
-use super::error::AlreadyQueuedError;
-use super::hints::{ClusterEvent, EventPayload, Hooks, Strategy};
+use super::hints::{Hooks, Strategy};
 use super::item::QueuedItem;
 use super::unschedulable::Unschedulable;
 
-/// How many moved items are inserted per hold of the hot lock, so `pop` never waits long.
-const CHUNK: usize = 256;
-
-pub(crate) struct Shared<K, T, C> {
+/// The state behind a [`SchedulingQueue`](super::SchedulingQueue): its sub-queues, hooks and
+/// locks, shared with the flush task.
+pub(crate) struct SchedulingState<K, T, C> {
     pub(crate) config: SchedulingQueueConfig,
     pub(crate) hooks: Hooks<K, T>,
     pub(crate) main: Mutex<Main<K, T>>,
@@ -52,11 +47,11 @@ pub(crate) struct Shared<K, T, C> {
     pub(crate) pop_wake: Notify,
     /// Woken when the backoff head or the next leftover deadline got earlier, so the flush
     /// timer re-arms.
-    timer_wake: Arc<Notify>,
+    pub(super) timer_wake: Arc<Notify>,
     /// This state, for the flush loop, which must not keep it alive.
-    me: Weak<Self>,
+    pub(super) me: Weak<Self>,
     /// The flush loop: stopped by `close`, and with this state when the last handle drops.
-    flush_task: Mutex<BackgroundTask>,
+    pub(super) flush_task: Mutex<BackgroundTask>,
     /// Timestamps come from here: the caller's runtime clock, or the queue's from a plain thread.
     pub(crate) clock: QueueClock,
     /// The scheduling cycle; incremented under `hot` by every pop.
@@ -64,7 +59,7 @@ pub(crate) struct Shared<K, T, C> {
     seq: AtomicU64,
 }
 
-/// Guarded by `Shared::main`.
+/// Guarded by `SchedulingState::main`.
 #[derive(Debug)]
 pub(crate) struct Main<K, T> {
     pub(crate) unschedulable: Unschedulable<K, T>,
@@ -72,14 +67,14 @@ pub(crate) struct Main<K, T> {
     /// was not tracked in flight goes on failure.
     pub(crate) move_request_cycle: Option<u64>,
     /// When the leftover flush must next look at unschedulable: at or before the earliest
-    /// [`leftover_deadline`](Shared::leftover_deadline) of the items there, `None` if nothing
+    /// [`leftover_deadline`](SchedulingState::leftover_deadline) of the items there, `None` if nothing
     /// there is due ever. It may be early (the item left, or its gates were asked again since):
     /// that costs one scan that moves nothing. It is never late, so no item waits past its
     /// deadline, and the flush loop needs no periodic sweep.
     pub(crate) next_leftover: Option<Instant>,
 }
 
-/// Guarded by `Shared::hot`.
+/// Guarded by `SchedulingState::hot`.
 #[derive(Debug)]
 pub(crate) struct Hot<K, T, C> {
     pub(crate) active: ActiveQueue<K, T, C>,
@@ -107,96 +102,13 @@ pub(crate) struct Wake {
     flush: bool,
 }
 
-/// Commits moved items to the hot sub-queues in chunks, waking pops after each; on drop
-/// (also when a hint panics mid-scan) it commits what it holds, so no picked item is lost.
-struct Mover<'a, K, T, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
-    shared: &'a Shared<K, T, C>,
-    event: &'a ClusterEvent,
-    payload: &'a EventPayload,
-    now: Instant,
-    pending: Vec<Dest<K, T>>,
-    /// The unschedulable items before the scan, to estimate how many will move.
-    candidates: usize,
-    moved: usize,
-    /// Whether the event has been recorded for the items in flight (at the first commit).
-    recorded: bool,
-}
-
-impl<K, T, C> Mover<'_, K, T, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
-    fn push(&mut self, dest: Dest<K, T>, scanned: usize) {
-        self.pending.push(dest);
-        if self.pending.len() == CHUNK {
-            self.commit(Some(scanned));
-        }
-    }
-
-    /// Commits the pending items. At the first full chunk, `scanned` (how many candidates the
-    /// scan has seen) extrapolates how many will move, and the heaps reserve room for them.
-    fn commit(&mut self, scanned: Option<usize>) {
-        let mut wake = Wake::default();
-        let mut hot = lock(&self.shared.hot);
-        if !self.recorded {
-            self.recorded = true;
-            hot.active
-                .in_flight
-                .record(*self.event, self.payload.clone(), None);
-            if let Some(scanned) = scanned.filter(|s| *s > 0) {
-                let rest = self.candidates.saturating_sub(scanned) * self.pending.len() / scanned;
-                let to_backoff = self
-                    .pending
-                    .iter()
-                    .filter(|d| matches!(d, Dest::Backoff(..)))
-                    .count();
-                let to_active = self.pending.len() - to_backoff;
-                hot.active.reserve(rest * to_active / self.pending.len());
-                hot.backoff.reserve(rest * to_backoff / self.pending.len());
-            }
-        }
-        self.moved += self.pending.len();
-        for dest in self.pending.drain(..) {
-            self.shared.commit_hot(&mut hot, dest, self.now, &mut wake);
-        }
-        drop(hot);
-        self.shared.wake(wake);
-    }
-
-    /// Commits the rest (and records the event if nothing moved); how many items moved.
-    fn finish(mut self) -> usize {
-        self.commit(None);
-        self.moved
-    }
-}
-
-impl<K, T, C> Drop for Mover<'_, K, T, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
-    fn drop(&mut self) {
-        if !self.pending.is_empty() {
-            self.commit(None);
-        }
-    }
-}
-
 /// The crate's lock (parking_lot: no poisoning, so a panicking hint or gate cannot wedge the
 /// queue; the state is consistent between transitions, which is all a panic can leave).
 pub(crate) fn lock<G>(m: &Mutex<G>) -> MutexGuard<'_, G> {
     m.lock()
 }
 
-impl<K, T, C> Shared<K, T, C>
+impl<K, T, C> SchedulingState<K, T, C>
 where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
@@ -208,7 +120,7 @@ where
         me: Weak<Self>,
     ) -> Self {
         let order = Arc::new(order);
-        Shared {
+        SchedulingState {
             config,
             hooks,
             main: Mutex::new(Main {
@@ -250,7 +162,7 @@ where
     }
 
     /// Asks the gates about `item` and records the answer in it; true if a gate refused.
-    fn gate_in_place(&self, item: &mut QueuedItem<K, T>) -> bool {
+    pub(super) fn gate_in_place(&self, item: &mut QueuedItem<K, T>) -> bool {
         match self.hooks.gate(item) {
             Some(plugin) => {
                 let inner = item.inner_mut();
@@ -269,7 +181,12 @@ where
 
     /// Where an item let in under `strategy` (not `Skip`) goes: backoff while its backoff
     /// lasts, active otherwise.
-    fn place(&self, item: QueuedItem<K, T>, strategy: Strategy, now: Instant) -> Dest<K, T> {
+    pub(super) fn place(
+        &self,
+        item: QueuedItem<K, T>,
+        strategy: Strategy,
+        now: Instant,
+    ) -> Dest<K, T> {
         if strategy == Strategy::AfterBackoff {
             let wait = self.config.backoff_duration(item.backoff_count());
             let expiry = backoff::expiry(item.timestamp, wait);
@@ -304,7 +221,13 @@ where
         }
     }
 
-    fn commit_hot(&self, hot: &mut Hot<K, T, C>, dest: Dest<K, T>, now: Instant, wake: &mut Wake) {
+    pub(super) fn commit_hot(
+        &self,
+        hot: &mut Hot<K, T, C>,
+        dest: Dest<K, T>,
+        now: Instant,
+        wake: &mut Wake,
+    ) {
         match dest {
             Dest::Active(item) => {
                 hot.active.push(item, now);
@@ -374,50 +297,6 @@ where
         }
     }
 
-    pub(crate) fn flush_backoff_completed(&self, now: Instant) -> usize {
-        let mut hot = lock(&self.hot);
-        let mut count = 0;
-        while let Some(item) = hot.backoff.pop_completed(now) {
-            hot.active.push(item, now);
-            count += 1;
-        }
-        drop(hot);
-        if count > 0 {
-            trace!(count, "backoff completed");
-            self.pop_wake.notify_waiters();
-        }
-        count
-    }
-
-    /// When the leftover flush takes `item`: the first instant at which it has been waiting
-    /// strictly longer than the maximum, counted from its entry into unschedulable or, for a
-    /// gated item, from the last time the flush asked its gates. `None` if that is beyond what
-    /// an `Instant` holds: never.
-    ///
-    /// The strict rule is kube-scheduler's (`flushUnschedulablePodsLeftover`); as an instant it
-    /// is 1 ns past `since + max`, so the timer and the check agree on one value.
-    pub(crate) fn leftover_deadline(&self, item: &QueuedItem<K, T>) -> Option<Instant> {
-        let info = item.info();
-        let since = match info.gating {
-            Some(_) => info.flushed_at.unwrap_or(item.timestamp),
-            None => item.timestamp,
-        };
-        since
-            .checked_add(self.config.max_in_unschedulable)?
-            .checked_add(Duration::from_nanos(1))
-    }
-
-    /// The flush loop's next wake-up: the earlier of the backoff head's expiry and the next
-    /// leftover deadline; `None` when neither exists (then it waits for `timer_wake` only).
-    pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        let leftover = lock(&self.main).next_leftover;
-        let backoff = lock(&self.hot).backoff.next_expiry();
-        match (leftover, backoff) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
     pub(crate) fn shut_down(&self) {
         let mut hot = lock(&self.hot);
         hot.closed = true;
@@ -429,7 +308,7 @@ where
 }
 
 /// The operations that may start the flush loop, which needs the bounds of a spawned task.
-impl<K, T, C> Shared<K, T, C>
+impl<K, T, C> SchedulingState<K, T, C>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     T: Send + 'static,
@@ -446,243 +325,4 @@ where
             self.ensure_flush_task();
         }
     }
-
-    /// Starts the flush loop unless it runs already (or the queue is closed): on the current
-    /// runtime, or from a plain thread on the queue's (see [`QueueClock`]). With no live
-    /// runtime it does nothing: the items wait, and the next call from inside one (an
-    /// insertion, a move or a `pop` that has to wait) starts the loop. A loop whose runtime
-    /// shut down is replaced the same way, and the new one takes over every waiting item (it
-    /// reads the backoff head and scans unschedulable like any loop).
-    pub(crate) fn ensure_flush_task(&self) {
-        let mut task = lock(&self.flush_task);
-        if task.running().is_some() || lock(&self.hot).closed {
-            return;
-        }
-        let Some(runtime) = self.clock.runtime() else {
-            trace!("no tokio runtime here: the flush loop starts at the next call inside one");
-            return;
-        };
-        let restart = task.has_ended();
-        let span = tracing::debug_span!("scheduling_queue_flush");
-        let flush = flush_loop(self.me.clone(), self.timer_wake.clone()).instrument(span);
-        if !task.start(&runtime, flush) {
-            // A runtime that has shut down drops the loop at once.
-            trace!(
-                "the queue's runtime has shut down: the flush loop starts at the next call inside one"
-            );
-            return;
-        }
-        if restart {
-            debug!("flush loop restarted: the runtime of the previous one shut down");
-        }
-        self.clock.set_runtime(&runtime);
-    }
-
-    /// Takes back a popped item whose attempt failed (see
-    /// [`SchedulingQueue::add_unschedulable_if_not_present`]). `flight` is the item's flight if
-    /// it was popped from this queue; only that flight ends, never a later one of the same key.
-    /// With `only_in_flight` (a guard dropped without a verdict), an item whose flight already
-    /// ended (by `done` of its key, or on shutdown) is not queued again.
-    ///
-    /// [`SchedulingQueue::add_unschedulable_if_not_present`]: super::SchedulingQueue::add_unschedulable_if_not_present
-    pub(crate) fn hand_back(
-        &self,
-        mut item: QueuedItem<K, T>,
-        flight: Option<u64>,
-        cycle: u64,
-        only_in_flight: bool,
-    ) -> Result<(), AlreadyQueuedError<K, T>> {
-        let now = self.clock.now();
-        // A guard whose flight already ended (by `done` of its key, or on shutdown) has nothing
-        // to hand back. Seen under `hot` alone, so such a drop never waits behind a scan under
-        // `main`; a flight that has ended never becomes current again, so the look is final.
-        let in_flight = |hot: &Hot<K, T, C>| {
-            flight.is_some_and(|f| hot.active.in_flight.is_current(&item.key, f))
-        };
-        if only_in_flight && !in_flight(&lock(&self.hot)) {
-            return Ok(());
-        }
-        let mut main = lock(&self.main);
-        let events = {
-            let mut hot = lock(&self.hot);
-            let key = &item.key;
-            let current = in_flight(&hot);
-            if !current && only_in_flight {
-                return Ok(());
-            }
-            let events = if current {
-                let events = hot.active.in_flight.events_for(key);
-                hot.active.in_flight.done(key);
-                events
-            } else {
-                None
-            };
-            if hot.active.heap.contains_key(key)
-                || hot.backoff.contains_key(key)
-                || main.unschedulable.contains_key(key)
-            {
-                return Err(AlreadyQueuedError(item));
-            }
-            events
-        };
-        let errored = item.has_no_rejectors();
-        let inner = item.inner_mut();
-        if errored {
-            inner.consecutive_errors = inner.consecutive_errors.saturating_add(1);
-        } else {
-            inner.unschedulable_count = inner.unschedulable_count.saturating_add(1);
-            inner.consecutive_errors = 0;
-        }
-        item.set_timestamp(now);
-        item.seq = self.next_seq();
-        let strategy = if errored {
-            Strategy::AfterBackoff
-        } else if let Some(events) = events {
-            replay(&self.hooks, &item, &events)
-        } else if main.move_request_cycle.is_some_and(|m| m >= cycle) {
-            Strategy::AfterBackoff
-        } else {
-            Strategy::Skip
-        };
-        let dest = self.prepare(item, strategy, now, true);
-        let mut wake = Wake::default();
-        self.commit(&mut main, &mut lock(&self.hot), dest, now, &mut wake);
-        drop(main);
-        self.wake(wake);
-        Ok(())
-    }
-
-    /// Moves the unschedulable items `select` picks out, in one pass: `select` gives the
-    /// strategy of a candidate (`None` or `Skip` leaves it), the gates are asked while the
-    /// item is still in the map (a refused item stays there, stamped `flushed_at`), and the
-    /// others go to backoff or active in chunks of [`CHUNK`], each under a short hold of the
-    /// hot lock, while the scan goes on. `event` is recorded for the items in flight.
-    ///
-    /// One pass keeps each item in cache from its hint to its heap, and nothing is collected
-    /// into an intermediate list.
-    pub(crate) fn move_where(
-        &self,
-        main: &mut Main<K, T>,
-        event: &ClusterEvent,
-        payload: &EventPayload,
-        now: Instant,
-        mut select: impl FnMut(&QueuedItem<K, T>) -> Option<Strategy>,
-    ) -> usize {
-        let candidates = main.unschedulable.len();
-        let scanned = Cell::new(0usize);
-        let chosen = Cell::new(Strategy::Skip);
-        let mut mover = Mover {
-            shared: self,
-            event,
-            payload,
-            now,
-            pending: Vec::with_capacity(CHUNK.min(candidates)),
-            candidates,
-            moved: 0,
-            recorded: false,
-        };
-        let picked = main.unschedulable.extract(|item| {
-            scanned.set(scanned.get() + 1);
-            let Some(strategy) = select(item).filter(|s| *s != Strategy::Skip) else {
-                return false;
-            };
-            if self.gate_in_place(item) {
-                item.inner_mut().flushed_at = Some(now);
-                return false;
-            }
-            chosen.set(strategy);
-            true
-        });
-        for item in picked {
-            mover.push(self.place(item, chosen.get(), now), scanned.get());
-        }
-        let moved = mover.finish();
-        debug!(
-            event = event.label,
-            moved, "moved items out of unschedulable"
-        );
-        moved
-    }
-
-    pub(crate) fn flush_unschedulable_leftover(&self, now: Instant) -> usize {
-        let mut main = lock(&self.main);
-        let due = |item: &QueuedItem<K, T>| self.leftover_deadline(item).is_some_and(|d| d <= now);
-        let moved = if main.unschedulable.items().any(due) {
-            self.move_where(
-                &mut main,
-                &ClusterEvent::UNSCHEDULABLE_TIMEOUT,
-                &EventPayload::none(),
-                now,
-                |item| due(item).then_some(Strategy::AfterBackoff),
-            )
-        } else {
-            0
-        };
-        // The items left (refused gates stamped `now`) set the next deadline.
-        main.next_leftover = main
-            .unschedulable
-            .items()
-            .filter_map(|item| self.leftover_deadline(item))
-            .min();
-        moved
-    }
-
-    /// What the flush loop does at a deadline: the backoff items whose backoff ended, then,
-    /// if a leftover deadline has passed, the leftover flush.
-    fn flush_due(&self, now: Instant) {
-        self.flush_backoff_completed(now);
-        if lock(&self.main)
-            .next_leftover
-            .is_some_and(|next| next <= now)
-        {
-            self.flush_unschedulable_leftover(now);
-        }
-    }
-}
-
-/// The strongest strategy the recorded `events` give `item` (stops at "immediately").
-fn replay<K: PartialEq, T>(
-    hooks: &Hooks<K, T>,
-    item: &QueuedItem<K, T>,
-    events: &[RecordedEvent<K>],
-) -> Strategy {
-    let mut best = Strategy::Skip;
-    for (event, payload, target) in events {
-        best = best.max(hooks.strategy(item, event, payload, target.as_ref()));
-        if best == Strategy::Immediately {
-            break;
-        }
-    }
-    best
-}
-
-/// The background loop: a `select` shell around the flushes. It holds only a `Weak` to the
-/// state, and ends on `shut_down` or when the last handle drops (see [`BackgroundTask`]). It
-/// starts lazily (see [`Shared::ensure_flush_task`]), so a queue can be built outside a
-/// runtime and outlive the runtime of its first loop.
-///
-/// One timer: a sleep until the earliest deadline (see [`Shared::next_deadline`]), re-armed
-/// through `timer` when a deadline gets earlier; with no deadline, no timer at all, so under
-/// paused time the clock jumps straight to the next deadline.
-async fn flush_loop<K, T, C>(weak: Weak<Shared<K, T, C>>, timer: Arc<Notify>)
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
-    while let Some(next) = weak.upgrade().map(|s| s.next_deadline()) {
-        let Some(deadline) = next else {
-            timer.notified().await;
-            continue;
-        };
-        let notified = std::pin::pin!(timer.notified());
-        let sleep = std::pin::pin!(tokio::time::sleep_until(deadline));
-        // `select` polls the wake-up first: a deadline that got earlier re-arms the sleep.
-        if let Either::Right(((), _)) = future::select(notified, sleep).await
-            && let Some(s) = weak.upgrade()
-        {
-            s.flush_due(Instant::now());
-        }
-    }
-    debug!("flush loop ended");
 }

@@ -20,7 +20,11 @@ impl<K: Hash + Eq + Clone + Send + Sync> QueueKey for K {}
 
 /// What an add carries besides the key (`()` or a priority), and so which state machine the
 /// queue runs. Sealed: the module is private, so only this crate names or implements it.
-pub trait Payload: Copy + Ord + Send + Sync + fmt::Debug + 'static {
+pub trait Payload: Copy + Ord + Default + Send + Sync + fmt::Debug + 'static {
+    /// The name of a queue whose adds carry `Self` (in its `Debug`).
+    const QUEUE_NAME: &'static str;
+    /// The name of that queue's builder (in its `Debug`).
+    const BUILDER_NAME: &'static str;
     /// The state machine of a queue whose adds carry `Self`.
     type Machine<K: QueueKey>: Machine<K, P = Self>;
     /// How keys due at one instant with one payload are ordered. `true`: by their add counter,
@@ -31,11 +35,15 @@ pub trait Payload: Copy + Ord + Send + Sync + fmt::Debug + 'static {
 }
 
 impl Payload for () {
+    const QUEUE_NAME: &'static str = "WorkQueue";
+    const BUILDER_NAME: &'static str = "WorkQueueBuilder";
     type Machine<K: QueueKey> = WorkState<K>;
     const TIES_BY_ADD_COUNTER: bool = false;
 }
 
 impl Payload for i32 {
+    const QUEUE_NAME: &'static str = "PriorityQueue";
+    const BUILDER_NAME: &'static str = "PriorityQueueBuilder";
     type Machine<K: QueueKey> = PriorityState<K>;
     const TIES_BY_ADD_COUNTER: bool = true;
 }
@@ -66,6 +74,8 @@ pub trait Machine<K>: Send {
     /// Whether a delayed add with a zero delay counts as a retry: client-go's delaying queue
     /// counts every `AddAfter`, controller-runtime's priority queue only delays above zero.
     const ZERO_DELAY_IS_RETRY: bool;
+    /// An empty machine; `aging` (nanoseconds per priority step) is the priority queue's.
+    fn new(aging: Option<u64>) -> Self;
     fn add(&mut self, key: K, p: Self::P, now: u64) -> Added<K>;
     /// [`add`](Machine::add) by reference, cloning the key only if the machine keeps it.
     fn add_ref(&mut self, key: &K, p: Self::P, now: u64) -> Added<K>;
@@ -111,6 +121,10 @@ impl<K: QueueKey> Machine<K> for WorkState<K> {
     type P = ();
     const NEEDS_TIME: bool = false;
     const ZERO_DELAY_IS_RETRY: bool = true;
+    // `add` and `add_ref` are inlined into the queue's add path (see `Shared::add`).
+    fn new(_aging: Option<u64>) -> Self {
+        WorkState::new()
+    }
     #[inline(always)]
     fn add(&mut self, key: K, (): (), _now: u64) -> Added<K> {
         WorkState::add(self, key).into()
@@ -159,6 +173,10 @@ impl<K: QueueKey> Machine<K> for PriorityState<K> {
     type P = i32;
     const NEEDS_TIME: bool = true;
     const ZERO_DELAY_IS_RETRY: bool = false;
+    // `add` and `add_ref` are inlined into the queue's add path (see `Shared::add`).
+    fn new(aging: Option<u64>) -> Self {
+        PriorityState::new(aging)
+    }
     #[inline(always)]
     fn add(&mut self, key: K, p: i32, now: u64) -> Added<K> {
         PriorityState::add(self, key, p, now).into()

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use ctrlq_queue_core::PopOutcome;
 use tokio::sync::Notify;
 
-use super::{Payload, QueueKey, Shared};
+use super::machine::{Payload, QueueKey};
+use super::state::Shared;
 use crate::wait::Source;
 
 /// A stream's wait: registered while it waits, so that every add wakes it (a stream that is

@@ -14,7 +14,7 @@ use hashbrown::HashMap;
 use tokio::time::Instant;
 use tokio_util::time::{DelayQueue, delay_queue};
 
-use super::Payload;
+use super::machine::Payload;
 
 /// The waiting keys and their timers.
 pub(crate) struct Timers<K, P> {

@@ -4,7 +4,7 @@
 mod queue;
 mod stream;
 
+pub use crate::clock::MAX_DELAY;
 pub use crate::get::Get;
 pub use crate::item::Item;
-pub use crate::shared::MAX_DELAY;
 pub use queue::{WorkQueue, WorkQueueBuilder};

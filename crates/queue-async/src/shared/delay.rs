@@ -1,0 +1,172 @@
+//! Delayed adds: `add_after` and `add_rate_limited` set a key's timer under the timers' lock
+//! ([`Timers`](super::timers::Timers)); the delay task, started by the first of them, takes the keys whose timer rang
+//! and adds them in deadline order (through `add_now_locked`, in `add`).
+
+use std::borrow::Cow;
+use std::future::poll_fn;
+use std::sync::{Arc, Weak};
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::{Instrument, debug, debug_span};
+
+use super::machine::{Machine, Payload, QueueKey};
+use super::state::{Shared, TimerState};
+use crate::clock::MAX_DELAY;
+use crate::error::ShutDownError;
+
+impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
+    /// Adds `key` once `delay` has passed (see `WorkQueue::add_after`).
+    pub(crate) fn add_after(
+        self: &Arc<Self>,
+        key: K,
+        p: P,
+        delay: Duration,
+    ) -> Result<(), ShutDownError<K>> {
+        let key = self.with_lock(|state, wake| {
+            if state.machine.is_shut_down() {
+                return Err(Some(ShutDownError(key)));
+            }
+            if !delay.is_zero() || <P::Machine<K> as Machine<K>>::ZERO_DELAY_IS_RETRY {
+                state.recorder.retry();
+            }
+            self.keep_metrics_task(state);
+            if delay.is_zero() || state.machine.absorbs_delayed(&key) {
+                return match self.add_locked(state, Cow::Owned(key), p, wake) {
+                    Ok(()) => Err(None),
+                    Err(e) => Err(Some(e)),
+                };
+            }
+            Ok(key)
+        });
+        match key {
+            Ok(key) => self.wait(key, p, delay.min(MAX_DELAY)),
+            Err(None) => Ok(()),
+            Err(Some(e)) => Err(e),
+        }
+    }
+
+    /// Adds `key` after the rate limiter's delay for it.
+    pub(crate) fn add_rate_limited(self: &Arc<Self>, key: K, p: P) -> Result<(), ShutDownError<K>> {
+        if self.is_shutting_down() {
+            return Err(ShutDownError(key));
+        }
+        let delay = self.rate_limit_delay(&key);
+        self.add_after(key, p, delay)
+    }
+
+    /// Charges the rate limiter for `key` and returns its delay. The limiter reads tokio's
+    /// clock: from a plain thread, the queue's runtime clock.
+    pub(crate) fn rate_limit_delay(&self, key: &K) -> Duration {
+        self.clock.in_runtime(|| self.limiter.when(key))
+    }
+
+    /// Makes `key` wait `delay`, starting the delay task if it does not run. With no runtime
+    /// to time the wait, the key is added now rather than lost. Takes the timers' lock only.
+    fn wait(self: &Arc<Self>, key: K, p: P, delay: Duration) -> Result<(), ShutDownError<K>> {
+        let key = {
+            let mut timers = self.lock_timers();
+            if timers.shut_down {
+                return Err(ShutDownError(key));
+            }
+            if timers.delay_task.running().is_none() && !self.start_delay_task(&mut timers) {
+                debug!(queue = %self.name, "delayed add with no live tokio runtime; adding now");
+                key
+            } else if let Some(runtime) = timers.delay_task.running().cloned() {
+                // The timer's `Sleep` binds to the runtime in context, and the deadline is read
+                // by its clock (paused, in tests), whatever thread this add comes from.
+                let _runtime = runtime.enter();
+                timers.timers.wait_until(key, p, Instant::now() + delay);
+                self.count_waiting(&timers);
+                return Ok(());
+            } else {
+                // Its runtime shut down just now: add now rather than lose the key.
+                key
+            }
+        };
+        self.with_lock(|state, wake| self.add_now_locked(state, Cow::Owned(key), p, wake))
+    }
+
+    /// Starts the delay task on the calling runtime, else on the queue's; moves every waiting
+    /// key's timer there. `false` if no runtime is alive.
+    fn start_delay_task(self: &Arc<Self>, state: &mut TimerState<K, P>) -> bool {
+        let Some(runtime) = self.clock.runtime() else {
+            return false;
+        };
+        if state.delay_task.has_ended() {
+            debug!(queue = %self.name, waiting = state.timers.len(), "delay task restarted");
+        }
+        if !state.delay_task.start(
+            &runtime,
+            delay_loop(Arc::downgrade(self), self.name.clone()),
+        ) {
+            return false;
+        }
+        self.clock.set_runtime(&runtime);
+        let _runtime = runtime.enter();
+        state.timers.rearm();
+        true
+    }
+
+    /// Takes every waiting key whose timer rang under the timers' lock, then adds them in
+    /// deadline order under one hold of the queue's lock; `cx` is woken at the next timer.
+    fn poll_timers(&self, cx: &mut std::task::Context<'_>) {
+        let due = {
+            let mut timers = self.lock_timers();
+            let due = timers.timers.poll_due(cx);
+            self.count_waiting(&timers);
+            due
+        };
+        self.add_due(due);
+    }
+
+    /// Adds keys whose wait is over, in the given order, under one hold of the lock.
+    fn add_due(&self, due: Vec<(K, P)>) {
+        if due.is_empty() {
+            return;
+        }
+        let n = due.len();
+        self.with_lock(|state, wake| {
+            for (key, p) in due {
+                // Refused only after a shutdown that came after the keys were taken: waiting
+                // keys are dropped at shutdown.
+                let _ = self.add_now_locked(state, Cow::Owned(key), p, wake);
+            }
+        });
+        debug!(queue = %self.name, due = n, "delays over");
+    }
+
+    /// Adds every waiting key whose deadline is at or before now (test helper).
+    #[cfg(feature = "test-util")]
+    pub(crate) fn settle(&self) {
+        let due = {
+            let mut timers = self.lock_timers();
+            let Some(runtime) = timers.delay_task.running().cloned() else {
+                return;
+            };
+            let _runtime = runtime.enter();
+            let due = timers.timers.take_due(Instant::now());
+            self.count_waiting(&timers);
+            due
+        };
+        self.add_due(due);
+    }
+}
+
+/// The delay task: adds each waiting key at its deadline, until the queue is gone (or the
+/// task is stopped, see [`BackgroundTask`]).
+async fn delay_loop<K: QueueKey + 'static, P: Payload>(shared: Weak<Shared<K, P>>, name: String) {
+    debug!(queue = %name, "delay task started");
+    // Unconstrained: the keys due at one instant come out in one batch, in order, rather than
+    // cut where tokio's cooperative budget runs out.
+    tokio::task::unconstrained(poll_fn(|cx| match shared.upgrade() {
+        Some(shared) => {
+            shared.poll_timers(cx);
+            Poll::Pending
+        }
+        None => Poll::Ready(()),
+    }))
+    .instrument(debug_span!("workqueue_delay", queue = %name))
+    .await;
+}
