@@ -30,6 +30,11 @@ fn config() -> LeaderElectionConfig {
 /// and takes it on its next jittered retry (at most 2.2 retry periods).
 const SETTLE_AFTER_A_DEATH: Duration = Duration::from_millis(2 * 15_000 + 4_200 * 2);
 
+/// The documented bound on settling after a join: the old holders drain (grace 2 s) and
+/// release, and the new holder takes each shard on its next try; every replica's look sees the
+/// join within a retry period: grace + 4.2 × retry period.
+const SETTLE_AFTER_A_JOIN: Duration = Duration::from_millis(2_000 + 4_200 * 2);
+
 type Seen = Arc<Mutex<HashMap<u32, u64>>>;
 
 /// Records the generation each object was last reconciled to; each reconcile takes a seeded
@@ -173,12 +178,12 @@ async fn twelve_shards_follow_kills_and_joins() {
     h.spawn_sharded("d", build(&api, &seen, 3), 12);
     h.spawn_sharded("e", build(&api, &seen, 4), 12);
     let ids = ["a", "b", "d", "e"];
-    let took = settle(&h, &ids, &[3, 3, 3, 3], Duration::from_secs(30)).await;
+    let took = settle(&h, &ids, &[3, 3, 3, 3], SETTLE_AFTER_A_JOIN).await;
     println!("settled at 3/3/3/3 after two joins in {took:?}");
     let c2 = Instant::now();
     h.spawn_sharded("c2", build(&api, &seen, 5), 12);
     let ids = ["a", "b", "c2", "d", "e"];
-    let took = settle(&h, &ids, &[3, 3, 2, 2, 2], Duration::from_secs(30)).await;
+    let took = settle(&h, &ids, &[3, 3, 2, 2, 2], SETTLE_AFTER_A_JOIN).await;
     println!("settled at 3/3/2/2/2 after a third join in {took:?}");
 
     bounded(LIMIT, changes).await.unwrap();
@@ -258,6 +263,32 @@ async fn an_identity_used_twice_is_refused() {
         sleep(Duration::from_millis(100)).await;
     }
     bounded(LIMIT, h.stop_all()).await;
+}
+
+/// A replica restarted under its identity (its member record left by the run that died) is not
+/// taken for a second process with that identity: it announces itself again at once and is
+/// back to its share of the shards well before a duplicate's refusal (two lease durations)
+/// would end.
+#[tokio::test(start_paused = true)]
+async fn a_replica_restarted_under_its_identity_takes_its_share_back() {
+    let api = ScriptedSource::new();
+    api.apply(1);
+    let seen: Seen = Arc::default();
+    let mut h = Harness::new(config());
+    for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+        h.spawn_sharded(id, build(&api, &seen, i as u64), 12);
+    }
+    settle(&h, &["a", "b", "c"], &[4, 4, 4], Duration::from_secs(30)).await;
+    h.kill("a");
+    h.spawn_sharded("a", build(&api, &seen, 9), 12);
+    settle(&h, &["a", "b", "c"], &[4, 4, 4], Duration::from_secs(10)).await;
+    bounded(LIMIT, h.stop_all()).await;
+    let log = h.observations();
+    let refused = log
+        .records()
+        .iter()
+        .any(|r| matches!(r, Record::ShardingRefused { .. }));
+    assert!(!refused, "the restarted replica was refused");
 }
 
 /// A replica cut off from the store loses its shards within the elector's bound, and the others

@@ -125,6 +125,45 @@ mod tests {
         assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
     }
 
+    /// The contract: these values never change (computed independently of this code).
+    #[test]
+    fn shards_match_the_reference_values() {
+        assert_eq!(mix(0), 0);
+        assert_eq!(mix(1), 0x5692_161d_100b_05e5);
+        assert_eq!(mix(0xdead_beef), 0x4e06_2702_ec92_9eea);
+        for (key, twelve, thousand, most) in [
+            ("default/pod-1", 8, 677, 2_911_302_594),
+            ("kube-system/coredns", 0, 78, 336_348_975),
+            ("a", 0, 10, 46_185_919),
+            ("", 11, 957, 4_113_176_040),
+        ] {
+            assert_eq!(shard_of(key, 12), twelve, "{key:?}");
+            assert_eq!(shard_of(key, 1000), thousand, "{key:?}");
+            assert_eq!(shard_of(key, u32::MAX), most, "{key:?}");
+        }
+    }
+
+    #[cfg(feature = "kube")]
+    #[test]
+    fn an_object_ref_is_its_namespace_and_name() {
+        use k8s_openapi::api::core::v1::{Namespace, Pod};
+        use kube::runtime::reflector::ObjectRef;
+        let pod = ObjectRef::<Pod>::new("web-0").within("default");
+        assert_eq!(&*pod.shard_bytes(), b"default/web-0");
+        assert_eq!(shard_of(&pod, 1000), shard_of("default/web-0", 1000));
+        let ns = ObjectRef::<Namespace>::new("default");
+        assert_eq!(&*ns.shard_bytes(), b"default");
+    }
+
+    #[test]
+    fn strings_and_integers_hash_their_bytes() {
+        assert_eq!(&*"ab".to_owned().shard_bytes(), b"ab");
+        assert_eq!(&*(&"ab").shard_bytes(), b"ab");
+        assert_eq!(&*"ab".shard_bytes(), b"ab");
+        assert_eq!(&*0x0102u16.shard_bytes(), [2, 1]);
+        assert_eq!(&*(-1i32).shard_bytes(), [0xff; 4]);
+    }
+
     #[test]
     fn keys_spread_over_every_shard_and_zero_shards_is_shard_zero() {
         let mut seen = [0u32; 12];

@@ -245,3 +245,160 @@ impl<L: Lock> Membership<L> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctrlq_leader::{MemoryLock, MemoryStore};
+    use tokio::time::advance;
+
+    const LEASE: Duration = Duration::from_secs(15);
+    const PREFIX: &str = "x-member-";
+
+    fn member(store: &MemoryStore, id: &str, shards: u32) -> Membership<MemoryLock> {
+        let (s, me) = (store.clone(), id.to_owned());
+        let locks: Arc<dyn Fn(&str) -> MemoryLock + Send + Sync> =
+            Arc::new(move |name: &str| s.named_lock(name, me.clone()));
+        Membership::new(
+            locks(&format!("{PREFIX}{id}")),
+            locks,
+            PREFIX.to_owned(),
+            id.to_owned(),
+            shards,
+            LEASE,
+        )
+    }
+
+    fn members(ids: &[&str]) -> View {
+        View::Members(ids.iter().map(|s| (*s).to_owned()).collect())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_member_that_stops_renewing_goes_stale_and_is_blanked() {
+        let store = MemoryStore::new();
+        let (mut a, mut b) = (member(&store, "a", 4), member(&store, "b", 4));
+        assert_eq!(a.look().await, members(&["a"]));
+        assert_eq!(b.look().await, members(&["a", "b"]));
+        assert_eq!(a.look().await, members(&["a", "b"]));
+        // b stops renewing; a sees it live for a lease duration of its own observation.
+        advance(LEASE - Duration::from_secs(1)).await;
+        assert_eq!(a.look().await, members(&["a", "b"]));
+        advance(Duration::from_secs(1)).await;
+        assert_eq!(a.look().await, members(&["a"]));
+        let record = store.record_named("x-member-b").unwrap();
+        assert_eq!(record.holder_identity, "", "blanked");
+        // A replica that joins now does not count b live.
+        let mut c = member(&store, "c", 4);
+        assert_eq!(c.look().await, members(&["a", "c"]));
+        // b was alive after all: it writes its record again, without taking it for a
+        // duplicate, and is a member again.
+        assert_eq!(b.look().await, members(&["a", "b", "c"]));
+        assert_eq!(
+            store.record_named("x-member-b").unwrap().holder_identity,
+            "b"
+        );
+        assert_eq!(a.look().await, members(&["a", "b", "c"]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_member_that_resigns_leaves_at_once() {
+        let store = MemoryStore::new();
+        let (mut a, mut b) = (member(&store, "a", 4), member(&store, "b", 4));
+        a.look().await;
+        assert_eq!(b.look().await, members(&["a", "b"]));
+        a.resign().await;
+        assert_eq!(
+            store.record_named("x-member-a").unwrap().holder_identity,
+            ""
+        );
+        assert_eq!(b.look().await, members(&["b"]));
+        // A member that never announced has nothing to resign.
+        let mut never = member(&store, "z", 4);
+        never.resign().await;
+        assert!(store.record_named("x-member-z").is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_record_renewed_since_it_was_seen_is_not_blanked() {
+        let store = MemoryStore::new();
+        let (mut a, mut b) = (member(&store, "a", 4), member(&store, "b", 4));
+        b.look().await;
+        a.look().await;
+        let seen = a.seen[&"x-member-b".to_owned()].0.clone();
+        b.look().await; // renewed: a newer version
+        a.blank("x-member-b", &seen).await;
+        assert_eq!(
+            store.record_named("x-member-b").unwrap().holder_identity,
+            "b"
+        );
+        // Blanking at the version it has does blank, once.
+        let now = a.lock.list(PREFIX).await.unwrap();
+        let current = now
+            .iter()
+            .find(|(n, _)| n == "x-member-b")
+            .unwrap()
+            .1
+            .version
+            .clone();
+        a.blank("x-member-b", &current).await;
+        assert_eq!(
+            store.record_named("x-member-b").unwrap().holder_identity,
+            ""
+        );
+        let blanked = a.lock.list(PREFIX).await.unwrap();
+        let version = blanked
+            .iter()
+            .find(|(n, _)| n == "x-member-b")
+            .unwrap()
+            .1
+            .version
+            .clone();
+        a.blank("x-member-b", &version).await;
+        assert_eq!(
+            store
+                .operations()
+                .iter()
+                .filter(|(id, op)| id == "a" && *op == "update")
+                .count(),
+            2
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_list_the_last_view_holds_for_a_lease_duration() {
+        let store = MemoryStore::new();
+        let (mut a, mut b) = (member(&store, "a", 4), member(&store, "b", 4));
+        b.look().await;
+        assert_eq!(a.look().await, members(&["a", "b"]));
+        store.partition("a", true);
+        advance(Duration::from_secs(10)).await;
+        b.look().await;
+        // a cannot list or renew: it keeps what it saw change within a lease duration.
+        assert_eq!(a.look().await, members(&["a", "b"]));
+        advance(Duration::from_secs(5)).await;
+        assert!(matches!(a.look().await, View::Refused(r) if r.contains("not renewed")));
+        store.partition("a", false);
+        assert_eq!(a.look().await, members(&["a", "b"]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn another_shard_count_and_a_second_writer_are_refused() {
+        let store = MemoryStore::new();
+        let (mut a, mut b) = (member(&store, "a", 4), member(&store, "b", 8));
+        a.look().await;
+        assert!(matches!(b.look().await, View::Refused(r) if r.contains("4 shards")));
+        assert!(matches!(a.look().await, View::Refused(r) if r.contains("8 shards")));
+        // A second process with a's identity.
+        let store = MemoryStore::new();
+        let (mut a1, mut a2) = (member(&store, "a", 4), member(&store, "a", 4));
+        assert_eq!(a1.look().await, members(&["a"]));
+        assert_eq!(a2.look().await, members(&["a"])); // read a1's record, then wrote it
+        assert!(matches!(a1.look().await, View::Refused(r) if r.contains("identity")));
+        // Refused for two lease durations after the last conflict seen, even alone.
+        drop(a2);
+        advance(LEASE * 2 - Duration::from_secs(1)).await;
+        assert!(matches!(a1.look().await, View::Refused(_)));
+        advance(Duration::from_secs(1)).await;
+        assert_eq!(a1.look().await, members(&["a"]));
+    }
+}
