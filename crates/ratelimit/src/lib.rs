@@ -53,6 +53,11 @@ mod error;
 mod exponential;
 mod fast_slow;
 mod gcra;
+#[cfg(feature = "governor")]
+#[cfg_attr(docsrs, doc(cfg(feature = "governor")))]
+pub mod governor;
+#[cfg(test)]
+mod governor_oracle;
 mod item_bucket;
 mod limiter;
 mod max_of;
