@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
+use kube::api::{GetParams, PostParams};
+use kube::core::Request;
 
 use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimedOut, Versioned};
 
@@ -55,7 +56,13 @@ use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimed
 /// # }
 /// ```
 pub struct LeaseLock {
-    api: Api<Lease>,
+    client: kube::Client,
+    /// Builds the requests on the Lease's collection.
+    request: Request,
+    /// Sent as `fieldManager` on create and replace: the Lease's `managedFields` name it.
+    field_manager: String,
+    /// Sent as `User-Agent` on every request: the API server's audit log names it.
+    user_agent: http::HeaderValue,
     namespace: String,
     name: String,
     identity: String,
@@ -68,6 +75,14 @@ pub struct LeaseLock {
 #[derive(Debug, thiserror::Error)]
 #[error("malformed Lease: {0}")]
 struct Malformed(&'static str);
+
+/// The default [`LeaseLock::field_manager`]: the crate's name, as client-go's default user
+/// agent names the binary.
+pub const DEFAULT_FIELD_MANAGER: &str = env!("CARGO_PKG_NAME");
+
+/// The default [`LeaseLock::user_agent`]: the crate's name and version.
+pub const DEFAULT_USER_AGENT: &str =
+    concat!(env!("CARGO_PKG_NAME"), "/", env!("CARGO_PKG_VERSION"));
 
 impl LeaseLock {
     /// A lock on the Lease `namespace/name` for the candidate `identity`.
@@ -88,8 +103,12 @@ impl LeaseLock {
         identity: impl Into<String>,
     ) -> Self {
         let namespace = namespace.into();
+        let url = <Lease as kube::Resource>::url_path(&(), Some(&namespace));
         Self {
-            api: Api::namespaced(client, &namespace),
+            client,
+            request: Request::new(url),
+            field_manager: DEFAULT_FIELD_MANAGER.to_owned(),
+            user_agent: http::HeaderValue::from_static(DEFAULT_USER_AGENT),
             namespace,
             name: name.into(),
             identity: identity.into(),
@@ -114,6 +133,77 @@ impl LeaseLock {
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// Names this candidate's writes in the Lease's `managedFields` (the `fieldManager` of each
+    /// create and replace; default [`DEFAULT_FIELD_MANAGER`]). The API server accepts at most
+    /// 128 characters.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: kube::Client) {
+    /// let lock = ctrlq_leader::LeaseLock::new(client, "default", "my-controller", "pod-a")
+    ///     .field_manager("my-controller");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn field_manager(mut self, name: impl Into<String>) -> Self {
+        self.field_manager = name.into();
+        self
+    }
+
+    /// The `User-Agent` of every request (default [`DEFAULT_USER_AGENT`]). Characters a header
+    /// cannot carry (controls, non-ASCII) are sent as `?`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: kube::Client) {
+    /// let lock = ctrlq_leader::LeaseLock::new(client, "default", "my-controller", "pod-a")
+    ///     .user_agent("my-controller/1.2.0");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn user_agent(mut self, user_agent: &str) -> Self {
+        let visible: String = user_agent
+            .chars()
+            .map(|c| {
+                if c == ' ' || c.is_ascii_graphic() {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .collect();
+        // Only visible ASCII and spaces remain, which a header value always accepts.
+        if let Ok(v) = http::HeaderValue::from_str(&visible) {
+            self.user_agent = v;
+        }
+        self
+    }
+
+    fn post_params(&self) -> PostParams {
+        PostParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PostParams::default()
+        }
+    }
+
+    /// Sends `request` with this lock's user agent.
+    async fn send(
+        &self,
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+    ) -> kube::Result<Lease> {
+        let mut request = request.map_err(kube::Error::BuildRequest)?;
+        request
+            .headers_mut()
+            .insert(http::header::USER_AGENT, self.user_agent.clone());
+        self.client.request::<Lease>(request).await
+    }
+
+    fn body(lease: &Lease) -> kube::Result<Vec<u8>> {
+        serde_json::to_vec(lease).map_err(kube::Error::SerdeError)
     }
 
     fn cache(&self, lease: Option<Lease>) {
@@ -211,7 +301,10 @@ fn system_time(t: &MicroTime) -> SystemTime {
 impl Lock for LeaseLock {
     async fn get(&self) -> Result<Versioned, LockError> {
         let lease = self
-            .bounded(self.api.get(&self.name), LockError::Conflict)
+            .bounded(
+                self.send(self.request.get(&self.name, &GetParams::default())),
+                LockError::Conflict,
+            )
             .await?;
         let record = spec_to_record(lease.spec.as_ref().unwrap_or(&LeaseSpec::default()));
         let version = self.seen(lease)?;
@@ -231,7 +324,11 @@ impl Lock for LeaseLock {
         };
         let created = self
             .bounded(
-                self.api.create(&PostParams::default(), &lease),
+                async {
+                    let body = Self::body(&lease)?;
+                    self.send(self.request.create(&self.post_params(), body))
+                        .await
+                },
                 LockError::AlreadyExists,
             )
             .await?;
@@ -248,7 +345,11 @@ impl Lock for LeaseLock {
         record_to_spec(&record, lease.spec.get_or_insert_with(LeaseSpec::default));
         let replaced = self
             .bounded(
-                self.api.replace(&self.name, &PostParams::default(), &lease),
+                async {
+                    let body = Self::body(&lease)?;
+                    self.send(self.request.replace(&self.name, &self.post_params(), body))
+                        .await
+                },
                 LockError::Conflict,
             )
             .await?;
@@ -271,6 +372,8 @@ impl std::fmt::Debug for LeaseLock {
             .field("name", &self.name)
             .field("identity", &self.identity)
             .field("timeout", &self.timeout)
+            .field("field_manager", &self.field_manager)
+            .field("user_agent", &self.user_agent)
             .finish_non_exhaustive()
     }
 }

@@ -57,7 +57,7 @@ pub use error::{ConfigError, DEFAULT_REQUEST_TIMEOUT, HealthError, LockError, Re
 pub use etcd::EtcdLock;
 pub use leadership::{ElectorStatus, Leadership, LeadershipEnd};
 #[cfg(feature = "kube")]
-pub use lease::{LeaseLock, lease_record};
+pub use lease::{DEFAULT_FIELD_MANAGER, DEFAULT_USER_AGENT, LeaseLock, lease_record};
 pub use lock::Lock;
 pub use memory::{MemoryLock, MemoryStore};
 pub use multi::{MultiLock, UNKNOWN_LEADER};

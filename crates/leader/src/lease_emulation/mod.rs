@@ -90,6 +90,10 @@ pub struct Logged {
     pub path: String,
     /// The status answered; `None` when the connection was dropped unanswered.
     pub status: Option<u16>,
+    /// The `User-Agent` header, if any.
+    pub user_agent: Option<String>,
+    /// The `fieldManager` query parameter, if any.
+    pub field_manager: Option<String>,
 }
 
 /// A fault answered instead of the real answer.
@@ -310,6 +314,16 @@ type Answer = Result<Response<Full<Bytes>>, Dropped>;
 async fn serve(state: Arc<Mutex<State>>, client: String, req: Request<Incoming>) -> Answer {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    let user_agent = req
+        .headers()
+        .get(hyper::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let field_manager = req.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("fieldManager="))
+            .map(str::to_owned)
+    });
     let (latency, fault, partition) = {
         let mut s = lock(&state);
         let f = s.faults.entry(client.clone()).or_default();
@@ -326,6 +340,8 @@ async fn serve(state: Arc<Mutex<State>>, client: String, req: Request<Incoming>)
             method: method.to_string(),
             path: path.clone(),
             status,
+            user_agent: user_agent.clone(),
+            field_manager: field_manager.clone(),
         });
     };
     if let Some(mut healed) = partition {
