@@ -31,6 +31,7 @@ mod error;
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 mod etcd;
+mod events;
 mod jitter;
 mod leadership;
 #[cfg(feature = "kube")]
@@ -55,6 +56,7 @@ pub use elector::LeaderElector;
 pub use error::{ConfigError, DEFAULT_REQUEST_TIMEOUT, HealthError, LockError, RequestTimedOut};
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdLock;
+pub use events::{LeadershipEvent, LeadershipEvents};
 pub use leadership::{ElectorStatus, Leadership, LeadershipEnd};
 #[cfg(feature = "kube")]
 pub use lease::{DEFAULT_FIELD_MANAGER, DEFAULT_USER_AGENT, LeaseLock, lease_record};
