@@ -258,7 +258,8 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     }
 
     /// Sets the limiter behind rate-limited requeues, shared by all terms. By default each term's
-    /// queue has a fresh [`ctrlq_ratelimit::default_controller_rate_limiter`].
+    /// queue has a fresh [`ctrlq_ratelimit::default_controller_rate_limiter`]. Any limiter, owned
+    /// or shared: pass an `Arc` (of a limiter type or of `dyn RateLimiter<K>`) to keep a handle.
     ///
     /// # Examples
     ///
@@ -266,12 +267,12 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// # use std::sync::Arc;
     /// # use ctrlq_controller::{Action, Context, Controller};
     /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
-    ///     .rate_limiter(Arc::new(ctrlq_ratelimit::default_item_based_rate_limiter()));
+    ///     .rate_limiter(ctrlq_ratelimit::default_item_based_rate_limiter());
     /// # let _ = c;
     /// ```
     #[must_use]
-    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<K>>) -> Self {
-        self.settings.limiter = Some(limiter);
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
+        self.settings.limiter = Some(Arc::new(limiter));
         self
     }
 

@@ -99,9 +99,10 @@ where
 /// use ctrlq_ratelimit::ExponentialRateLimiter;
 ///
 /// let limiter = ExponentialRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1)).unwrap();
+/// let limiter = Arc::new(limiter); // keep a handle: the queue shares it
 /// let queue: WorkQueue<String> = WorkQueue::builder()
 ///     .name("pods")
-///     .rate_limiter(Arc::new(limiter))
+///     .rate_limiter(limiter.clone())
 ///     .build();
 /// assert!(queue.is_empty());
 /// ```
@@ -135,9 +136,10 @@ where
     }
 
     /// The limiter behind rate-limited adds; by default
-    /// [`ctrlq_ratelimit::default_controller_rate_limiter`].
-    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<K>>) -> Self {
-        self.options.limiter = Some(limiter);
+    /// [`ctrlq_ratelimit::default_controller_rate_limiter`]. Any limiter, owned or shared: pass
+    /// an `Arc` (of a limiter type or of `dyn RateLimiter<K>`) to keep a handle to it.
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
+        self.options.limiter = Some(Arc::new(limiter));
         self
     }
 
