@@ -19,7 +19,7 @@ use tracing::{Instrument, debug, debug_span};
 
 use crate::stats::Recorder;
 use crate::term::{Shared, Term, TermEnd, TermSettings};
-use crate::{Action, Context, Event, ReconcileError, Summary};
+use crate::{Action, Context, Drain, Event, ReconcileError, Summary};
 
 /// What a key must be: the work queue's bounds, and `Debug` for the reconcile span.
 ///
@@ -298,10 +298,14 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     }
 
     /// Sets how long in-flight reconciles may run after a shutdown request before they are
-    /// dropped; [`DEFAULT_GRACE_PERIOD`] by default. With an elector, the drain also ends (and
-    /// drops what is in flight) when the elector stops renewing: at a lost lease, or at the end
-    /// of its own grace period (`LeaderElectionConfig::grace_period`), so set that one at
-    /// least as long.
+    /// dropped; [`DEFAULT_GRACE_PERIOD`] (30 s) by default.
+    ///
+    /// With an elector there are two grace periods, and **the drain ends at the shorter one**:
+    /// this one, and the elector's (`LeaderElectionConfig::grace_period`, also 30 s by default),
+    /// after which the elector stops renewing so that another replica may lead once the lease
+    /// expires; the reconciles still in flight then are dropped ([`Drain::CutShort`]). The drain
+    /// also ends at a lost lease. So when raising this one, raise the elector's to at least as
+    /// much.
     ///
     /// # Examples
     ///
@@ -397,12 +401,13 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             recorder,
         });
         let span = debug_span!("controller", controller = %name);
-        let drained = async {
+        let drain = async {
             let Some(elector) = elector else {
-                return settings
+                let finished = settings
                     .term(&shared, &mut sources, None, &shutdown)
                     .await
                     .drained();
+                return Drain::ran(finished);
             };
             loop {
                 let (s, sh, src) = (&settings, &shared, &mut sources);
@@ -418,15 +423,15 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
                     )
                     .await;
                 match end {
-                    None => return false,
-                    Some(TermEnd::Drained { finished }) => return finished,
+                    None => return Drain::NotLeading,
+                    Some(TermEnd::Drained { finished }) => return Drain::ran(finished),
                     Some(TermEnd::Lost) => debug!("lease lost; standing for election again"),
                 }
             }
         }
         .instrument(span)
         .await;
-        shared.recorder.summary(drained)
+        shared.recorder.summary(drain)
     }
 }
 

@@ -122,7 +122,7 @@ impl Recorder {
 }
 
 impl Recorder {
-    pub(crate) fn summary(&self, drained: bool) -> crate::Summary {
+    pub(crate) fn summary(&self, drain: crate::Drain) -> crate::Summary {
         let s = &self.stats;
         let (successes, errors, panics) = (
             s.successes.load(Relaxed),
@@ -137,7 +137,7 @@ impl Recorder {
             aborted: s.aborted.load(Relaxed),
             terms: s.terms.load(Relaxed),
             leases_lost: s.leases_lost.load(Relaxed),
-            drained,
+            drain,
         }
     }
 }
