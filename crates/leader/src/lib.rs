@@ -4,7 +4,9 @@
 //! a [`LeaderRecord`] through a [`Lock`] (get, create, compare-and-set update), judges expiry only
 //! by when it last saw the record change on its own monotonic clock, and hands the leading work a
 //! [`Leadership`]: a cancellation token that fires before another candidate could take the lease
-//! over, and a fencing token.
+//! over, and a fencing token. [`LeaderElector::run_until_cancelled`] stands again after each
+//! term until shutdown, and [`LeaderElector::subscribe_leadership`] reports every transition
+//! ([`LeadershipEvent`]) with its instant and fencing token, none lost.
 //!
 //! # Examples
 //!
