@@ -150,3 +150,10 @@ async fn run_until_cancelled_should_wait_a_retry_period_after_work_that_returns(
     let s = Duration::from_secs;
     assert_eq!(began, [s(0), s(2), s(4)]);
 }
+
+#[test]
+fn the_event_types_are_send_sync_and_unpin() {
+    fn assert_auto<T: Send + Sync + Unpin>() {}
+    assert_auto::<LeadershipEvent>();
+    assert_auto::<LeadershipEvents>();
+}
