@@ -1,4 +1,5 @@
-//! The main example: a controller built from all four crates.
+//! The main example: a controller built from the workspace's crates (queues, limiters, leader
+//! election, the runner).
 //!
 //! Three replicas of a controller built with `ctrlq`'s controller runner share a lease on the
 //! in-memory lock (or on etcd with `--etcd URL`, or on a real cluster's Lease with `--kube

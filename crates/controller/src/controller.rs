@@ -20,7 +20,7 @@ use crate::shard::{ShardFn, ShardKey, Sharding, shard_of};
 use crate::source::{Source, Subscribe};
 use crate::stats::Recorder;
 use crate::term::{Feed, Shared, Term, TermEnd, TermSettings};
-use crate::{Action, Context, Event, ReconcileError, Summary};
+use crate::{Action, Context, Drain, Event, ReconcileError, Summary};
 
 /// What a key must be: the work queue's bounds, and `Debug` for the reconcile span.
 ///
@@ -139,7 +139,7 @@ trait ShardPlan<K, E>: Send {
         shared: &'a Arc<Shared<K, E>>,
         sources: &'a [Arc<Source<K>>],
         shutdown: &'a CancellationToken,
-    ) -> BoxFuture<'a, bool>;
+    ) -> BoxFuture<'a, Drain>;
 }
 
 impl<K: Key, E: Send + 'static, L: Lock> ShardPlan<K, E> for (Sharding<L>, ShardFn<K>) {
@@ -150,7 +150,7 @@ impl<K: Key, E: Send + 'static, L: Lock> ShardPlan<K, E> for (Sharding<L>, Shard
         shared: &'a Arc<Shared<K, E>>,
         sources: &'a [Arc<Source<K>>],
         shutdown: &'a CancellationToken,
-    ) -> BoxFuture<'a, bool> {
+    ) -> BoxFuture<'a, Drain> {
         let (plan, shard_of) = *self;
         crate::shard::run::run(plan, name, settings, shared, sources, shard_of, shutdown).boxed()
     }
@@ -332,7 +332,8 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     }
 
     /// Sets the limiter behind rate-limited requeues, shared by all terms. By default each term's
-    /// queue has a fresh [`ctrlq_ratelimit::default_controller_rate_limiter`].
+    /// queue has a fresh [`ctrlq_ratelimit::default_controller_rate_limiter`]. Any limiter, owned
+    /// or shared: pass an `Arc` (of a limiter type or of `dyn RateLimiter<K>`) to keep a handle.
     ///
     /// # Examples
     ///
@@ -340,12 +341,12 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// # use std::sync::Arc;
     /// # use ctrlq_controller::{Action, Context, Controller};
     /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
-    ///     .rate_limiter(Arc::new(ctrlq_ratelimit::default_item_based_rate_limiter()));
+    ///     .rate_limiter(ctrlq_ratelimit::default_item_based_rate_limiter());
     /// # let _ = c;
     /// ```
     #[must_use]
-    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<K>>) -> Self {
-        self.settings.limiter = Some(limiter);
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
+        self.settings.limiter = Some(Arc::new(limiter));
         self
     }
 
@@ -400,10 +401,14 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     }
 
     /// Sets how long in-flight reconciles may run after a shutdown request before they are
-    /// dropped; [`DEFAULT_GRACE_PERIOD`] by default. With an elector, the drain also ends (and
-    /// drops what is in flight) when the elector stops renewing: at a lost lease, or at the end
-    /// of its own grace period (`LeaderElectionConfig::grace_period`), so set that one at
-    /// least as long.
+    /// dropped; [`DEFAULT_GRACE_PERIOD`] (30 s) by default.
+    ///
+    /// With an elector there are two grace periods, and **the drain ends at the shorter one**:
+    /// this one, and the elector's (`LeaderElectionConfig::grace_period`, also 30 s by default),
+    /// after which the elector stops renewing so that another replica may lead once the lease
+    /// expires; the reconciles still in flight then are dropped ([`Drain::CutShort`]). The drain
+    /// also ends at a lost lease. So when raising this one, raise the elector's to at least as
+    /// much.
     ///
     /// # Examples
     ///
@@ -505,17 +510,18 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             .map(|(i, subscribe)| Arc::new(Source::new(i, subscribe)))
             .collect();
         let span = debug_span!("controller", controller = %name);
-        let drained = async {
+        let drain = async {
             if let Some(plan) = sharding {
                 return plan
                     .run(&name, &settings, &shared, &sources, &shutdown)
                     .await;
             }
             let Some(elector) = elector else {
-                return settings
+                let finished = settings
                     .term(&shared, Feed::Sources(&sources), None, &shutdown)
                     .await
                     .drained();
+                return Drain::ran(finished);
             };
             loop {
                 let (s, sh, src) = (&settings, &shared, &sources[..]);
@@ -532,15 +538,15 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
                     )
                     .await;
                 match end {
-                    None => return false,
-                    Some(TermEnd::Drained { finished }) => return finished,
+                    None => return Drain::NotLeading,
+                    Some(TermEnd::Drained { finished }) => return Drain::ran(finished),
                     Some(TermEnd::Lost) => debug!("lease lost; standing for election again"),
                 }
             }
         }
         .instrument(span)
         .await;
-        shared.recorder.summary(drained)
+        shared.recorder.summary(drain)
     }
 }
 

@@ -185,9 +185,53 @@ pub struct Summary {
     pub source_errors: u64,
     /// Times a source failed and was subscribed again ([`Event::SourceFailed`]).
     pub source_failures: u64,
-    /// Whether the last drain finished within the grace period (`true` if nothing was in
-    /// flight, `false` if the run ended without a drain).
-    pub drained: bool,
+    /// How the run's shutdown drain went: finished, cut short, or none at all because the
+    /// replica was not leading when the run ended (a follower that never led is not a failed
+    /// drain).
+    pub drain: Drain,
+}
+
+/// How a [`Controller::run`](crate::Controller::run) ended its last term, in [`Summary::drain`].
+///
+/// # Examples
+///
+/// ```
+/// use ctrlq_controller::{Drain, Summary};
+///
+/// fn report(summary: &Summary) -> &'static str {
+///     match summary.drain {
+///         Drain::Finished => "drained",
+///         Drain::CutShort => "reconciles were dropped at shutdown",
+///         Drain::NotLeading => "was not leading: nothing to drain",
+///         _ => "unknown",
+///     }
+/// }
+/// assert_eq!(report(&Summary::default()), "was not leading: nothing to drain");
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Drain {
+    /// No drain ran: the run ended while this replica was not leading (shut down before it
+    /// ever led, or while standing for election again after a lost lease).
+    #[default]
+    NotLeading,
+    /// The in-flight reconciles finished within the grace period (or none were in flight).
+    Finished,
+    /// The drain ended with reconciles still in flight, which were dropped (counted in
+    /// [`Summary::aborted`]): the grace period ran out, or the elector stopped renewing first
+    /// (a lost lease, or its own, shorter grace period).
+    CutShort,
+}
+
+impl Drain {
+    /// `Finished` if `finished`, else `CutShort`: how a drain that ran ended.
+    pub(crate) fn ran(finished: bool) -> Self {
+        if finished {
+            Self::Finished
+        } else {
+            Self::CutShort
+        }
+    }
 }
 
 impl Summary {

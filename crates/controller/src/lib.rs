@@ -25,7 +25,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use ctrlq_controller::{Action, Context, Controller};
+//! use ctrlq_controller::{Action, Context, Controller, Drain};
 //! use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -58,7 +58,7 @@
 //! let mut reconciles = 0;
 //! for r in replicas {
 //!     let summary = r.await.unwrap();
-//!     assert!(summary.drained || summary.terms == 0);
+//!     assert_ne!(summary.drain, Drain::CutShort); // followers report `NotLeading`
 //!     reconciles += summary.reconciles;
 //! }
 //! assert_eq!(reconciles, 100);
@@ -87,4 +87,4 @@ pub mod testing;
 pub use action::{Action, ReconcileError};
 pub use context::Context;
 pub use controller::{Controller, DEFAULT_GRACE_PERIOD, Key};
-pub use event::{Event, ReconcileOutcome, SourceFailure, Summary};
+pub use event::{Drain, Event, ReconcileOutcome, SourceFailure, Summary};

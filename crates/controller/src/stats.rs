@@ -133,7 +133,7 @@ impl Recorder {
 }
 
 impl Recorder {
-    pub(crate) fn summary(&self, drained: bool) -> crate::Summary {
+    pub(crate) fn summary(&self, drain: crate::Drain) -> crate::Summary {
         let s = &self.stats;
         let (successes, errors, panics) = (
             s.successes.load(Relaxed),
@@ -150,7 +150,7 @@ impl Recorder {
             leases_lost: s.leases_lost.load(Relaxed),
             source_errors: s.source_errors.load(Relaxed),
             source_failures: s.source_failures.load(Relaxed),
-            drained,
+            drain,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctrlq_controller::kube::{owned, primary, related, resync};
-use ctrlq_controller::{Action, Context, Controller};
+use ctrlq_controller::{Action, Context, Controller, Drain};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -161,7 +161,7 @@ async fn a_controller_on_a_reflector_reconciles_every_pod_to_its_last_version() 
     sleep(Duration::from_secs(90)).await;
     shutdown.cancel();
     let summary = bounded(Duration::from_secs(60), run).await.unwrap();
-    assert!(summary.drained);
+    assert_eq!(summary.drain, Drain::Finished);
     let last = last.lock().unwrap();
     assert_eq!(last["a"].as_deref(), Some("5"));
     assert_eq!(last["b"], None, "deleted, and absent from the relist");

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctrlq_controller::testing::ScriptedSource;
-use ctrlq_controller::{Action, Context, Controller, Event};
+use ctrlq_controller::{Action, Context, Controller, Drain, Event};
 use proptest::prelude::*;
 use support::bounded;
 use tokio::time::{Instant, sleep};
@@ -109,7 +109,7 @@ fn check(ops: Vec<(u64, Op)>, durations: Vec<u64>, workers: usize) -> Result<(),
         sleep(Duration::from_secs(10)).await;
         shutdown.cancel();
         let summary = bounded(Duration::from_secs(60), run).await.unwrap();
-        prop_assert!(summary.drained);
+        prop_assert_eq!(summary.drain, Drain::Finished);
         let seen = seen.lock().unwrap();
         prop_assert_eq!(seen.twice, 0);
         for (k, g) in api.objects() {

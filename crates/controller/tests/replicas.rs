@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctrlq_controller::testing::{Harness, Record, ScriptedSource};
-use ctrlq_controller::{Action, Context, Controller};
+use ctrlq_controller::{Action, Context, Controller, Drain};
 use ctrlq_leader::LeaderElectionConfig;
 use support::{Rng, bounded};
 use tokio::time::sleep;
@@ -105,7 +105,7 @@ async fn no_two_replicas_reconcile_at_once_under_kills_partitions_and_stops() {
                     let summary = bounded(LIMIT, harness.stop(&leader)).await.unwrap();
                     // Drained, or the grace period ran out and the rest was dropped.
                     assert!(
-                        summary.drained || summary.aborted > 0,
+                        summary.drain == Drain::Finished || summary.aborted > 0,
                         "seed {seed}: {summary:?}"
                     );
                     assert!(t0.elapsed() <= Duration::from_secs(2), "seed {seed}");
@@ -245,7 +245,7 @@ async fn the_lease_is_kept_while_the_leader_drains() {
     sleep(Duration::from_secs(1)).await;
     assert_eq!(harness.leader().as_deref(), Some("a"));
     let summary = bounded(LIMIT, harness.stop("a")).await.unwrap();
-    assert!(summary.drained, "{summary:?}");
+    assert_eq!(summary.drain, Drain::Finished, "{summary:?}");
     assert_eq!((summary.reconciles, summary.aborted), (1, 0));
     sleep(Duration::from_secs(30)).await;
     bounded(LIMIT, harness.stop_all()).await;
@@ -283,7 +283,7 @@ async fn a_lease_lost_during_the_drain_drops_the_reconciles_at_once() {
     let partitioned = tokio::time::Instant::now();
     harness.partition("a", true);
     let summary = bounded(LIMIT, harness.stop("a")).await.unwrap();
-    assert!(!summary.drained);
+    assert_eq!(summary.drain, Drain::CutShort);
     assert_eq!(summary.aborted, 1);
     sleep(Duration::from_secs(30)).await;
     bounded(LIMIT, harness.stop_all()).await;

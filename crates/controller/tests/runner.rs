@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctrlq_controller::testing::ScriptedSource;
-use ctrlq_controller::{Action, Context, Controller, Event, ReconcileError, ReconcileOutcome};
+use ctrlq_controller::{
+    Action, Context, Controller, Drain, Event, ReconcileError, ReconcileOutcome,
+};
 use futures::StreamExt;
 use support::{Rng, bounded};
 use tokio::time::{Instant, sleep};
@@ -93,7 +95,7 @@ async fn every_key_is_reconciled_after_its_last_change_and_never_twice_at_once()
         sleep(Duration::from_secs(5)).await;
         shutdown.cancel();
         let summary = bounded(LIMIT, run).await.unwrap();
-        assert!(summary.drained);
+        assert_eq!(summary.drain, Drain::Finished);
         let reconciled = reconciled.lock().unwrap();
         for (k, g) in api.objects() {
             assert_eq!(reconciled.get(&k), Some(&g), "seed {seed}: key {k}");
@@ -173,7 +175,7 @@ async fn drain_finishes_in_flight_reconciles_and_returns_a_summary() {
     );
     assert_eq!(summary.successes, 4);
     assert_eq!(summary.aborted, 0);
-    assert!(summary.drained);
+    assert_eq!(summary.drain, Drain::Finished);
     assert_eq!(summary.terms, 1);
     assert_eq!(*tokens_fired.lock().unwrap(), [true; 4]);
 }
@@ -205,7 +207,7 @@ async fn drain_drops_reconciles_when_the_grace_period_runs_out() {
     assert_eq!(Instant::now() - t0, Duration::from_secs(3));
     assert_eq!(summary.aborted, 1);
     assert_eq!(summary.reconciles, 0);
-    assert!(!summary.drained);
+    assert_eq!(summary.drain, Drain::CutShort);
     assert_eq!(*outcomes.lock().unwrap(), [ReconcileOutcome::Aborted]);
 }
 
@@ -733,4 +735,34 @@ async fn a_source_that_ends_after_its_keys_is_not_resubscribed() {
     assert_eq!(summary.reconciles, 2);
     assert_eq!(*subscriptions.lock().unwrap(), 1);
     assert_eq!(summary.source_failures, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_that_never_led_reports_no_drain_rather_than_a_failed_one() {
+    use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    let store = MemoryStore::new();
+    let holder = LeaderElector::new(store.lock("b"), LeaderElectionConfig::default()).unwrap();
+    let holding = tokio::spawn(async move {
+        holder
+            .run(CancellationToken::new(), |l| async move {
+                l.token().cancelled().await
+            })
+            .await
+    });
+    sleep(Duration::from_secs(1)).await;
+    let follower = LeaderElector::new(store.lock("a"), LeaderElectionConfig::default()).unwrap();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(
+        Controller::new("pods", |_k: u32, _c: Context| async {
+            Ok::<_, Infallible>(Action::Done)
+        })
+        .source(|| futures::stream::iter([1u32]))
+        .leader_elector(Arc::new(follower))
+        .run(shutdown.clone()),
+    );
+    sleep(Duration::from_secs(5)).await;
+    shutdown.cancel();
+    let summary = bounded(LIMIT, run).await.unwrap();
+    assert_eq!((summary.terms, summary.drain), (0, Drain::NotLeading));
+    holding.abort();
 }

@@ -98,6 +98,10 @@ impl LeaderElectionConfig {
     /// candidate can lead meanwhile. When it runs out the elector stops renewing, as on a lost
     /// lease, and another candidate may lead once the lease expires. Zero stops renewing at once.
     ///
+    /// Under `ctrlq_controller::Controller`, which bounds the reconciles' drain by its own grace
+    /// period, the drain ends at the shorter of the two: set this one at least as long as the
+    /// controller's.
+    ///
     /// # Examples
     ///
     /// ```

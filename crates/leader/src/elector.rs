@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span, warn};
 
 use crate::config::JITTER_FACTOR;
+use crate::events::{LeadershipEvents, Transitions};
 use crate::jitter::Jitter;
 use crate::{
     ConfigError, ElectorStatus, HealthError, LeaderElectionConfig, LeaderRecord, Leadership,
@@ -102,6 +103,8 @@ pub struct LeaderElector<L> {
     late_acquires: AtomicU64,
     #[cfg(feature = "prometheus")]
     metrics: Option<crate::prometheus::LeaderMetrics>,
+    /// The subscribers of [`subscribe_leadership`](Self::subscribe_leadership).
+    transitions: Transitions,
 }
 
 #[derive(Debug)]
@@ -173,6 +176,7 @@ impl<L: Lock> LeaderElector<L> {
             late_acquires: AtomicU64::new(0),
             #[cfg(feature = "prometheus")]
             metrics: None,
+            transitions: Transitions::default(),
         })
     }
 
@@ -254,6 +258,7 @@ impl<L: Lock> LeaderElector<L> {
             self.set_leading(true, Some(fencing));
             // A dropped run stops leading too.
             let _leading = StopLeadingOnDrop(self);
+            self.transitions.started(fencing);
             debug!(identity = self.lock.identity(), fencing, "started leading");
             let work = work(leadership.clone());
             tokio::pin!(work);
@@ -290,10 +295,12 @@ impl<L: Lock> LeaderElector<L> {
             let out = match out {
                 Some(out) => {
                     self.set_leading(false, None);
+                    self.transitions.stopped(&leadership);
                     out
                 }
                 None => {
                     self.set_leading(false, None);
+                    self.transitions.stopped(&leadership);
                     work.await
                 }
             };
@@ -609,6 +616,41 @@ impl<L: Lock> LeaderElector<L> {
     #[must_use]
     pub fn subscribe_leading(&self) -> watch::Receiver<bool> {
         self.leading_tx.subscribe()
+    }
+
+    /// Every leadership transition from now on, with its instant and fencing token, none lost
+    /// and in order (unlike [`subscribe_leading`](Self::subscribe_leading), a `watch` that
+    /// keeps only the latest value). See [`LeadershipEvents`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, LeadershipEnd, LeadershipEvent, MemoryStore};
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let mut events = elector.subscribe_leadership();
+    /// elector.run(CancellationToken::new(), |_| async {}).await;
+    /// elector.run(CancellationToken::new(), |_| async {}).await;
+    /// let mut tokens = Vec::new();
+    /// while let Some(event) = events.try_recv() {
+    ///     if let LeadershipEvent::Stopped { fencing_token, reason, .. } = event {
+    ///         assert_eq!(reason, LeadershipEnd::WorkFinished);
+    ///         tokens.push(fencing_token);
+    ///     }
+    /// }
+    /// assert_eq!(tokens, [0, 1]);
+    /// # }
+    /// ```
+    pub fn subscribe_leadership(&self) -> LeadershipEvents {
+        self.transitions.subscribe()
+    }
+
+    /// The validated configuration this elector runs with.
+    pub(crate) fn config(&self) -> &LeaderElectionConfig {
+        &self.config
     }
 
     /// A watch of this candidate's [`ElectorStatus`]: leading, the observed leader, and lock

@@ -9,7 +9,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::BTreeMap;
 
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{GetParams, ListParams, PostParams};
+use kube::core::{ObjectList, Request};
 
 use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimedOut, Versioned};
 
@@ -57,7 +58,13 @@ use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimed
 /// # }
 /// ```
 pub struct LeaseLock {
-    api: Api<Lease>,
+    client: kube::Client,
+    /// Builds the requests on the Lease's collection.
+    request: Request,
+    /// Sent as `fieldManager` on create and replace: the Lease's `managedFields` name it.
+    field_manager: String,
+    /// Sent as `User-Agent` on every request: the API server's audit log names it.
+    user_agent: http::HeaderValue,
     namespace: String,
     name: String,
     identity: String,
@@ -72,6 +79,14 @@ pub struct LeaseLock {
 #[derive(Debug, thiserror::Error)]
 #[error("malformed Lease: {0}")]
 struct Malformed(&'static str);
+
+/// The default [`LeaseLock::field_manager`]: the crate's name, as client-go's default user
+/// agent names the binary.
+pub const DEFAULT_FIELD_MANAGER: &str = env!("CARGO_PKG_NAME");
+
+/// The default [`LeaseLock::user_agent`]: the crate's name and version.
+pub const DEFAULT_USER_AGENT: &str =
+    concat!(env!("CARGO_PKG_NAME"), "/", env!("CARGO_PKG_VERSION"));
 
 impl LeaseLock {
     /// A lock on the Lease `namespace/name` for the candidate `identity`.
@@ -92,8 +107,12 @@ impl LeaseLock {
         identity: impl Into<String>,
     ) -> Self {
         let namespace = namespace.into();
+        let url = <Lease as kube::Resource>::url_path(&(), Some(&namespace));
         Self {
-            api: Api::namespaced(client, &namespace),
+            client,
+            request: Request::new(url),
+            field_manager: DEFAULT_FIELD_MANAGER.to_owned(),
+            user_agent: http::HeaderValue::from_static(DEFAULT_USER_AGENT),
             namespace,
             name: name.into(),
             identity: identity.into(),
@@ -139,6 +158,77 @@ impl LeaseLock {
     pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.labels.insert(key.into(), value.into());
         self
+    }
+
+    /// Names this candidate's writes in the Lease's `managedFields` (the `fieldManager` of each
+    /// create and replace; default [`DEFAULT_FIELD_MANAGER`]). The API server accepts at most
+    /// 128 characters.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: kube::Client) {
+    /// let lock = ctrlq_leader::LeaseLock::new(client, "default", "my-controller", "pod-a")
+    ///     .field_manager("my-controller");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn field_manager(mut self, name: impl Into<String>) -> Self {
+        self.field_manager = name.into();
+        self
+    }
+
+    /// The `User-Agent` of every request (default [`DEFAULT_USER_AGENT`]). Characters a header
+    /// cannot carry (controls, non-ASCII) are sent as `?`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: kube::Client) {
+    /// let lock = ctrlq_leader::LeaseLock::new(client, "default", "my-controller", "pod-a")
+    ///     .user_agent("my-controller/1.2.0");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn user_agent(mut self, user_agent: &str) -> Self {
+        let visible: String = user_agent
+            .chars()
+            .map(|c| {
+                if c == ' ' || c.is_ascii_graphic() {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .collect();
+        // Only visible ASCII and spaces remain, which a header value always accepts.
+        if let Ok(v) = http::HeaderValue::from_str(&visible) {
+            self.user_agent = v;
+        }
+        self
+    }
+
+    fn post_params(&self) -> PostParams {
+        PostParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PostParams::default()
+        }
+    }
+
+    /// Sends `request` with this lock's user agent.
+    async fn send<T: k8s_openapi::serde::de::DeserializeOwned>(
+        &self,
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+    ) -> kube::Result<T> {
+        let mut request = request.map_err(kube::Error::BuildRequest)?;
+        request
+            .headers_mut()
+            .insert(http::header::USER_AGENT, self.user_agent.clone());
+        self.client.request::<T>(request).await
+    }
+
+    fn body(lease: &Lease) -> kube::Result<Vec<u8>> {
+        serde_json::to_vec(lease).map_err(kube::Error::SerdeError)
     }
 
     fn cache(&self, lease: Option<Lease>) {
@@ -236,7 +326,10 @@ fn system_time(t: &MicroTime) -> SystemTime {
 impl Lock for LeaseLock {
     async fn get(&self) -> Result<Versioned, LockError> {
         let lease = self
-            .bounded(self.api.get(&self.name), LockError::Conflict)
+            .bounded(
+                self.send::<Lease>(self.request.get(&self.name, &GetParams::default())),
+                LockError::Conflict,
+            )
             .await?;
         let record = spec_to_record(lease.spec.as_ref().unwrap_or(&LeaseSpec::default()));
         let version = self.seen(lease)?;
@@ -257,7 +350,11 @@ impl Lock for LeaseLock {
         };
         let created = self
             .bounded(
-                self.api.create(&PostParams::default(), &lease),
+                async {
+                    let body = Self::body(&lease)?;
+                    self.send::<Lease>(self.request.create(&self.post_params(), body))
+                        .await
+                },
                 LockError::AlreadyExists,
             )
             .await?;
@@ -274,7 +371,11 @@ impl Lock for LeaseLock {
         record_to_spec(&record, lease.spec.get_or_insert_with(LeaseSpec::default));
         let replaced = self
             .bounded(
-                self.api.replace(&self.name, &PostParams::default(), &lease),
+                async {
+                    let body = Self::body(&lease)?;
+                    self.send::<Lease>(self.request.replace(&self.name, &self.post_params(), body))
+                        .await
+                },
                 LockError::Conflict,
             )
             .await?;
@@ -301,8 +402,8 @@ impl Lock for LeaseLock {
         if !selector.is_empty() {
             params = params.labels(&selector.join(","));
         }
-        let leases = self
-            .bounded(self.api.list(&params), LockError::Conflict)
+        let leases: ObjectList<Lease> = self
+            .bounded(self.send(self.request.list(&params)), LockError::Conflict)
             .await?;
         let mut listed = Vec::new();
         for lease in leases.items {
@@ -333,6 +434,8 @@ impl std::fmt::Debug for LeaseLock {
             .field("name", &self.name)
             .field("identity", &self.identity)
             .field("timeout", &self.timeout)
+            .field("field_manager", &self.field_manager)
+            .field("user_agent", &self.user_agent)
             .finish_non_exhaustive()
     }
 }

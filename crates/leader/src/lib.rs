@@ -4,7 +4,9 @@
 //! a [`LeaderRecord`] through a [`Lock`] (get, create, compare-and-set update), judges expiry only
 //! by when it last saw the record change on its own monotonic clock, and hands the leading work a
 //! [`Leadership`]: a cancellation token that fires before another candidate could take the lease
-//! over, and a fencing token.
+//! over, and a fencing token. [`LeaderElector::run_until_cancelled`] stands again after each
+//! term until shutdown, and [`LeaderElector::subscribe_leadership`] reports every transition
+//! ([`LeadershipEvent`]) with its instant and fencing token, none lost.
 //!
 //! # Examples
 //!
@@ -31,6 +33,7 @@ mod error;
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 mod etcd;
+mod events;
 mod jitter;
 mod leadership;
 #[cfg(feature = "kube")]
@@ -55,9 +58,10 @@ pub use elector::LeaderElector;
 pub use error::{ConfigError, DEFAULT_REQUEST_TIMEOUT, HealthError, LockError, RequestTimedOut};
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdLock;
+pub use events::{LeadershipEvent, LeadershipEvents};
 pub use leadership::{ElectorStatus, Leadership, LeadershipEnd};
 #[cfg(feature = "kube")]
-pub use lease::{LeaseLock, lease_record};
+pub use lease::{DEFAULT_FIELD_MANAGER, DEFAULT_USER_AGENT, LeaseLock, lease_record};
 pub use lock::Lock;
 pub use memory::{MemoryLock, MemoryStore};
 pub use multi::{MultiLock, UNKNOWN_LEADER};

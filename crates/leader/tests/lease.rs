@@ -801,3 +801,40 @@ async fn elector_should_take_over_a_lease_written_by_client_go_after_it_expires(
     assert_eq!(stored["spec"]["strategy"], lease["spec"]["strategy"]);
     assert_eq!(stored["metadata"]["labels"], lease["metadata"]["labels"]);
 }
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn writes_should_name_a_field_manager_and_every_request_a_user_agent() {
+    let server = LeaseServer::start();
+    let defaults = lock(&server, "a").await;
+    assert!(defaults.create(record("a", 0)).await.is_ok());
+    let custom = lock(&server, "b")
+        .await
+        .field_manager("my-controller")
+        .user_agent("my-controller/1.2 (\u{e9}\n)");
+    custom.get().await.unwrap();
+    custom.update(record("b", 1)).await.unwrap();
+
+    let seen: Vec<_> = server
+        .requests()
+        .into_iter()
+        .map(|r| (r.method, r.user_agent, r.field_manager))
+        .collect();
+    let ua = |s: &str| Some(s.to_string());
+    assert_eq!(
+        seen,
+        [
+            (
+                "POST".into(),
+                ua(ctrlq_leader::DEFAULT_USER_AGENT),
+                ua("ctrlq-leader")
+            ),
+            ("GET".into(), ua("my-controller/1.2 (??)"), None),
+            (
+                "PUT".into(),
+                ua("my-controller/1.2 (??)"),
+                ua("my-controller")
+            ),
+        ]
+    );
+    assert_eq!(ctrlq_leader::DEFAULT_FIELD_MANAGER, "ctrlq-leader");
+}

@@ -82,8 +82,13 @@
 //! its wait; delays beyond [`workqueue::MAX_DELAY`] are clamped. One background task per queue,
 //! the delay task, polls the `DelayQueue`: when it wakes, it takes every key whose timer rang
 //! (under the timers' lock) and adds them in deadline order (then higher priority, then the
-//! order of their delayed adds) under one hold of the queue's lock. There are no other timers,
-//! so under paused time the clock jumps straight to the next deadline.
+//! order of their delayed adds) under one hold of the queue's lock. The keys' waits need no
+//! other timer: the delay task sleeps until the next deadline and polls nothing, so under paused
+//! time the clock jumps straight there. The crate's other timers are the metrics ticker (a
+//! queue with metrics refreshes two gauges every
+//! [`UNFINISHED_WORK_UPDATE_PERIOD`](metrics::UNFINISHED_WORK_UPDATE_PERIOD), as client-go does)
+//! and the scheduling queue's flush loop (it sleeps until the next backoff expiry or
+//! unschedulable deadline).
 //!
 //! ## Background tasks
 //!

@@ -922,3 +922,32 @@ async fn a_dropped_queue_takes_what_it_still_counts_off_its_gauges() {
     assert_eq!(seen.unfinished_work_seconds, 0.0, "{seen:?}");
     assert_eq!(seen.longest_running_processor_seconds, 0.0, "{seen:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn rate_limiter_should_take_any_limiter_without_a_cast() {
+    // Owned, shared as `Arc<L>` (the caller keeps a handle), or already `Arc<dyn _>`.
+    let owned: WorkQueue<String> = WorkQueue::builder()
+        .rate_limiter(ctrlq_ratelimit::default_controller_rate_limiter())
+        .build();
+    let shared = Arc::new(ExponentialRateLimiter::new(MS, Duration::from_secs(1)).unwrap());
+    let queue: WorkQueue<String> = WorkQueue::builder().rate_limiter(shared.clone()).build();
+    let erased: Arc<dyn ctrlq_ratelimit::RateLimiter<String>> = shared.clone();
+    let priority: ctrlq_queue_async::PriorityQueue<String> =
+        ctrlq_queue_async::PriorityQueue::builder()
+            .rate_limiter(erased)
+            .build();
+
+    queue.add_rate_limited("a".to_string()).unwrap();
+    assert_eq!(
+        ctrlq_ratelimit::RateLimiter::num_requeues(&*shared, &"a".to_string()),
+        1
+    );
+    owned.add_rate_limited("a".to_string()).unwrap();
+    assert_eq!(owned.num_requeues(&"a".to_string()), 1);
+    priority.add_rate_limited("a".to_string()).unwrap();
+    assert_eq!(
+        queue.num_requeues(&"a".to_string()),
+        2,
+        "one limiter behind both queues"
+    );
+}

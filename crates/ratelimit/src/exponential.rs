@@ -98,6 +98,35 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
         Ok(Self::new_unchecked(base, max, max_keys))
     }
 
+    /// The same limiter with a fixed hash seed for its per-key map, and no keys tracked: which
+    /// keys a full map evicts is then the same on every run. For tests of eviction only: a seed
+    /// known outside the process lets crafted keys collide in one shard, so production code
+    /// keeps the random seed every constructor picks. Affects this limiter alone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ctrlq_ratelimit::{ExponentialRateLimiter, RateLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let survivors = || {
+    ///     let l = ExponentialRateLimiter::with_max_keys(Duration::from_millis(1), Duration::from_secs(1), 16).unwrap().with_hash_seed(7);
+    ///     (0..100u32).for_each(|k| { l.when(&k); });
+    ///     (0..100u32).filter(|k| l.num_requeues(k) > 0).collect::<Vec<_>>()
+    /// };
+    /// assert_eq!(survivors(), survivors());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_hash_seed(self, seed: u64) -> Self {
+        Self {
+            failures: self.failures.with_hash_seed(seed),
+            ..self
+        }
+    }
+
     /// Builds without validation; callers guarantee `0 < base <= max` and `max_keys > 0`.
     pub(crate) fn new_unchecked(base: Duration, max: Duration, max_keys: usize) -> Self {
         Self {

@@ -134,6 +134,35 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
         Ok(Self::from_gcra(gcra, max_keys))
     }
 
+    /// The same limiter with a fixed hash seed for its per-key map, and no keys tracked: which
+    /// keys a full map evicts is then the same on every run. For tests of eviction only: a seed
+    /// known outside the process lets crafted keys collide in one shard, so production code
+    /// keeps the random seed every constructor picks. Affects this limiter alone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ctrlq_ratelimit::{ItemBucketRateLimiter, RateLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let survivors = || {
+    ///     let l = ItemBucketRateLimiter::with_max_keys(Duration::from_millis(100), 1, 16).unwrap().with_hash_seed(7);
+    ///     (0..100u32).for_each(|k| { l.when(&k); });
+    ///     (0..100u32).filter(|k| l.num_requeues(k) > 0).collect::<Vec<_>>()
+    /// };
+    /// assert_eq!(survivors(), survivors());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_hash_seed(self, seed: u64) -> Self {
+        Self {
+            buckets: self.buckets.with_hash_seed(seed),
+            ..self
+        }
+    }
+
     fn from_gcra(gcra: Gcra, max_keys: usize) -> Self {
         Self {
             gcra,

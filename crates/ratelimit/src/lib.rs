@@ -25,10 +25,8 @@
 //! left behind: call it under the runtime's `Handle::enter` there. (`ctrlq_queue_async`'s queues do
 //! that for you when a plain thread adds a key rate-limited.)
 //!
-//! # Features
-//!
-//! - `test-util`: fixed hash seeds for the per-item maps, so that tests of which key a full map
-//!   evicts are reproducible. For tests only: a fixed seed lets crafted keys collide.
+//! The per-item maps hash with a random seed per map. Tests of which keys a full map evicts fix
+//! it on the limiter they test (`with_hash_seed`); no feature changes how a build hashes.
 //!
 //! # Examples
 //!
@@ -55,6 +53,11 @@ mod error;
 mod exponential;
 mod fast_slow;
 mod gcra;
+#[cfg(feature = "governor")]
+#[cfg_attr(docsrs, doc(cfg(feature = "governor")))]
+pub mod governor;
+#[cfg(test)]
+mod governor_oracle;
 mod item_bucket;
 mod limiter;
 mod max_of;

@@ -24,6 +24,7 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use foldhash::SharedSeed;
 use foldhash::fast::SeedableRandomState;
 use hashbrown::HashTable;
 
@@ -83,10 +84,21 @@ impl<K: Hash + Eq + Clone, V> Shards<K, V> {
             })
             .collect();
         Self {
-            hasher: hasher(),
+            // Random per process and per map: crafted keys cannot collide on purpose.
+            hasher: SeedableRandomState::random(),
             shards,
             per_shard: max_keys.div_ceil(SHARDS).max(1),
             len: AtomicUsize::new(0),
+        }
+    }
+
+    /// The same map with a fixed hash seed and no keys: which keys a full map evicts is then the
+    /// same on every run, which tests of eviction need.
+    pub(crate) fn with_hash_seed(self, seed: u64) -> Self {
+        let max_keys = self.per_shard * SHARDS;
+        Self {
+            hasher: SeedableRandomState::with_seed(seed, SharedSeed::global_fixed()),
+            ..Self::new(max_keys)
         }
     }
 
@@ -222,16 +234,6 @@ impl<K, V> Table<K, V> {
             "per-item limiter full: evicting the least recently called key"
         );
         Some(e.remove().0)
-    }
-}
-
-/// A randomly seeded hasher (crafted keys cannot collide on purpose), or with `test-util` a
-/// fixed one, so that eviction tests are reproducible.
-fn hasher() -> SeedableRandomState {
-    if cfg!(feature = "test-util") {
-        SeedableRandomState::fixed()
-    } else {
-        SeedableRandomState::random()
     }
 }
 

@@ -12,6 +12,9 @@ use ctrlq_ratelimit::{
     ExponentialRateLimiter, FastSlowRateLimiter, ItemBucketRateLimiter, RateLimiter,
 };
 
+/// The eviction tests' hash seed: which keys a full map evicts depends on it, so each test sees
+/// the same evictions on every run.
+const SEED: u64 = 1;
 const CAPACITY: usize = 16_384;
 const FILL: u64 = 100_000;
 const HOT: u64 = 64;
@@ -55,8 +58,9 @@ fn assert_few(resets: &[usize]) {
 #[test]
 fn exponential_keeps_keys_that_keep_failing() {
     let base = Duration::from_millis(1);
-    let l =
-        ExponentialRateLimiter::with_max_keys(base, Duration::from_secs(1000), CAPACITY).unwrap();
+    let l = ExponentialRateLimiter::with_max_keys(base, Duration::from_secs(1000), CAPACITY)
+        .unwrap()
+        .with_hash_seed(SEED);
     // Round 0 waits `base`; any later failure waiting `base` restarted.
     let resets = scenario(&l, |round, d| round > 0 && d == base);
     assert_few(&resets);
@@ -66,7 +70,9 @@ fn exponential_keeps_keys_that_keep_failing() {
 #[test]
 fn fast_slow_keeps_keys_that_keep_failing() {
     let (fast, slow) = (Duration::from_millis(1), Duration::from_secs(10));
-    let l = FastSlowRateLimiter::with_max_keys(fast, slow, 1, CAPACITY).unwrap();
+    let l = FastSlowRateLimiter::with_max_keys(fast, slow, 1, CAPACITY)
+        .unwrap()
+        .with_hash_seed(SEED);
     let resets = scenario(&l, |round, d| round > 0 && d == fast);
     assert_few(&resets);
 }
@@ -74,7 +80,9 @@ fn fast_slow_keeps_keys_that_keep_failing() {
 #[tokio::test(start_paused = true)]
 async fn item_bucket_keeps_keys_that_keep_failing() {
     // Time stands still: a kept key's k-th failure waits k seconds, a reset one waits 0.
-    let l = ItemBucketRateLimiter::with_max_keys(Duration::from_secs(1), 1, CAPACITY).unwrap();
+    let l = ItemBucketRateLimiter::with_max_keys(Duration::from_secs(1), 1, CAPACITY)
+        .unwrap()
+        .with_hash_seed(SEED);
     let resets = scenario(&l, |round, d| round > 0 && d.is_zero());
     assert_few(&resets);
     assert!(l.len() <= CAPACITY);
@@ -88,7 +96,8 @@ fn a_full_map_evicts_keys_seen_once_before_keys_called_again() {
         Duration::from_secs(1),
         4096,
     )
-    .unwrap();
+    .unwrap()
+    .with_hash_seed(SEED);
     for k in 0..10_000u64 {
         l.when(&k);
     }
@@ -119,7 +128,8 @@ fn a_stream_of_new_keys_replaces_the_oldest() {
         Duration::from_secs(1),
         4096,
     )
-    .unwrap();
+    .unwrap()
+    .with_hash_seed(SEED);
     for k in 0..40_000u64 {
         l.when(&k);
     }
@@ -132,15 +142,16 @@ fn a_stream_of_new_keys_replaces_the_oldest() {
 }
 
 #[test]
-fn with_test_util_eviction_is_reproducible() {
-    // The same calls on two limiters evict the same keys: the hash seed is fixed.
+fn with_a_hash_seed_eviction_is_reproducible() {
+    // The same calls on two limiters with one seed evict the same keys.
     let survivors = || {
         let l = ExponentialRateLimiter::with_max_keys(
             Duration::from_millis(1),
             Duration::from_secs(1),
             64,
         )
-        .unwrap();
+        .unwrap()
+        .with_hash_seed(SEED);
         for k in 0..1000u64 {
             l.when(&k);
         }

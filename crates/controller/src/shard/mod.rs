@@ -42,6 +42,8 @@
 //!
 //! ```
 //! use std::convert::Infallible;
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
 //! use ctrlq_controller::shard::Sharding;
 //! use ctrlq_controller::{Action, Context, Controller};
 //! use ctrlq_leader::{LeaderElectionConfig, MemoryStore};
@@ -52,21 +54,24 @@
 //! let store = MemoryStore::new();
 //! let locks = move |name: &str| store.named_lock(name, "replica-a");
 //! let sharding = Sharding::new(4, "replica-a", locks, LeaderElectionConfig::default()).unwrap();
-//! let mut held = sharding.subscribe_held();
+//! let held = sharding.subscribe_held();
 //! let shutdown = CancellationToken::new();
-//! let run = tokio::spawn(
-//!     Controller::new("pods", |_key: String, _ctx: Context| async {
-//!         Ok::<_, Infallible>(Action::Done)
+//! let (reconciled, stop) = (Arc::new(AtomicUsize::new(0)), shutdown.clone());
+//! let count = reconciled.clone();
+//! let summary = Controller::new("pods", move |_key: String, _ctx: Context| {
+//!         if count.fetch_add(1, Ordering::SeqCst) + 1 == 2 {
+//!             stop.cancel(); // both keys reconciled
+//!         }
+//!         async { Ok::<_, Infallible>(Action::Done) }
 //!     })
 //!     .source(|| futures::stream::iter(["default/a".to_owned(), "default/b".to_owned()]))
 //!     .sharded(sharding)
-//!     .run(shutdown.clone()),
-//! );
-//! // Alone, this replica holds every shard.
-//! held.wait_for(|held| held.len() == 4).await.unwrap();
-//! shutdown.cancel();
-//! let summary = run.await.unwrap();
+//!     .run(shutdown)
+//!     .await;
+//! // Alone, this replica held every shard, so it reconciled every key.
 //! assert_eq!(summary.reconciles, 2);
+//! assert_eq!(summary.terms, 4);
+//! assert!(held.borrow().is_empty(), "handed back at the shutdown");
 //! # }
 //! ```
 

@@ -19,10 +19,10 @@ use super::assign::shards_of;
 use super::members::{Membership, View};
 use super::router::{Router, ShardFn};
 use super::sharding::Sharding;
-use crate::Event;
 use crate::controller::Key;
 use crate::source::Source;
 use crate::term::{Feed, Shared, TermEnd, TermSettings};
+use crate::{Drain, Event};
 
 /// What every shard's stand borrows.
 struct Ctx<'a, K: Key, E, L> {
@@ -31,12 +31,14 @@ struct Ctx<'a, K: Key, E, L> {
     settings: &'a TermSettings<K>,
     shared: &'a Arc<Shared<K, E>>,
     router: &'a Router<K>,
-    /// Cleared when a shard's drain ran out of its grace period.
-    drained: &'a AtomicBool,
+    /// Set when a shard's term ended with a drain (a hand-back or the shutdown).
+    drained_any: &'a AtomicBool,
+    /// Set when a shard's drain was cut short (its grace period ran out).
+    cut_short: &'a AtomicBool,
 }
 
-/// Runs a sharded replica until `shutdown` fires and every held shard has drained; returns
-/// whether every drain finished within the grace period.
+/// Runs a sharded replica until `shutdown` fires and every held shard has drained; returns how
+/// the drains went: [`Drain::NotLeading`] if no shard's term drained.
 pub(crate) async fn run<K, E, L>(
     plan: Sharding<L>,
     name: &str,
@@ -45,7 +47,7 @@ pub(crate) async fn run<K, E, L>(
     sources: &[Arc<Source<K>>],
     shard_of: ShardFn<K>,
     shutdown: &CancellationToken,
-) -> bool
+) -> Drain
 where
     K: Key,
     E: Send + 'static,
@@ -69,14 +71,15 @@ where
         timing.lease_duration,
     );
     let (view_tx, mut view_rx) = watch::channel(None::<View>);
-    let drained = AtomicBool::new(true);
+    let (drained_any, cut_short) = (AtomicBool::new(false), AtomicBool::new(false));
     let ctx = Ctx {
         plan: &plan,
         name,
         settings,
         shared,
         router: &router,
-        drained: &drained,
+        drained_any: &drained_any,
+        cut_short: &cut_short,
     };
     {
         // Looks at the members every retry period until shutdown.
@@ -139,7 +142,11 @@ where
     }
     pumps.abort_all();
     while pumps.join_next().await.is_some() {}
-    drained.load(Relaxed)
+    match (drained_any.load(Relaxed), cut_short.load(Relaxed)) {
+        (false, _) => Drain::NotLeading,
+        (true, false) => Drain::Finished,
+        (true, true) => Drain::CutShort,
+    }
 }
 
 impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
@@ -205,8 +212,11 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
                     end
                 })
                 .await;
-            if let Some(TermEnd::Drained { finished: false }) = end {
-                self.drained.store(false, Relaxed);
+            if let Some(TermEnd::Drained { finished }) = end {
+                self.drained_any.store(true, Relaxed);
+                if !finished {
+                    self.cut_short.store(true, Relaxed);
+                }
             }
         }
         shard

@@ -90,6 +90,10 @@ pub struct Logged {
     pub path: String,
     /// The status answered; `None` when the connection was dropped unanswered.
     pub status: Option<u16>,
+    /// The `User-Agent` header, if any.
+    pub user_agent: Option<String>,
+    /// The `fieldManager` query parameter, if any.
+    pub field_manager: Option<String>,
 }
 
 /// A fault answered instead of the real answer.
@@ -311,6 +315,16 @@ async fn serve(state: Arc<Mutex<State>>, client: String, req: Request<Incoming>)
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let query = req.uri().query().unwrap_or("").to_owned();
+    let user_agent = req
+        .headers()
+        .get(hyper::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let field_manager = req.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("fieldManager="))
+            .map(str::to_owned)
+    });
     let (latency, fault, partition) = {
         let mut s = lock(&state);
         let f = s.faults.entry(client.clone()).or_default();
@@ -327,6 +341,8 @@ async fn serve(state: Arc<Mutex<State>>, client: String, req: Request<Incoming>)
             method: method.to_string(),
             path: path.clone(),
             status,
+            user_agent: user_agent.clone(),
+            field_manager: field_manager.clone(),
         });
     };
     if let Some(mut healed) = partition {

@@ -75,8 +75,9 @@ where
     /// The key is never added before its deadline, and is added at the task's first wake-up
     /// after it, together with every other key then due, in deadline order. Each key has its
     /// own timer in a `tokio_util::time::DelayQueue` (millisecond resolution, so up to about a
-    /// millisecond late); there are no other timers, so under paused time the clock jumps
-    /// straight to the next deadline.
+    /// millisecond late); the delay task polls nothing in between, so under paused time the
+    /// clock jumps straight to the next deadline (a queue with metrics also ticks every
+    /// [`UNFINISHED_WORK_UPDATE_PERIOD`](crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD)).
     ///
     /// # Errors
     ///

@@ -70,9 +70,10 @@ where
     }
 
     /// The limiter behind rate-limited adds; by default
-    /// [`ctrlq_ratelimit::default_controller_rate_limiter`].
-    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<K>>) -> Self {
-        self.options.limiter = Some(limiter);
+    /// [`ctrlq_ratelimit::default_controller_rate_limiter`]. Any limiter, owned or shared: pass
+    /// an `Arc` (of a limiter type or of `dyn RateLimiter<K>`) to keep a handle to it.
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
+        self.options.limiter = Some(Arc::new(limiter));
         self
     }
 

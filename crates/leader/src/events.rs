@@ -1,0 +1,250 @@
+//! Leadership transitions as a lossless stream of events ([`LeadershipEvents`]), and the
+//! "stand until cancelled" loop ([`LeaderElector::run_until_cancelled`]).
+//!
+//! [`LeaderElector::subscribe_leading`] is a `watch`: it keeps only the latest value, so a quick
+//! true → false → true can reach a slow reader as one change, or as none. Each subscriber here
+//! has its own unbounded queue that every transition is pushed to, in order, with its instant
+//! and fencing token. Transitions come at most one per grant, so the queues stay small for any
+//! reader that keeps up at all.
+
+use std::sync::{Mutex, PoisonError};
+
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep};
+use tokio_util::sync::CancellationToken;
+
+use crate::{LeaderElector, Leadership, LeadershipEnd, Lock};
+
+/// One leadership transition of a [`LeaderElector`].
+///
+/// # Examples
+///
+/// ```
+/// use ctrlq_leader::{LeadershipEnd, LeadershipEvent};
+///
+/// fn log(event: &LeadershipEvent) -> String {
+///     match event {
+///         LeadershipEvent::Started { fencing_token, .. } => format!("leading, token {fencing_token}"),
+///         LeadershipEvent::Stopped { reason, .. } if reason.is_loss() => "lost the lease".into(),
+///         LeadershipEvent::Stopped { .. } => "stepped down".into(),
+///         _ => "another transition".into(), // the enum is non-exhaustive
+///     }
+/// }
+/// # let _ = log;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeadershipEvent {
+    /// The candidate acquired the lease and started its work.
+    Started {
+        /// When (tokio's clock).
+        at: Instant,
+        /// The grant's fencing token ([`Leadership::fencing_token`]).
+        fencing_token: u64,
+    },
+    /// The candidate stopped leading: it no longer renews and no longer counts as leader. Its
+    /// work may still be finishing (after a loss it was told to stop at once).
+    Stopped {
+        /// When (tokio's clock).
+        at: Instant,
+        /// The fencing token of the grant that ended.
+        fencing_token: u64,
+        /// Why ([`Leadership::end_reason`]).
+        reason: LeadershipEnd,
+    },
+}
+
+/// The leadership transitions of one elector, from the moment of
+/// [`subscribe_leadership`](LeaderElector::subscribe_leadership), none lost and in order.
+///
+/// Ends (`recv` returns `None`) when the elector is dropped. For a `Stream`, wrap
+/// [`into_inner`](Self::into_inner) in `tokio_stream::wrappers::UnboundedReceiverStream`.
+///
+/// # Examples
+///
+/// ```
+/// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, LeadershipEvent, MemoryStore};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+/// let mut events = elector.subscribe_leadership();
+/// elector.run(CancellationToken::new(), |_| async {}).await;
+/// assert!(matches!(events.recv().await, Some(LeadershipEvent::Started { fencing_token: 0, .. })));
+/// assert!(matches!(events.recv().await, Some(LeadershipEvent::Stopped { fencing_token: 0, .. })));
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct LeadershipEvents {
+    rx: mpsc::UnboundedReceiver<LeadershipEvent>,
+}
+
+impl LeadershipEvents {
+    /// The next transition; `None` once the elector is dropped and every event was received.
+    ///
+    /// Equivalent to: `async fn recv(&mut self) -> Option<LeadershipEvent>;`
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future loses no event.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let mut events = elector.subscribe_leadership();
+    /// drop(elector);
+    /// assert_eq!(events.recv().await, None);
+    /// # }
+    /// ```
+    pub async fn recv(&mut self) -> Option<LeadershipEvent> {
+        self.rx.recv().await
+    }
+
+    /// The next transition if one is waiting.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    ///
+    /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// assert_eq!(elector.subscribe_leadership().try_recv(), None);
+    /// ```
+    pub fn try_recv(&mut self) -> Option<LeadershipEvent> {
+        self.rx.try_recv().ok()
+    }
+
+    /// The channel underneath, for stream adapters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    ///
+    /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let rx = elector.subscribe_leadership().into_inner();
+    /// assert!(rx.is_empty());
+    /// ```
+    pub fn into_inner(self) -> mpsc::UnboundedReceiver<LeadershipEvent> {
+        self.rx
+    }
+}
+
+/// The elector's side: one sender per live subscriber.
+#[derive(Debug, Default)]
+pub(crate) struct Transitions {
+    subscribers: Mutex<Vec<mpsc::UnboundedSender<LeadershipEvent>>>,
+}
+
+impl Transitions {
+    pub(crate) fn subscribe(&self) -> LeadershipEvents {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.lock().push(tx);
+        LeadershipEvents { rx }
+    }
+
+    pub(crate) fn started(&self, fencing_token: u64) {
+        self.send(LeadershipEvent::Started {
+            at: Instant::now(),
+            fencing_token,
+        });
+    }
+
+    pub(crate) fn stopped(&self, leadership: &Leadership) {
+        self.send(LeadershipEvent::Stopped {
+            at: Instant::now(),
+            fencing_token: leadership.fencing_token(),
+            // The elector records why before it stops leading; the fallback is never taken.
+            reason: leadership
+                .end_reason()
+                .unwrap_or(LeadershipEnd::WorkFinished),
+        });
+    }
+
+    /// Sends to every subscriber, dropping those whose receiver is gone.
+    fn send(&self, event: LeadershipEvent) {
+        self.lock().retain(|tx| tx.send(event).is_ok());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<mpsc::UnboundedSender<LeadershipEvent>>> {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<L: Lock> LeaderElector<L> {
+    /// Stands for election until `cancel` fires: [`run`](Self::run) in a loop, `work` called
+    /// once per term. Returns the number of terms led.
+    ///
+    /// After a lost lease it stands again at once (acquiring retries every retry period while
+    /// another candidate holds the lease). After a term whose work returned on its own it waits
+    /// one retry period first, so work that returns at once does not turn into a loop of
+    /// acquisitions. Each term has its own [`Leadership`] and a larger fencing token.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`run`](Self::run): dropping the future drops the current term's work.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let store = MemoryStore::new();
+    /// let elector = LeaderElector::new(store.lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let stop = CancellationToken::new();
+    /// let (mut tokens, stopper) = (Vec::new(), stop.clone());
+    /// let terms = elector
+    ///     .run_until_cancelled(stop, |leadership| {
+    ///         tokens.push(leadership.fencing_token());
+    ///         if tokens.len() == 3 {
+    ///             stopper.cancel();
+    ///         }
+    ///         async {} // the work returns: the next term comes a retry period later
+    ///     })
+    ///     .await;
+    /// assert_eq!((terms, tokens), (3, vec![0, 1, 2]));
+    /// # }
+    /// ```
+    pub async fn run_until_cancelled<F, Fut>(&self, cancel: CancellationToken, mut work: F) -> u64
+    where
+        F: FnMut(Leadership) -> Fut,
+        Fut: Future,
+    {
+        let mut terms = 0;
+        loop {
+            let mut term = None;
+            let led = self
+                .run(cancel.clone(), |leadership: Leadership| {
+                    term = Some(leadership.clone());
+                    work(leadership)
+                })
+                .await;
+            if led.is_none() {
+                return terms;
+            }
+            terms += 1;
+            if cancel.is_cancelled() {
+                return terms;
+            }
+            let reason = term.and_then(|l| l.end_reason());
+            if reason == Some(LeadershipEnd::WorkFinished) {
+                tokio::select! {
+                    () = cancel.cancelled() => return terms,
+                    () = sleep(self.config().retry_period) => {}
+                }
+            }
+        }
+    }
+}
