@@ -461,3 +461,58 @@ mod schedules {
         }
     }
 }
+
+/// A finite source (a listing that ends) in a sharded replica: when the replica gains shards,
+/// the source lists again, so a survivor reconciles the keys of the shards it took over from a
+/// dead replica; and shards won together share one listing.
+#[tokio::test(start_paused = true)]
+async fn a_finite_source_lists_again_when_shards_are_gained() {
+    let reconciled: Arc<Mutex<HashMap<String, BTreeSet<u32>>>> = Arc::default();
+    let listings: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let finite = |id: &str| {
+        let (r, l, me, who) = (
+            reconciled.clone(),
+            listings.clone(),
+            id.to_owned(),
+            id.to_owned(),
+        );
+        Controller::new("objects", move |key: u32, _ctx: Context| {
+            r.lock()
+                .unwrap()
+                .entry(who.clone())
+                .or_default()
+                .insert(key);
+            async { Ok::<_, Infallible>(Action::Done) }
+        })
+        .source(move || {
+            *l.lock().unwrap().entry(me.clone()).or_default() += 1;
+            futures::stream::iter(0..40u32)
+        })
+    };
+    let mut h = Harness::new(config());
+    h.spawn_sharded("a", finite("a"), 8);
+    settle(&h, &["a"], &[8], Duration::from_secs(30)).await;
+    sleep(Duration::from_secs(1)).await;
+    // Alone, a won its 8 shards together: one listing before any was held, one after.
+    assert!(listings.lock().unwrap()["a"] <= 2, "{listings:?}");
+    h.spawn_sharded("b", finite("b"), 8);
+    settle(&h, &["a", "b"], &[4, 4], SETTLE_AFTER_A_JOIN).await;
+    sleep(Duration::from_secs(1)).await;
+    let b_keys = reconciled.lock().unwrap()["b"].clone();
+    assert!(!b_keys.is_empty());
+    h.kill("b");
+    reconciled.lock().unwrap().clear();
+    settle(&h, &["a"], &[8], SETTLE_AFTER_A_DEATH).await;
+    sleep(Duration::from_secs(1)).await;
+    let a_keys = reconciled
+        .lock()
+        .unwrap()
+        .get("a")
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        b_keys.is_subset(&a_keys),
+        "a took b's shards but not their keys: {a_keys:?}"
+    );
+    bounded(LIMIT, h.stop_all()).await;
+}
