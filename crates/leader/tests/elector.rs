@@ -404,3 +404,42 @@ async fn is_leader_should_mean_leading_now_not_named_by_the_last_record() {
     assert!(!b.is_leader(), "the dropped run no longer leads");
     assert_eq!(b.leading_metric(), 0);
 }
+
+/// The late-acquire rule's edges: an acquire answered within its renew deadline (10 s against
+/// retry period + renew deadline = 12 s) leads; one answered after it (12.6 s) does not, and
+/// the candidate sends nothing for a lease duration plus twice the longest jittered retry
+/// period (23.8 s), plus this try's own jitter (at most 2.4 s).
+#[tokio::test(start_paused = true)]
+async fn a_late_acquire_backs_off_for_its_bound_and_a_timely_one_leads() {
+    // 5 s a request: get + create answer at 10 s, in time.
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("a"), config()).unwrap();
+    store.delay_next("a", 2, Duration::from_secs(5));
+    let start = Instant::now();
+    let led_at = e
+        .run(CancellationToken::new(), |_| async { Instant::now() })
+        .await
+        .unwrap();
+    assert_eq!(led_at - start, Duration::from_secs(10));
+    assert_eq!(e.late_acquire_count(), 0);
+
+    // 6.3 s a request: get + create answer at 12.6 s, too late.
+    let store = MemoryStore::new();
+    let e = std::sync::Arc::new(LeaderElector::new(store.lock("b"), config()).unwrap());
+    store.delay_next("b", 2, Duration::from_millis(6300));
+    let e2 = e.clone();
+    let run = tokio::spawn(async move {
+        e2.run(CancellationToken::new(), |_| async {}).await;
+    });
+    tokio::time::sleep(Duration::from_millis(12_700)).await;
+    assert_eq!(e.late_acquire_count(), 1);
+    let ops = store.operations().len();
+    assert_eq!(ops, 2, "get and create");
+    // Silent for the whole back-off.
+    tokio::time::sleep(Duration::from_millis(23_700)).await;
+    assert_eq!(store.operations().len(), ops, "a try inside the back-off");
+    // Then it tries again, within its own jitter.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert!(store.operations().len() > ops, "no try after the back-off");
+    run.abort();
+}

@@ -62,6 +62,7 @@ fn weight(shard: u32, member: &str) -> u64 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use proptest::test_runner::{FileFailurePersistence, RngSeed};
 
     fn names(ids: &[&str]) -> Vec<String> {
         ids.iter().map(|s| (*s).to_owned()).collect()
@@ -111,6 +112,11 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig {
+            failure_persistence: Some(Box::new(FileFailurePersistence::Off)),
+            rng_seed: RngSeed::Fixed(11),
+            ..ProptestConfig::default()
+        })]
         #[test]
         fn every_member_holds_the_floor_or_the_ceiling(
             n in 1u32..64,
