@@ -18,11 +18,7 @@ use tokio_util::sync::CancellationToken;
 struct Failed;
 
 fn value(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
-        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
-        .parse()
-        .unwrap()
+    support::series_value(text, series)
 }
 
 /// Seeded outcomes (ok, requeue, requeue after, error, panic) for 40 keys: every counter equals

@@ -1,6 +1,8 @@
 //! The queue's gauges across terms: each term's fresh queue reports under the same series, and a
 //! term that ends with keys still queued takes them off when its queue goes.
 
+mod support;
+
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,13 +15,7 @@ use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 
 fn depth(registry: &Registry) -> f64 {
-    let mut text = String::new();
-    encode(&mut text, registry).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("workqueue_depth{name=\"pods\"} "))
-        .unwrap_or_else(|| panic!("no depth series in\n{text}"))
-        .parse()
-        .unwrap()
+    value(registry, "workqueue_depth{name=\"pods\"}")
 }
 
 #[tokio::test(start_paused = true)]
@@ -53,11 +49,7 @@ async fn a_lost_term_leaves_no_phantom_depth() {
 fn value(registry: &Registry, series: &str) -> f64 {
     let mut text = String::new();
     encode(&mut text, registry).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
-        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
-        .parse()
-        .unwrap()
+    support::series_value(&text, series)
 }
 
 /// A sharded replica reports the shards it leads and the shards that came to it.

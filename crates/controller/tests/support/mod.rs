@@ -1,4 +1,5 @@
-//! Shared by the integration tests: a seeded generator and a bounded wait.
+//! Shared by the integration tests: a seeded generator, a bounded wait, and a reading of one
+//! series from the Prometheus text format.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -37,4 +38,17 @@ pub async fn bounded<F: Future>(limit: Duration, f: F) -> F::Output {
     tokio::time::timeout(limit, f)
         .await
         .expect("bounded wait ran out")
+}
+
+/// The value of `series` (name and labels, as printed) in the Prometheus `text`.
+///
+/// # Panics
+///
+/// If the series is not there, or its value is not a number (a test failure).
+pub fn series_value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .parse()
+        .unwrap()
 }
