@@ -1,6 +1,7 @@
 //! What every workload shares: parameters, keys, the seeded generator, CPU time and the report.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Parameters of one workload run, as given on the `wqbench` command line.
@@ -118,9 +119,25 @@ pub fn max_rss_bytes() -> u64 {
     (usage().max_rss().max(0) as u64) * 1024
 }
 
-/// A multi-thread tokio runtime with 2 worker threads, as every workload uses.
+/// The worker threads of the workloads' runtime: 2 unless `wqbench --threads` set another.
+static THREADS: AtomicUsize = AtomicUsize::new(2);
+
+/// Sets the worker threads of every runtime [`runtime`] builds from now on (`wqbench
+/// --threads N`, for the many-core widths; the Go peer runs the same width with
+/// `GOMAXPROCS=N`). Zero is taken as 1.
+pub fn set_threads(threads: usize) {
+    THREADS.store(threads.max(1), Ordering::Relaxed);
+}
+
+/// The worker threads [`runtime`] gives its runtime.
+pub fn threads() -> usize {
+    THREADS.load(Ordering::Relaxed)
+}
+
+/// A multi-thread tokio runtime with the workloads' worker threads (2 by default, see
+/// [`set_threads`]).
 pub fn runtime() -> tokio::runtime::Runtime {
-    runtime_with(2)
+    runtime_with(threads())
 }
 
 /// A multi-thread tokio runtime with `threads` worker threads: the diagnostic runs compare the

@@ -1,7 +1,8 @@
-//! `wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S] [--spread-ms MS]`: runs one
+//! `wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S] [--spread-ms MS]
+//! [--threads T]`: runs one
 //! workload of `WORKLOADS.md` and prints its JSON line.
 
-use benches::common::{Extra, Overrides, steal_time};
+use benches::common::{Extra, Overrides, set_threads, steal_time, threads};
 use benches::workloads;
 use std::alloc::System;
 use std::process::ExitCode;
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
                     let stolen = after.saturating_sub(before).as_secs_f64();
                     report.extra.push(("steal_s", Extra::Num(stolen)));
                 }
+                report.extra.push(("threads", Extra::Num(threads() as f64)));
                 println!("{}", report.to_json());
                 ExitCode::SUCCESS
             }
@@ -37,7 +39,7 @@ fn main() -> ExitCode {
         Err(msg) => {
             eprintln!("{msg}");
             eprintln!(
-                "usage: wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S] [--spread-ms MS]"
+                "usage: wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S] [--spread-ms MS] [--threads T]"
             );
             ExitCode::from(2)
         }
@@ -61,6 +63,8 @@ fn parse(args: &[String]) -> Result<(String, Overrides), String> {
             "--keys" => p.keys = Some(value),
             "--seed" => p.seed = Some(value),
             "--spread-ms" => p.spread_ms = Some(value),
+            // The runtime's worker threads; not a workload parameter, so it is set here.
+            "--threads" => set_threads(usize::try_from(value).map_err(|_| "--threads: too large")?),
             other => return Err(format!("unknown flag {other}")),
         }
     }
