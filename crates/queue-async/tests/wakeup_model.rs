@@ -23,7 +23,8 @@ enum Protocol {
     DropForgets,
     /// A `done` that queues its dirty key again wakes nobody.
     DoneNoWake,
-    /// An add decides whether to wake streams before taking the lock.
+    /// An add decides whether to wake streams before taking the lock (the queue's add reads
+    /// the count of waiting streams after releasing it).
     StreamCheckBeforeLock,
     /// Streams wait like `get`s (one wake-up per key), so a kept stream can hold one.
     StreamLikeGet,
@@ -248,7 +249,10 @@ impl World {
     }
 
     /// `try_take` under the lock: `Some(Some(key))`, `Some(None)` (shut down and empty), or
-    /// `None` (wait). A stream is registered exactly while it waits.
+    /// `None` (wait). A stream is registered exactly while it waits. (The queue registers a
+    /// stream just before its look and takes the registration back just after a look that found
+    /// something; an add that reads the count in between only wakes streams once more than
+    /// needed, which the model leaves out.)
     fn try_take(&mut self, t: usize, protocol: Protocol) -> Option<Option<u8>> {
         let out = if !self.queue.is_empty() {
             let k = self.queue.remove(0);
@@ -360,7 +364,7 @@ impl World {
             }
             DONE_LOCKED => self.done_locked(t, protocol),
             DONE_WAKE => {
-                self.wake(t);
+                self.wake(t, protocol);
                 self.threads[t].pc = START;
                 if let Role::Getter { once: true, .. } = self.threads[t].role {
                     self.threads[t].finished = true;
@@ -369,7 +373,7 @@ impl World {
             ADD_CHECK => self.add_check(t, protocol),
             ADD_LOCKED => self.add_locked(t, protocol),
             ADD_WAKE => {
-                self.wake(t);
+                self.wake(t, protocol);
                 self.threads[t].pc = if protocol == Protocol::NotifyBeforePush {
                     ADD_LOCKED
                 } else {
@@ -412,7 +416,8 @@ impl World {
             self.dirty.remove(i);
             self.queue.push(k);
             wake.0 = protocol != Protocol::DoneNoWake;
-            wake.1 = wake.0 && self.streams_waiting > 0;
+            // Whether streams wait is read at the wake, after the lock.
+            wake.1 = wake.0;
         }
         wake.2 = self.draining && self.queue.is_empty() && self.processing.is_empty();
         self.threads[t].wake = wake;
@@ -467,15 +472,22 @@ impl World {
                 self.threads[t].pc = ADD_WAKE;
             }
             _ => {
-                let streams = self.streams_waiting > 0;
-                self.threads[t].wake = (queued, queued && streams, false);
+                // Whether streams wait is read at the wake, after the lock.
+                self.threads[t].wake = (queued, queued, false);
                 self.threads[t].pc = ADD_WAKE;
             }
         }
     }
 
-    fn wake(&mut self, t: usize) {
+    /// The wake-ups a step under the lock asked for, sent after it. Streams are woken if the
+    /// step queued a key and a stream is registered now (read here, after the lock), except in
+    /// the protocol that decided it before the lock.
+    fn wake(&mut self, t: usize, protocol: Protocol) {
         let (get, streams, idle) = std::mem::take(&mut self.threads[t].wake);
+        let streams = match protocol {
+            Protocol::StreamCheckBeforeLock => streams,
+            _ => streams && self.streams_waiting > 0,
+        };
         if get {
             self.notify_one(Which::Get);
         }

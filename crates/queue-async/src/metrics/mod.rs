@@ -240,22 +240,19 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
         }
     }
 
-    /// The worker finished `key`.
-    pub(crate) fn done(&mut self, key: &K, clock: &QueueClock) {
+    /// The worker finished `key`: whether a hand-out of it was recorded (and now ended). The
+    /// queue zeroes the unfinished-work gauges when its last one ends.
+    pub(crate) fn done(&mut self, key: &K, clock: &QueueClock) -> bool {
         let Some(e) = self.inner.as_deref_mut() else {
-            return;
+            return false;
         };
-        if let Some(started) = e.start_times.remove(key) {
-            e.handles
-                .work_duration
-                .observe(clock.now().saturating_duration_since(started).as_secs_f64());
-            if e.start_times.is_empty() {
-                // Nothing in progress: the gauges read 0 now rather than at the next refresh,
-                // which never comes once the queue is shut down.
-                e.handles.unfinished.set(0.0);
-                e.handles.longest.set(0.0);
-            }
-        }
+        let Some(started) = e.start_times.remove(key) else {
+            return false;
+        };
+        e.handles
+            .work_duration
+            .observe(clock.now().saturating_duration_since(started).as_secs_f64());
+        true
     }
 
     /// A delayed or rate-limited add was accepted.
@@ -265,12 +262,12 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
         }
     }
 
-    /// Refreshes the unfinished-work and longest-running gauges as of now.
-    pub(crate) fn update_unfinished_work(&self, clock: &QueueClock) {
+    /// The sum of the ages of this recorder's items in progress at `now`, and the oldest age
+    /// (seconds; zeros when disabled).
+    pub(crate) fn unfinished_work(&self, now: Instant) -> (f64, f64) {
         let Some(e) = self.inner.as_deref() else {
-            return;
+            return (0.0, 0.0);
         };
-        let now = clock.now();
         let mut total = 0.0;
         let mut longest = 0.0_f64;
         for started in e.start_times.values() {
@@ -278,8 +275,27 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
             total += age;
             longest = longest.max(age);
         }
-        e.handles.unfinished.set(total);
-        e.handles.longest.set(longest);
+        (total, longest)
+    }
+
+    /// Sets the unfinished-work and longest-running gauges.
+    pub(crate) fn set_unfinished_work(&self, total: f64, longest: f64) {
+        if let Some(e) = self.inner.as_deref() {
+            e.handles.unfinished.set(total);
+            e.handles.longest.set(longest);
+        }
+    }
+
+    /// Sets both gauges to 0: nothing is in progress.
+    pub(crate) fn zero_unfinished_work(&self) {
+        self.set_unfinished_work(0.0, 0.0);
+    }
+
+    /// Refreshes the gauges from this recorder's items alone (a queue of one shard).
+    #[cfg(test)]
+    pub(crate) fn update_unfinished_work(&self, clock: &QueueClock) {
+        let (total, longest) = self.unfinished_work(clock.now());
+        self.set_unfinished_work(total, longest);
     }
 }
 

@@ -11,7 +11,7 @@ use ctrlq_ratelimit::RateLimiter;
 
 use super::Queue;
 use crate::metrics::MetricsProvider;
-use crate::shared::{Machine, Options, Payload, Shared};
+use crate::shared::{Options, Payload, Shared};
 
 /// Builds a [`Queue`]: its name (the metrics label), metrics provider and rate limiter, and a
 /// priority queue's aging. Used by its names [`WorkQueueBuilder`] and [`PriorityQueueBuilder`].
@@ -83,10 +83,44 @@ where
         let aging = self
             .aging
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        let machine = <P::Machine<K> as Machine<K>>::new(aging);
         Queue {
-            inner: Shared::new(machine, self.options),
+            inner: Shared::new(aging, self.options),
         }
+    }
+}
+
+impl<K> QueueBuilder<K, ()>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    /// How many shards the work queue splits its keys over (rounded up to a power of two,
+    /// at most 1,024; 0 counts as 1).
+    ///
+    /// A key always lives in the shard its hash picks, under that shard's lock, so de-dup and
+    /// one worker per key hold as with one lock; a small lock held for one `pop_front` keeps
+    /// the order in which keys were queued, so `get` still hands them out first in, first
+    /// out. What sharding buys: workers on many cores take a key and mark it done under
+    /// locks they rarely share, instead of all meeting on one. What it costs: an add and a
+    /// done hash the key once more, and a `get` takes two locks instead of one.
+    ///
+    /// By default: one shard on a runtime of one or two worker threads, else four per worker
+    /// thread of the runtime the queue is built in (outside a runtime, per CPU the process may
+    /// run on).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_queue_async::WorkQueue;
+    ///
+    /// let queue: WorkQueue<u32> = WorkQueue::builder().shards(8).build();
+    /// for k in [3, 1, 2, 1] {
+    ///     queue.add(k).unwrap();
+    /// }
+    /// assert_eq!(queue.len(), 3);
+    /// ```
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.options.shards = Some(shards);
+        self
     }
 }
 

@@ -1,6 +1,6 @@
 //! Adds now: the handle's `add`, `add_ref` and `add_all`, and the locked steps every add
 //! ends in (also the delayed adds, in `delay`): end the key's wait if it has one, then hand
-//! the key to the state machine and count it.
+//! the key to its shard's state machine, put the shard in the hand-out order, and count it.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -16,59 +16,73 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Adds `key` now; a borrowed key is cloned only if the queue keeps it.
     ///
     /// Written out rather than passed to `with_lock` as a closure, and inlined down to the state
-    /// machine (`#[inline(always)]` on each step: the compiler's heuristics leave this chain
-    /// out of line), so that in each handle method the key's form (borrowed or owned) is known
-    /// where the machine is called and the match on it folds away.
+    /// machine, so that in each handle method the key's form (borrowed or owned) is known where
+    /// the machine is called and the match on it folds away.
     #[inline(always)]
     pub(crate) fn add(self: &Arc<Self>, key: Cow<'_, K>, p: P) -> Result<(), ShutDownError<K>> {
+        let shard = self.shard_of(&key);
         let mut wake = Wake::default();
-        let mut state = self.lock();
-        let r = self.add_locked(&mut state, key, p, &mut wake);
-        self.keep_metrics_task(&mut state);
-        let streams = state.streams_waiting > 0;
-        drop(state);
-        self.wake(wake, streams);
+        let r = self.add_locked(shard, &mut self.lock(shard), key, p, &mut wake);
+        self.keep_metrics_task();
+        self.wake(wake);
         r
     }
 
     /// Starts the gauge refresh loop at an add if the queue has metrics and the loop does not
     /// run (it ends with its runtime, and restarts in the next one that adds).
     #[inline]
-    pub(super) fn keep_metrics_task(self: &Arc<Self>, state: &mut State<K, P>) {
-        if state.recorder.is_enabled() && state.metrics_task.running().is_none() {
-            self.start_metrics_task(state);
+    pub(super) fn keep_metrics_task(self: &Arc<Self>) {
+        if self.metrics && self.metrics_live.load(Ordering::Acquire) == 0 {
+            self.start_metrics_task();
         }
     }
 
-    /// Adds `keys` now, in order, under one hold of the lock (see `WorkQueue::add_all`).
+    /// Adds `keys` now, in order (see `WorkQueue::add_all`).
     pub(crate) fn add_all(
         self: &Arc<Self>,
         keys: Vec<K>,
         p: P,
     ) -> Result<(), ShutDownError<Vec<K>>> {
-        self.with_lock(|state, wake| {
-            if state.machine.is_shut_down() {
-                return Err(ShutDownError(keys));
-            }
-            let mut refused = Vec::new();
+        if self.is_shutting_down() {
+            return Err(ShutDownError(keys));
+        }
+        let mut refused = Vec::new();
+        let mut wake = Wake::default();
+        if self.shards.len() == 1 {
+            let mut state = self.lock(0);
             for key in keys {
-                if let Err(ShutDownError(key)) = self.add_locked(state, Cow::Owned(key), p, wake) {
+                if let Err(ShutDownError(key)) =
+                    self.add_locked(0, &mut state, Cow::Owned(key), p, &mut wake)
+                {
                     refused.push(key);
                 }
             }
-            self.keep_metrics_task(state);
-            if refused.is_empty() {
-                Ok(())
-            } else {
-                Err(ShutDownError(refused))
+        } else {
+            for key in keys {
+                let shard = self.shard_of(&key);
+                let mut state = self.lock(shard);
+                if let Err(ShutDownError(key)) =
+                    self.add_locked(shard, &mut state, Cow::Owned(key), p, &mut wake)
+                {
+                    refused.push(key);
+                }
             }
-        })
+        }
+        self.keep_metrics_task();
+        self.wake(wake);
+        if refused.is_empty() {
+            Ok(())
+        } else {
+            Err(ShutDownError(refused))
+        }
     }
 
-    /// Adds `key` now, under the lock; a wait of the key ends (its payload is kept if higher).
+    /// Adds `key` now, under its shard's lock; a wait of the key ends (its payload is kept if
+    /// higher).
     #[inline(always)]
     pub(super) fn add_locked(
         &self,
+        shard: usize,
         state: &mut State<K, P>,
         key: Cow<'_, K>,
         mut p: P,
@@ -85,13 +99,14 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 self.count_waiting(&timers);
             }
         }
-        self.add_now_locked(state, key, p, wake)
+        self.add_now_locked(shard, state, key, p, wake)
     }
 
-    /// Adds `key` now, under the lock, when it does not wait (the delay task's adds).
+    /// Adds `key` now, under its shard's lock, when it does not wait (the delay task's adds).
     #[inline(always)]
     pub(super) fn add_now_locked(
         &self,
+        shard: usize,
         state: &mut State<K, P>,
         key: Cow<'_, K>,
         p: P,
@@ -110,7 +125,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 if let Some(k) = &metric_key {
                     state.recorder.add_at_priority(k, priority, &self.clock);
                 }
-                wake.getters += 1;
+                self.queued(shard, state, wake);
                 Ok(())
             }
             Added::Raised { from } => {
@@ -129,5 +144,18 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             Added::Coalesced => Ok(()),
             Added::Refused(key) => Err(ShutDownError(key)),
         }
+    }
+
+    /// A key of `shard` was queued (an add, or a done that requeues it): it takes its place in
+    /// the hand-out order, under the shard's lock (so a shutdown, which takes every shard's
+    /// lock, comes after it), and one getter is woken.
+    #[inline(always)]
+    pub(super) fn queued(&self, shard: usize, state: &mut State<K, P>, wake: &mut Wake) {
+        if self.shards.len() > 1 {
+            // `shard` < `MAX_SHARDS`, which fits a u32.
+            self.order.lock().push_back(shard as u32);
+        }
+        self.note_busy(state, wake);
+        wake.getters += 1;
     }
 }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, debug_span};
 
 use super::machine::{Machine, Payload, QueueKey};
-use super::state::{Shared, TimerState};
+use super::state::{Shared, TimerState, Wake};
 use crate::clock::MAX_DELAY;
 use crate::error::ShutDownError;
 
@@ -24,22 +24,23 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         p: P,
         delay: Duration,
     ) -> Result<(), ShutDownError<K>> {
-        let key = self.with_lock(|state, wake| {
+        let shard = self.shard_of(&key);
+        let key = self.with_lock(shard, |state, wake| {
             if state.machine.is_shut_down() {
                 return Err(Some(ShutDownError(key)));
             }
             if !delay.is_zero() || <P::Machine<K> as Machine<K>>::ZERO_DELAY_IS_RETRY {
                 state.recorder.retry();
             }
-            self.keep_metrics_task(state);
             if delay.is_zero() || state.machine.absorbs_delayed(&key) {
-                return match self.add_locked(state, Cow::Owned(key), p, wake) {
+                return match self.add_locked(shard, state, Cow::Owned(key), p, wake) {
                     Ok(()) => Err(None),
                     Err(e) => Err(Some(e)),
                 };
             }
             Ok(key)
         });
+        self.keep_metrics_task();
         match key {
             Ok(key) => self.wait(key, p, delay.min(MAX_DELAY)),
             Err(None) => Ok(()),
@@ -85,7 +86,10 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 key
             }
         };
-        self.with_lock(|state, wake| self.add_now_locked(state, Cow::Owned(key), p, wake))
+        let shard = self.shard_of(&key);
+        self.with_lock(shard, |state, wake| {
+            self.add_now_locked(shard, state, Cow::Owned(key), p, wake)
+        })
     }
 
     /// Starts the delay task on the calling runtime, else on the queue's; moves every waiting
@@ -121,19 +125,31 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         self.add_due(due);
     }
 
-    /// Adds keys whose wait is over, in the given order, under one hold of the lock.
+    /// Adds keys whose wait is over, in the given order (with one shard, under one hold of
+    /// its lock).
     fn add_due(&self, due: Vec<(K, P)>) {
         if due.is_empty() {
             return;
         }
         let n = due.len();
-        self.with_lock(|state, wake| {
-            for (key, p) in due {
-                // Refused only after a shutdown that came after the keys were taken: waiting
-                // keys are dropped at shutdown.
-                let _ = self.add_now_locked(state, Cow::Owned(key), p, wake);
+        let mut wake = Wake::default();
+        let mut held = None;
+        for (key, p) in due {
+            let shard = self.shard_of(&key);
+            if held.as_ref().is_none_or(|(s, _)| *s != shard) {
+                // One shard's lock at a time: release the last before taking the next.
+                drop(held.take());
+                held = Some((shard, self.lock(shard)));
             }
-        });
+            let Some((_, state)) = &mut held else {
+                continue;
+            };
+            // Refused only after a shutdown that came after the keys were taken: waiting
+            // keys are dropped at shutdown.
+            let _ = self.add_now_locked(shard, state, Cow::Owned(key), p, &mut wake);
+        }
+        drop(held);
+        self.wake(wake);
         debug!(queue = %self.name, due = n, "delays over");
     }
 

@@ -32,6 +32,9 @@ pub trait Payload: Copy + Ord + Default + Send + Sync + fmt::Debug + 'static {
     /// keeps (controller-runtime's priority queue). `false`: by the delayed add that set their
     /// deadline (the work queue; client-go leaves such ties unordered).
     const TIES_BY_ADD_COUNTER: bool;
+    /// Whether the queue may split its keys over shards. Only the FIFO work queue does: a
+    /// priority queue hands out its best key, which one ordered structure must find.
+    const SHARDED: bool;
 }
 
 impl Payload for () {
@@ -39,6 +42,7 @@ impl Payload for () {
     const BUILDER_NAME: &'static str = "WorkQueueBuilder";
     type Machine<K: QueueKey> = WorkState<K>;
     const TIES_BY_ADD_COUNTER: bool = false;
+    const SHARDED: bool = true;
 }
 
 impl Payload for i32 {
@@ -46,6 +50,7 @@ impl Payload for i32 {
     const BUILDER_NAME: &'static str = "PriorityQueueBuilder";
     type Machine<K: QueueKey> = PriorityState<K>;
     const TIES_BY_ADD_COUNTER: bool = true;
+    const SHARDED: bool = false;
 }
 
 /// What an add did, for both state machines.

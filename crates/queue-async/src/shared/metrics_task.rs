@@ -1,39 +1,86 @@
 //! The metrics task: refreshes the unfinished-work gauges on the crate's
 //! [`BackgroundTask`](crate::task::BackgroundTask) helper, started by the first add.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use tracing::debug;
 
 use super::machine::{Payload, QueueKey};
-use super::state::{Shared, State};
+use super::state::Shared;
 use crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD;
 
 impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Starts the gauge refresh loop on the calling runtime (none outside one, or after
     /// shutdown).
-    pub(super) fn start_metrics_task(self: &Arc<Self>, state: &mut State<K, P>) {
+    pub(super) fn start_metrics_task(self: &Arc<Self>) {
         if self.is_shutting_down() {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        if state.metrics_task.has_ended() {
+        let mut guard = self.metrics_task.lock();
+        let (task, starts) = &mut *guard;
+        if task.running().is_some() {
+            return;
+        }
+        if task.has_ended() {
             debug!(queue = %self.name, "metrics task restarted");
         }
-        if state
-            .metrics_task
-            .start(&runtime, metrics_loop(Arc::downgrade(self)))
-        {
+        *starts += 1;
+        let live = Live::new(self.metrics_live.clone(), *starts);
+        if task.start(&runtime, metrics_loop(Arc::downgrade(self), live)) {
             self.clock.set_runtime(&runtime);
         }
+    }
+
+    /// Sets the unfinished-work gauges from every shard's items in progress.
+    fn update_unfinished_work(&self) {
+        let now = self.clock.now();
+        let (mut total, mut longest) = (0.0, 0.0_f64);
+        for shard in 0..self.shards.len() {
+            let (t, l) = self.lock(shard).recorder.unfinished_work(now);
+            total += t;
+            longest = longest.max(l);
+        }
+        let state = self.lock(0);
+        state.recorder.set_unfinished_work(total, longest);
+        // A done that ended the last item in progress while the shards were read zeroed the
+        // gauges before this set: zero them again.
+        if self.in_progress.load(Ordering::SeqCst) == 0 {
+            state.recorder.zero_unfinished_work();
+        }
+    }
+}
+
+/// Says which start of the task runs while its future lives: its number is set when made and
+/// cleared when the future is dropped (stopped, or dropped by its runtime's shutdown), unless
+/// a later start replaced it already.
+struct Live {
+    flag: Arc<AtomicU64>,
+    start: u64,
+}
+
+impl Live {
+    fn new(flag: Arc<AtomicU64>, start: u64) -> Self {
+        flag.store(start, Ordering::Release);
+        Live { flag, start }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let _ = self
+            .flag
+            .compare_exchange(self.start, 0, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
 /// Refreshes the unfinished-work gauges every period until the queue is gone (or the task is
 /// stopped).
-async fn metrics_loop<K: QueueKey + 'static, P: Payload>(shared: Weak<Shared<K, P>>) {
+async fn metrics_loop<K: QueueKey + 'static, P: Payload>(shared: Weak<Shared<K, P>>, live: Live) {
+    let _live = live;
     let mut tick = tokio::time::interval(UNFINISHED_WORK_UPDATE_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
@@ -42,6 +89,6 @@ async fn metrics_loop<K: QueueKey + 'static, P: Payload>(shared: Weak<Shared<K, 
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        shared.lock().recorder.update_unfinished_work(&shared.clock);
+        shared.update_unfinished_work();
     }
 }

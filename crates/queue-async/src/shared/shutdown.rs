@@ -12,22 +12,22 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Shuts down: adds refused, waiting keys and their timers dropped, background tasks
     /// stopped, every waiting `get` and stream woken. With `drain`, a drain starts.
     pub(crate) fn shut_down(&self, drain: bool) {
-        let first = {
-            let mut state = self.lock();
-            let first = state.machine.shut_down();
-            self.shutting_down.store(true, Ordering::Release);
-            // Waiting keys are never added now: drop them, their timers and the tasks.
-            {
-                let mut timers = self.lock_timers();
-                timers.shut_down = true;
-                timers.timers.clear();
-                timers.delay_task.stop();
-                self.count_waiting(&timers);
-            }
-            state.metrics_task.stop();
-            state.draining = drain;
-            first
-        };
+        self.draining.store(drain, Ordering::SeqCst);
+        let mut first = false;
+        for shard in 0..self.shards.len() {
+            first |= self.lock(shard).machine.shut_down();
+        }
+        // Every shard refuses adds now, and every key they queued is in the hand-out order.
+        self.shutting_down.store(true, Ordering::Release);
+        // Waiting keys are never added now: drop them, their timers and the tasks.
+        {
+            let mut timers = self.lock_timers();
+            timers.shut_down = true;
+            timers.timers.clear();
+            timers.delay_task.stop();
+            self.count_waiting(&timers);
+        }
+        self.metrics_task.lock().0.stop();
         if first {
             debug!(queue = %self.name, drain, "shutting down");
         }
@@ -45,11 +45,8 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             let idle = self.idle_wake.notified();
             tokio::pin!(idle);
             idle.as_mut().enable();
-            {
-                let state = self.lock();
-                if state.machine.is_idle() || !state.draining {
-                    return;
-                }
+            if self.busy.load(Ordering::SeqCst) == 0 || !self.draining.load(Ordering::SeqCst) {
+                return;
             }
             idle.await;
         }

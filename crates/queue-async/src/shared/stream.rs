@@ -24,6 +24,16 @@ impl<'a, K: QueueKey, P: Payload> StreamWait<'a, K, P> {
             registered: AtomicBool::new(false),
         }
     }
+
+    fn register(&self, waiting: bool) {
+        if waiting != self.registered.swap(waiting, Ordering::Relaxed) {
+            if waiting {
+                self.shared.streams_waiting.fetch_add(1, Ordering::SeqCst);
+            } else {
+                self.shared.streams_waiting.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
 }
 
 impl<K: QueueKey + 'static, P: Payload> Source for StreamWait<'_, K, P> {
@@ -34,22 +44,16 @@ impl<K: QueueKey + 'static, P: Payload> Source for StreamWait<'_, K, P> {
     }
 
     fn try_take(&self) -> Option<Option<(K, P)>> {
-        let mut state = self.shared.lock();
-        let out = match self.shared.try_pop(&mut state) {
+        // Registered before the look: an add that queues a key after the look reads the
+        // queue's count of waiting streams after that key's push (both ordered by the lock the
+        // look and the push take), so it sees this stream and wakes it.
+        self.register(true);
+        let out = match self.shared.try_pop() {
             PopOutcome::Item(out) => Some(Some(out)),
             PopOutcome::ShutDown => Some(None),
             PopOutcome::Empty => None,
         };
-        // Registered (under the lock) exactly while waiting: an add that finds no stream
-        // registered was seen by this look.
-        let waiting = out.is_none();
-        if waiting != self.registered.swap(waiting, Ordering::Relaxed) {
-            if waiting {
-                state.streams_waiting += 1;
-            } else {
-                state.streams_waiting -= 1;
-            }
-        }
+        self.register(out.is_none());
         out
     }
 }
@@ -57,7 +61,7 @@ impl<K: QueueKey + 'static, P: Payload> Source for StreamWait<'_, K, P> {
 impl<K: QueueKey, P: Payload> Drop for StreamWait<'_, K, P> {
     fn drop(&mut self) {
         if *self.registered.get_mut() {
-            self.shared.lock().streams_waiting -= 1;
+            self.shared.streams_waiting.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
