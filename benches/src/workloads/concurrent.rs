@@ -3,11 +3,11 @@
 //!
 //! Keys are `Arc<str>` (see `fifo`).
 //!
-//! After the measured run on the workloads' 2-thread runtime, the same run on a 1-thread
+//! After the measured run on the workloads' runtime (`--threads`, 2 by default), the same run on a 1-thread
 //! runtime is reported as `ops_per_sec_1thread`: the same tasks and queue operations with no
 //! cache line moving between cores, which is what the second core costs the queue.
 //!
-//! Then the floor, `floor_ops_per_sec`: the same run (2 threads, the same keys, producers and
+//! Then the floor, `floor_ops_per_sec`: the same run (the same threads, keys, producers and
 //! workers, counted the same way) through `BareQueue` (`bare.rs`), the Go original's algorithm
 //! behind one lock and nothing else: the least a work queue behind one lock does per key.
 
@@ -19,13 +19,15 @@ use ctrlq_queue_async::WorkQueue;
 use tokio::task::JoinHandle;
 
 use super::bare::BareQueue;
-use crate::common::{Extra, Overrides, Params, Report, cpu_time, runtime_with};
+use crate::common::{
+    Extra, Overrides, Params, Report, cpu_time, runtime_with, threads, work_queue,
+};
 
 /// Runs the workload.
 pub fn run(flags: &Overrides) -> Report {
     let params = flags.resolve(Params::defaults());
     let keys = Arc::new(super::fifo::keys(params.n));
-    let two = measure(&params, &keys, 2);
+    let two = measure(&params, &keys, threads());
     let one = measure(&params, &keys, 1);
     let floor = measure_bare(&params, &keys);
     Report {
@@ -61,7 +63,7 @@ struct Measured {
 fn measure(params: &Params, keys: &Arc<Vec<Arc<str>>>, threads: usize) -> Measured {
     let (params, keys) = (*params, keys.clone());
     runtime_with(threads).block_on(async move {
-        let queue: WorkQueue<Arc<str>> = WorkQueue::new();
+        let queue: WorkQueue<Arc<str>> = work_queue();
         let processed = Arc::new(AtomicU64::new(0));
         let cpu0 = cpu_time();
         let t0 = Instant::now();
@@ -110,10 +112,10 @@ where
         .collect()
 }
 
-/// The same run through `BareQueue` (`bare.rs`) on 2 threads: its seconds.
+/// The same run through `BareQueue` (`bare.rs`) on the same threads: its seconds.
 fn measure_bare(params: &Params, keys: &Arc<Vec<Arc<str>>>) -> f64 {
     let (params, keys) = (*params, keys.clone());
-    runtime_with(2).block_on(async move {
+    runtime_with(threads()).block_on(async move {
         let queue = Arc::new(BareQueue::new());
         let processed = Arc::new(AtomicU64::new(0));
         let t0 = Instant::now();

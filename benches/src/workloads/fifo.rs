@@ -13,7 +13,7 @@ use std::time::Instant;
 use ctrlq_queue_async::WorkQueue;
 use tokio::task::JoinHandle;
 
-use crate::common::{Extra, Overrides, Params, Report, cpu_time, key, runtime};
+use crate::common::{Extra, Overrides, Params, Report, cpu_time, key, runtime, work_queue};
 
 /// The workload's keys, built before any timer starts.
 pub fn keys(n: u64) -> Vec<Arc<str>> {
@@ -56,7 +56,7 @@ pub fn run(flags: &Overrides) -> Report {
     let params = flags.resolve(Params::defaults());
     let keys = keys(params.n);
     runtime().block_on(async move {
-        let queue: WorkQueue<Arc<str>> = WorkQueue::new();
+        let queue: WorkQueue<Arc<str>> = work_queue();
         let processed = Arc::new(AtomicU64::new(0));
         let cpu0 = cpu_time();
         let t0 = Instant::now();

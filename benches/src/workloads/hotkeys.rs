@@ -8,7 +8,7 @@
 //!
 //! After the measured run on the workloads' 2-thread runtime, the same run on a 1-thread
 //! runtime is reported as `ops_per_sec_1thread` (see `concurrent`), and the floor,
-//! `floor_ops_per_sec`: the same run on 2 threads through `BareQueue` (`bare.rs`), the Go
+//! `floor_ops_per_sec`: the same run on the same threads through `BareQueue` (`bare.rs`), the Go
 //! original's algorithm behind one lock and nothing else: the least a work queue behind one lock
 //! does.
 
@@ -21,7 +21,9 @@ use dashmap::DashSet;
 use tokio::task::JoinHandle;
 
 use super::bare::BareQueue;
-use crate::common::{Extra, Overrides, Params, Report, SplitMix64, cpu_time, runtime_with};
+use crate::common::{
+    Extra, Overrides, Params, Report, SplitMix64, cpu_time, runtime_with, threads, work_queue,
+};
 
 /// Runs the workload.
 pub fn run(flags: &Overrides) -> Report {
@@ -40,7 +42,7 @@ pub fn run(flags: &Overrides) -> Report {
         })
         .collect();
     let keys = Arc::new(keys);
-    let two = measure(&params, &keys, &plans, 2);
+    let two = measure(&params, &keys, &plans, threads());
     let one = measure(&params, &keys, &plans, 1);
     let floor = measure_bare(&params, &keys, &plans);
     let adds = (params.producers * params.n) as f64;
@@ -82,7 +84,7 @@ fn measure(
     let (params, keys, plans) = (*params, keys.clone(), plans.to_vec());
     let in_flight: Arc<DashSet<Arc<str>>> = Arc::new(DashSet::new());
     runtime_with(threads).block_on(async move {
-        let queue: WorkQueue<Arc<str>> = WorkQueue::new();
+        let queue: WorkQueue<Arc<str>> = work_queue();
         let processed = Arc::new(AtomicU64::new(0));
         let violations = Arc::new(AtomicU64::new(0));
         let cpu0 = cpu_time();
@@ -146,11 +148,11 @@ where
         .collect()
 }
 
-/// The same run through `BareQueue` (`bare.rs`) on 2 threads: its seconds.
+/// The same run through `BareQueue` (`bare.rs`) on the same threads: its seconds.
 fn measure_bare(params: &Params, keys: &Arc<Vec<Arc<str>>>, plans: &[Arc<Vec<u32>>]) -> f64 {
     let (params, keys, plans) = (*params, keys.clone(), plans.to_vec());
     let in_flight: Arc<DashSet<Arc<str>>> = Arc::new(DashSet::new());
-    runtime_with(2).block_on(async move {
+    runtime_with(threads()).block_on(async move {
         let queue = Arc::new(BareQueue::new());
         let t0 = Instant::now();
         let workers: Vec<_> = (0..params.workers)

@@ -22,7 +22,9 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     pub(crate) fn add(self: &Arc<Self>, key: Cow<'_, K>, p: P) -> Result<(), ShutDownError<K>> {
         let shard = self.shard_of(&key);
         let mut wake = Wake::default();
-        let r = self.add_locked(shard, &mut self.lock(shard), key, p, &mut wake);
+        let mut state = self.lock(shard);
+        let r = self.add_locked(shard, &mut state, key, p, &mut wake);
+        drop(state);
         self.keep_metrics_task();
         self.wake(wake);
         r
