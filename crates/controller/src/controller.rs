@@ -227,7 +227,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// added to that term's queue. The stream should begin with every key that currently needs
     /// reconciling (a watch's initial list does), since each term starts with an empty queue.
     /// Several sources are merged. The keys a stream has ready at once (a relist, a burst of
-    /// events; up to 64) are added together, under one hold of the queue's lock.
+    /// events; up to 64) are added together, with one `add_all`.
     ///
     /// Every key a stream yields is queued, whatever it does next. A stream that panics (or a
     /// `subscribe` that panics) is reported ([`Event::SourceFailed`], a `warn!`, the summary's

@@ -2,7 +2,7 @@
 //! state machines.
 //!
 //! [`WorkQueue`] is client-go's work queue with its delaying and rate-limiting layers in one
-//! handle: `add` (and `add_all` for a burst, under one hold of the lock) / `add_after` /
+//! handle: `add` (and `add_all` for a burst) / `add_after` /
 //! `add_rate_limited`, a cancel-safe [`get`](WorkQueue::get) future that hands out an [`Item`]
 //! guard (done on drop), de-duplication, and no key in two workers at once. [`PriorityQueue`] is the same with priorities (controller-runtime's priority
 //! queue), and [`parallelize_until`] runs pieces of work on a bounded number of tasks.

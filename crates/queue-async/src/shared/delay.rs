@@ -114,7 +114,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     }
 
     /// Takes every waiting key whose timer rang under the timers' lock, then adds them in
-    /// deadline order under one hold of the queue's lock; `cx` is woken at the next timer.
+    /// deadline order; `cx` is woken at the next timer.
     fn poll_timers(&self, cx: &mut std::task::Context<'_>) {
         let due = {
             let mut timers = self.lock_timers();

@@ -82,10 +82,12 @@ impl<K> WorkQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    /// Adds every key of `keys`, in order, as [`add`](Self::add) would one by one, but under
-    /// one hold of the queue's lock: a burst of keys (a relist, a batch of watch events) costs
-    /// one lock round trip instead of one per key. The keys are collected before the lock is
-    /// taken, so the iterator may do anything, even call this queue.
+    /// Adds every key of `keys`, in order, as [`add`](Self::add) would one by one; with one
+    /// shard (see [`WorkQueueBuilder::shards`](crate::WorkQueueBuilder::shards)) under one hold
+    /// of its lock, so a burst of keys (a relist, a batch of watch events) costs one lock round
+    /// trip instead of one per key; with more, each key under its shard's lock. The keys are
+    /// collected before any lock is taken, so the iterator may do anything, even call this
+    /// queue.
     ///
     /// # Errors
     ///
