@@ -1,6 +1,5 @@
 //! [`Item`]: a key handed out by a work queue's `get`, marked done when dropped.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::hash::Hash;
 use std::ops::Deref;
@@ -119,7 +118,7 @@ where
     /// [`ShutDownError`] with a clone of the key if the queue is shutting down (the item is still
     /// marked done).
     pub fn requeue(self) -> Result<(), ShutDownError<K>> {
-        let r = self.queue.add(Cow::Borrowed(self.key()), self.p);
+        let r = self.queue.add(self.key(), self.p);
         drop(self);
         r
     }

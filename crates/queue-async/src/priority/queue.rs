@@ -1,7 +1,6 @@
 //! [`PriorityQueue`], its builder [`PriorityQueueBuilder`] and [`AddOptions`]: the [`Queue`]
 //! whose adds carry a priority, and what only it has.
 
-use std::borrow::Cow;
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -181,7 +180,7 @@ where
             }
         }
         if delay.is_zero() {
-            self.inner.add(Cow::Owned(key), options.priority)
+            self.inner.add(key, options.priority)
         } else {
             self.inner.add_after(key, options.priority, delay)
         }
@@ -206,6 +205,6 @@ where
     /// # }
     /// ```
     pub fn add_with_priority(&self, key: K, priority: i32) -> Result<(), ShutDownError<K>> {
-        self.inner.add(Cow::Owned(key), priority)
+        self.inner.add(key, priority)
     }
 }

@@ -1,7 +1,6 @@
 //! The adds every [`Queue`] has: now, by reference, after a delay, after the rate limiter's
 //! delay. A priority queue adds these at priority 0; its other adds are in `priority`.
 
-use std::borrow::Cow;
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -31,7 +30,7 @@ where
     /// assert_eq!(queue.add("b").unwrap_err().into_key(), "b");
     /// ```
     pub fn add(&self, key: K) -> Result<(), ShutDownError<K>> {
-        self.inner.add(Cow::Owned(key), P::default())
+        self.inner.add(key, P::default())
     }
 
     /// [`add`](Self::add), by reference: the key is cloned only if the queue keeps it. Adding a
@@ -56,7 +55,7 @@ where
     /// assert_eq!(Arc::strong_count(&key), 2, "one clone, held by the queue");
     /// ```
     pub fn add_ref(&self, key: &K) -> Result<(), ShutDownError<K>> {
-        self.inner.add(Cow::Borrowed(key), P::default())
+        self.inner.add(key, P::default())
     }
 
     /// Adds `key` once `delay` has passed (at once if `delay` is zero). A key already waiting

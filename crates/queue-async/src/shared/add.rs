@@ -2,25 +2,20 @@
 //! ends in (also the delayed adds, in `delay`): end the key's wait if it has one, then hand
 //! the key to its shard's state machine, put the shard in the hand-out order, and count it.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use tokio::runtime::Handle;
 
-use super::machine::{Added, Machine, Payload, QueueKey};
+use super::machine::{AddKey, Added, Machine, Payload, QueueKey};
 use super::state::{Shared, State, Wake};
 use crate::error::ShutDownError;
 
 impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
-    /// Adds `key` now; a borrowed key is cloned only if the queue keeps it.
-    ///
-    /// Written out rather than passed to `with_lock` as a closure, and inlined down to the state
-    /// machine, so that in each handle method the key's form (borrowed or owned) is known where
-    /// the machine is called and the match on it folds away.
+    /// Adds `key` now; a borrowed key (`&K`) is cloned only if the queue keeps it.
     #[inline(always)]
-    pub(crate) fn add(self: &Arc<Self>, key: Cow<'_, K>, p: P) -> Result<(), ShutDownError<K>> {
-        let shard = self.shard_of(&key);
+    pub(crate) fn add(self: &Arc<Self>, key: impl AddKey<K>, p: P) -> Result<(), ShutDownError<K>> {
+        let shard = self.shard_of(key.key());
         let mut wake = Wake::default();
         let mut state = self.lock(shard);
         let r = self.add_locked(shard, &mut state, key, p, &mut wake);
@@ -53,9 +48,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         if self.shards.len() == 1 {
             let mut state = self.lock(0);
             for key in keys {
-                if let Err(ShutDownError(key)) =
-                    self.add_locked(0, &mut state, Cow::Owned(key), p, &mut wake)
-                {
+                if let Err(ShutDownError(key)) = self.add_locked(0, &mut state, key, p, &mut wake) {
                     refused.push(key);
                 }
             }
@@ -64,7 +57,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 let shard = self.shard_of(&key);
                 let mut state = self.lock(shard);
                 if let Err(ShutDownError(key)) =
-                    self.add_locked(shard, &mut state, Cow::Owned(key), p, &mut wake)
+                    self.add_locked(shard, &mut state, key, p, &mut wake)
                 {
                     refused.push(key);
                 }
@@ -86,7 +79,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         &self,
         shard: usize,
         state: &mut State<K, P>,
-        key: Cow<'_, K>,
+        key: impl AddKey<K>,
         mut p: P,
         wake: &mut Wake,
     ) -> Result<(), ShutDownError<K>> {
@@ -96,7 +89,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             // restarts): only the wait is ended.
             let runtime = timers.delay_task.running().cloned();
             let _runtime = runtime.as_ref().map(Handle::enter);
-            if let Some(waiting) = timers.timers.cancel(&key, runtime.is_some()) {
+            if let Some(waiting) = timers.timers.cancel(key.key(), runtime.is_some()) {
                 p = p.max(waiting);
                 self.count_waiting(&timers);
             }
@@ -110,17 +103,14 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         &self,
         shard: usize,
         state: &mut State<K, P>,
-        key: Cow<'_, K>,
+        key: impl AddKey<K>,
         p: P,
         wake: &mut Wake,
     ) -> Result<(), ShutDownError<K>> {
         // The recorder needs the key after the machine took it: clone only when metrics are on.
-        let metric_key = state.recorder.is_enabled().then(|| (*key).clone());
+        let metric_key = state.recorder.is_enabled().then(|| key.key().clone());
         let now = self.now_nanos();
-        let added = match key {
-            Cow::Owned(key) => state.machine.add(key, p, now),
-            Cow::Borrowed(key) => state.machine.add_ref(key, p, now),
-        };
+        let added = key.add_to(&mut state.machine, p, now);
         let priority = <P::Machine<K> as Machine<K>>::metric_priority(p);
         match added {
             Added::Queued => {

@@ -2,7 +2,6 @@
 //! ([`Timers`](super::timers::Timers)); the delay task, started by the first of them, takes the keys whose timer rang
 //! and adds them in deadline order (through `add_now_locked`, in `add`).
 
-use std::borrow::Cow;
 use std::future::poll_fn;
 use std::sync::{Arc, Weak};
 use std::task::Poll;
@@ -33,7 +32,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 state.recorder.retry();
             }
             if delay.is_zero() || state.machine.absorbs_delayed(&key) {
-                return match self.add_locked(shard, state, Cow::Owned(key), p, wake) {
+                return match self.add_locked(shard, state, key, p, wake) {
                     Ok(()) => Err(None),
                     Err(e) => Err(Some(e)),
                 };
@@ -88,7 +87,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         };
         let shard = self.shard_of(&key);
         self.with_lock(shard, |state, wake| {
-            self.add_now_locked(shard, state, Cow::Owned(key), p, wake)
+            self.add_now_locked(shard, state, key, p, wake)
         })
     }
 
@@ -146,7 +145,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             };
             // Refused only after a shutdown that came after the keys were taken: waiting
             // keys are dropped at shutdown.
-            let _ = self.add_now_locked(shard, state, Cow::Owned(key), p, &mut wake);
+            let _ = self.add_now_locked(shard, state, key, p, &mut wake);
         }
         drop(held);
         self.wake(wake);

@@ -63,6 +63,38 @@ pub enum Added<K> {
     Refused(K),
 }
 
+/// A key given to an add: owned (`K`), or borrowed (`&K`) and cloned only if the queue keeps
+/// it. Each form is its own type, so every add path is compiled for one form and passes the key
+/// in registers, with no match on the form at run time.
+pub trait AddKey<K>: Sized {
+    /// The key.
+    fn key(&self) -> &K;
+    /// Hands the key to `machine`'s add of its form.
+    fn add_to<M: Machine<K>>(self, machine: &mut M, p: M::P, now: u64) -> Added<K>;
+}
+
+impl<K: QueueKey> AddKey<K> for K {
+    #[inline(always)]
+    fn key(&self) -> &K {
+        self
+    }
+    #[inline(always)]
+    fn add_to<M: Machine<K>>(self, machine: &mut M, p: M::P, now: u64) -> Added<K> {
+        machine.add(self, p, now)
+    }
+}
+
+impl<K: QueueKey> AddKey<K> for &K {
+    #[inline(always)]
+    fn key(&self) -> &K {
+        self
+    }
+    #[inline(always)]
+    fn add_to<M: Machine<K>>(self, machine: &mut M, p: M::P, now: u64) -> Added<K> {
+        machine.add_ref(self, p, now)
+    }
+}
+
 /// What a done did.
 #[derive(Debug)]
 pub enum DoneWith {
