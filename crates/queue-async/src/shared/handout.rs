@@ -140,3 +140,41 @@ impl<K: QueueKey + 'static, P: Payload> Source for Shared<K, P> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::WorkQueue;
+
+    /// The hand-out order names exactly the queued keys' shards with several shards, and is
+    /// never written with one (a `get` of a one-shard queue does not read it).
+    #[test]
+    fn the_order_holds_one_entry_per_queued_key_and_only_with_several_shards() {
+        for shards in [1, 4] {
+            let queue: WorkQueue<u32> = WorkQueue::builder().shards(shards).build();
+            let inner = Arc::clone(&queue.inner);
+            for k in 0..64 {
+                queue.add(k % 40).unwrap();
+            }
+            let mut held = Vec::new();
+            for _ in 0..10 {
+                let mut get = tokio_test::task::spawn(queue.get());
+                let std::task::Poll::Ready(Some(item)) = get.poll() else {
+                    panic!("a key is queued");
+                };
+                held.push(item);
+            }
+            // Added again while processed: queued again by `done`.
+            for item in &held {
+                queue.add(*item.key()).unwrap();
+            }
+            drop(held);
+            let expected = if shards == 1 { 0 } else { queue.len() };
+            assert_eq!(queue.len(), 40, "{shards} shards");
+            assert_eq!(inner.order.lock().len(), expected, "{shards} shards");
+            let order = inner.order.lock();
+            assert!(order.iter().all(|&s| (s as usize) < shards), "{order:?}");
+        }
+    }
+}
