@@ -1,0 +1,431 @@
+//! Property test of [`SchedulingState`] against a simple model: random operations at
+//! explicit instants, and after every step each queued key is in exactly one sub-queue, the
+//! queued and in-flight sets match the model, pops respect the active order and count the
+//! cycle, an item whose last attempt failed with an error goes to backoff (or its gate) and is
+//! never popped from backoff, no backoff item outstays its expiry after a flush, and the next
+//! leftover deadline is never late. At the end every key still comes out once time passes,
+//! except those a gate holds: none is lost or wedged in flight. Seeded; 10,000 cases.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
+
+use super::{
+    ActionType, ClusterEvent, EventPayload, Flight, QueueingHint, SchedulingQueueConfig,
+    SchedulingRules, SchedulingState, SubQueue,
+};
+
+const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
+const ITEM_UPDATE: ClusterEvent = ClusterEvent::new("Item", ActionType::UPDATE);
+const EVENTS: [ClusterEvent; 3] = [NODE_ADD, ITEM_UPDATE, ClusterEvent::UNSCHEDULABLE_TIMEOUT];
+const PLUGINS: [&str; 3] = ["queue", "skip", "pend"];
+/// The data a gate refuses.
+const GATED: i64 = -2;
+
+type State = SchedulingState<u8, i64>;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add(u8, i64),
+    Pop,
+    Fail(usize, Option<usize>, bool),
+    Done(usize),
+    Delete(u8),
+    Update(u8, i64, bool),
+    Activate(u8),
+    Move(usize),
+    Advance(u64),
+    Leftover(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let (k, p) = (0u8..8, -2i64..4);
+    prop_oneof![
+        4 => (k.clone(), p.clone()).prop_map(|(k, p)| Op::Add(k, p)),
+        4 => Just(Op::Pop),
+        3 => (0usize..4, proptest::option::of(0usize..3), any::<bool>())
+            .prop_map(|(i, r, pend)| Op::Fail(i, r, pend)),
+        1 => (0usize..4).prop_map(Op::Done),
+        1 => k.clone().prop_map(Op::Delete),
+        2 => (k.clone(), p, any::<bool>()).prop_map(|(k, p, e)| Op::Update(k, p, e)),
+        1 => k.prop_map(Op::Activate),
+        2 => (0usize..3).prop_map(Op::Move),
+        2 => (0u64..12_000).prop_map(Op::Advance),
+        1 => (0u64..8).prop_map(Op::Leftover),
+    ]
+}
+
+fn new_state(pop_from_backoff: bool) -> State {
+    let config = SchedulingQueueConfig::default().pop_from_backoff(pop_from_backoff);
+    let rules = SchedulingRules::new(config)
+        .hint(NODE_ADD, "queue", |_, _, _| Ok(QueueingHint::Queue))
+        .hint(NODE_ADD, "skip", |_, _, _| Ok(QueueingHint::Skip))
+        .hint(ITEM_UPDATE, "pend", |_, _, _| Ok(QueueingHint::Queue))
+        .gate("gate", [ITEM_UPDATE], |item| *item.data() != GATED);
+    SchedulingState::with_rules(rules).unwrap()
+}
+
+/// The model: the clock, which keys are queued, which are in flight (and the popped items
+/// held), their data, which failed with an error last, and how many pops there were.
+struct Model {
+    now: Instant,
+    queued: BTreeSet<u8>,
+    in_flight: BTreeSet<u8>,
+    held: Vec<Flight<u8, i64>>,
+    data: BTreeMap<u8, i64>,
+    errored: BTreeSet<u8>,
+    pops: u64,
+}
+
+fn step(s: &mut State, m: &mut Model, op: Op) -> Result<(), TestCaseError> {
+    match op {
+        // Re-adding a key in flight queues a copy `pop` discards; the model leaves that out.
+        Op::Add(k, _) if m.in_flight.contains(&k) => {}
+        Op::Add(k, p) => {
+            prop_assert!(s.add(k, p, m.now).is_ok());
+            m.queued.insert(k);
+            m.data.insert(k, p);
+            let expected = if p == GATED {
+                SubQueue::Unschedulable
+            } else {
+                SubQueue::Active
+            };
+            prop_assert_eq!(s.where_is(&k), Some(expected));
+        }
+        Op::Pop => pop(s, m)?,
+        Op::Fail(i, rejector, pending) if i < m.held.len() => fail(s, m, i, rejector, pending)?,
+        Op::Done(i) if i < m.held.len() => {
+            let flight = m.held.remove(i);
+            prop_assert!(s.done(flight.item.key()));
+            prop_assert!(!s.done(flight.item.key()), "done twice");
+            m.in_flight.remove(flight.item.key());
+        }
+        Op::Fail(..) | Op::Done(_) => {}
+        Op::Delete(k) => {
+            prop_assert_eq!(s.delete(&k).is_some(), m.queued.remove(&k));
+            prop_assert_eq!(s.where_is(&k), None);
+        }
+        Op::Update(k, p, with_event) => {
+            let events: &[ClusterEvent] = if with_event { &[ITEM_UPDATE] } else { &[] };
+            let back = s.update(k, p, events, m.now);
+            prop_assert_eq!(back.is_some(), m.in_flight.contains(&k));
+            if back.is_none() {
+                m.queued.insert(k);
+                m.data.insert(k, p);
+            }
+        }
+        Op::Activate(k) => {
+            let was = s.where_is(&k);
+            let moved = s.activate([k], m.now);
+            let now_in = s.where_is(&k);
+            prop_assert_eq!(
+                moved == 1,
+                was != Some(SubQueue::Active) && now_in == Some(SubQueue::Active)
+            );
+        }
+        Op::Move(e) => {
+            s.move_matching(&EVENTS[e], EventPayload::none(), m.now, |_| true);
+        }
+        Op::Advance(ms) => {
+            m.now += Duration::from_millis(ms);
+            s.flush_backoff_completed(m.now);
+            let (_, _, ready) = s.parts_mut();
+            prop_assert!(
+                ready.next_expiry().is_none_or(|e| e > m.now),
+                "backoff outstayed"
+            );
+        }
+        Op::Leftover(min) => {
+            m.now += Duration::from_secs(60 * min);
+            s.flush_unschedulable_leftover(m.now);
+        }
+    }
+    Ok(())
+}
+
+fn fail(
+    s: &mut State,
+    m: &mut Model,
+    i: usize,
+    rejector: Option<usize>,
+    pending: bool,
+) -> Result<(), TestCaseError> {
+    let mut flight = m.held.remove(i);
+    flight.item.set_rejectors(rejector.map(|r| PLUGINS[r]));
+    flight.item.set_pending(pending.then_some("pend"));
+    let key = *flight.item.key();
+    let errored = rejector.is_none() && !pending;
+    let handed = s.hand_back(flight.item, Some(flight.id), flight.cycle, m.now);
+    prop_assert!(handed.is_ok());
+    m.in_flight.remove(&key);
+    m.queued.insert(key);
+    if errored {
+        m.errored.insert(key);
+        // An error waits out its backoff (at least 1 s from now), unless its gate holds it.
+        let expected = if m.data[&key] == GATED {
+            SubQueue::Unschedulable
+        } else {
+            SubQueue::Backoff
+        };
+        prop_assert_eq!(s.where_is(&key), Some(expected));
+    } else {
+        m.errored.remove(&key);
+    }
+    Ok(())
+}
+
+fn pop(s: &mut State, m: &mut Model) -> Result<(), TestCaseError> {
+    let before = s.pending();
+    match s.pop(m.now) {
+        Some(flight) => {
+            let key = *flight.item.key();
+            m.pops += 1;
+            prop_assert_eq!(flight.cycle, m.pops);
+            prop_assert!(m.queued.remove(&key), "popped {} which was not queued", key);
+            prop_assert!(m.in_flight.insert(key), "popped {} twice", key);
+            if before.active.contains(&key) {
+                // The head of active: nothing there has a higher priority.
+                prop_assert_eq!(m.data.get(&key), Some(flight.item.data()));
+                for other in &before.active {
+                    prop_assert!(
+                        m.data[other] <= *flight.item.data(),
+                        "{} before {}",
+                        key,
+                        other
+                    );
+                }
+            } else {
+                prop_assert!(before.active.is_empty() && before.backoff.contains(&key));
+                prop_assert!(
+                    !m.errored.contains(&key),
+                    "{} popped from backoff after an error",
+                    key
+                );
+            }
+            m.held.push(flight);
+        }
+        None => prop_assert!(before.active.is_empty(), "active had {:?}", before.active),
+    }
+    Ok(())
+}
+
+fn check(s: &mut State, m: &Model) -> Result<(), TestCaseError> {
+    let p = s.pending();
+    let mut all: Vec<u8> = p
+        .active
+        .iter()
+        .chain(&p.backoff)
+        .chain(&p.unschedulable)
+        .copied()
+        .collect();
+    all.sort_unstable();
+    let queued: Vec<u8> = m.queued.iter().copied().collect();
+    prop_assert_eq!(
+        &all,
+        &queued,
+        "every queued key in exactly one sub-queue ({})",
+        p
+    );
+    for key in &m.in_flight {
+        prop_assert!(s.is_in_flight(key));
+    }
+    prop_assert_eq!(s.len(), queued.len());
+    prop_assert_eq!(s.scheduling_cycle(), m.pops);
+    // The next leftover deadline is never later than any unschedulable item's.
+    let (rules, parked, ready) = s.parts_mut();
+    prop_assert_eq!(ready.in_flight_len(), m.in_flight.len());
+    let earliest = parked
+        .unschedulable
+        .items()
+        .filter_map(|item| rules.leftover_deadline(item))
+        .min();
+    if let Some(earliest) = earliest {
+        let next = parked.next_leftover();
+        prop_assert!(
+            next.is_some_and(|n| n <= earliest),
+            "leftover late: {:?} > {:?}",
+            next,
+            earliest
+        );
+    }
+    Ok(())
+}
+
+fn run(ops: Vec<Op>, pop_from_backoff: bool) -> Result<(), TestCaseError> {
+    let mut s = new_state(pop_from_backoff);
+    let mut m = Model {
+        now: Instant::now(),
+        queued: BTreeSet::new(),
+        in_flight: BTreeSet::new(),
+        held: Vec::new(),
+        data: BTreeMap::new(),
+        errored: BTreeSet::new(),
+        pops: 0,
+    };
+    for op in ops {
+        step(&mut s, &mut m, op)?;
+        check(&mut s, &m)?;
+    }
+    drain(&mut s, m)
+}
+
+/// Hands every held item back as an error, then lets time pass and pops until nothing more
+/// comes: every key comes out, except those a gate holds.
+fn drain(s: &mut State, mut m: Model) -> Result<(), TestCaseError> {
+    for flight in m.held.drain(..) {
+        m.queued.insert(*flight.item.key());
+        let handed = s.hand_back(flight.item, Some(flight.id), flight.cycle, m.now);
+        prop_assert!(handed.is_ok());
+    }
+    prop_assert_eq!(s.len(), m.queued.len(), "every held item queued again");
+    for hour in 1..=3 {
+        let now = m.now + Duration::from_secs(3600 * hour);
+        s.flush_unschedulable_leftover(now);
+        s.flush_backoff_completed(now);
+        while let Some(flight) = s.pop(now) {
+            m.queued.remove(flight.item.key());
+            s.done(flight.item.key());
+        }
+    }
+    for key in &m.queued {
+        prop_assert_eq!(m.data.get(key), Some(&GATED), "{} lost or wedged", key);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(Config {
+        cases: 10_000,
+        rng_seed: RngSeed::Fixed(0x5c4e_d01e),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/scheduling_state.txt",
+        ))),
+        ..Config::default()
+    })]
+
+    #[test]
+    fn scheduling_state_matches_the_model(
+        ops in prop::collection::vec(op(), 1..60),
+        pop_from_backoff in any::<bool>(),
+    ) {
+        run(ops, pop_from_backoff)?;
+    }
+}
+
+#[test]
+fn closing_refuses_adds_ends_flights_and_keeps_the_queued_items() {
+    let mut s = new_state(true);
+    let now = Instant::now();
+    s.add(1, 1, now).unwrap();
+    s.add(2, 2, now).unwrap();
+    let flight = s.pop(now).unwrap();
+    s.shut_down();
+    assert_eq!(s.add(3, 3, now).unwrap_err(), (3, 3));
+    assert!(s.pop(now).is_none(), "nothing pops once closed");
+    assert!(!s.is_in_flight(flight.item.key()), "every flight ended");
+    assert_eq!((s.len(), s.where_is(&1)), (1, Some(SubQueue::Active)));
+    assert_eq!(
+        s.update(3, 3, &[], now),
+        Some(3),
+        "an update that adds is refused"
+    );
+}
+
+#[test]
+fn a_hand_back_of_a_queued_key_changes_nothing() {
+    let mut s = new_state(true);
+    let now = Instant::now();
+    s.add(1, 1, now).unwrap();
+    let flight = s.pop(now).unwrap();
+    s.add(1, 5, now).unwrap(); // re-added while in flight
+    let refused = s.hand_back(flight.item, Some(flight.id), flight.cycle, now);
+    assert_eq!(*refused.unwrap_err().data(), 1);
+    assert_eq!((s.len(), s.where_is(&1)), (1, Some(SubQueue::Active)));
+    assert!(!s.is_in_flight(&1), "the flight still ended");
+}
+
+#[test]
+fn a_rejected_item_waits_for_an_event_and_a_move_request_sends_it_to_backoff() {
+    let mut s = new_state(true);
+    let t0 = Instant::now();
+    s.add(1, 1, t0).unwrap();
+    let mut first = s.pop(t0).unwrap();
+    first.item.set_rejectors(["skip"]);
+    // Not in flight here (no flight id), no move requested since: unschedulable.
+    s.hand_back(first.item, None, first.cycle, t0).unwrap();
+    assert_eq!(s.where_is(&1), Some(SubQueue::Unschedulable));
+    assert_eq!(s.move_all(&NODE_ADD, t0), 0, "the hint of `skip` says skip");
+
+    s.add(2, 1, t0).unwrap();
+    let mut second = s.pop(t0).unwrap();
+    s.move_all(&ClusterEvent::new("Pv", ActionType::ADD), t0); // of no interest: no request
+    second.item.set_rejectors(["skip"]);
+    s.hand_back(second.item, None, second.cycle, t0).unwrap();
+    assert_eq!(s.where_is(&2), Some(SubQueue::Unschedulable));
+
+    s.add(3, 1, t0).unwrap();
+    let mut third = s.pop(t0).unwrap();
+    s.move_all(&ITEM_UPDATE, t0); // a move request in the cycle it was popped in
+    third.item.set_rejectors(["skip"]);
+    s.hand_back(third.item, None, third.cycle, t0).unwrap();
+    assert_eq!(s.where_is(&3), Some(SubQueue::Backoff));
+    let expiry = t0 + Duration::from_secs(1);
+    assert_eq!(s.next_deadline(), Some(expiry));
+    assert_eq!(
+        s.flush_backoff_completed(expiry - Duration::from_nanos(1)),
+        0
+    );
+    assert_eq!(s.flush_backoff_completed(expiry), 1);
+}
+
+#[test]
+fn the_leftover_flush_moves_items_strictly_after_the_maximum() {
+    let mut s = new_state(true);
+    let t0 = Instant::now();
+    s.add(1, 1, t0).unwrap();
+    let mut flight = s.pop(t0).unwrap();
+    assert!(
+        s.done(&1),
+        "its flight ends: the hand-back finds it not in flight"
+    );
+    flight.item.set_rejectors(["skip"]);
+    s.hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+        .unwrap();
+    assert_eq!(s.where_is(&1), Some(SubQueue::Unschedulable));
+    let five_min = Duration::from_secs(300);
+    assert_eq!(
+        s.next_deadline(),
+        Some(t0 + five_min + Duration::from_nanos(1))
+    );
+    assert_eq!(s.flush_unschedulable_leftover(t0 + five_min), 0);
+    assert_eq!(
+        s.flush_unschedulable_leftover(t0 + five_min + Duration::from_nanos(1)),
+        1
+    );
+    assert_eq!(
+        s.where_is(&1),
+        Some(SubQueue::Active),
+        "its backoff is long over"
+    );
+    assert_eq!(s.next_deadline(), None);
+    assert_eq!(
+        s.in_flight_events(),
+        Vec::new(),
+        "nothing in flight: the timeout event is not kept"
+    );
+}
+
+#[test]
+fn a_pending_plugin_answering_queue_skips_the_backoff() {
+    let mut s = new_state(true);
+    let t0 = Instant::now();
+    s.add(1, 1, t0).unwrap();
+    let mut flight = s.pop(t0).unwrap();
+    s.move_all(&ITEM_UPDATE, t0); // seen while in flight: replayed on the hand-back
+    flight.item.set_pending(["pend"]);
+    s.hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+        .unwrap();
+    assert_eq!(s.where_is(&1), Some(SubQueue::Active));
+}
