@@ -471,7 +471,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     #[cfg(feature = "prometheus")]
     #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
     #[must_use]
-    pub fn metrics(mut self, metrics: Arc<crate::metrics::ControllerMetrics>) -> Self {
+    pub fn metrics(mut self, metrics: Arc<crate::prometheus::ControllerMetrics>) -> Self {
         self.recorder.prometheus = Some(metrics);
         self
     }

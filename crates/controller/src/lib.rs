@@ -14,7 +14,7 @@
 //!   as a watch is re-listed (no key set is kept between terms);
 //! - a shutdown drains: no new keys, in-flight reconciles finish within a grace period while the
 //!   lease is kept, then [`Controller::run`] returns a [`Summary`];
-//! - controller-runtime's metric names ([`metrics`], feature `prometheus`), a `tracing` span per
+//! - controller-runtime's metric names ([`prometheus`], feature `prometheus`), a `tracing` span per
 //!   reconcile carrying the key, and [`Event`]s as they happen.
 //!
 //! # Examples
@@ -75,7 +75,7 @@ mod event;
 pub mod kube;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
-pub mod metrics;
+pub mod prometheus;
 pub mod shard;
 mod source;
 mod stats;

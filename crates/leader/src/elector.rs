@@ -102,7 +102,7 @@ pub struct LeaderElector<L> {
     lock_errors: AtomicU64,
     late_acquires: AtomicU64,
     #[cfg(feature = "prometheus")]
-    metrics: Option<crate::prometheus::LeaderMetrics>,
+    metrics: Option<Arc<crate::prometheus::LeaderMetrics>>,
     /// The subscribers of [`subscribe_leadership`](Self::subscribe_leadership).
     transitions: Transitions,
 }
@@ -191,13 +191,13 @@ impl<L: Lock> LeaderElector<L> {
     /// let metrics = ctrlq_leader::prometheus::LeaderMetrics::register(&mut registry);
     /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default())
     ///     .unwrap()
-    ///     .with_metrics(metrics);
+    ///     .metrics(metrics);
     /// # drop(elector);
     /// ```
     #[cfg(feature = "prometheus")]
     #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
     #[must_use]
-    pub fn with_metrics(mut self, metrics: crate::prometheus::LeaderMetrics) -> Self {
+    pub fn metrics(mut self, metrics: Arc<crate::prometheus::LeaderMetrics>) -> Self {
         metrics.set_leading(&self.config.name, false);
         self.metrics = Some(metrics);
         self

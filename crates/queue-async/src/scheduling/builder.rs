@@ -111,7 +111,14 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
             + Sync
             + 'static,
     {
-        self.rules = self.rules.hint(event, plugin, hint);
+        // The state machine counts a failed hint as `Queue`; the log says why an item moved.
+        self.rules = self.rules.hint(event, plugin, move |item, event, payload| {
+            let answer = hint(item, event, payload);
+            if let Err(error) = &answer {
+                tracing::debug!(plugin, event = event.label, %error, "hint failed; treated as queue");
+            }
+            answer
+        });
         self
     }
 
