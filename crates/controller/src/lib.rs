@@ -17,6 +17,14 @@
 //! - controller-runtime's metric names ([`prometheus`], feature `prometheus`), a `tracing` span per
 //!   reconcile carrying the key, and [`Event`]s as they happen.
 //!
+//! # Locks
+//!
+//! Every lock of the workspace's crates is `parking_lot`'s `Mutex`, one family for all: it does
+//! not poison, so a panic in a caller's code while a lock is held (a hook, a hint, a lock
+//! backend) cannot wedge what the lock guards, which is consistent between transitions; it
+//! spins briefly before parking, which suits locks held for a few hundred nanoseconds; and its
+//! guard is not `Send`, so a lock held across an `.await` does not compile in a spawned task.
+//!
 //! # Examples
 //!
 //! Three replicas of a controller share one in-memory lock; the leader reconciles every key,

@@ -13,14 +13,15 @@
 //! [`RELIST_DEBOUNCE`] of each other share one listing.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ctrlq_queue_async::WorkQueue;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use parking_lot::Mutex;
 use tokio::sync::watch;
 use tracing::warn;
 
@@ -76,10 +77,7 @@ impl<K: Key> Source<K> {
 
     /// A fresh stream, or the panic message of a `subscribe` that panicked.
     fn subscribe(&self) -> Result<BoxStream<'static, Result<K, SourceError>>, String> {
-        let mut subscribe = self
-            .subscribe
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut subscribe = self.subscribe.lock();
         catch_unwind(AssertUnwindSafe(&mut *subscribe)).map_err(|p| panic_message(&*p))
     }
 

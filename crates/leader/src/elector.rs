@@ -1,10 +1,11 @@
 //! The elector: acquire, renew, drain, step down, release.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
@@ -115,8 +116,8 @@ struct Observed {
     jitter: Jitter,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock()
 }
 
 /// Whether a try runs while acquiring or while renewing a term already held.
@@ -751,7 +752,7 @@ impl<L: Lock> LeaderElector<L> {
         });
     }
 
-    fn lock_state(&self) -> std::sync::MutexGuard<'_, Observed> {
+    fn lock_state(&self) -> MutexGuard<'_, Observed> {
         lock(&self.state)
     }
 }

@@ -28,6 +28,14 @@
 //! The per-item maps hash with a random seed per map. Tests of which keys a full map evicts fix
 //! it on the limiter they test (`with_hash_seed`); no feature changes how a build hashes.
 //!
+//! # Locks
+//!
+//! Every lock of the workspace's crates is `parking_lot`'s `Mutex`, one family for all: it does
+//! not poison, so a panic in a caller's code while a lock is held (a hook, a hint, a lock
+//! backend) cannot wedge what the lock guards, which is consistent between transitions; it
+//! spins briefly before parking, which suits locks held for a few hundred nanoseconds; and its
+//! guard is not `Send`, so a lock held across an `.await` does not compile in a spawned task.
+//!
 //! # Examples
 //!
 //! ```
