@@ -27,7 +27,7 @@ use tracing::warn;
 
 use crate::action::panic_message;
 use crate::controller::Key;
-use crate::term::Shared;
+use crate::term::Reconciler;
 use crate::{Event, SourceFailure};
 
 /// An error a source yielded, as its message.
@@ -84,7 +84,11 @@ impl<K: Key> Source<K> {
     /// Adds this source's keys to `sink` until the stream ends after a key or the sink closes;
     /// a failed stream is reported and subscribed again after a backoff, and a relist the sink
     /// asks for subscribes again at once.
-    pub(crate) async fn pump<E>(self: Arc<Self>, sink: impl Sink<K>, shared: Arc<Shared<K, E>>) {
+    pub(crate) async fn pump<E>(
+        self: Arc<Self>,
+        sink: impl Sink<K>,
+        shared: Arc<Reconciler<K, E>>,
+    ) {
         let mut backoff = INITIAL_BACKOFF;
         let mut relist = sink.relists();
         loop {
@@ -122,7 +126,7 @@ impl<K: Key> Source<K> {
         &self,
         mut stream: BoxStream<'static, Result<K, SourceError>>,
         sink: &impl Sink<K>,
-        shared: &Shared<K, E>,
+        shared: &Reconciler<K, E>,
         backoff: &mut Duration,
         relist: &mut Option<watch::Receiver<u64>>,
     ) -> Drained {
@@ -233,7 +237,7 @@ fn poll_ready_keys<K>(
     Poll::Ready(Step::Keys)
 }
 
-impl<K, E> Shared<K, E> {
+impl<K, E> Reconciler<K, E> {
     /// Reports an error item of source `index`.
     fn source_error(&self, index: usize, error: &str) {
         self.recorder.stats.source_errors.fetch_add(1, Relaxed);
