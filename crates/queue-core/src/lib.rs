@@ -32,6 +32,7 @@ mod compare;
 pub mod keyed_heap;
 mod priority_state;
 pub mod scheduling;
+mod time;
 mod work_state;
 
 #[cfg(test)]
@@ -41,4 +42,5 @@ pub use compare::{Compare, MaxOrder, MinOrder};
 pub use keyed_heap::KeyedHeap;
 pub use priority_state::{PriorityAdd, PriorityDone, PriorityState};
 pub use scheduling::SchedulingState;
+pub use time::{MAX_DELAY, Moment};
 pub use work_state::{AddOutcome, DoneOutcome, PopOutcome, WorkState};

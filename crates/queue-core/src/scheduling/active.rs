@@ -17,7 +17,7 @@ use hashbrown::HashMap;
 
 use super::event::{ClusterEvent, EventPayload};
 use super::item::QueuedItem;
-use super::moment::Moment;
+use crate::Moment;
 use crate::{Compare, KeyedHeap};
 
 /// The active order: the caller's comparison, then the queueing sequence (FIFO among equals).

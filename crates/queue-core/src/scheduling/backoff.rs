@@ -5,7 +5,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::item::QueuedItem;
-use super::moment::Moment;
+use crate::Moment;
 use crate::{Compare, KeyedHeap};
 
 /// Earlier expiry first; equal expiries in the active order, then FIFO.

@@ -9,7 +9,7 @@ use hashbrown::HashMap;
 
 use super::event::{ClusterEvent, EventPayload};
 use super::item::{PluginId, QueuedItem};
-use super::moment::Moment;
+use crate::Moment;
 
 /// The answer of a hint about one item and one event.
 ///

@@ -4,9 +4,9 @@ use std::cmp::Ordering;
 
 use std::time::Instant;
 
-use super::moment::Moment;
 use super::plugins::PluginSet;
 use crate::Compare;
+use crate::Moment;
 
 /// The id of a caller-defined "plugin": whatever rejected an item, gates it, or hints about it.
 ///

@@ -1,7 +1,7 @@
 //! The scheduling queue's state machine (kube-scheduler's scheduling queue, for any keyed
 //! item): [`SchedulingState`], its halves [`Parked`] and [`Ready`], and the
 //! [`SchedulingRules`] that move items between the sub-queues. Pure: no locks, no async, no
-//! clock reads; every operation that depends on time takes `now` (any [`Moment`]).
+//! clock reads; every operation that depends on time takes `now` (any [`Moment`](crate::Moment)).
 
 mod active;
 mod backoff;
@@ -9,7 +9,6 @@ mod config;
 mod event;
 mod hints;
 mod item;
-mod moment;
 mod moves;
 mod parts;
 mod pending;
@@ -27,7 +26,6 @@ pub use config::{ConfigError, SchedulingQueueConfig};
 pub use event::{ActionType, ClusterEvent, EventPayload};
 pub use hints::{GateFn, HintError, HintFn, QueueingHint};
 pub use item::{PluginId, Priority, PriorityOrder, QueuedItem};
-pub use moment::{FAR_FUTURE, Moment};
 pub use parts::{Parked, Ready};
 pub use pending::{Pending, SubQueue};
 pub use rules::{Flight, Placement, Return, Returned, SchedulingRules, Wake};

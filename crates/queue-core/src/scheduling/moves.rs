@@ -7,10 +7,10 @@ use std::hash::Hash;
 use super::event::{ClusterEvent, EventPayload};
 use super::hints::Strategy;
 use super::item::QueuedItem;
-use super::moment::Moment;
 use super::parts::{Parked, Ready};
 use super::rules::{Placement, SchedulingRules};
 use crate::Compare;
+use crate::Moment;
 
 impl<K, T, I> SchedulingRules<K, T, I>
 where

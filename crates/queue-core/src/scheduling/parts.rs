@@ -14,10 +14,10 @@ use super::active::{ActiveQueue, InFlightEntry};
 use super::backoff::BackoffQueue;
 use super::event::{ClusterEvent, EventPayload};
 use super::item::{PriorityOrder, QueuedItem};
-use super::moment::Moment;
 use super::pending::SubQueue;
 use super::unschedulable::Unschedulable;
 use crate::Compare;
+use crate::Moment;
 
 /// The unschedulable items (rejected or gated, waiting for an event) and what decides where
 /// failed items go: the cycle of the last move request and the next leftover deadline.

@@ -19,8 +19,8 @@ use super::config::SchedulingQueueConfig;
 use super::event::{ClusterEvent, EventPayload};
 use super::hints::{HintError, Hooks, QueueingHint, Strategy};
 use super::item::{PluginId, QueuedItem};
-use super::moment::Moment;
 use super::parts::Parked;
+use crate::Moment;
 
 /// The settings, hints and gates of a scheduling queue, and its transitions.
 ///

@@ -8,11 +8,11 @@ use super::active::InFlightEntry;
 use super::config::{ConfigError, SchedulingQueueConfig};
 use super::event::{ClusterEvent, EventPayload};
 use super::item::{Priority, PriorityOrder, QueuedItem};
-use super::moment::Moment;
 use super::parts::{Parked, Ready};
 use super::pending::{Pending, SubQueue};
 use super::rules::{Flight, Return, SchedulingRules, Wake};
 use crate::Compare;
+use crate::Moment;
 
 /// The state machine of kube-scheduler's scheduling queue, for any keyed item: the active,
 /// backoff and unschedulable sub-queues, the in-flight record with the events seen meanwhile,

@@ -8,10 +8,10 @@ use super::active::RecordedEvent;
 use super::event::{ClusterEvent, EventPayload};
 use super::hints::{Hooks, Strategy};
 use super::item::QueuedItem;
-use super::moment::Moment;
 use super::parts::{Parked, Ready};
 use super::rules::{Flight, Placement, Return, Returned, SchedulingRules, Wake};
 use crate::Compare;
+use crate::Moment;
 
 impl<K, T, I> SchedulingRules<K, T, I>
 where

@@ -28,7 +28,7 @@ use std::hint::black_box;
 use hashbrown::{DefaultHashBuilder, HashTable};
 
 use super::item::QueuedItem;
-use super::moment::Moment;
+use crate::Moment;
 
 /// How many items the scan reads ahead in one pass (their misses overlap; see the module docs).
 const BATCH: usize = 16;
