@@ -467,7 +467,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
 
     /// Reports controller-runtime's reconcile metrics to `metrics` under the controller's name.
     ///
-    /// See [`metrics`](crate::metrics) for an example.
+    /// See [`prometheus`](crate::prometheus) for an example.
     #[cfg(feature = "prometheus")]
     #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
     #[must_use]
