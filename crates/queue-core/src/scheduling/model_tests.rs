@@ -296,8 +296,12 @@ fn drain(s: &mut State, mut m: Model) -> Result<(), TestCaseError> {
 }
 
 proptest! {
+    // `PROPTEST_CASES` lowers the count for a quick run (a mutation run, say); 10,000 otherwise.
     #![proptest_config(Config {
-        cases: 10_000,
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(10_000),
         rng_seed: RngSeed::Fixed(0x5c4e_d01e),
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
             "proptest-regressions/scheduling_state.txt",
