@@ -13,8 +13,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 
 use super::{
-    ActionType, ClusterEvent, EventPayload, Flight, QueueingHint, SchedulingQueueConfig,
-    SchedulingRules, SchedulingState, SubQueue,
+    ActionType, ClusterEvent, EventPayload, Flight, Placement, QueuedItem, QueueingHint, Return,
+    SchedulingQueueConfig, SchedulingRules, SchedulingState, SubQueue, Wake,
 };
 
 const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
@@ -77,6 +77,7 @@ struct Model {
     data: BTreeMap<u8, i64>,
     errored: BTreeSet<u8>,
     pops: u64,
+    pop_from_backoff: bool,
 }
 
 fn step(s: &mut State, m: &mut Model, op: Op) -> Result<(), TestCaseError> {
@@ -124,9 +125,23 @@ fn step(s: &mut State, m: &mut Model, op: Op) -> Result<(), TestCaseError> {
                 moved == 1,
                 was != Some(SubQueue::Active) && now_in == Some(SubQueue::Active)
             );
+            if was == Some(SubQueue::Backoff) {
+                prop_assert_eq!(
+                    (moved, now_in),
+                    (1, Some(SubQueue::Active)),
+                    "backoff activates"
+                );
+            }
         }
         Op::Move(e) => {
-            s.move_matching(&EVENTS[e], EventPayload::none(), m.now, |_| true);
+            let before = s.pending().unschedulable.len();
+            let moved = s.move_matching(&EVENTS[e], EventPayload::none(), m.now, |_| true);
+            let after = s.pending().unschedulable.len();
+            prop_assert_eq!(
+                moved,
+                before - after,
+                "a move reports what left unschedulable"
+            );
         }
         Op::Advance(ms) => {
             m.now += Duration::from_millis(ms);
@@ -197,6 +212,11 @@ fn pop(s: &mut State, m: &mut Model) -> Result<(), TestCaseError> {
                     );
                 }
             } else {
+                prop_assert!(
+                    m.pop_from_backoff,
+                    "{} popped from backoff with the option off",
+                    key
+                );
                 prop_assert!(before.active.is_empty() && before.backoff.contains(&key));
                 prop_assert!(
                     !m.errored.contains(&key),
@@ -206,7 +226,14 @@ fn pop(s: &mut State, m: &mut Model) -> Result<(), TestCaseError> {
             }
             m.held.push(flight);
         }
-        None => prop_assert!(before.active.is_empty(), "active had {:?}", before.active),
+        None => {
+            prop_assert!(before.active.is_empty(), "active had {:?}", before.active);
+            if m.pop_from_backoff {
+                for key in &before.backoff {
+                    prop_assert!(m.errored.contains(key), "{} could pop from backoff", key);
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -263,6 +290,7 @@ fn run(ops: Vec<Op>, pop_from_backoff: bool) -> Result<(), TestCaseError> {
         data: BTreeMap::new(),
         errored: BTreeSet::new(),
         pops: 0,
+        pop_from_backoff,
     };
     for op in ops {
         step(&mut s, &mut m, op)?;
@@ -428,6 +456,245 @@ fn a_pending_plugin_answering_queue_skips_the_backoff() {
     s.add(1, 1, t0).unwrap();
     let mut flight = s.pop(t0).unwrap();
     s.move_all(&ITEM_UPDATE, t0); // seen while in flight: replayed on the hand-back
+    flight.item.set_pending(["pend"]);
+    s.hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+        .unwrap();
+    assert_eq!(s.where_is(&1), Some(SubQueue::Active));
+}
+
+#[test]
+fn an_event_moves_what_its_hints_queue_and_one_of_no_interest_moves_nothing() {
+    let mut s = new_state(true);
+    let t0 = Instant::now();
+    for (key, plugin) in [(1, "queue"), (2, "skip")] {
+        s.add(key, 1, t0).unwrap();
+        let mut flight = s.pop(t0).unwrap();
+        assert!(s.done(&key));
+        flight.item.set_rejectors([plugin]);
+        s.hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+            .unwrap();
+    }
+    let pv_add = ClusterEvent::new("Pv", ActionType::ADD);
+    assert_eq!(s.move_all(&pv_add, t0), 0);
+    let (_, parked, _) = s.parts_mut();
+    assert_eq!(
+        parked.move_request_cycle(),
+        None,
+        "no request for an event of no interest"
+    );
+    assert_eq!(
+        s.move_all(&NODE_ADD, t0),
+        1,
+        "the hint of `queue` queues, `skip`'s skips"
+    );
+    assert_eq!(s.where_is(&1), Some(SubQueue::Backoff));
+    assert_eq!(s.where_is(&2), Some(SubQueue::Unschedulable));
+    // Its backoff (1 s from its hand-back) ends exactly now: active, not backoff.
+    let at_expiry = t0 + Duration::from_secs(1);
+    assert_eq!(
+        s.move_all(&ClusterEvent::UNSCHEDULABLE_TIMEOUT, at_expiry),
+        1
+    );
+    assert_eq!(s.where_is(&2), Some(SubQueue::Active));
+}
+
+#[test]
+fn a_move_tells_its_sink_how_many_candidates_it_has_seen() {
+    let mut s = new_state(true);
+    let mut other = new_state(true);
+    let t0 = Instant::now();
+    let (rules, parked, _) = s.parts_mut();
+    let (_, _, ready) = other.parts_mut();
+    for key in 0..4 {
+        let mut item = rules.new_item(parked, key, 1, t0);
+        item.set_rejectors(["queue"]);
+        rules.commit(parked, ready, Placement::Unschedulable(item), t0);
+    }
+    let mut seen = Vec::new();
+    let payload = EventPayload::none();
+    let odd = |item: &QueuedItem<u8, i64>| item.key() % 2 == 1;
+    let moved = rules.move_matching(parked, &NODE_ADD, &payload, t0, odd, |_, n| seen.push(n));
+    assert_eq!((moved, seen), (2, vec![2, 4]));
+}
+
+#[test]
+fn parking_moves_the_next_leftover_deadline_only_when_earlier() {
+    let mut s = new_state(true);
+    let t0 = Instant::now();
+    let later = t0 + Duration::from_secs(10);
+    let deadline = |t: Instant| t + Duration::from_secs(300) + Duration::from_nanos(1);
+    let (rules, parked, ready) = s.parts_mut();
+    let mut park = |key, at| {
+        let item = rules.new_item(parked, key, 1, at);
+        let wake = rules.commit(parked, ready, Placement::Unschedulable(item), at);
+        (wake.timer, wake.flush, parked.next_leftover())
+    };
+    assert_eq!(park(1, later), (true, true, Some(deadline(later))));
+    assert_eq!(
+        park(2, t0),
+        (true, true, Some(deadline(t0))),
+        "earlier: re-armed"
+    );
+    assert_eq!(
+        park(3, t0),
+        (false, true, Some(deadline(t0))),
+        "equal: nothing to re-arm"
+    );
+    assert_eq!(park(4, later), (false, true, Some(deadline(t0))));
+}
+
+#[test]
+fn commits_say_whom_to_wake() {
+    let mut s = new_state(true);
+    let t0 = Instant::now();
+    let active = s.add(1, 1, t0).unwrap();
+    assert_eq!(
+        (active.pop, active.timer, active.flush),
+        (true, false, false)
+    );
+    let mut wake = Wake::default();
+    wake |= Wake {
+        timer: true,
+        ..Wake::default()
+    };
+    wake |= Wake {
+        flush: true,
+        ..Wake::default()
+    };
+    assert_eq!((wake.pop, wake.timer, wake.flush), (false, true, true));
+    wake |= Wake {
+        pop: true,
+        ..Wake::default()
+    };
+    wake |= Wake::default();
+    assert_eq!((wake.pop, wake.timer, wake.flush), (true, true, true));
+    let mut off = new_state(false);
+    let (rules, parked, ready) = off.parts_mut();
+    let item = rules.new_item(parked, 1, 1, t0);
+    let placement = Placement::Backoff(item, t0 + Duration::from_secs(1));
+    let backoff = rules.commit(parked, ready, placement, t0);
+    assert_eq!(
+        (backoff.pop, backoff.timer, backoff.flush),
+        (false, true, true)
+    );
+    let item = rules.new_item(parked, 2, 1, t0);
+    let refused = rules.commit_ready(ready, Placement::Unschedulable(item), t0);
+    assert_eq!(
+        refused.map_err(|item| *item.key()),
+        Err(2),
+        "unschedulable is handed back"
+    );
+}
+
+#[test]
+fn rules_keep_their_config_and_show_it() {
+    let config = SchedulingQueueConfig::default().max_backoff(Duration::from_secs(20));
+    let rules = SchedulingRules::<u8, i64>::new(config);
+    assert_eq!(rules.config(), &config);
+    let shown = format!("{rules:?}");
+    assert!(
+        shown.starts_with("SchedulingRules") && shown.contains("20s"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_leftover_flush_with_nothing_due_records_no_event() {
+    let mut s = new_state(true);
+    let t0 = Instant::now();
+    s.add(1, GATED, t0).unwrap(); // gated: unschedulable, due in 5 min
+    s.add(2, 1, t0).unwrap();
+    let _flight = s.pop(t0).unwrap();
+    assert_eq!(
+        s.flush_unschedulable_leftover(t0 + Duration::from_secs(60)),
+        0
+    );
+    assert_eq!(s.in_flight_events(), vec![super::InFlightEntry::Item(2)]);
+}
+
+#[test]
+fn a_guard_dropped_claims_its_item_back_only_while_its_flight_lasts() {
+    let mut s = new_state(true);
+    let t0 = Instant::now();
+    s.add(1, 1, t0).unwrap();
+    let flight = s.pop(t0).unwrap();
+    let (rules, parked, ready) = s.parts_mut();
+    let claim = rules.claim_return(parked, ready, flight.item, Some(flight.id), true);
+    let Return::Accepted(returned) = claim else {
+        panic!("a current flight is taken back: {claim:?}");
+    };
+    let placement = rules.requeue(parked, returned, flight.cycle, t0);
+    rules.commit(parked, ready, placement, t0);
+    assert_eq!(
+        s.where_is(&1),
+        Some(SubQueue::Backoff),
+        "an error waits out its backoff"
+    );
+
+    s.add(2, 1, t0).unwrap();
+    let flight = s.pop(t0).unwrap();
+    assert!(s.done(&2));
+    let (rules, parked, ready) = s.parts_mut();
+    let claim = rules.claim_return(parked, ready, flight.item, Some(flight.id), true);
+    assert!(
+        matches!(claim, Return::Ended),
+        "an ended flight has nothing to hand back"
+    );
+}
+
+#[test]
+fn a_hand_back_finds_its_key_in_any_sub_queue() {
+    let t0 = Instant::now();
+    for queued_in in [SubQueue::Backoff, SubQueue::Unschedulable] {
+        let mut s = new_state(true);
+        s.add(1, 1, t0).unwrap();
+        let flight = s.pop(t0).unwrap();
+        let (rules, parked, ready) = s.parts_mut();
+        let copy = rules.new_item(parked, 1, 7, t0);
+        let placement = match queued_in {
+            SubQueue::Backoff => Placement::Backoff(copy, t0 + Duration::from_secs(1)),
+            _ => Placement::Unschedulable(copy),
+        };
+        rules.commit(parked, ready, placement, t0);
+        let refused = s.hand_back(flight.item, Some(flight.id), flight.cycle, t0);
+        assert_eq!(refused.map_err(|item| *item.data()).unwrap_err(), 1);
+        assert_eq!((s.len(), s.where_is(&1)), (1, Some(queued_in)));
+    }
+}
+
+#[test]
+fn an_update_judges_its_events_for_an_unschedulable_item() {
+    let mut s = new_state(true);
+    let t0 = Instant::now();
+    s.add(1, 1, t0).unwrap();
+    let mut flight = s.pop(t0).unwrap();
+    assert!(s.done(&1));
+    flight.item.set_rejectors(["queue"]);
+    s.hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+        .unwrap();
+    assert_eq!(s.update(1, 2, &[ITEM_UPDATE], t0), None);
+    assert_eq!(
+        s.where_is(&1),
+        Some(SubQueue::Unschedulable),
+        "no hint of `queue` for it"
+    );
+    assert_eq!(s.update(1, 3, &[ITEM_UPDATE, NODE_ADD], t0), None);
+    assert_eq!(
+        s.where_is(&1),
+        Some(SubQueue::Backoff),
+        "the first event that helps"
+    );
+}
+
+#[test]
+fn a_replay_looks_past_an_event_that_does_not_help() {
+    let mut s = new_state(true);
+    let t0 = Instant::now();
+    s.add(1, 1, t0).unwrap();
+    let mut flight = s.pop(t0).unwrap();
+    s.move_all(&NODE_ADD, t0); // `skip` says skip
+    s.move_all(&ITEM_UPDATE, t0); // `pend` says queue, and it is pending: at once
+    flight.item.set_rejectors(["skip"]);
     flight.item.set_pending(["pend"]);
     s.hand_back(flight.item, Some(flight.id), flight.cycle, t0)
         .unwrap();
