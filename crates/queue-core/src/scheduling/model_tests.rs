@@ -700,3 +700,45 @@ fn a_replay_looks_past_an_event_that_does_not_help() {
         .unwrap();
     assert_eq!(s.where_is(&1), Some(SubQueue::Active));
 }
+
+#[test]
+fn equal_items_pop_in_queueing_order() {
+    let mut s = new_state(true);
+    let t0 = Instant::now();
+    for key in 0..10 {
+        s.add(key, 1, t0).unwrap();
+    }
+    let order: Vec<u8> = std::iter::from_fn(|| s.pop(t0).map(|f| *f.item.key())).collect();
+    assert_eq!(order, (0..10).collect::<Vec<u8>>());
+}
+
+#[test]
+fn the_halves_report_what_they_hold() {
+    let mut s = new_state(true);
+    let t0 = Instant::now();
+    assert!(s.is_empty());
+    s.add(1, GATED, t0).unwrap();
+    s.add(2, 1, t0).unwrap();
+    s.add(3, 1, t0).unwrap();
+    assert!(!s.is_empty());
+    let flight = s.pop(t0).unwrap();
+    s.move_all(&ITEM_UPDATE, t0);
+    let (_, parked, ready) = s.parts_mut();
+    assert_eq!(parked.move_request_cycle(), Some(1));
+    assert!(!parked.is_empty() && parked.contains(&1));
+    assert_eq!(ready.in_flight_keys(), vec![2]);
+    assert!(ready.is_current_flight(&2, flight.id));
+    assert!(!ready.is_current_flight(&2, flight.id + 1) && !ready.is_current_flight(&3, 0));
+    let shown = format!("{parked:?} {ready:?}");
+    assert!(shown.contains("Parked { unschedulable: 1"), "{shown}");
+    assert!(
+        shown.contains("Ready { active: 1, backoff: 0, in_flight: 1"),
+        "{shown}"
+    );
+    ready.end_flight(&2, flight.id + 1);
+    assert!(ready.is_in_flight(&2), "a stale flight id ends nothing");
+    ready.end_flight(&2, flight.id);
+    assert!(!ready.is_in_flight(&2));
+    assert_eq!(parked.remove(&1).map(|item| *item.data()), Some(GATED));
+    assert!(parked.is_empty() && parked.remove(&1).is_none());
+}

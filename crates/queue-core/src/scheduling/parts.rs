@@ -175,14 +175,15 @@ where
         let mut put = |item: &mut QueuedItem<K, T, I>| {
             item.data = data.take().expect("the update runs once");
         };
-        let replaced = if self.active.heap.contains_key(key) {
-            self.active.heap.update(key, &mut put)
+        if self.active.heap.contains_key(key) {
+            self.active.heap.update(key, &mut put);
         } else {
-            self.backoff.update(key, &mut put)
-        };
+            self.backoff.update(key, &mut put);
+        }
+        // The data is still here exactly when neither held the key.
         match data {
-            Some(data) if !replaced => Err(data),
-            _ => Ok(()),
+            Some(data) => Err(data),
+            None => Ok(()),
         }
     }
 
