@@ -8,7 +8,8 @@ use std::time::Instant;
 use hashbrown::HashMap;
 
 use super::event::{ClusterEvent, EventPayload};
-use super::item::{PluginId, QueuedItem};
+use super::item::QueuedItem;
+use super::plugins::PluginId;
 use crate::Moment;
 
 /// The answer of a hint about one item and one event.

@@ -4,14 +4,9 @@ use std::cmp::Ordering;
 
 use std::time::Instant;
 
-use super::plugins::PluginSet;
+use super::plugins::{PluginId, PluginSet};
 use crate::Compare;
 use crate::Moment;
-
-/// The id of a caller-defined "plugin": whatever rejected an item, gates it, or hints about it.
-///
-/// Plugin ids are static names, so they are cheap to copy and compare.
-pub type PluginId = &'static str;
 
 /// An item of a scheduling queue ([`SchedulingState`]): the caller's key and data, and the
 /// queue's bookkeeping, timed in instants of type `I` (see [`Moment`]).

@@ -1,6 +1,10 @@
-//! [`PluginSet`]: the plugin ids an item carries (its rejectors, its pending plugins).
+//! [`PluginId`] and [`PluginSet`]: the plugin ids an item carries (its rejectors, its pending
+//! plugins).
 
-use super::item::PluginId;
+/// The id of a caller-defined "plugin": whatever rejected an item, gates it, or hints about it.
+///
+/// Plugin ids are static names, so they are cheap to copy and compare.
+pub type PluginId = &'static str;
 
 /// A set of plugin ids, inline up to two (the common case), so reading an item's rejectors
 /// during a move costs no extra pointer chase; 48 bytes.

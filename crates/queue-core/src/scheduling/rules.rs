@@ -18,8 +18,9 @@ use super::backoff;
 use super::config::SchedulingQueueConfig;
 use super::event::{ClusterEvent, EventPayload};
 use super::hints::{HintError, Hooks, QueueingHint, Strategy};
-use super::item::{PluginId, QueuedItem};
+use super::item::QueuedItem;
 use super::parts::Parked;
+use super::plugins::PluginId;
 use crate::Moment;
 
 /// The settings, hints and gates of a scheduling queue, and its transitions.
