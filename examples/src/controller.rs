@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use ctrlq_controller::metrics::ControllerMetrics;
+use ctrlq_controller::prometheus::ControllerMetrics;
 use ctrlq_controller::{Action, Context, Controller, Event, ReconcileOutcome};
 use ctrlq_leader::prometheus::LeaderMetrics;
 use ctrlq_leader::{LeaderElectionConfig, LeaderElector, Lock};
@@ -64,7 +64,7 @@ pub struct Options {
     /// Report controller-runtime's reconcile metrics here.
     pub controller_metrics: Option<Arc<ControllerMetrics>>,
     /// Report the electors' leader-election metrics here.
-    pub leader_metrics: Option<LeaderMetrics>,
+    pub leader_metrics: Option<Arc<LeaderMetrics>>,
 }
 
 impl Default for Options {
@@ -287,7 +287,7 @@ where
         let config = election_config().jitter_seed(options.seed ^ r as u64);
         let mut elector = LeaderElector::new(make_lock(&id), config)?;
         if let Some(m) = &options.leader_metrics {
-            elector = elector.with_metrics(m.clone());
+            elector = elector.metrics(m.clone());
         }
         let elector = Arc::new(elector);
         let c = replica(&cluster, &id, metrics.clone()).leader_elector(elector);

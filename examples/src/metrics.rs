@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use ctrlq_controller::metrics::ControllerMetrics;
+use ctrlq_controller::prometheus::ControllerMetrics;
 use ctrlq_leader::prometheus::LeaderMetrics;
 use ctrlq_queue_async::metrics::MetricsProvider;
-use ctrlq_queue_async::prometheus::PrometheusMetrics;
+use ctrlq_queue_async::prometheus::QueueMetrics;
 
 /// A registry with the work-queue metrics registered.
 ///
@@ -24,9 +24,9 @@ use ctrlq_queue_async::prometheus::PrometheusMetrics;
 #[derive(Debug)]
 pub struct Registry {
     registry: prometheus_client::registry::Registry,
-    metrics: Arc<PrometheusMetrics>,
+    metrics: Arc<QueueMetrics>,
     controller: Arc<ControllerMetrics>,
-    leader: LeaderMetrics,
+    leader: Arc<LeaderMetrics>,
 }
 
 impl Default for Registry {
@@ -40,7 +40,7 @@ impl Registry {
     /// reconcile metrics and client-go's leader-election metrics.
     pub fn new() -> Self {
         let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = PrometheusMetrics::register(&mut registry);
+        let metrics = QueueMetrics::register(&mut registry);
         let controller = ControllerMetrics::register(&mut registry);
         let leader = LeaderMetrics::register(&mut registry);
         Self {
@@ -62,7 +62,7 @@ impl Registry {
     }
 
     /// The leader-election metrics to give electors.
-    pub fn leader_metrics(&self) -> LeaderMetrics {
+    pub fn leader_metrics(&self) -> Arc<LeaderMetrics> {
         self.leader.clone()
     }
 

@@ -19,7 +19,7 @@ use tracing::{Instrument, debug, debug_span};
 use crate::shard::{ShardFn, ShardKey, Sharding, shard_of};
 use crate::source::{Source, Subscribe};
 use crate::stats::Recorder;
-use crate::term::{Feed, Shared, Term, TermEnd, TermSettings};
+use crate::term::{Feed, Reconciler, Term, TermEnd, TermSettings};
 use crate::{Action, Context, Drain, Event, ReconcileError, Summary};
 
 /// What a key must be: the work queue's bounds, and `Debug` for the reconcile span.
@@ -136,7 +136,7 @@ trait ShardPlan<K, E>: Send {
         self: Box<Self>,
         name: &'a str,
         settings: &'a TermSettings<K>,
-        shared: &'a Arc<Shared<K, E>>,
+        shared: &'a Arc<Reconciler<K, E>>,
         sources: &'a [Arc<Source<K>>],
         shutdown: &'a CancellationToken,
     ) -> BoxFuture<'a, Drain>;
@@ -147,7 +147,7 @@ impl<K: Key, E: Send + 'static, L: Lock> ShardPlan<K, E> for (Sharding<L>, Shard
         self: Box<Self>,
         name: &'a str,
         settings: &'a TermSettings<K>,
-        shared: &'a Arc<Shared<K, E>>,
+        shared: &'a Arc<Reconciler<K, E>>,
         sources: &'a [Arc<Source<K>>],
         shutdown: &'a CancellationToken,
     ) -> BoxFuture<'a, Drain> {
@@ -467,11 +467,11 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
 
     /// Reports controller-runtime's reconcile metrics to `metrics` under the controller's name.
     ///
-    /// See [`metrics`](crate::metrics) for an example.
+    /// See [`prometheus`](crate::prometheus) for an example.
     #[cfg(feature = "prometheus")]
     #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
     #[must_use]
-    pub fn metrics(mut self, metrics: Arc<crate::metrics::ControllerMetrics>) -> Self {
+    pub fn metrics(mut self, metrics: Arc<crate::prometheus::ControllerMetrics>) -> Self {
         self.recorder.prometheus = Some(metrics);
         self
     }
@@ -498,7 +498,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             settings,
             recorder,
         } = self;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Reconciler {
             reconcile,
             policy,
             hooks,

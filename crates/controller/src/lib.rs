@@ -14,8 +14,16 @@
 //!   as a watch is re-listed (no key set is kept between terms);
 //! - a shutdown drains: no new keys, in-flight reconciles finish within a grace period while the
 //!   lease is kept, then [`Controller::run`] returns a [`Summary`];
-//! - controller-runtime's metric names ([`metrics`], feature `prometheus`), a `tracing` span per
+//! - controller-runtime's metric names ([`prometheus`], feature `prometheus`), a `tracing` span per
 //!   reconcile carrying the key, and [`Event`]s as they happen.
+//!
+//! # Locks
+//!
+//! Every lock of the workspace's crates is `parking_lot`'s `Mutex`, one family for all: it does
+//! not poison, so a panic in a caller's code while a lock is held (a hook, a hint, a lock
+//! backend) cannot wedge what the lock guards, which is consistent between transitions; it
+//! spins briefly before parking, which suits locks held for a few hundred nanoseconds; and its
+//! guard is not `Send`, so a lock held across an `.await` does not compile in a spawned task.
 //!
 //! # Examples
 //!
@@ -75,7 +83,7 @@ mod event;
 pub mod kube;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
-pub mod metrics;
+pub mod prometheus;
 pub mod shard;
 mod source;
 mod stats;

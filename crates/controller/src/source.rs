@@ -13,20 +13,21 @@
 //! [`RELIST_DEBOUNCE`] of each other share one listing.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ctrlq_queue_async::WorkQueue;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use parking_lot::Mutex;
 use tokio::sync::watch;
 use tracing::warn;
 
 use crate::action::panic_message;
 use crate::controller::Key;
-use crate::term::Shared;
+use crate::term::Reconciler;
 use crate::{Event, SourceFailure};
 
 /// An error a source yielded, as its message.
@@ -76,17 +77,18 @@ impl<K: Key> Source<K> {
 
     /// A fresh stream, or the panic message of a `subscribe` that panicked.
     fn subscribe(&self) -> Result<BoxStream<'static, Result<K, SourceError>>, String> {
-        let mut subscribe = self
-            .subscribe
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut subscribe = self.subscribe.lock();
         catch_unwind(AssertUnwindSafe(&mut *subscribe)).map_err(|p| panic_message(&*p))
     }
 
     /// Adds this source's keys to `sink` until the stream ends after a key or the sink closes;
     /// a failed stream is reported and subscribed again after a backoff, and a relist the sink
     /// asks for subscribes again at once.
-    pub(crate) async fn pump<E>(self: Arc<Self>, sink: impl Sink<K>, shared: Arc<Shared<K, E>>) {
+    pub(crate) async fn pump<E>(
+        self: Arc<Self>,
+        sink: impl Sink<K>,
+        shared: Arc<Reconciler<K, E>>,
+    ) {
         let mut backoff = INITIAL_BACKOFF;
         let mut relist = sink.relists();
         loop {
@@ -124,7 +126,7 @@ impl<K: Key> Source<K> {
         &self,
         mut stream: BoxStream<'static, Result<K, SourceError>>,
         sink: &impl Sink<K>,
-        shared: &Shared<K, E>,
+        shared: &Reconciler<K, E>,
         backoff: &mut Duration,
         relist: &mut Option<watch::Receiver<u64>>,
     ) -> Drained {
@@ -235,7 +237,7 @@ fn poll_ready_keys<K>(
     Poll::Ready(Step::Keys)
 }
 
-impl<K, E> Shared<K, E> {
+impl<K, E> Reconciler<K, E> {
     /// Reports an error item of source `index`.
     fn source_error(&self, index: usize, error: &str) {
         self.recorder.stats.source_errors.fetch_add(1, Relaxed);

@@ -77,7 +77,7 @@ impl Drop for Counts<'_> {
 pub(crate) struct Recorder {
     pub(crate) stats: Stats,
     #[cfg(feature = "prometheus")]
-    pub(crate) prometheus: Option<Arc<crate::metrics::ControllerMetrics>>,
+    pub(crate) prometheus: Option<Arc<crate::prometheus::ControllerMetrics>>,
     #[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
     pub(crate) name: String,
 }

@@ -35,8 +35,9 @@ pub(crate) struct TermSettings<K> {
     pub(crate) queue_metrics: Option<Arc<dyn MetricsProvider>>,
 }
 
-/// What the workers of every term share.
-pub(crate) struct Shared<K, E> {
+/// The reconcile function with what surrounds each call (the error policy, the event hooks,
+/// the recorder): what the workers of every term share.
+pub(crate) struct Reconciler<K, E> {
     pub(crate) reconcile: Arc<dyn StartWorker<K, E>>,
     pub(crate) policy: Policy<K, E>,
     pub(crate) hooks: Vec<Hook<K>>,
@@ -77,7 +78,7 @@ impl<K: Key> Copy for Feed<'_, K> {}
 
 /// One term's queue and tokens, shared by its workers.
 pub(crate) struct Term<K: Key, E> {
-    shared: Arc<Shared<K, E>>,
+    shared: Arc<Reconciler<K, E>>,
     queue: WorkQueue<K>,
     /// Workers stop taking keys: `stopping` is set first and read after each `get`; then the
     /// queue is shut down, which wakes the workers waiting in `get`.
@@ -99,7 +100,7 @@ impl<K: Key> TermSettings<K> {
     /// Runs one term until `shutdown` fires or `leadership` ends.
     pub(crate) async fn term<E: Send + 'static>(
         &self,
-        shared: &Arc<Shared<K, E>>,
+        shared: &Arc<Reconciler<K, E>>,
         feed: Feed<'_, K>,
         leadership: Option<(Leadership, watch::Receiver<bool>)>,
         shutdown: &CancellationToken,
@@ -150,7 +151,7 @@ impl<K: Key> TermSettings<K> {
     /// A fresh queue, the sources pumping into it and the workers taking from it.
     fn start<E: Send + 'static>(
         &self,
-        shared: &Arc<Shared<K, E>>,
+        shared: &Arc<Reconciler<K, E>>,
         feed: Feed<'_, K>,
         fencing: Option<u64>,
     ) -> (Arc<Term<K, E>>, JoinSet<()>, JoinSet<()>) {
@@ -379,7 +380,7 @@ fn ok_outcome(action: Action) -> Outcome {
     }
 }
 
-impl<K, E> Shared<K, E> {
+impl<K, E> Reconciler<K, E> {
     /// Counts and reports the end of a term.
     fn ended(&self, end: TermEnd, aborted: u64) {
         match end {

@@ -69,12 +69,13 @@
 //! ```
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryLock, MemoryStore};
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -173,9 +174,7 @@ impl<K: Key> ScriptedSource<K> {
     }
 
     fn lock(&self) -> MutexGuard<'_, Objects<K>> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner.lock()
     }
 }
 
@@ -671,7 +670,7 @@ impl<K: Key> Harness<K> {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    m.lock()
 }
 
 impl<K> std::fmt::Debug for Harness<K> {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ctrlq_controller::metrics::ControllerMetrics;
+use ctrlq_controller::prometheus::ControllerMetrics;
 use ctrlq_controller::{Action, Context, Controller, Event, ReconcileOutcome};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
@@ -28,7 +28,7 @@ fn value(text: &str, series: &str) -> f64 {
 async fn counters_match_the_reconciles_observed() {
     let mut registry = Registry::default();
     let metrics = ControllerMetrics::register(&mut registry);
-    let queue_metrics = ctrlq_queue_async::prometheus::PrometheusMetrics::register(&mut registry);
+    let queue_metrics = ctrlq_queue_async::prometheus::QueueMetrics::register(&mut registry);
     let rng = Arc::new(Mutex::new(Rng::new(7)));
     let observed: Arc<Mutex<HashMap<&'static str, u64>>> = Arc::default();
     let o = observed.clone();

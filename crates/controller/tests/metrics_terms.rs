@@ -21,7 +21,7 @@ fn depth(registry: &Registry) -> f64 {
 #[tokio::test(start_paused = true)]
 async fn a_lost_term_leaves_no_phantom_depth() {
     let mut registry = Registry::default();
-    let queue_metrics = ctrlq_queue_async::prometheus::PrometheusMetrics::register(&mut registry);
+    let queue_metrics = ctrlq_queue_async::prometheus::QueueMetrics::register(&mut registry);
     let store = MemoryStore::new();
     let elector = LeaderElector::new(store.lock("a"), LeaderElectionConfig::default()).unwrap();
     let shutdown = CancellationToken::new();
@@ -57,7 +57,7 @@ fn value(registry: &Registry, series: &str) -> f64 {
 async fn a_sharded_replica_reports_its_shards() {
     use ctrlq_controller::shard::Sharding;
     let mut registry = Registry::default();
-    let metrics = ctrlq_controller::metrics::ControllerMetrics::register(&mut registry);
+    let metrics = ctrlq_controller::prometheus::ControllerMetrics::register(&mut registry);
     let store = MemoryStore::new();
     let s = store.clone();
     let sharding = Sharding::new(

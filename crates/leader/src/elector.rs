@@ -1,10 +1,11 @@
 //! The elector: acquire, renew, drain, step down, release.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
@@ -102,7 +103,7 @@ pub struct LeaderElector<L> {
     lock_errors: AtomicU64,
     late_acquires: AtomicU64,
     #[cfg(feature = "prometheus")]
-    metrics: Option<crate::prometheus::LeaderMetrics>,
+    metrics: Option<Arc<crate::prometheus::LeaderMetrics>>,
     /// The subscribers of [`subscribe_leadership`](Self::subscribe_leadership).
     transitions: Transitions,
 }
@@ -115,8 +116,8 @@ struct Observed {
     jitter: Jitter,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock()
 }
 
 /// Whether a try runs while acquiring or while renewing a term already held.
@@ -191,13 +192,13 @@ impl<L: Lock> LeaderElector<L> {
     /// let metrics = ctrlq_leader::prometheus::LeaderMetrics::register(&mut registry);
     /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default())
     ///     .unwrap()
-    ///     .with_metrics(metrics);
+    ///     .metrics(metrics);
     /// # drop(elector);
     /// ```
     #[cfg(feature = "prometheus")]
     #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
     #[must_use]
-    pub fn with_metrics(mut self, metrics: crate::prometheus::LeaderMetrics) -> Self {
+    pub fn metrics(mut self, metrics: Arc<crate::prometheus::LeaderMetrics>) -> Self {
         metrics.set_leading(&self.config.name, false);
         self.metrics = Some(metrics);
         self
@@ -751,7 +752,7 @@ impl<L: Lock> LeaderElector<L> {
         });
     }
 
-    fn lock_state(&self) -> std::sync::MutexGuard<'_, Observed> {
+    fn lock_state(&self) -> MutexGuard<'_, Observed> {
         lock(&self.state)
     }
 }

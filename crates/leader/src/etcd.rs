@@ -1,9 +1,9 @@
 //! The etcd lock: the record at one key, compare-and-set on the key's mod revision.
 
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
+use parking_lot::Mutex;
 
 use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimedOut, Versioned};
 
@@ -83,10 +83,7 @@ impl EtcdLock {
     }
 
     fn seen(&self, rev: Option<i64>) {
-        *self
-            .last_seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = rev;
+        *self.last_seen.lock() = rev;
     }
 
     async fn put_if(&self, cmp: Compare, record: &LeaderRecord) -> Result<Option<i64>, LockError> {
@@ -168,10 +165,7 @@ impl Lock for EtcdLock {
     }
 
     async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
-        let last = *self
-            .last_seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let last = *self.last_seen.lock();
         let last = last.ok_or(LockError::Conflict)?;
         let cmp = Compare::mod_revision(self.key.clone(), CompareOp::Equal, last);
         let rev = self

@@ -7,8 +7,7 @@
 //! and fencing token. Transitions come at most one per grant, so the queues stay small for any
 //! reader that keeps up at all.
 
-use std::sync::{Mutex, PoisonError};
-
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
@@ -172,10 +171,8 @@ impl Transitions {
         self.lock().retain(|tx| tx.send(event).is_ok());
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<mpsc::UnboundedSender<LeadershipEvent>>> {
-        self.subscribers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, Vec<mpsc::UnboundedSender<LeadershipEvent>>> {
+        self.subscribers.lock()
     }
 }
 

@@ -1,8 +1,9 @@
 //! What the leading work holds ([`Leadership`]), why it ended ([`LeadershipEnd`]), and what a
 //! candidate publishes about its election ([`ElectorStatus`]).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::LockError;
@@ -101,20 +102,14 @@ impl Leadership {
     /// drain replaces [`LeadershipEnd::StopRequested`].
     #[must_use]
     pub fn end_reason(&self) -> Option<LeadershipEnd> {
-        *self
-            .end
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self.end.lock()
     }
 
     /// Records `reason` unless an earlier one stands; a loss during a drain overrides the stop
     /// request.
     pub(crate) fn end(&self, reason: LeadershipEnd) {
         {
-            let mut end = self
-                .end
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut end = self.end.lock();
             match *end {
                 None => *end = Some(reason),
                 // Only a loss can follow a stop request (the elector's drain ends on a loss, the

@@ -1,7 +1,6 @@
 //! The Kubernetes Lease lock: one `coordination.k8s.io/v1` Lease, compare-and-set on its
 //! `resourceVersion`, as client-go's `LeaseLock`.
 
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -11,6 +10,7 @@ use std::collections::BTreeMap;
 
 use kube::api::{GetParams, ListParams, PostParams};
 use kube::core::{ObjectList, Request};
+use parking_lot::Mutex;
 
 use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimedOut, Versioned};
 
@@ -232,10 +232,7 @@ impl LeaseLock {
     }
 
     fn cache(&self, lease: Option<Lease>) {
-        *self
-            .cached
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = lease;
+        *self.cached.lock() = lease;
     }
 
     async fn bounded<T>(
@@ -362,11 +359,7 @@ impl Lock for LeaseLock {
     }
 
     async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
-        let cached = self
-            .cached
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        let cached = self.cached.lock().clone();
         let mut lease = cached.ok_or(LockError::Conflict)?;
         record_to_spec(&record, lease.spec.get_or_insert_with(LeaseSpec::default));
         let replaced = self

@@ -8,6 +8,14 @@
 //! term until shutdown, and [`LeaderElector::subscribe_leadership`] reports every transition
 //! ([`LeadershipEvent`]) with its instant and fencing token, none lost.
 //!
+//! # Locks
+//!
+//! Every lock of the workspace's crates is `parking_lot`'s `Mutex`, one family for all: it does
+//! not poison, so a panic in a caller's code while a lock is held (a hook, a hint, a lock
+//! backend) cannot wedge what the lock guards, which is consistent between transitions; it
+//! spins briefly before parking, which suits locks held for a few hundred nanoseconds; and its
+//! guard is not `Send`, so a lock held across an `.await` does not compile in a spawned task.
+//!
 //! # Examples
 //!
 //! ```

@@ -5,8 +5,10 @@
 //! partition, lose a race).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::{LeaderRecord, Lock, LockError, Versioned};
 
@@ -200,10 +202,8 @@ impl MemoryStore {
         f(self.state().faults.entry(identity.to_owned()).or_default());
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.inner.lock()
     }
 
     /// Logs the operation, sleeps if delayed, and fails it if a fault says so.
@@ -249,10 +249,7 @@ impl MemoryLock {
     /// Compare-and-set against the version this lock last saw; a lost race bumps the version
     /// first.
     fn apply_update(&self, record: LeaderRecord) -> Result<u64, LockError> {
-        let last = *self
-            .last_seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let last = *self.last_seen.lock();
         let mut s = self.store.state();
         let f = s.faults.entry(self.identity.clone()).or_default();
         let lose = f.lose_next_update > 0;
@@ -279,10 +276,7 @@ impl MemoryLock {
     }
 
     fn seen(&self, v: Option<u64>) {
-        *self
-            .last_seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = v;
+        *self.last_seen.lock() = v;
     }
 }
 

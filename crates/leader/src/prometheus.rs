@@ -23,7 +23,7 @@
 //! let config = LeaderElectionConfig::default().name("my-controller");
 //! let elector = LeaderElector::new(MemoryStore::new().lock("a"), config)
 //!     .unwrap()
-//!     .with_metrics(metrics);
+//!     .metrics(metrics);
 //! let encode = |registry: &Registry| {
 //!     let mut text = String::new();
 //!     prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
@@ -39,6 +39,7 @@
 //! ```
 
 use std::fmt;
+use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -48,7 +49,7 @@ use prometheus_client::registry::Registry;
 type Labels = Vec<(String, String)>;
 
 /// The metric families, registered once; every elector given them reports under its own `name`
-/// label. Cheap to clone (the families are shared).
+/// label. [`register`](Self::register) returns them in an `Arc`, as every crate's metrics do.
 #[derive(Clone)]
 pub struct LeaderMetrics {
     master_status: Family<Labels, Gauge>,
@@ -68,7 +69,7 @@ fn labels(name: &str) -> Labels {
 
 impl LeaderMetrics {
     /// Registers the families in `registry` and returns the handle to give electors
-    /// ([`LeaderElector::with_metrics`](crate::LeaderElector::with_metrics)). Register once per
+    /// ([`LeaderElector::metrics`](crate::LeaderElector::metrics)). Register once per
     /// registry: the names are fixed.
     ///
     /// # Examples
@@ -78,7 +79,7 @@ impl LeaderMetrics {
     /// let metrics = ctrlq_leader::prometheus::LeaderMetrics::register(&mut registry);
     /// # drop(metrics);
     /// ```
-    pub fn register(registry: &mut Registry) -> Self {
+    pub fn register(registry: &mut Registry) -> Arc<Self> {
         let me = Self {
             master_status: Family::default(),
             slowpath: Family::default(),
@@ -103,7 +104,7 @@ impl LeaderMetrics {
              refusing). 'name' is the string used to identify the lease.",
             me.lock_errors.clone(),
         );
-        me
+        Arc::new(me)
     }
 
     pub(crate) fn set_leading(&self, name: &str, leading: bool) {

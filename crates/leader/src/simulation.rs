@@ -8,9 +8,10 @@
 //! current leader at a random moment (restarting it later under a new identity, as a new pod), and with `faults` also partitions,
 //! slows, fails and makes candidates lose races.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::{Mutex, MutexGuard};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
@@ -154,8 +155,8 @@ struct Candidate<L> {
     task: JoinHandle<()>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock()
 }
 
 /// Runs `candidates` candidates with `config`, kills the leader `kills` times, and checks the

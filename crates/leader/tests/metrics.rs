@@ -21,7 +21,7 @@ async fn metrics_should_report_status_slow_path_and_lock_errors_per_name() {
     let config = LeaderElectionConfig::default().name("ctl").jitter_seed(1);
     let e = LeaderElector::new(store.lock("a"), config)
         .unwrap()
-        .with_metrics(metrics.clone());
+        .metrics(metrics.clone());
     assert!(encode(&registry).contains(r#"leader_election_master_status{name="ctl"} 0"#));
     store.fail_next("a", 2);
     let (s, r) = (store.clone(), &registry);

@@ -45,12 +45,12 @@
 //! ```
 //! use prometheus_client::registry::Registry;
 //! use ctrlq_queue_async::WorkQueue;
-//! use ctrlq_queue_async::prometheus::PrometheusMetrics;
+//! use ctrlq_queue_async::prometheus::QueueMetrics;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! let mut registry = Registry::default();
-//! let metrics = PrometheusMetrics::register(&mut registry);
+//! let metrics = QueueMetrics::register(&mut registry);
 //! let queue = WorkQueue::builder().name("pods").metrics(metrics).build();
 //! queue.add("ns/a").unwrap();
 //!
@@ -206,18 +206,18 @@ impl Collector for Families {
 
 /// The seven metric families, registered once; every queue built with this provider reports
 /// under its own `name` label.
-pub struct PrometheusMetrics {
+pub struct QueueMetrics {
     families: Families,
     priorities: Mutex<HashMap<String, HashSet<i32>>>,
 }
 
-impl fmt::Debug for PrometheusMetrics {
+impl fmt::Debug for QueueMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PrometheusMetrics").finish_non_exhaustive()
+        f.debug_struct("QueueMetrics").finish_non_exhaustive()
     }
 }
 
-impl PrometheusMetrics {
+impl QueueMetrics {
     /// Registers the seven families in `registry` and returns the provider to give queues
     /// ([`WorkQueue`](crate::WorkQueue) and [`PriorityQueue`](crate::PriorityQueue) builders'
     /// `metrics`). Register once per registry: the names are fixed.
@@ -270,7 +270,7 @@ impl SettableGaugeMetric for PSettable {
     }
 }
 
-impl MetricsProvider for PrometheusMetrics {
+impl MetricsProvider for QueueMetrics {
     fn depth(&self, n: &str) -> Arc<dyn GaugeMetric> {
         Arc::new(PGauge(self.families.depth.get_or_create(&name(n)).clone()))
     }
@@ -332,8 +332,8 @@ mod tests {
 
     #[test]
     fn debug_names_the_types_only() {
-        let metrics = PrometheusMetrics::register(&mut Registry::default());
-        assert_eq!(format!("{metrics:?}"), "PrometheusMetrics { .. }");
+        let metrics = QueueMetrics::register(&mut Registry::default());
+        assert_eq!(format!("{metrics:?}"), "QueueMetrics { .. }");
         assert_eq!(format!("{:?}", Families::default()), "Families { .. }");
     }
 

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use ctrlq_queue_async::priority::AddOptions;
-use ctrlq_queue_async::prometheus::{MAX_PRIORITY_LABELS, PrometheusMetrics};
+use ctrlq_queue_async::prometheus::{MAX_PRIORITY_LABELS, QueueMetrics};
 use ctrlq_queue_async::{PriorityQueue, WorkQueue};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
@@ -29,7 +29,7 @@ fn line<'a>(text: &'a str, prefix: &str) -> &'a str {
 #[tokio::test(start_paused = true)]
 async fn the_text_exposition_after_client_gos_sequence() {
     let mut registry = Registry::default();
-    let metrics = PrometheusMetrics::register(&mut registry);
+    let metrics = QueueMetrics::register(&mut registry);
     let queue: WorkQueue<&str> = WorkQueue::builder().name("test").metrics(metrics).build();
 
     queue.add("foo").unwrap();
@@ -92,7 +92,7 @@ async fn the_text_exposition_after_client_gos_sequence() {
 #[tokio::test(start_paused = true)]
 async fn priority_depth_is_labelled_and_capped() {
     let mut registry = Registry::default();
-    let metrics = PrometheusMetrics::register(&mut registry);
+    let metrics = QueueMetrics::register(&mut registry);
     let queue: PriorityQueue<i32> = PriorityQueue::builder().name("pq").metrics(metrics).build();
     for p in 0..(MAX_PRIORITY_LABELS as i32 + 5) {
         queue
@@ -245,7 +245,7 @@ fn families(text: &str) -> BTreeMap<String, Scraped> {
 #[tokio::test(start_paused = true)]
 async fn every_family_is_component_bases_definition() {
     let mut registry = Registry::default();
-    let metrics = PrometheusMetrics::register(&mut registry);
+    let metrics = QueueMetrics::register(&mut registry);
     let queue: WorkQueue<&str> = WorkQueue::builder()
         .name("wq")
         .metrics(metrics.clone())
@@ -328,7 +328,7 @@ async fn every_family_is_component_bases_definition() {
 #[tokio::test(start_paused = true)]
 async fn an_observation_of_exactly_a_bound_counts_in_its_bucket() {
     let mut registry = Registry::default();
-    let metrics = PrometheusMetrics::register(&mut registry);
+    let metrics = QueueMetrics::register(&mut registry);
     let queue: WorkQueue<&str> = WorkQueue::builder().name("q").metrics(metrics).build();
     queue.add("a").unwrap();
     advance(Duration::from_millis(100)).await;
@@ -354,7 +354,7 @@ async fn an_observation_of_exactly_a_bound_counts_in_its_bucket() {
 #[tokio::test(start_paused = true)]
 async fn unfinished_work_is_zero_once_every_item_is_done() {
     let mut registry = Registry::default();
-    let metrics = PrometheusMetrics::register(&mut registry);
+    let metrics = QueueMetrics::register(&mut registry);
     let queue: WorkQueue<&str> = WorkQueue::builder().name("q").metrics(metrics).build();
     queue.add("a").unwrap();
     queue.add("b").unwrap();

@@ -4,6 +4,11 @@
 //!   The scheduling queue's active and backoff sub-queues are keyed heaps.
 //! - [`WorkState`]: the state machine of a de-duplicating work queue (FIFO, dirty and
 //!   processing sets). `queue-async`'s work queue wraps it with a lock and wake-ups.
+//! - [`PriorityState`]: the state machine of a priority work queue.
+//! - [`SchedulingState`]: the state machine of a scheduling queue (active, backoff and
+//!   unschedulable sub-queues, attempts, gates, hints and the move rules), in
+//!   [`scheduling`] with its parts. `queue-async`'s scheduling queue guards its two halves
+//!   with locks and adds wake-ups and one timer task.
 //!
 //! Everything that depends on time takes it as an argument, which keeps this crate
 //! deterministic and testable to the last branch.
@@ -26,6 +31,8 @@
 mod compare;
 pub mod keyed_heap;
 mod priority_state;
+pub mod scheduling;
+mod time;
 mod work_state;
 
 #[cfg(test)]
@@ -34,4 +41,6 @@ mod model_tests;
 pub use compare::{Compare, MaxOrder, MinOrder};
 pub use keyed_heap::KeyedHeap;
 pub use priority_state::{PriorityAdd, PriorityDone, PriorityState};
+pub use scheduling::SchedulingState;
+pub use time::{MAX_DELAY, Moment};
 pub use work_state::{AddOutcome, DoneOutcome, PopOutcome, WorkState};

@@ -22,7 +22,7 @@ use crate::{ConfigError, RateLimiter};
 /// continuously. `forget` does nothing and `num_requeues` is always 0 (no per-key state), as in Go.
 ///
 /// The delays are x/time/rate's for every sequence of calls, with two documented limits: a wait
-/// longer than [`MAX_RESERVATION`](crate::MAX_RESERVATION) claims nothing and returns that cap,
+/// longer than [`MAX_DELAY`](crate::MAX_DELAY) claims nothing and returns that cap,
 /// and the shape must fit [`MAX_HORIZON`](crate::MAX_HORIZON). Go's `rate.Inf` is
 /// [`unlimited`](Self::unlimited) (or `with_rate(f64::INFINITY, _)`). A zero rate (Go: the
 /// burst, then never again) is rejected: a retry limiter that never lets a key through again
@@ -121,7 +121,7 @@ impl BucketRateLimiter {
     /// [`ConfigError::ZeroDuration`] for a zero period, [`ConfigError::Zero`] for a zero burst,
     /// [`ConfigError::PeriodTooLong`] beyond [`MAX_PERIOD`](crate::MAX_PERIOD),
     /// [`ConfigError::HorizonTooLong`] if `burst × period` plus
-    /// [`MAX_RESERVATION`](crate::MAX_RESERVATION) exceeds [`MAX_HORIZON`](crate::MAX_HORIZON).
+    /// [`MAX_DELAY`](crate::MAX_DELAY) exceeds [`MAX_HORIZON`](crate::MAX_HORIZON).
     ///
     /// # Examples
     ///

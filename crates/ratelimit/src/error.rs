@@ -49,7 +49,7 @@ pub enum ConfigError {
         max: Duration,
     },
     /// A token bucket's shape does not fit the horizon its arithmetic covers: `burst × period`
-    /// plus [`MAX_RESERVATION`](crate::MAX_RESERVATION) exceeds
+    /// plus [`MAX_DELAY`](crate::MAX_DELAY) exceeds
     /// [`MAX_HORIZON`](crate::MAX_HORIZON).
     #[error(
         "burst {burst} × period {period:?} plus the reservation cap exceeds the horizon {max:?}"

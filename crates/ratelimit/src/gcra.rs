@@ -9,31 +9,28 @@
 //! `now` claims the first instant with a token, `at = max(now, TAT − τ)`, returns the wait
 //! `at − now` and sets `TAT ← max(TAT, now) + T` (the debt is recorded, so a burst of callers
 //! gets increasing delays). Go's reservations are unbounded; ours are capped: a wait longer than
-//! [`MAX_RESERVATION`] claims nothing and returns `MAX_RESERVATION` (Go's `ReserveN` with that
+//! [`MAX_DELAY`] claims nothing and returns `MAX_DELAY` (Go's `ReserveN` with that
 //! `maxFutureReserve`, whose refused reservation reports an infinite delay).
 //!
 //! # Why nothing overflows
 //!
-//! Every claim has `at ≤ now + MAX_RESERVATION`, so afterwards `TAT ≤ now + MAX_RESERVATION +
-//! b·T`. Construction rejects `b·T + MAX_RESERVATION > MAX_HORIZON` (2^63 ns), and the clock
+//! Every claim has `at ≤ now + MAX_DELAY`, so afterwards `TAT ≤ now + MAX_DELAY +
+//! b·T`. Construction rejects `b·T + MAX_DELAY > MAX_HORIZON` (2^63 ns), and the clock
 //! stops at 2^63 − 1 ns, so every `TAT` fits a `u64` and every sum below is exact.
 
 use std::time::Duration;
 
-use crate::ConfigError;
 use crate::clock::CLOCK_MAX_NS;
+use crate::{ConfigError, MAX_DELAY};
 
 /// The longest refill period accepted (one token per day at least).
 pub const MAX_PERIOD: Duration = Duration::from_secs(24 * 3600);
 
-/// The longest delay a reservation returns; beyond it no token is claimed (Go would return a
-/// longer one; no work queue should wait a year for a retry).
-pub const MAX_RESERVATION: Duration = Duration::from_secs(365 * 24 * 3600);
-
 /// The longest stretch a bucket's arithmetic covers: 2^63 ns, about 292 years (Go's longest
-/// `time.Duration`).
+/// `time.Duration`). Not a limit on a delay (that is [`MAX_DELAY`], a year): the range in which
+/// a bucket's debt and its furthest reservation are represented exactly.
 ///
-/// A bucket is accepted only if `burst × period + MAX_RESERVATION ≤ MAX_HORIZON` (a full burst
+/// A bucket is accepted only if `burst × period + MAX_DELAY ≤ MAX_HORIZON` (a full burst
 /// of debt plus the furthest reservation), so for example one token a day allows a burst of at
 /// most 106,386. Within that, every sequence of calls gets x/time/rate's delays (Go's own, for a
 /// period of whole nanoseconds; a fractional rate's period is rounded to the nearest one). A
@@ -57,8 +54,8 @@ pub const MAX_RESERVATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// ```
 pub const MAX_HORIZON: Duration = Duration::from_nanos(1 << 63);
 
-/// [`MAX_RESERVATION`] in nanoseconds.
-const MAX_RESERVATION_NS: u64 = MAX_RESERVATION.as_secs() * 1_000_000_000;
+/// [`MAX_DELAY`] in nanoseconds.
+const MAX_DELAY_NS: u64 = MAX_DELAY.as_secs() * 1_000_000_000;
 
 /// One second in nanoseconds.
 const SECOND_NS: u64 = 1_000_000_000;
@@ -72,7 +69,7 @@ pub(crate) struct Gcra {
 }
 
 /// The outcome of a reservation: the wait and the bucket's next `TAT`, or `None` when the wait
-/// would exceed [`MAX_RESERVATION`] (nothing is claimed).
+/// would exceed [`MAX_DELAY`] (nothing is claimed).
 pub(crate) type Claim = Option<(u64, u64)>;
 
 impl Gcra {
@@ -90,7 +87,7 @@ impl Gcra {
                 max: MAX_PERIOD,
             });
         }
-        let horizon = period.as_nanos() * u128::from(burst) + u128::from(MAX_RESERVATION_NS);
+        let horizon = period.as_nanos() * u128::from(burst) + u128::from(MAX_DELAY_NS);
         if horizon > MAX_HORIZON.as_nanos() {
             return Err(ConfigError::HorizonTooLong {
                 period,
@@ -169,7 +166,7 @@ impl Gcra {
         // Before `now` (or before the clock's zero) both mean "a token is there now".
         let at = tat.saturating_sub(self.tau).max(now);
         let delay = at - now;
-        if delay > MAX_RESERVATION_NS {
+        if delay > MAX_DELAY_NS {
             return None;
         }
         // `max(TAT, at) + T` in Go's terms: `at` exceeds `now` only when it is `TAT − τ ≤ TAT`.
@@ -177,9 +174,9 @@ impl Gcra {
     }
 }
 
-/// The wait a claim reports: [`MAX_RESERVATION`] when it claimed nothing.
+/// The wait a claim reports: [`MAX_DELAY`] when it claimed nothing.
 pub(crate) fn claim_delay(claim: Claim) -> Duration {
-    claim.map_or(MAX_RESERVATION, |(delay, _)| Duration::from_nanos(delay))
+    claim.map_or(MAX_DELAY, |(delay, _)| Duration::from_nanos(delay))
 }
 
 #[cfg(test)]
@@ -206,10 +203,10 @@ mod tests {
         let t = g.period * 106_385;
         assert_eq!(g.tau, t);
         // A bucket as far in debt as it can get, at the end of the clock: no overflow.
-        let tat = CLOCK_MAX_NS + MAX_RESERVATION_NS + t;
+        let tat = CLOCK_MAX_NS + MAX_DELAY_NS + t;
         assert_eq!(
             g.claim(tat, CLOCK_MAX_NS),
-            Some((MAX_RESERVATION_NS, tat + g.period))
+            Some((MAX_DELAY_NS, tat + g.period))
         );
         assert_eq!(g.claim(tat + 1, CLOCK_MAX_NS), None);
     }

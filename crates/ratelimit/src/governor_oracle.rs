@@ -27,7 +27,7 @@ fn agree(period_ns: u64, burst: u32, gaps: &[u64]) -> Result<(), TestCaseError> 
     for (i, gap) in gaps.iter().enumerate() {
         clock.advance(Duration::from_nanos(*gap));
         now += gap;
-        let (delay, next) = ours.claim(tat, now).expect("within MAX_RESERVATION");
+        let (delay, next) = ours.claim(tat, now).expect("within MAX_DELAY");
         match theirs.check() {
             Ok(()) => {
                 prop_assert_eq!(delay, 0, "call {}: governor conforms, ours waits", i);

@@ -16,7 +16,8 @@
 //! defaults; [`capped_exponential`] is the exponential backoff arithmetic on its own. Differences
 //! from Go, all deliberate: bad parameters are a [`ConfigError`] instead of a hot loop or a panic
 //! (a zero rate too; Go's `rate.Inf` is [`BucketRateLimiter::unlimited`]); a bucket's shape must
-//! fit [`MAX_HORIZON`] and its reservations stop at [`MAX_RESERVATION`]; per-item maps are
+//! fit [`MAX_HORIZON`] and its reservations stop at [`MAX_DELAY`] (a year, the workspace's
+//! one far-future limit, from `ctrlq-queue-core`); per-item maps are
 //! bounded (kubernetes/kubernetes#138743) and evict keys that stopped failing first; the buckets
 //! read `tokio::time::Instant`, never the wall clock.
 //!
@@ -27,6 +28,14 @@
 //!
 //! The per-item maps hash with a random seed per map. Tests of which keys a full map evicts fix
 //! it on the limiter they test (`with_hash_seed`); no feature changes how a build hashes.
+//!
+//! # Locks
+//!
+//! Every lock of the workspace's crates is `parking_lot`'s `Mutex`, one family for all: it does
+//! not poison, so a panic in a caller's code while a lock is held (a hook, a hint, a lock
+//! backend) cannot wedge what the lock guards, which is consistent between transitions; it
+//! spins briefly before parking, which suits locks held for a few hundred nanoseconds; and its
+//! guard is not `Send`, so a lock held across an `.await` does not compile in a spawned task.
 //!
 //! # Examples
 //!
@@ -65,11 +74,12 @@ mod max_wait;
 mod shards;
 
 pub use bucket::BucketRateLimiter;
+pub use ctrlq_queue_core::MAX_DELAY;
 pub use defaults::{default_controller_rate_limiter, default_item_based_rate_limiter};
 pub use error::ConfigError;
 pub use exponential::{ExponentialRateLimiter, capped_exponential};
 pub use fast_slow::FastSlowRateLimiter;
-pub use gcra::{MAX_HORIZON, MAX_PERIOD, MAX_RESERVATION};
+pub use gcra::{MAX_HORIZON, MAX_PERIOD};
 pub use item_bucket::ItemBucketRateLimiter;
 pub use limiter::RateLimiter;
 pub use max_of::MaxOfRateLimiter;

@@ -22,11 +22,11 @@
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use foldhash::SharedSeed;
 use foldhash::fast::SeedableRandomState;
 use hashbrown::HashTable;
+use parking_lot::{Mutex, MutexGuard};
 
 /// Number of shards (a power of two).
 const SHARDS: usize = 16;
@@ -240,5 +240,5 @@ impl<K, V> Table<K, V> {
 /// Locks a shard. A poisoned lock is recovered: the tables hold plain values that are never left
 /// half-updated.
 fn lock<K, V>(shard: &Shard<K, V>) -> MutexGuard<'_, Table<K, V>> {
-    shard.0.lock().unwrap_or_else(PoisonError::into_inner)
+    shard.0.lock()
 }

@@ -72,10 +72,10 @@ async fn bucket_debt_is_clamped_at_max_reservation() {
     let mut prev = Duration::ZERO;
     for _ in 0..400 {
         let d = b.reserve();
-        assert!(d >= prev && d <= ctrlq_ratelimit::MAX_RESERVATION);
+        assert!(d >= prev && d <= ctrlq_ratelimit::MAX_DELAY);
         prev = d;
     }
-    assert_eq!(prev, ctrlq_ratelimit::MAX_RESERVATION);
+    assert_eq!(prev, ctrlq_ratelimit::MAX_DELAY);
 }
 
 #[test]

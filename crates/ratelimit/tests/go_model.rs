@@ -10,8 +10,8 @@
 use std::time::Duration;
 
 use ctrlq_ratelimit::{
-    BucketRateLimiter, ConfigError, ItemBucketRateLimiter, MAX_HORIZON, MAX_PERIOD,
-    MAX_RESERVATION, RateLimiter,
+    BucketRateLimiter, ConfigError, ItemBucketRateLimiter, MAX_DELAY, MAX_HORIZON, MAX_PERIOD,
+    RateLimiter,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
@@ -21,8 +21,8 @@ const HOUR: Duration = Duration::from_secs(3600);
 /// A period (about 22 h) whose largest burst, 114,688, fills the horizon exactly.
 const EXACT: Duration = Duration::from_nanos(80_146_449_819_116);
 
-/// x/time/rate's `Limiter` as `ReserveN(now, 1)` with `maxFutureReserve = MAX_RESERVATION`; a
-/// refused reservation (Go: `Delay() == InfDuration`) reports `MAX_RESERVATION`.
+/// x/time/rate's `Limiter` as `ReserveN(now, 1)` with `maxFutureReserve = MAX_DELAY`; a
+/// refused reservation (Go: `Delay() == InfDuration`) reports `MAX_DELAY`.
 #[derive(Debug)]
 struct GoLimiter {
     period: i128,
@@ -49,8 +49,8 @@ impl GoLimiter {
         let elapsed = (now - self.last).max(0);
         let tokens = (self.tokens + elapsed).min(self.burst * self.period) - self.period;
         let wait = (-tokens).max(0);
-        if wait > MAX_RESERVATION.as_nanos() as i128 {
-            return MAX_RESERVATION;
+        if wait > MAX_DELAY.as_nanos() as i128 {
+            return MAX_DELAY;
         }
         self.last = now;
         self.tokens = tokens;
@@ -60,7 +60,7 @@ impl GoLimiter {
 
 /// The largest burst accepted for `period`.
 fn max_burst(period: Duration) -> u32 {
-    let room = MAX_HORIZON.as_nanos() - MAX_RESERVATION.as_nanos();
+    let room = MAX_HORIZON.as_nanos() - MAX_DELAY.as_nanos();
     (room / period.as_nanos()).min(u128::from(u32::MAX)) as u32
 }
 
@@ -117,7 +117,7 @@ async fn shapes_beyond_the_horizon_are_rejected() {
     }
     assert_eq!(max_burst(DAY), 106_386);
     assert_eq!(
-        EXACT.as_nanos() * u128::from(max_burst(EXACT)) + MAX_RESERVATION.as_nanos(),
+        EXACT.as_nanos() * u128::from(max_burst(EXACT)) + MAX_DELAY.as_nanos(),
         MAX_HORIZON.as_nanos()
     );
 }
@@ -138,7 +138,7 @@ async fn drain_at_the_edge(period: Duration) {
     loop {
         let (got, want) = (b.reserve(), go.reserve(since(start)));
         assert_eq!(got, want, "call {k} after the burst");
-        if got == MAX_RESERVATION {
+        if got == MAX_DELAY {
             break;
         }
         assert_eq!(got, period * k);
@@ -262,7 +262,7 @@ async fn the_clock_stops_at_the_horizon_and_the_largest_bucket_stays_exact() {
         let (got, want) = (b.reserve(), go.reserve(end));
         assert_eq!(got, want, "call {calls}");
         calls += 1;
-        if got == MAX_RESERVATION {
+        if got == MAX_DELAY {
             break;
         }
     }

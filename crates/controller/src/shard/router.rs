@@ -2,9 +2,10 @@
 //! the queue of its shard's term while this replica holds that shard.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ctrlq_queue_async::WorkQueue;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 
 use crate::controller::Key;
@@ -31,10 +32,8 @@ impl<K: Key> Router<K> {
         }
     }
 
-    fn queues(&self) -> std::sync::MutexGuard<'_, HashMap<u32, WorkQueue<K>>> {
-        self.queues
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn queues(&self) -> MutexGuard<'_, HashMap<u32, WorkQueue<K>>> {
+        self.queues.lock()
     }
 
     /// Sends `shard`'s keys to `queue` from now on, and asks the sources to list again.

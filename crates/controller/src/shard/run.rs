@@ -21,7 +21,7 @@ use super::router::{Router, ShardFn};
 use super::sharding::Sharding;
 use crate::controller::Key;
 use crate::source::Source;
-use crate::term::{Feed, Shared, TermEnd, TermSettings};
+use crate::term::{Feed, Reconciler, TermEnd, TermSettings};
 use crate::{Drain, Event};
 
 /// What every shard's stand borrows.
@@ -29,7 +29,7 @@ struct Ctx<'a, K: Key, E, L> {
     plan: &'a Sharding<L>,
     name: &'a str,
     settings: &'a TermSettings<K>,
-    shared: &'a Arc<Shared<K, E>>,
+    shared: &'a Arc<Reconciler<K, E>>,
     router: &'a Router<K>,
     /// Set when a shard's term ended with a drain (a hand-back or the shutdown).
     drained_any: &'a AtomicBool,
@@ -43,7 +43,7 @@ pub(crate) async fn run<K, E, L>(
     plan: Sharding<L>,
     name: &str,
     settings: &TermSettings<K>,
-    shared: &Arc<Shared<K, E>>,
+    shared: &Arc<Reconciler<K, E>>,
     sources: &[Arc<Source<K>>],
     shard_of: ShardFn<K>,
     shutdown: &CancellationToken,

@@ -5,14 +5,16 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use ctrlq_queue_core::Compare;
+use tokio::time::Instant;
 
-use super::config::ConfigError;
-use super::config::SchedulingQueueConfig;
-use super::event::{ClusterEvent, EventPayload};
-use super::hints::{HintError, Hooks, QueueingHint};
-use super::item::{PluginId, PriorityOrder, QueuedItem};
+use ctrlq_queue_core::scheduling::{
+    ClusterEvent, ConfigError, EventPayload, HintError, PluginId, PriorityOrder, QueueingHint,
+    SchedulingQueueConfig, SchedulingRules, SchedulingState,
+};
+
+use super::QueuedItem;
 use super::queue::SchedulingQueue;
-use super::state::SchedulingState;
+use super::state::LockedScheduling;
 
 /// Builds a [`SchedulingQueue`] with hints, gates and an ordering.
 ///
@@ -37,9 +39,8 @@ use super::state::SchedulingState;
 /// # }
 /// ```
 pub struct SchedulingQueueBuilder<K, T, C = PriorityOrder> {
-    pub(crate) config: SchedulingQueueConfig,
-    pub(crate) hooks: Hooks<K, T>,
-    pub(crate) order: C,
+    rules: SchedulingRules<K, T, Instant>,
+    order: C,
 }
 
 // ===== the constructors of SchedulingQueue =====
@@ -68,7 +69,16 @@ where
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] when the settings are inconsistent.
+    /// [`ConfigError`] when the settings are inconsistent:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ctrlq_queue_async::scheduling::{ConfigError, SchedulingQueue, SchedulingQueueConfig};
+    ///
+    /// let config = SchedulingQueueConfig::default().max_in_unschedulable(Duration::ZERO);
+    /// let refused = SchedulingQueue::<&str, i64>::new(config).unwrap_err();
+    /// assert_eq!(refused, ConfigError::ZeroMaxInUnschedulable);
+    /// ```
     pub fn new(config: SchedulingQueueConfig) -> Result<Self, ConfigError> {
         Self::builder(config).build()
     }
@@ -78,8 +88,7 @@ impl<K, T> SchedulingQueue<K, T, PriorityOrder> {
     /// A builder for hints, gates and a custom order (see [`SchedulingQueueBuilder`]).
     pub fn builder(config: SchedulingQueueConfig) -> SchedulingQueueBuilder<K, T, PriorityOrder> {
         SchedulingQueueBuilder {
-            config,
-            hooks: Hooks::new(),
+            rules: SchedulingRules::new(config),
             order: PriorityOrder,
         }
     }
@@ -102,7 +111,14 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
             + Sync
             + 'static,
     {
-        self.hooks.add_hint(event, plugin, Arc::new(hint));
+        // The state machine counts a failed hint as `Queue`; the log says why an item moved.
+        self.rules = self.rules.hint(event, plugin, move |item, event, payload| {
+            let answer = hint(item, event, payload);
+            if let Err(error) = &answer {
+                tracing::debug!(plugin, event = event.label, %error, "hint failed; treated as queue");
+            }
+            answer
+        });
         self
     }
 
@@ -120,8 +136,7 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
     where
         F: Fn(&QueuedItem<K, T>) -> bool + Send + Sync + 'static,
     {
-        self.hooks
-            .add_gate(plugin, events.into_iter().collect(), Arc::new(gate));
+        self.rules = self.rules.gate(plugin, events, gate);
         self
     }
 
@@ -132,8 +147,7 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
     /// assert antisymmetry) but never a corrupt queue.
     pub fn order<C2>(self, order: C2) -> SchedulingQueueBuilder<K, T, C2> {
         SchedulingQueueBuilder {
-            config: self.config,
-            hooks: self.hooks,
+            rules: self.rules,
             order,
         }
     }
@@ -150,10 +164,8 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
         T: Send + 'static,
         C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
     {
-        self.config.validate()?;
-        let shared = Arc::new_cyclic(|me| {
-            SchedulingState::new(self.config, self.hooks, self.order, me.clone())
-        });
+        let state = SchedulingState::with_order(self.rules, self.order)?;
+        let shared = Arc::new_cyclic(|me| LockedScheduling::new(state, me.clone()));
         Ok(SchedulingQueue::from_shared(shared))
     }
 }
@@ -161,8 +173,7 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
 impl<K, T, C> fmt::Debug for SchedulingQueueBuilder<K, T, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SchedulingQueueBuilder")
-            .field("config", &self.config)
-            .field("hooks", &self.hooks)
+            .field("rules", &self.rules)
             .finish_non_exhaustive()
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::item::QueuedItem;
+use super::QueuedItem;
 
 /// [`add_unschedulable_if_not_present`] was given an item whose key is already queued; nothing
 /// changed, and the item is handed back.

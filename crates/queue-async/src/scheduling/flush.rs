@@ -3,7 +3,6 @@
 
 use std::hash::Hash;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use ctrlq_queue_core::Compare;
 use futures::future::{self, Either};
@@ -11,24 +10,20 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, trace};
 
-use super::event::{ClusterEvent, EventPayload};
-use super::hints::Strategy;
-use super::item::QueuedItem;
-use super::state::{SchedulingState, lock};
+use ctrlq_queue_core::scheduling::{ClusterEvent, EventPayload};
 
-impl<K, T, C> SchedulingState<K, T, C>
+use super::QueuedItem;
+use super::state::{LockedScheduling, lock};
+
+impl<K, T, C> LockedScheduling<K, T, C>
 where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
     pub(crate) fn flush_backoff_completed(&self, now: Instant) -> usize {
-        let mut hot = lock(&self.hot);
-        let mut count = 0;
-        while let Some(item) = hot.backoff.pop_completed(now) {
-            hot.active.push(item, now);
-            count += 1;
-        }
-        drop(hot);
+        let count = self
+            .rules
+            .flush_backoff_completed(&mut lock(&self.hot), now);
         if count > 0 {
             trace!(count, "backoff completed");
             self.pop_wake.notify_waiters();
@@ -36,29 +31,11 @@ where
         count
     }
 
-    /// When the leftover flush takes `item`: the first instant at which it has been waiting
-    /// strictly longer than the maximum, counted from its entry into unschedulable or, for a
-    /// gated item, from the last time the flush asked its gates. `None` if that is beyond what
-    /// an `Instant` holds: never.
-    ///
-    /// The strict rule is kube-scheduler's (`flushUnschedulablePodsLeftover`); as an instant it
-    /// is 1 ns past `since + max`, so the timer and the check agree on one value.
-    pub(crate) fn leftover_deadline(&self, item: &QueuedItem<K, T>) -> Option<Instant> {
-        let info = item.info();
-        let since = match info.gating {
-            Some(_) => info.flushed_at.unwrap_or(item.timestamp),
-            None => item.timestamp,
-        };
-        since
-            .checked_add(self.config.max_in_unschedulable)?
-            .checked_add(Duration::from_nanos(1))
-    }
-
     /// The flush loop's next wake-up: the earlier of the backoff head's expiry and the next
     /// leftover deadline; `None` when neither exists (then it waits for `timer_wake` only).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        let leftover = lock(&self.main).next_leftover;
-        let backoff = lock(&self.hot).backoff.next_expiry();
+        let leftover = lock(&self.main).next_leftover();
+        let backoff = lock(&self.hot).next_expiry();
         match (leftover, backoff) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -66,7 +43,7 @@ where
     }
 }
 
-impl<K, T, C> SchedulingState<K, T, C>
+impl<K, T, C> LockedScheduling<K, T, C>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     T: Send + 'static,
@@ -80,7 +57,7 @@ where
     /// reads the backoff head and scans unschedulable like any loop).
     pub(crate) fn ensure_flush_task(&self) {
         let mut task = lock(&self.flush_task);
-        if task.running().is_some() || lock(&self.hot).closed {
+        if task.running().is_some() || lock(&self.hot).is_closed() {
             return;
         }
         let Some(runtime) = self.clock.runtime() else {
@@ -105,25 +82,19 @@ where
 
     pub(crate) fn flush_unschedulable_leftover(&self, now: Instant) -> usize {
         let mut main = lock(&self.main);
-        let due = |item: &QueuedItem<K, T>| self.leftover_deadline(item).is_some_and(|d| d <= now);
-        let moved = if main.unschedulable.items().any(due) {
-            self.move_where(
-                &mut main,
-                &ClusterEvent::UNSCHEDULABLE_TIMEOUT,
-                &EventPayload::none(),
-                now,
-                |item| due(item).then_some(Strategy::AfterBackoff),
-            )
-        } else {
-            0
-        };
-        // The items left (refused gates stamped `now`) set the next deadline.
-        main.next_leftover = main
-            .unschedulable
-            .items()
-            .filter_map(|item| self.leftover_deadline(item))
-            .min();
-        moved
+        if !self.rules.any_leftover_due(&main, now) {
+            // Nothing due: the deadline was early (its item left); set the next one.
+            self.rules.refresh_next_leftover(&mut main);
+            return 0;
+        }
+        let event = ClusterEvent::UNSCHEDULABLE_TIMEOUT;
+        self.move_with(
+            &mut main,
+            &event,
+            &EventPayload::none(),
+            now,
+            |main, sink| self.rules.move_leftover(main, now, sink),
+        )
     }
 
     /// What the flush loop does at a deadline: the backoff items whose backoff ended, then,
@@ -131,7 +102,7 @@ where
     fn flush_due(&self, now: Instant) {
         self.flush_backoff_completed(now);
         if lock(&self.main)
-            .next_leftover
+            .next_leftover()
             .is_some_and(|next| next <= now)
         {
             self.flush_unschedulable_leftover(now);
@@ -141,13 +112,13 @@ where
 
 /// The background loop: a `select` shell around the flushes. It holds only a `Weak` to the
 /// state, and ends on `shut_down` or when the last handle drops (see [`BackgroundTask`]). It
-/// starts lazily (see [`SchedulingState::ensure_flush_task`]), so a queue can be built outside a
+/// starts lazily (see [`LockedScheduling::ensure_flush_task`]), so a queue can be built outside a
 /// runtime and outlive the runtime of its first loop.
 ///
-/// One timer: a sleep until the earliest deadline (see [`SchedulingState::next_deadline`]), re-armed
+/// One timer: a sleep until the earliest deadline (see [`LockedScheduling::next_deadline`]), re-armed
 /// through `timer` when a deadline gets earlier; with no deadline, no timer at all, so under
 /// paused time the clock jumps straight to the next deadline.
-async fn flush_loop<K, T, C>(weak: Weak<SchedulingState<K, T, C>>, timer: Arc<Notify>)
+async fn flush_loop<K, T, C>(weak: Weak<LockedScheduling<K, T, C>>, timer: Arc<Notify>)
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     T: Send + 'static,

@@ -7,11 +7,11 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
 
-use super::event::{ClusterEvent, EventPayload};
-use super::hints::Strategy;
-use super::item::QueuedItem;
+use ctrlq_queue_core::scheduling::{ClusterEvent, EventPayload, Wake};
+
+use super::QueuedItem;
 use super::queue::SchedulingQueue;
-use super::state::{Dest, Wake, lock};
+use super::state::lock;
 
 impl<K, T, C> SchedulingQueue<K, T, C>
 where
@@ -28,23 +28,13 @@ where
         let mut main = lock(&s.main);
         let mut hot = lock(&s.hot);
         let mut wake = Wake::default();
+        let cycle = s.cycle.load(AtomicOrdering::Acquire);
         let mut moved = 0;
         for key in keys {
-            if let Some(item) = hot.backoff.delete(&key) {
-                s.commit(&mut main, &mut hot, Dest::Active(item), now, &mut wake);
-                moved += 1;
-            } else if let Some(item) = main.unschedulable.remove(&key) {
-                let dest = s.prepare(item, Strategy::Immediately, now, true);
-                moved += usize::from(matches!(dest, Dest::Active(_)));
-                s.commit(&mut main, &mut hot, dest, now, &mut wake);
-            } else if hot.active.in_flight.contains(&key) {
-                hot.active.in_flight.record(
-                    ClusterEvent::FORCE_ACTIVATE,
-                    EventPayload::none(),
-                    Some(key),
-                );
-                main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::Acquire));
-            }
+            let activated = s
+                .rules
+                .activate(&mut main, &mut hot, key, cycle, now, &mut wake);
+            moved += usize::from(activated);
         }
         drop(hot);
         drop(main);
@@ -59,6 +49,41 @@ where
 
     /// [`move_all`](Self::move_all) with the event's `payload` handed to the hints (see
     /// [`EventPayload`]).
+    ///
+    /// # Examples
+    ///
+    /// "Does the added node have room for this item": the item's data is the room it needs.
+    ///
+    /// ```
+    /// use ctrlq_queue_async::scheduling::{
+    ///     ActionType, ClusterEvent, EventPayload, HintError, QueueingHint, SchedulingQueue,
+    ///     SchedulingQueueConfig, SubQueue,
+    /// };
+    ///
+    /// struct Node {
+    ///     room: u32,
+    /// }
+    /// const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = SchedulingQueue::<&str, u32>::builder(SchedulingQueueConfig::default())
+    ///     .hint(NODE_ADD, "Fit", |item, _event, payload| {
+    ///         let node = payload.get::<Node>().ok_or_else(|| HintError::new("no node"))?;
+    ///         Ok(if node.room >= *item.data() { QueueingHint::Queue } else { QueueingHint::Skip })
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// queue.add("pod", 4).unwrap();
+    /// let mut pod = queue.pop().await.unwrap();
+    /// pod.set_rejectors(["Fit"]);
+    /// queue.add_unschedulable_if_not_present(pod, queue.scheduling_cycle()).unwrap();
+    ///
+    /// assert_eq!(queue.move_all_with(&NODE_ADD, EventPayload::new(Node { room: 2 })), 0);
+    /// assert_eq!(queue.move_all_with(&NODE_ADD, EventPayload::new(Node { room: 8 })), 1);
+    /// assert_ne!(queue.where_is(&"pod"), Some(SubQueue::Unschedulable));
+    /// # }
+    /// ```
     pub fn move_all_with(&self, event: &ClusterEvent, payload: EventPayload) -> usize {
         self.move_matching_with(event, payload, |_| true)
     }
@@ -93,16 +118,16 @@ where
         mut pre_check: impl FnMut(&QueuedItem<K, T>) -> bool,
     ) -> usize {
         let s = &*self.shared;
-        if !s.hooks.is_of_interest(event) {
+        if !s.rules.is_of_interest(event) {
             tracing::trace!(event = event.label, "event of no interest dropped");
             return 0;
         }
         let now = s.clock.now();
         let mut main = lock(&s.main);
-        main.move_request_cycle = Some(s.cycle.load(AtomicOrdering::Acquire));
-        let hints = s.hooks.hints_for(event);
-        s.move_where(&mut main, event, &payload, now, |item| {
-            pre_check(item).then(|| s.hooks.strategy_with(&hints, item, event, &payload, None))
+        main.request_move(s.cycle.load(AtomicOrdering::Acquire));
+        s.move_with(&mut main, event, &payload, now, |main, sink| {
+            s.rules
+                .move_matching(main, event, &payload, now, &mut pre_check, sink)
         })
     }
 

@@ -13,9 +13,12 @@ use tokio::sync::Notify;
 
 use crate::wait::{Source, Wait};
 
-use super::item::QueuedItem;
+use ctrlq_queue_core::scheduling::Flight;
+use tokio::time::Instant;
+
+use super::QueuedItem;
 use super::popped::Popped;
-use super::state::{Flight, SchedulingState};
+use super::state::LockedScheduling;
 
 pin_project! {
     /// Future of [`SchedulingQueue::pop`]: the most important item, or `None` once closed.
@@ -44,9 +47,9 @@ pin_project! {
     /// [`SchedulingQueue::pop`]: super::SchedulingQueue::pop
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Pop<'a, K, T, C> {
-        shared: &'a Arc<SchedulingState<K, T, C>>,
+        shared: &'a Arc<LockedScheduling<K, T, C>>,
         #[pin]
-        wait: Wait<'a, SchedulingState<K, T, C>>,
+        wait: Wait<'a, LockedScheduling<K, T, C>>,
     }
 }
 
@@ -55,7 +58,7 @@ where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    pub(crate) fn new(shared: &'a Arc<SchedulingState<K, T, C>>) -> Self {
+    pub(crate) fn new(shared: &'a Arc<LockedScheduling<K, T, C>>) -> Self {
         Pop {
             shared,
             wait: Wait::new(shared),
@@ -85,33 +88,33 @@ where
 }
 
 /// `pop`: every waiting `pop` looks after an insertion it could take.
-impl<K, T, C> Source for SchedulingState<K, T, C>
+impl<K, T, C> Source for LockedScheduling<K, T, C>
 where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    type Output = Option<Flight<K, T>>;
+    type Output = Option<Flight<K, T, Instant>>;
 
     fn notify(&self) -> &Notify {
         &self.pop_wake
     }
 
-    fn try_take(&self) -> Option<Option<Flight<K, T>>> {
+    fn try_take(&self) -> Option<Option<Flight<K, T, Instant>>> {
         self.try_pop()
     }
 }
 
 /// Wraps a popped item in its guard.
 pub(crate) fn guard<K, T, C>(
-    shared: &Arc<SchedulingState<K, T, C>>,
-    (item, flight, cycle): Flight<K, T>,
+    shared: &Arc<LockedScheduling<K, T, C>>,
+    flight: Flight<K, T, Instant>,
 ) -> Popped<K, T>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     T: Send + 'static,
     C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
-    Popped::new(shared.clone(), item, flight, cycle)
+    Popped::new(shared.clone(), flight.item, flight.id, flight.cycle)
 }
 
 impl<K, T, C> fmt::Debug for Pop<'_, K, T, C> {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use ctrlq_queue_core::Compare;
 
-use super::item::QueuedItem;
-use super::state::SchedulingState;
+use super::QueuedItem;
+use super::state::LockedScheduling;
 
 /// An item popped from a [`SchedulingQueue`]: a guard that keeps its key in flight until the
 /// attempt has a verdict.
@@ -99,7 +99,7 @@ impl<K, T> Popped<K, T> {
     /// with [`QueuedItem::into_parts`]). The queue holds no copy of it any more.
     pub fn done(mut self) -> QueuedItem<K, T> {
         let item = self.take();
-        self.queue.end(&item.key, self.flight);
+        self.queue.end(item.key(), self.flight);
         item
     }
 
@@ -107,7 +107,7 @@ impl<K, T> Popped<K, T> {
     /// is `None` (and ends in its own queue) if the item was popped from another queue.
     pub(crate) fn disarm<C>(
         mut self,
-        shared: &Arc<SchedulingState<K, T, C>>,
+        shared: &Arc<LockedScheduling<K, T, C>>,
     ) -> (QueuedItem<K, T>, Option<u64>)
     where
         K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -119,7 +119,7 @@ impl<K, T> Popped<K, T> {
         if ours {
             (item, Some(self.flight))
         } else {
-            self.queue.end(&item.key, self.flight);
+            self.queue.end(item.key(), self.flight);
             (item, None)
         }
     }
@@ -169,9 +169,9 @@ impl<K: fmt::Debug, T: fmt::Debug> fmt::Debug for Popped<K, T> {
     }
 }
 
-// ===== impl Flights for SchedulingState =====
+// ===== impl Flights for LockedScheduling =====
 
-impl<K, T, C> Flights<K, T> for SchedulingState<K, T, C>
+impl<K, T, C> Flights<K, T> for LockedScheduling<K, T, C>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     T: Send + 'static,

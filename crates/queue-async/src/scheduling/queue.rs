@@ -8,13 +8,13 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 
 use ctrlq_queue_core::Compare;
 
+use ctrlq_queue_core::scheduling::{ClusterEvent, PriorityOrder};
+
+use super::QueuedItem;
 use super::error::AlreadyQueuedError;
-use super::event::{ClusterEvent, EventPayload};
-use super::hints::Strategy;
-use super::item::{PriorityOrder, QueuedItem};
 use super::pop::Pop;
 use super::popped::Popped;
-use super::state::{SchedulingState, Wake, lock};
+use super::state::{LockedScheduling, lock};
 use crate::ShutDownError;
 
 /// A scheduler's queue: pops the most important pending item, and decides on each failure
@@ -88,13 +88,13 @@ use crate::ShutDownError;
 /// [`add_unschedulable_if_not_present`]: SchedulingQueue::add_unschedulable_if_not_present
 /// [`shut_down`]: SchedulingQueue::shut_down
 pub struct SchedulingQueue<K, T, C = PriorityOrder> {
-    pub(super) shared: Arc<SchedulingState<K, T, C>>,
+    pub(super) shared: Arc<LockedScheduling<K, T, C>>,
 }
 
 // ===== impl SchedulingQueue =====
 
 impl<K, T, C> SchedulingQueue<K, T, C> {
-    pub(crate) fn from_shared(shared: Arc<SchedulingState<K, T, C>>) -> Self {
+    pub(crate) fn from_shared(shared: Arc<LockedScheduling<K, T, C>>) -> Self {
         SchedulingQueue { shared }
     }
 }
@@ -118,22 +118,17 @@ where
         let s = &*self.shared;
         let now = s.clock.now();
         let mut main = lock(&s.main);
-        if lock(&s.hot).closed {
+        if lock(&s.hot).is_closed() {
             return Err(ShutDownError((key, data)));
         }
-        let existing = s.take(&mut main, &mut lock(&s.hot), &key);
+        let existing = s.rules.take(&mut main, &mut lock(&s.hot), &key);
         let item = match existing {
-            Some(mut item) => {
-                item.data = data;
-                item.set_timestamp(now);
-                item.seq = s.next_seq();
-                item
-            }
-            None => QueuedItem::new(key, data, now, s.next_seq()),
+            Some(item) => s.rules.refresh_item(&mut main, item, data, now),
+            None => s.rules.new_item(&mut main, key, data, now),
         };
-        let dest = s.prepare(item, Strategy::Immediately, now, true);
-        let mut wake = Wake::default();
-        s.commit(&mut main, &mut lock(&s.hot), dest, now, &mut wake);
+        // The gates run under `main` alone.
+        let placement = s.rules.admit(item, now);
+        let wake = s.rules.commit(&mut main, &mut lock(&s.hot), placement, now);
         drop(main);
         s.wake(wake);
         Ok(())
@@ -213,7 +208,7 @@ where
     /// [`Popped::done`] does the same from the guard; after this call, the guard of that
     /// flight does nothing when dropped (and a hand-back treats its item as not in flight).
     pub fn done(&self, key: &K) {
-        lock(&self.shared.hot).active.in_flight.done(key);
+        lock(&self.shared.hot).done(key);
     }
 
     /// Replaces the data of `key`, with the `events` the change amounts to.
@@ -227,47 +222,26 @@ where
         let s = &*self.shared;
         let now = s.clock.now();
         let mut main = lock(&s.main);
-        {
-            let mut hot = lock(&s.hot);
-            if hot.active.in_flight.contains(&key) {
-                for event in events.iter().filter(|e| s.hooks.is_of_interest(e)) {
-                    hot.active
-                        .in_flight
-                        .record(*event, EventPayload::none(), Some(key.clone()));
-                }
-                return Some(data);
+        let ready = s.rules.update_ready(&mut lock(&s.hot), key, data, events);
+        let (key, data) = match ready {
+            Ok(handed_back) => return handed_back,
+            Err(rest) => rest,
+        };
+        // The hints and gates run under `main` alone.
+        match s.rules.update_parked(&mut main, key, data, events, now) {
+            Ok(placement) => {
+                let wake = s.rules.commit(&mut main, &mut lock(&s.hot), placement, now);
+                drop(main);
+                s.wake(wake);
+                None
             }
-            if hot.active.heap.contains_key(&key) {
-                hot.active.heap.update(&key, |item| item.data = data);
-                return None;
-            }
-            if hot.backoff.contains_key(&key) {
-                hot.backoff.update(&key, |item| item.data = data);
-                return None;
+            Err((key, data)) => {
+                drop(main);
+                self.add(key, data)
+                    .err()
+                    .map(|ShutDownError((_, data))| data)
             }
         }
-        let Some(mut item) = main.unschedulable.remove(&key) else {
-            drop(main);
-            return self
-                .add(key, data)
-                .err()
-                .map(|ShutDownError((_, data))| data);
-        };
-        item.data = data;
-        let strategy = events
-            .iter()
-            .map(|e| {
-                s.hooks
-                    .strategy(&item, e, &EventPayload::none(), Some(&key))
-            })
-            .find(|st| *st != Strategy::Skip)
-            .unwrap_or(Strategy::Skip);
-        let dest = s.prepare(item, strategy, now, true);
-        let mut wake = Wake::default();
-        s.commit(&mut main, &mut lock(&s.hot), dest, now, &mut wake);
-        drop(main);
-        s.wake(wake);
-        None
     }
 
     /// Removes `key` from whichever sub-queue holds it and returns its data. Does not touch
@@ -275,8 +249,8 @@ where
     pub fn delete(&self, key: &K) -> Option<T> {
         let s = &*self.shared;
         let mut main = lock(&s.main);
-        let item = s.take(&mut main, &mut lock(&s.hot), key);
-        item.map(|item| item.data)
+        let item = s.rules.take(&mut main, &mut lock(&s.hot), key);
+        item.map(|item| item.into_parts().1)
     }
 }
 
@@ -298,7 +272,7 @@ impl<K, T, C> SchedulingQueue<K, T, C> {
 
     /// Whether [`shut_down`](Self::shut_down) was called.
     pub fn is_shutting_down(&self) -> bool {
-        lock(&self.shared.hot).closed
+        lock(&self.shared.hot).is_closed()
     }
 }
 
@@ -316,11 +290,11 @@ impl<K, T, C> fmt::Debug for SchedulingQueue<K, T, C> {
         let main = lock(&s.main);
         let hot = lock(&s.hot);
         f.debug_struct("SchedulingQueue")
-            .field("active", &hot.active.heap.len())
-            .field("backoff", &hot.backoff.len())
-            .field("unschedulable", &main.unschedulable.len())
-            .field("in_flight", &hot.active.in_flight.len())
-            .field("shutting_down", &hot.closed)
+            .field("active", &hot.active_len())
+            .field("backoff", &hot.backoff_len())
+            .field("unschedulable", &main.len())
+            .field("in_flight", &hot.in_flight_len())
+            .field("shutting_down", &hot.is_closed())
             .finish()
     }
 }

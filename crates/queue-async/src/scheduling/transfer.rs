@@ -1,20 +1,19 @@
-//! Moving queued items between sub-queues on what the queue learns: an event (`move_where`,
-//! through the hints, in chunks under the hot lock) or a failed item handed back
-//! (`hand_back`, replaying the events it missed while in flight).
+//! Moving queued items between sub-queues on what the queue learns: an event (`move_with`,
+//! in chunks under the hot lock) or a failed item handed back (`hand_back`). The decisions
+//! are the state machine's ([`SchedulingRules`]); this file holds the lock scopes.
+//!
+//! [`SchedulingRules`]: ctrlq_queue_core::scheduling::SchedulingRules
 
-use std::cell::Cell;
 use std::hash::Hash;
 
 use ctrlq_queue_core::Compare;
+use ctrlq_queue_core::scheduling::{ClusterEvent, EventPayload, Parked, Placement, Return, Wake};
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::active::RecordedEvent;
+use super::QueuedItem;
 use super::error::AlreadyQueuedError;
-use super::event::{ClusterEvent, EventPayload};
-use super::hints::{Hooks, Strategy};
-use super::item::QueuedItem;
-use super::state::{Dest, Hot, Main, SchedulingState, Wake, lock};
+use super::state::{LockedScheduling, lock};
 
 /// How many moved items are inserted per hold of the hot lock, so `pop` never waits long.
 const CHUNK: usize = 256;
@@ -27,14 +26,13 @@ where
     T: Send + 'static,
     C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
-    shared: &'a SchedulingState<K, T, C>,
+    shared: &'a LockedScheduling<K, T, C>,
     event: &'a ClusterEvent,
     payload: &'a EventPayload,
     now: Instant,
-    pending: Vec<Dest<K, T>>,
+    pending: Vec<Placement<K, T, Instant>>,
     /// The unschedulable items before the scan, to estimate how many will move.
     candidates: usize,
-    moved: usize,
     /// Whether the event has been recorded for the items in flight (at the first commit).
     recorded: bool,
 }
@@ -45,8 +43,8 @@ where
     T: Send + 'static,
     C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
-    fn push(&mut self, dest: Dest<K, T>, scanned: usize) {
-        self.pending.push(dest);
+    fn push(&mut self, placement: Placement<K, T, Instant>, scanned: usize) {
+        self.pending.push(placement);
         if self.pending.len() == CHUNK {
             self.commit(Some(scanned));
         }
@@ -59,33 +57,36 @@ where
         let mut hot = lock(&self.shared.hot);
         if !self.recorded {
             self.recorded = true;
-            hot.active
-                .in_flight
-                .record(*self.event, self.payload.clone(), None);
+            hot.record(*self.event, self.payload.clone(), None);
             if let Some(scanned) = scanned.filter(|s| *s > 0) {
                 let rest = self.candidates.saturating_sub(scanned) * self.pending.len() / scanned;
                 let to_backoff = self
                     .pending
                     .iter()
-                    .filter(|d| matches!(d, Dest::Backoff(..)))
+                    .filter(|p| matches!(p, Placement::Backoff(..)))
                     .count();
                 let to_active = self.pending.len() - to_backoff;
-                hot.active.reserve(rest * to_active / self.pending.len());
-                hot.backoff.reserve(rest * to_backoff / self.pending.len());
+                let per = self.pending.len();
+                hot.reserve(rest * to_active / per, rest * to_backoff / per);
             }
         }
-        self.moved += self.pending.len();
-        for dest in self.pending.drain(..) {
-            self.shared.commit_hot(&mut hot, dest, self.now, &mut wake);
+        for placement in self.pending.drain(..) {
+            // A move only ever places items in active or backoff.
+            if let Ok(w) = self
+                .shared
+                .rules
+                .commit_ready(&mut hot, placement, self.now)
+            {
+                wake |= w;
+            }
         }
         drop(hot);
         self.shared.wake(wake);
     }
 
-    /// Commits the rest (and records the event if nothing moved); how many items moved.
-    fn finish(mut self) -> usize {
+    /// Commits the rest (and records the event if nothing moved).
+    fn finish(mut self) {
         self.commit(None);
-        self.moved
     }
 }
 
@@ -102,7 +103,7 @@ where
     }
 }
 
-impl<K, T, C> SchedulingState<K, T, C>
+impl<K, T, C> LockedScheduling<K, T, C>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     T: Send + 'static,
@@ -117,7 +118,7 @@ where
     /// [`SchedulingQueue::add_unschedulable_if_not_present`]: super::SchedulingQueue::add_unschedulable_if_not_present
     pub(crate) fn hand_back(
         &self,
-        mut item: QueuedItem<K, T>,
+        item: QueuedItem<K, T>,
         flight: Option<u64>,
         cycle: u64,
         only_in_flight: bool,
@@ -126,81 +127,46 @@ where
         // A guard whose flight already ended (by `done` of its key, or on shutdown) has nothing
         // to hand back. Seen under `hot` alone, so such a drop never waits behind a scan under
         // `main`; a flight that has ended never becomes current again, so the look is final.
-        let in_flight = |hot: &Hot<K, T, C>| {
-            flight.is_some_and(|f| hot.active.in_flight.is_current(&item.key, f))
-        };
-        if only_in_flight && !in_flight(&lock(&self.hot)) {
+        let current = || flight.is_some_and(|f| lock(&self.hot).is_current_flight(item.key(), f));
+        if only_in_flight && !current() {
             return Ok(());
         }
         let mut main = lock(&self.main);
-        let events = {
+        let claim = {
             let mut hot = lock(&self.hot);
-            let key = &item.key;
-            let current = in_flight(&hot);
-            if !current && only_in_flight {
-                return Ok(());
-            }
-            let events = if current {
-                let events = hot.active.in_flight.events_for(key);
-                hot.active.in_flight.done(key);
-                events
-            } else {
-                None
-            };
-            if hot.active.heap.contains_key(key)
-                || hot.backoff.contains_key(key)
-                || main.unschedulable.contains_key(key)
-            {
-                return Err(AlreadyQueuedError(item));
-            }
-            events
+            self.rules
+                .claim_return(&main, &mut hot, item, flight, only_in_flight)
         };
-        let errored = item.has_no_rejectors();
-        let inner = item.inner_mut();
-        if errored {
-            inner.consecutive_errors = inner.consecutive_errors.saturating_add(1);
-        } else {
-            inner.unschedulable_count = inner.unschedulable_count.saturating_add(1);
-            inner.consecutive_errors = 0;
-        }
-        item.set_timestamp(now);
-        item.seq = self.next_seq();
-        let strategy = if errored {
-            Strategy::AfterBackoff
-        } else if let Some(events) = events {
-            replay(&self.hooks, &item, &events)
-        } else if main.move_request_cycle.is_some_and(|m| m >= cycle) {
-            Strategy::AfterBackoff
-        } else {
-            Strategy::Skip
+        let returned = match claim {
+            Return::Accepted(returned) => returned,
+            Return::AlreadyQueued(item) => return Err(AlreadyQueuedError(item)),
+            Return::Ended => return Ok(()),
         };
-        let dest = self.prepare(item, strategy, now, true);
-        let mut wake = Wake::default();
-        self.commit(&mut main, &mut lock(&self.hot), dest, now, &mut wake);
+        // The hints and gates run under `main` alone.
+        let placement = self.rules.requeue(&mut main, returned, cycle, now);
+        let wake = self
+            .rules
+            .commit(&mut main, &mut lock(&self.hot), placement, now);
         drop(main);
         self.wake(wake);
         Ok(())
     }
 
-    /// Moves the unschedulable items `select` picks out, in one pass: `select` gives the
-    /// strategy of a candidate (`None` or `Skip` leaves it), the gates are asked while the
-    /// item is still in the map (a refused item stays there, stamped `flushed_at`), and the
-    /// others go to backoff or active in chunks of [`CHUNK`], each under a short hold of the
-    /// hot lock, while the scan goes on. `event` is recorded for the items in flight.
-    ///
-    /// One pass keeps each item in cache from its hint to its heap, and nothing is collected
-    /// into an intermediate list.
-    pub(crate) fn move_where(
+    /// Runs a move of the state machine (`scan`, handed a sink for the items it picks) over
+    /// `main`, committing the picked items to `hot` in chunks as the scan goes, and records
+    /// `event` for the items in flight. Returns how many moved.
+    pub(crate) fn move_with(
         &self,
-        main: &mut Main<K, T>,
+        main: &mut Parked<K, T, Instant>,
         event: &ClusterEvent,
         payload: &EventPayload,
         now: Instant,
-        mut select: impl FnMut(&QueuedItem<K, T>) -> Option<Strategy>,
+        scan: impl FnOnce(
+            &mut Parked<K, T, Instant>,
+            &mut dyn FnMut(Placement<K, T, Instant>, usize),
+        ) -> usize,
     ) -> usize {
-        let candidates = main.unschedulable.len();
-        let scanned = Cell::new(0usize);
-        let chosen = Cell::new(Strategy::Skip);
+        let candidates = main.len();
         let mut mover = Mover {
             shared: self,
             event,
@@ -208,45 +174,16 @@ where
             now,
             pending: Vec::with_capacity(CHUNK.min(candidates)),
             candidates,
-            moved: 0,
             recorded: false,
         };
-        let picked = main.unschedulable.extract(|item| {
-            scanned.set(scanned.get() + 1);
-            let Some(strategy) = select(item).filter(|s| *s != Strategy::Skip) else {
-                return false;
-            };
-            if self.gate_in_place(item) {
-                item.inner_mut().flushed_at = Some(now);
-                return false;
-            }
-            chosen.set(strategy);
-            true
+        let moved = scan(main, &mut |placement, scanned| {
+            mover.push(placement, scanned);
         });
-        for item in picked {
-            mover.push(self.place(item, chosen.get(), now), scanned.get());
-        }
-        let moved = mover.finish();
+        mover.finish();
         debug!(
             event = event.label,
             moved, "moved items out of unschedulable"
         );
         moved
     }
-}
-
-/// The strongest strategy the recorded `events` give `item` (stops at "immediately").
-fn replay<K: PartialEq, T>(
-    hooks: &Hooks<K, T>,
-    item: &QueuedItem<K, T>,
-    events: &[RecordedEvent<K>],
-) -> Strategy {
-    let mut best = Strategy::Skip;
-    for (event, payload, target) in events {
-        best = best.max(hooks.strategy(item, event, payload, target.as_ref()));
-        if best == Strategy::Immediately {
-            break;
-        }
-    }
-    best
 }

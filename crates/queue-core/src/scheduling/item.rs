@@ -2,51 +2,48 @@
 
 use std::cmp::Ordering;
 
-use ctrlq_queue_core::Compare;
-use tokio::time::Instant;
+use std::time::Instant;
 
-/// The id of a caller-defined "plugin": whatever rejected an item, gates it, or hints about it.
-///
-/// Plugin ids are static names, so they are cheap to copy and compare.
-pub type PluginId = &'static str;
+use super::plugins::{PluginId, PluginSet};
+use crate::Compare;
+use crate::Moment;
 
-/// An item of a [`SchedulingQueue`]: the caller's key and data, and the queue's bookkeeping.
+/// An item of a scheduling queue ([`SchedulingState`]): the caller's key and data, and the
+/// queue's bookkeeping, timed in instants of type `I` (see [`Moment`]).
 ///
 /// [`pop`] hands one out; the caller tries it and, on failure, records who rejected it
-/// ([`set_rejectors`], [`set_pending`]) and hands it back with
-/// [`add_unschedulable_if_not_present`].
+/// ([`set_rejectors`], [`set_pending`]) and hands it back with [`hand_back`].
 ///
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+/// use ctrlq_queue_core::scheduling::{SchedulingQueueConfig, SchedulingState, SubQueue};
 ///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
-/// queue.add("pod-a", 10).unwrap();
-/// let mut item = queue.pop().await.expect("the queue is open");
+/// let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+/// let now = std::time::Instant::now();
+/// state.add("pod-a", 10, now).unwrap();
+/// let mut flight = state.pop(now).expect("the state is open");
+/// let item = &mut flight.item;
 /// assert_eq!((*item.key(), *item.data(), item.attempts()), ("pod-a", 10, 1));
 /// item.set_rejectors(["NodeResourcesFit"]);
-/// queue.add_unschedulable_if_not_present(item, queue.scheduling_cycle()).unwrap();
-/// assert_eq!(queue.num_unschedulable(), 1);
-/// # }
+/// state.hand_back(flight.item, Some(flight.id), flight.cycle, now).unwrap();
+/// assert_eq!(state.where_is(&"pod-a"), Some(SubQueue::Unschedulable));
 /// ```
 ///
-/// [`SchedulingQueue`]: super::SchedulingQueue
-/// [`pop`]: super::SchedulingQueue::pop
+/// [`SchedulingState`]: super::SchedulingState
+/// [`pop`]: super::SchedulingState::pop
 /// [`set_rejectors`]: QueuedItem::set_rejectors
 /// [`set_pending`]: QueuedItem::set_pending
-/// [`add_unschedulable_if_not_present`]: super::SchedulingQueue::add_unschedulable_if_not_present
+/// [`hand_back`]: super::SchedulingState::hand_back
 #[derive(Debug, Clone)]
-pub struct QueuedItem<K, T> {
+pub struct QueuedItem<K, T, I = Instant> {
     // What the orderings and a pop read stays inline (heap sifts compare without a pointer
     // chase); the rest is boxed, so the heaps move a small entry, and the box is made only when
     // first needed.
     pub(crate) key: K,
     pub(crate) data: T,
     /// When the item was last queued (add, or requeue after a failure).
-    pub(crate) timestamp: Instant,
+    pub(crate) timestamp: I,
     /// Insertion sequence: the last tiebreak of every ordering, so ties are FIFO and deterministic.
     pub(crate) seq: u64,
     /// Inline, not in `inner`: every pop increments it, and a pop should not pay a cache miss
@@ -58,35 +55,44 @@ pub struct QueuedItem<K, T> {
     /// The rest of the bookkeeping, boxed on the first failure or gate: an item added and
     /// scheduled at its first attempt allocates nothing (no malloc on add, no free when the
     /// caller drops it, no cache miss on the box in between). `None` reads as [`Inner::EMPTY`].
-    inner: Option<Box<Inner>>,
+    inner: Option<Box<Inner<I>>>,
 }
 
 /// The bookkeeping of a [`QueuedItem`] that no ordering reads.
 ///
-/// `repr(C)` keeps the fields a move reads (gate, counts, plugin sets) together in the first
-/// 128 bytes, so reading them ahead of a move costs two or three cache lines, not four.
+/// `repr(C)` keeps the fields a move reads (gate, counts, plugin sets: the [`Marks`]) first,
+/// in the first 128 bytes, so reading them ahead of a move costs two or three cache lines,
+/// not four.
 #[derive(Debug, Clone)]
 #[repr(C)]
-pub(crate) struct Inner {
+pub(crate) struct Inner<I> {
+    pub(crate) marks: Marks,
+    pub(crate) initial_attempt: Option<I>,
+    /// Last time the leftover flush re-evaluated this gated item.
+    pub(crate) flushed_at: Option<I>,
+}
+
+/// What a move reads of an item's bookkeeping: no instants, so one static serves every
+/// item without a box, whatever its instant type.
+#[derive(Debug, Clone)]
+#[repr(C)]
+pub(crate) struct Marks {
     pub(crate) gating: Option<PluginId>,
     pub(crate) unschedulable_count: u32,
     pub(crate) consecutive_errors: u32,
     pub(crate) rejectors: PluginSet,
     pub(crate) pending: PluginSet,
-    pub(crate) initial_attempt: Option<Instant>,
-    /// Last time the leftover flush re-evaluated this gated item.
-    pub(crate) flushed_at: Option<Instant>,
 }
 
 /// What an item without a box reads.
-static NO_BOOKKEEPING: Inner = Inner::EMPTY;
+static NO_MARKS: Marks = Marks::EMPTY;
 
 /// Anything that carries a scheduling priority: the default order pops higher priorities first.
 ///
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_async::scheduling::Priority;
+/// use ctrlq_queue_core::scheduling::Priority;
 ///
 /// struct Pod { priority: i32 }
 /// impl Priority for Pod {
@@ -106,23 +112,22 @@ pub trait Priority {
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_async::scheduling::{PriorityOrder, SchedulingQueue, SchedulingQueueConfig};
+/// use ctrlq_queue_core::scheduling::{PriorityOrder, SchedulingQueueConfig, SchedulingState};
 ///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64, PriorityOrder>::new(SchedulingQueueConfig::default()).unwrap();
-/// queue.add("low", 1).unwrap();
-/// queue.add("high", 100).unwrap();
-/// assert_eq!(*queue.pop().await.unwrap().key(), "high");
-/// # }
+/// let config = SchedulingQueueConfig::default();
+/// let mut state = SchedulingState::<&str, i64, PriorityOrder>::new(config).unwrap();
+/// let now = std::time::Instant::now();
+/// state.add("low", 1, now).unwrap();
+/// state.add("high", 100, now).unwrap();
+/// assert_eq!(*state.pop(now).unwrap().item.key(), "high");
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PriorityOrder;
 
 // ===== impl QueuedItem =====
 
-impl<K, T> QueuedItem<K, T> {
-    pub(crate) fn new(key: K, data: T, now: Instant, seq: u64) -> Self {
+impl<K, T, I: Moment> QueuedItem<K, T, I> {
+    pub(crate) fn new(key: K, data: T, now: I, seq: u64) -> Self {
         QueuedItem {
             key,
             data,
@@ -134,26 +139,39 @@ impl<K, T> QueuedItem<K, T> {
         }
     }
 
-    /// The boxed bookkeeping, or the empty one if there is no box yet.
-    pub(crate) fn info(&self) -> &Inner {
-        self.inner.as_deref().unwrap_or(&NO_BOOKKEEPING)
+    /// The marks of the boxed bookkeeping, or the empty ones if there is no box yet.
+    pub(crate) fn info(&self) -> &Marks {
+        self.inner
+            .as_deref()
+            .map_or(&NO_MARKS, |inner| &inner.marks)
+    }
+
+    /// When the leftover flush last asked this gated item's gates.
+    pub(crate) fn flushed_at(&self) -> Option<I> {
+        self.inner.as_deref().and_then(|inner| inner.flushed_at)
     }
 
     /// The boxed bookkeeping, making the box if there is none yet.
-    pub(crate) fn inner_mut(&mut self) -> &mut Inner {
+    pub(crate) fn inner_mut(&mut self) -> &mut Inner<I> {
         let initial_attempt = self.initial_is_timestamp.then_some(self.timestamp);
         self.initial_is_timestamp = false;
         self.inner.get_or_insert_with(|| {
             Box::new(Inner {
+                marks: Marks::EMPTY,
                 initial_attempt,
-                ..Inner::EMPTY
+                flushed_at: None,
             })
         })
     }
 
+    /// The marks of the bookkeeping, making the box if there is none yet.
+    pub(crate) fn marks_mut(&mut self) -> &mut Marks {
+        &mut self.inner_mut().marks
+    }
+
     /// Sets when the item was last queued (keeping an initial attempt time that was implied by
     /// the old value).
-    pub(crate) fn set_timestamp(&mut self, now: Instant) {
+    pub(crate) fn set_timestamp(&mut self, now: I) {
         if self.initial_is_timestamp && now != self.timestamp {
             self.inner_mut();
         }
@@ -161,7 +179,7 @@ impl<K, T> QueuedItem<K, T> {
     }
 
     /// Records that the item enters active at `now`: the first time sets its initial attempt.
-    pub(crate) fn enter_active(&mut self, now: Instant) {
+    pub(crate) fn enter_active(&mut self, now: I) {
         match &mut self.inner {
             Some(inner) => {
                 inner.initial_attempt.get_or_insert(now);
@@ -193,7 +211,7 @@ impl<K, T> QueuedItem<K, T> {
     }
 
     /// When the item was last queued: on `add`, and again on every requeue after a failure.
-    pub fn timestamp(&self) -> Instant {
+    pub fn timestamp(&self) -> I {
         self.timestamp
     }
 
@@ -213,11 +231,13 @@ impl<K, T> QueuedItem<K, T> {
     }
 
     /// When the item first entered the active sub-queue (not while it was gated).
-    pub fn initial_attempt(&self) -> Option<Instant> {
+    pub fn initial_attempt(&self) -> Option<I> {
         if self.initial_is_timestamp {
             Some(self.timestamp)
         } else {
-            self.info().initial_attempt
+            self.inner
+                .as_deref()
+                .and_then(|inner| inner.initial_attempt)
         }
     }
 
@@ -246,7 +266,7 @@ impl<K, T> QueuedItem<K, T> {
     pub fn set_rejectors(&mut self, plugins: impl IntoIterator<Item = PluginId>) {
         let plugins: PluginSet = plugins.into_iter().collect();
         if !(plugins.is_empty() && self.inner.is_none()) {
-            self.inner_mut().rejectors = plugins;
+            self.marks_mut().rejectors = plugins;
         }
     }
 
@@ -254,7 +274,7 @@ impl<K, T> QueuedItem<K, T> {
     pub fn set_pending(&mut self, plugins: impl IntoIterator<Item = PluginId>) {
         let plugins: PluginSet = plugins.into_iter().collect();
         if !(plugins.is_empty() && self.inner.is_none()) {
-            self.inner_mut().pending = plugins;
+            self.marks_mut().pending = plugins;
         }
     }
 
@@ -275,91 +295,23 @@ impl<K, T> QueuedItem<K, T> {
     }
 }
 
-// ===== impl Inner =====
+// ===== impl Marks =====
 
-impl Inner {
-    /// The bookkeeping of an item never rejected, gated or popped from backoff.
-    pub(crate) const EMPTY: Inner = Inner {
+impl Marks {
+    /// The marks of an item never rejected, gated or popped from backoff.
+    pub(crate) const EMPTY: Marks = Marks {
         gating: None,
         unschedulable_count: 0,
         consecutive_errors: 0,
         rejectors: PluginSet::EMPTY,
         pending: PluginSet::EMPTY,
-        initial_attempt: None,
-        flushed_at: None,
     };
-}
-
-// ===== impl PluginSet =====
-
-/// A set of plugin ids, inline up to two (the common case), so reading an item's rejectors
-/// during a move costs no extra pointer chase; 48 bytes.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct PluginSet {
-    inline: [PluginId; 2],
-    len: u8,
-    /// All the ids once there are more than two.
-    #[expect(
-        clippy::box_collection,
-        reason = "a thin pointer keeps the set at 48 bytes (a `Vec` or boxed slice: 56)"
-    )]
-    spill: Option<Box<Vec<PluginId>>>,
-}
-
-impl PluginSet {
-    const EMPTY: PluginSet = PluginSet {
-        inline: ["", ""],
-        len: 0,
-        spill: None,
-    };
-
-    pub(crate) fn as_slice(&self) -> &[PluginId] {
-        match &self.spill {
-            Some(all) => all,
-            None => &self.inline[..usize::from(self.len)],
-        }
-    }
-
-    pub(crate) fn contains(&self, plugin: &PluginId) -> bool {
-        self.as_slice().contains(plugin)
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0 && self.spill.is_none()
-    }
-
-    /// Adds `plugin` unless present.
-    pub(crate) fn push(&mut self, plugin: PluginId) {
-        if self.contains(&plugin) {
-            return;
-        }
-        if let Some(all) = &mut self.spill {
-            all.push(plugin);
-        } else if usize::from(self.len) < self.inline.len() {
-            self.inline[usize::from(self.len)] = plugin;
-            self.len += 1;
-        } else {
-            let mut all = self.inline.to_vec();
-            all.push(plugin);
-            self.spill = Some(Box::new(all));
-        }
-    }
-}
-
-impl FromIterator<PluginId> for PluginSet {
-    fn from_iter<I: IntoIterator<Item = PluginId>>(iter: I) -> Self {
-        let mut set = PluginSet::default();
-        for plugin in iter {
-            set.push(plugin);
-        }
-        set
-    }
 }
 
 // ===== impl PriorityOrder =====
 
-impl<K, T: Priority> Compare<QueuedItem<K, T>> for PriorityOrder {
-    fn compare(&self, a: &QueuedItem<K, T>, b: &QueuedItem<K, T>) -> Ordering {
+impl<K, T: Priority, I: Ord> Compare<QueuedItem<K, T, I>> for PriorityOrder {
+    fn compare(&self, a: &QueuedItem<K, T, I>, b: &QueuedItem<K, T, I>) -> Ordering {
         b.data
             .priority()
             .cmp(&a.data.priority())
@@ -385,7 +337,8 @@ mod tests {
     #[test]
     fn the_fields_a_move_reads_fit_in_128_bytes() {
         assert_eq!(size_of::<PluginSet>(), 48);
-        assert!(std::mem::offset_of!(Inner, pending) + size_of::<PluginSet>() <= 128);
+        let marks = std::mem::offset_of!(Inner<Instant>, marks);
+        assert!(marks + std::mem::offset_of!(Marks, pending) + size_of::<PluginSet>() <= 128);
     }
 
     #[test]
@@ -414,17 +367,5 @@ mod tests {
             (late.pending(), late.initial_attempt()),
             (&["p"][..], Some(t1))
         );
-    }
-
-    #[test]
-    fn plugin_sets_keep_order_without_duplicates_inline_and_spilled() {
-        let mut set: PluginSet = ["a", "b", "a"].into_iter().collect();
-        assert_eq!(set.as_slice(), ["a", "b"]);
-        assert!(set.spill.is_none());
-        set.push("c");
-        set.push("b");
-        assert_eq!(set.as_slice(), ["a", "b", "c"]);
-        assert!(set.contains(&"c") && !set.contains(&"d") && !set.is_empty());
-        assert!(PluginSet::default().is_empty());
     }
 }

@@ -1,8 +1,9 @@
 //! The scheduling queue's settings, with kube-scheduler's defaults.
 
+use std::fmt;
 use std::time::Duration;
 
-/// Settings of a [`SchedulingQueue`]; `Default` has kube-scheduler's values.
+/// Settings of a scheduling queue ([`SchedulingState`]); `Default` has kube-scheduler's values.
 ///
 /// | Setting | Default |
 /// |---|---|
@@ -21,7 +22,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use ctrlq_queue_async::scheduling::SchedulingQueueConfig;
+/// use ctrlq_queue_core::scheduling::SchedulingQueueConfig;
 ///
 /// let config = SchedulingQueueConfig::default()
 ///     .initial_backoff(Duration::from_secs(2))
@@ -31,7 +32,7 @@ use std::time::Duration;
 /// assert_eq!(config.backoff_duration(60), Duration::from_secs(20));
 /// ```
 ///
-/// [`SchedulingQueue`]: super::SchedulingQueue
+/// [`SchedulingState`]: super::SchedulingState
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SchedulingQueueConfig {
     pub(crate) initial_backoff: Duration,
@@ -93,28 +94,25 @@ impl SchedulingQueueConfig {
     }
 }
 
-/// A [`SchedulingQueueConfig`] the queue refuses, from [`SchedulingQueueBuilder::build`].
+/// A [`SchedulingQueueConfig`] the state refuses, from [`SchedulingQueueConfig::validate`].
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use ctrlq_queue_async::scheduling::{ConfigError, SchedulingQueue, SchedulingQueueConfig};
+/// use ctrlq_queue_core::scheduling::{ConfigError, SchedulingQueueConfig, SchedulingState};
 ///
 /// let config = SchedulingQueueConfig::default().max_in_unschedulable(Duration::ZERO);
-/// let refused = SchedulingQueue::<&str, i64>::new(config).unwrap_err();
+/// let refused = SchedulingState::<&str, i64>::new(config).unwrap_err();
 /// assert_eq!(refused, ConfigError::ZeroMaxInUnschedulable);
+/// assert_eq!(refused.to_string(), "the maximum time in unschedulable must be positive");
 /// ```
-///
-/// [`SchedulingQueueBuilder::build`]: super::SchedulingQueueBuilder::build
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// The initial backoff is zero while backoff is on (a non-zero max backoff).
-    #[error("the initial backoff must be positive")]
     ZeroInitialBackoff,
     /// The initial backoff exceeds the max backoff.
-    #[error("the initial backoff {initial:?} exceeds the max backoff {max:?}")]
     InitialAboveMax {
         /// The initial backoff.
         initial: Duration,
@@ -122,13 +120,36 @@ pub enum ConfigError {
         max: Duration,
     },
     /// The maximum time in unschedulable is zero.
-    #[error("the maximum time in unschedulable must be positive")]
     ZeroMaxInUnschedulable,
 }
 
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ZeroInitialBackoff => f.write_str("the initial backoff must be positive"),
+            ConfigError::InitialAboveMax { initial, max } => write!(
+                f,
+                "the initial backoff {initial:?} exceeds the max backoff {max:?}"
+            ),
+            ConfigError::ZeroMaxInUnschedulable => {
+                f.write_str("the maximum time in unschedulable must be positive")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
 impl SchedulingQueueConfig {
-    /// Checks the settings; the builder calls this, so a queue never runs with bad ones.
-    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+    /// Checks the settings; [`SchedulingState::new`] calls this, so a state never runs with
+    /// bad ones.
+    ///
+    /// # Errors
+    ///
+    /// The first [`ConfigError`] rule the settings break.
+    ///
+    /// [`SchedulingState::new`]: super::SchedulingState::new
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if !self.max_backoff.is_zero() {
             if self.initial_backoff.is_zero() {
                 return Err(ConfigError::ZeroInitialBackoff);

@@ -3,18 +3,21 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Instant;
 
 use hashbrown::HashMap;
 
 use super::event::{ClusterEvent, EventPayload};
-use super::item::{PluginId, QueuedItem};
+use super::item::QueuedItem;
+use super::plugins::PluginId;
+use crate::Moment;
 
 /// The answer of a hint about one item and one event.
 ///
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_async::scheduling::QueueingHint;
+/// use ctrlq_queue_core::scheduling::QueueingHint;
 /// assert_ne!(QueueingHint::Queue, QueueingHint::Skip);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,23 +35,22 @@ pub enum QueueingHint {
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_async::scheduling::HintError;
+/// use ctrlq_queue_core::scheduling::HintError;
 /// assert_eq!(HintError::new("cache miss").to_string(), "queueing hint failed: cache miss");
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("queueing hint failed: {0}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HintError(String);
 
 /// A queueing hint: may `event`, with its `payload`, help `item` (rejected by the hint's
 /// plugin) to succeed?
-pub type HintFn<K, T> = Arc<
-    dyn Fn(&QueuedItem<K, T>, &ClusterEvent, &EventPayload) -> Result<QueueingHint, HintError>
+pub type HintFn<K, T, I = Instant> = Arc<
+    dyn Fn(&QueuedItem<K, T, I>, &ClusterEvent, &EventPayload) -> Result<QueueingHint, HintError>
         + Send
         + Sync,
 >;
 
 /// A pre-enqueue gate: `true` lets the item into the active or backoff sub-queue.
-pub type GateFn<K, T> = Arc<dyn Fn(&QueuedItem<K, T>) -> bool + Send + Sync>;
+pub type GateFn<K, T, I = Instant> = Arc<dyn Fn(&QueuedItem<K, T, I>) -> bool + Send + Sync>;
 
 /// Where a failed or moved item should go; ordered from weakest to strongest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -59,10 +61,13 @@ pub(crate) enum Strategy {
 }
 
 /// The registry of hints and gates a queue consults, in registration order (deterministic).
-pub(crate) struct Hooks<K, T> {
-    hints: Vec<(ClusterEvent, PluginId, HintFn<K, T>)>,
-    gates: Vec<(PluginId, Vec<ClusterEvent>, GateFn<K, T>)>,
+pub(crate) struct Hooks<K, T, I> {
+    hints: Vec<(ClusterEvent, PluginId, HintFn<K, T, I>)>,
+    gates: Vec<Gate<K, T, I>>,
 }
+
+/// A registered gate: its plugin, the events that let it run again, and the gate.
+type Gate<K, T, I> = (PluginId, Vec<ClusterEvent>, GateFn<K, T, I>);
 
 // ===== impl HintError =====
 
@@ -73,9 +78,17 @@ impl HintError {
     }
 }
 
+impl fmt::Display for HintError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "queueing hint failed: {}", self.0)
+    }
+}
+
+impl std::error::Error for HintError {}
+
 // ===== impl Hooks =====
 
-impl<K, T> Hooks<K, T> {
+impl<K, T, I> Hooks<K, T, I> {
     pub(crate) fn new() -> Self {
         Hooks {
             hints: Vec::new(),
@@ -83,7 +96,12 @@ impl<K, T> Hooks<K, T> {
         }
     }
 
-    pub(crate) fn add_hint(&mut self, event: ClusterEvent, plugin: PluginId, hint: HintFn<K, T>) {
+    pub(crate) fn add_hint(
+        &mut self,
+        event: ClusterEvent,
+        plugin: PluginId,
+        hint: HintFn<K, T, I>,
+    ) {
         self.hints.push((event, plugin, hint));
     }
 
@@ -91,7 +109,7 @@ impl<K, T> Hooks<K, T> {
         &mut self,
         plugin: PluginId,
         events: Vec<ClusterEvent>,
-        gate: GateFn<K, T>,
+        gate: GateFn<K, T, I>,
     ) {
         self.gates.push((plugin, events, gate));
     }
@@ -114,9 +132,11 @@ impl<K, T> Hooks<K, T> {
             .filter(|(p, _, _)| *p == plugin)
             .any(|(_, evs, _)| evs.iter().any(|reg| reg.matches(event)))
     }
+}
 
+impl<K, T, I: Moment> Hooks<K, T, I> {
     /// Runs the gates (the one that held the item last goes first); the first that refuses.
-    pub(crate) fn gate(&self, item: &QueuedItem<K, T>) -> Option<PluginId> {
+    pub(crate) fn gate(&self, item: &QueuedItem<K, T, I>) -> Option<PluginId> {
         if let Some(last) = item.info().gating {
             let refused = self
                 .gates
@@ -140,7 +160,7 @@ impl<K, T> Hooks<K, T> {
     /// again or let in: hints are not asked.
     pub(crate) fn strategy(
         &self,
-        item: &QueuedItem<K, T>,
+        item: &QueuedItem<K, T, I>,
         event: &ClusterEvent,
         payload: &EventPayload,
         target: Option<&K>,
@@ -154,7 +174,7 @@ impl<K, T> Hooks<K, T> {
     /// The hints registered for events matching `event`, indexed by plugin; computed once per
     /// event so a move over many items looks up each item's few plugins instead of scanning
     /// every registration per item.
-    pub(crate) fn hints_for(&self, event: &ClusterEvent) -> EventHints<'_, K, T> {
+    pub(crate) fn hints_for(&self, event: &ClusterEvent) -> EventHints<'_, K, T, I> {
         let list: Vec<_> = self
             .hints
             .iter()
@@ -171,8 +191,8 @@ impl<K, T> Hooks<K, T> {
     /// [`strategy`](Self::strategy) with the matching hints already selected.
     pub(crate) fn strategy_with(
         &self,
-        hints: &EventHints<'_, K, T>,
-        item: &QueuedItem<K, T>,
+        hints: &EventHints<'_, K, T, I>,
+        item: &QueuedItem<K, T, I>,
         event: &ClusterEvent,
         payload: &EventPayload,
         target: Option<&K>,
@@ -198,15 +218,15 @@ impl<K, T> Hooks<K, T> {
 }
 
 /// The hints matching one event, in registration order, and their positions by plugin.
-pub(crate) struct EventHints<'a, K, T> {
-    list: Vec<(PluginId, &'a HintFn<K, T>)>,
+pub(crate) struct EventHints<'a, K, T, I> {
+    list: Vec<(PluginId, &'a HintFn<K, T, I>)>,
     by_plugin: HashMap<PluginId, Vec<usize>>,
 }
 
 /// Asks the rejectors' hints in registration order; the strongest answer wins.
-fn ask_hints<K, T>(
-    hints: &EventHints<'_, K, T>,
-    item: &QueuedItem<K, T>,
+fn ask_hints<K, T, I: Moment>(
+    hints: &EventHints<'_, K, T, I>,
+    item: &QueuedItem<K, T, I>,
     event: &ClusterEvent,
     payload: &EventPayload,
 ) -> Strategy {
@@ -236,10 +256,8 @@ fn ask_hints<K, T>(
         let pending = item.info().pending.contains(plugin);
         let answer = match hint(item, event, payload) {
             Ok(answer) => answer,
-            Err(error) => {
-                tracing::debug!(plugin, event = event.label, %error, "hint failed; treated as queue");
-                QueueingHint::Queue
-            }
+            // Requeueing too often is safer than never: a failed hint counts as `Queue`.
+            Err(_) => QueueingHint::Queue,
         };
         match answer {
             QueueingHint::Skip => {}
@@ -251,7 +269,7 @@ fn ask_hints<K, T>(
     found
 }
 
-impl<K, T> fmt::Debug for Hooks<K, T> {
+impl<K, T, I> fmt::Debug for Hooks<K, T, I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Hooks")
             .field("hints", &self.hints.len())

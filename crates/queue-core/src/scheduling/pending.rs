@@ -7,14 +7,11 @@ use std::fmt;
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig, SubQueue};
+/// use ctrlq_queue_core::scheduling::{SchedulingQueueConfig, SchedulingState, SubQueue};
 ///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
-/// queue.add("a", 1).unwrap();
-/// assert_eq!(queue.where_is(&"a"), Some(SubQueue::Active));
-/// # }
+/// let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+/// state.add("a", 1, std::time::Instant::now()).unwrap();
+/// assert_eq!(state.where_is(&"a"), Some(SubQueue::Active));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubQueue {
@@ -32,14 +29,11 @@ pub enum SubQueue {
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+/// use ctrlq_queue_core::scheduling::{SchedulingQueueConfig, SchedulingState};
 ///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
-/// queue.add("a", 1).unwrap();
-/// assert_eq!(queue.pending().to_string(), "activeQ:1; backoffQ:0; unschedulablePods:0");
-/// # }
+/// let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+/// state.add("a", 1, std::time::Instant::now()).unwrap();
+/// assert_eq!(state.pending().to_string(), "activeQ:1; backoffQ:0; unschedulablePods:0");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pending<K> {

@@ -15,17 +15,22 @@
 //! As in controller-runtime, a panic counts as a panic, as an error and as a reconcile with
 //! result `error`; every series of a controller exists (at zero) from its first term. The
 //! feature also turns on the metrics that sit next to these: the queue's client-go ones
-//! ([`ctrlq_queue_async::prometheus::PrometheusMetrics`], given to
-//! [`Controller::queue_metrics`](crate::Controller::queue_metrics)) and the elector's,
-//! `leader_election_master_status` among them ([`ctrlq_leader::prometheus::LeaderMetrics`], given to
-//! [`LeaderElector::with_metrics`](ctrlq_leader::LeaderElector::with_metrics)).
+//! ([`ctrlq_queue_async::prometheus::QueueMetrics`], given to
+//! [`Controller::queue_metrics`](crate::Controller::queue_metrics), which hands them to the
+//! queue's `metrics`) and the elector's, `leader_election_master_status` among them
+//! ([`ctrlq_leader::prometheus::LeaderMetrics`], given to
+//! [`LeaderElector::metrics`](ctrlq_leader::LeaderElector::metrics)).
+//!
+//! The three crates speak one vocabulary: each one's metrics are a `prometheus::<Subject>Metrics`
+//! type whose `register(&mut Registry)` returns an `Arc<Self>`, attached with a `metrics` method
+//! on what they measure (the queue builder, the elector, the controller).
 //!
 //! # Examples
 //!
 //! ```
 //! use std::convert::Infallible;
 //! use ctrlq_controller::{Action, Context, Controller};
-//! use ctrlq_controller::metrics::ControllerMetrics;
+//! use ctrlq_controller::prometheus::ControllerMetrics;
 //! use prometheus_client::registry::Registry;
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -105,7 +110,7 @@ impl ControllerMetrics {
     ///
     /// ```
     /// let mut registry = prometheus_client::registry::Registry::default();
-    /// let _metrics = ctrlq_controller::metrics::ControllerMetrics::register(&mut registry);
+    /// let _metrics = ctrlq_controller::prometheus::ControllerMetrics::register(&mut registry);
     /// ```
     pub fn register(registry: &mut Registry) -> Arc<Self> {
         let me = Self {
