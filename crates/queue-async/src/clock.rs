@@ -6,28 +6,13 @@
 //! thread) would stamp its item in the paused clock's past: an hour ahead, a 1 s backoff would
 //! be over at once. [`QueueClock`] reads the queue's runtime clock instead.
 
-use std::time::Duration;
-
 use parking_lot::Mutex;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-/// The crate's one far-future limit: the longest delay honoured by delayed adds (longer
-/// delays are clamped to it), and where a deadline that would overflow `Instant` saturates
-/// (365 days).
-///
-/// tokio-util's `DelayQueue` panics about two years out; a year is far beyond any useful
-/// retry.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use ctrlq_queue_async::workqueue::MAX_DELAY;
-///
-/// assert_eq!(MAX_DELAY, Duration::from_secs(365 * 24 * 3600));
-/// ```
-pub const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
+/// The workspace's one far-future limit, [`ctrlq_queue_core::MAX_DELAY`]: the longest delay
+/// honoured by delayed adds (longer delays are clamped to it).
+pub use ctrlq_queue_core::MAX_DELAY;
 
 /// A queue's clock: the calling runtime's inside one, else the queue's runtime's.
 ///
