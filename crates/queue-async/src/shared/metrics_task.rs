@@ -92,3 +92,33 @@ async fn metrics_loop<K: QueueKey + 'static, P: Payload>(shared: Weak<Shared<K, 
         shared.update_unfinished_work();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use crate::WorkQueue;
+    use crate::metrics::testing::RecordingProvider;
+
+    /// While the metrics task runs, adds see it through the live flag alone (no lock); each
+    /// start is numbered, and the flag is cleared when the running one ends.
+    #[tokio::test(start_paused = true)]
+    async fn the_live_flag_names_the_running_start_and_clears_when_it_ends() {
+        let provider = Arc::new(RecordingProvider::default());
+        let queue: WorkQueue<u32> = WorkQueue::builder().name("q").metrics(provider).build();
+        let inner = Arc::clone(&queue.inner);
+        assert_eq!(inner.metrics_live.load(Ordering::Acquire), 0, "not started");
+        queue.add(1).unwrap();
+        assert_eq!(
+            inner.metrics_live.load(Ordering::Acquire),
+            1,
+            "the first start"
+        );
+        queue.add(2).unwrap();
+        assert_eq!(inner.metrics_task.lock().1, 1, "started once");
+        queue.shut_down();
+        tokio::task::yield_now().await;
+        assert_eq!(inner.metrics_live.load(Ordering::Acquire), 0, "ended");
+    }
+}
