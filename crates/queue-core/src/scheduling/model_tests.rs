@@ -413,6 +413,29 @@ fn a_rejected_item_waits_for_an_event_and_a_move_request_sends_it_to_backoff() {
 }
 
 #[test]
+fn ending_all_backoff_moves_every_item_to_active() {
+    let mut s = new_state(true);
+    let t0 = Instant::now();
+    s.add(1, 1, t0).unwrap();
+    s.add(2, 2, t0).unwrap();
+    for _ in 0..2 {
+        let mut flight = s.pop(t0).unwrap();
+        s.move_all(&ITEM_UPDATE, t0);
+        flight.item.set_rejectors(["skip"]);
+        s.hand_back(flight.item, None, flight.cycle, t0).unwrap();
+    }
+    assert_eq!(s.where_is(&1), Some(SubQueue::Backoff));
+    assert_eq!(s.where_is(&2), Some(SubQueue::Backoff));
+    assert_eq!(s.flush_backoff_completed(t0), 0, "neither backoff is over");
+    let now = t0 + Duration::from_millis(1);
+    assert_eq!(s.flush_backoff_all(now), 2);
+    assert_eq!(s.flush_backoff_all(now), 0, "nothing left");
+    assert_eq!(s.next_deadline(), None);
+    assert_eq!(s.where_is(&1), Some(SubQueue::Active));
+    assert_eq!(s.where_is(&2), Some(SubQueue::Active));
+}
+
+#[test]
 fn the_leftover_flush_moves_items_strictly_after_the_maximum() {
     let mut s = new_state(true);
     let t0 = Instant::now();

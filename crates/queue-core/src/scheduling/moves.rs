@@ -31,6 +31,26 @@ where
         count
     }
 
+    /// Moves every item in backoff to active, stamped `now`, whether its backoff is over or
+    /// not: for a queue whose timer can no longer ring (the runtime that timed it is gone), so
+    /// that no item waits for an expiry nothing will act on. Returns how many moved.
+    pub fn flush_backoff_all<C: Compare<QueuedItem<K, T, I>>>(
+        &self,
+        ready: &mut Ready<K, T, C, I>,
+        now: I,
+    ) -> usize {
+        let mut count = 0;
+        while let Some(item) = ready
+            .backoff
+            .next_expiry()
+            .and_then(|at| ready.backoff.pop_completed(at))
+        {
+            ready.active.push(item, now);
+            count += 1;
+        }
+        count
+    }
+
     /// Tells the rules `event` happened: each unschedulable item that `pre_check` accepts and
     /// whose rejectors' hints answer `Queue` is taken out and handed to `sink` with where it
     /// goes (backoff, or active if its backoff is over or a pending plugin answered), and how

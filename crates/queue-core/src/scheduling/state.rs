@@ -253,6 +253,12 @@ where
         self.rules.flush_backoff_completed(&mut self.ready, now)
     }
 
+    /// Moves every backoff item to active, stamped `now`, its expiry past or not (see
+    /// [`SchedulingRules::flush_backoff_all`]); how many.
+    pub fn flush_backoff_all(&mut self, now: I) -> usize {
+        self.rules.flush_backoff_all(&mut self.ready, now)
+    }
+
     /// Moves the unschedulable items past their leftover deadline at `now` (see
     /// [`SchedulingRules::move_leftover`]); how many.
     pub fn flush_unschedulable_leftover(&mut self, now: I) -> usize {
