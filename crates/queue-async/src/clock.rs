@@ -6,7 +6,8 @@
 //! thread) would stamp its item in the paused clock's past: an hour ahead, a 1 s backoff would
 //! be over at once. [`QueueClock`] reads the queue's runtime clock instead.
 
-use parking_lot::Mutex;
+use std::sync::OnceLock;
+
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
@@ -14,43 +15,42 @@ use tokio::time::Instant;
 /// honoured by delayed adds (longer delays are clamped to it).
 pub use ctrlq_queue_core::MAX_DELAY;
 
-/// A queue's clock: the calling runtime's inside one, else the queue's runtime's.
+/// A queue's runtime and clock.
 ///
-/// The queue's runtime is the one it was built in, if any, replaced by the runtime of each
-/// background task it starts (the task's timers run on that clock).
+/// A queue is bound to one runtime: the one it was built in, or, for a queue built outside any
+/// runtime, the first one a call of the queue needs (to start a background task, or to read
+/// the clock from a plain thread). The binding never changes: the queue's background tasks run
+/// there, and a call from a plain thread reads that runtime's clock.
 #[derive(Debug)]
 pub(crate) struct QueueClock {
-    runtime: Mutex<Option<Handle>>,
+    runtime: OnceLock<Handle>,
 }
 
 impl QueueClock {
-    /// A clock on the current runtime, if there is one.
+    /// A clock bound to the current runtime, if there is one (else bound later).
     pub(crate) fn new() -> Self {
-        QueueClock {
-            runtime: Mutex::new(Handle::try_current().ok()),
+        let runtime = OnceLock::new();
+        if let Ok(current) = Handle::try_current() {
+            let _ = runtime.set(current);
         }
-    }
-
-    /// Makes `runtime` the queue's runtime (a background task of the queue runs there).
-    pub(crate) fn set_runtime(&self, runtime: &Handle) {
-        *self.runtime.lock() = Some(runtime.clone());
+        QueueClock { runtime }
     }
 
     /// Now, by the calling task's runtime; outside any runtime, by the queue's runtime (the
-    /// real clock if it has none yet).
+    /// real clock if it is not bound yet).
     pub(crate) fn now(&self) -> Instant {
         self.in_runtime(Instant::now)
     }
 
     /// Runs `f` (which reads tokio's clock, say a rate limiter) in the calling task's runtime;
-    /// outside any runtime, inside the queue's runtime (as is, if it has none yet).
+    /// outside any runtime, inside the queue's runtime (as is, if it is not bound yet).
     pub(crate) fn in_runtime<R>(&self, f: impl FnOnce() -> R) -> R {
         // Inside a task (the usual caller), `try_id` is a thread-local read; the fallback
         // clones a handle, so it comes second.
         if tokio::task::try_id().is_some() || Handle::try_current().is_ok() {
             return f();
         }
-        match self.queue_runtime() {
+        match self.runtime.get() {
             Some(runtime) => {
                 let _in_runtime = runtime.enter();
                 f()
@@ -59,13 +59,16 @@ impl QueueClock {
         }
     }
 
-    /// The calling thread's runtime, else the queue's (`None` if neither exists).
-    pub(crate) fn runtime(&self) -> Option<Handle> {
-        Handle::try_current().ok().or_else(|| self.queue_runtime())
-    }
-
-    fn queue_runtime(&self) -> Option<Handle> {
-        self.runtime.lock().clone()
+    /// The queue's runtime, binding the queue to the calling thread's runtime if it has none
+    /// yet (`None` if neither exists). The runtime may have shut down: a task spawned there
+    /// is dropped at once, which [`BackgroundTask::start`](crate::task::BackgroundTask::start)
+    /// reports.
+    pub(crate) fn runtime(&self) -> Option<&Handle> {
+        if let Some(bound) = self.runtime.get() {
+            return Some(bound);
+        }
+        let current = Handle::try_current().ok()?;
+        Some(self.runtime.get_or_init(|| current))
     }
 }
 
@@ -89,5 +92,39 @@ mod tests {
         let paused = runtime.block_on(async { Instant::now() });
         let read = std::thread::scope(|s| s.spawn(|| clock.now()).join().expect("no panic"));
         assert_eq!(read, paused, "the paused clock, not the real one");
+    }
+
+    fn paused_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime")
+    }
+
+    fn read_on_a_plain_thread(clock: &QueueClock) -> Instant {
+        std::thread::scope(|s| s.spawn(|| clock.now()).join().expect("no panic"))
+    }
+
+    #[test]
+    fn a_clock_built_outside_a_runtime_binds_to_the_first_that_asks_and_keeps_it() {
+        let clock = QueueClock::new();
+        assert!(clock.runtime().is_none(), "no runtime anywhere yet");
+        let (first, second) = (paused_runtime(), paused_runtime());
+        let first_now = first.block_on(async {
+            tokio::time::advance(Duration::from_secs(3600)).await;
+            assert!(clock.runtime().is_some(), "bound here");
+            Instant::now()
+        });
+        let second_now = second.block_on(async {
+            assert!(clock.runtime().is_some());
+            Instant::now()
+        });
+        assert!(second_now < first_now, "the two paused clocks differ");
+        assert_eq!(
+            read_on_a_plain_thread(&clock),
+            first_now,
+            "still the first runtime's clock: the binding did not move"
+        );
     }
 }

@@ -26,9 +26,18 @@
 //!
 //! Every queue reads tokio's clock (`tokio::time::Instant`), so `tokio::time::pause()` drives
 //! delays, backoffs, priority aging and the metrics' durations alike. A call from a plain thread
-//! outside any runtime is timed by the queue's runtime (the one it was built in, or the one
-//! its background task runs in), not by the real clock, so a test may hand work to helper
-//! threads and still see paused time.
+//! outside any runtime is timed by the queue's runtime, not by the real clock, so a test may hand
+//! work to helper threads and still see paused time.
+//!
+//! A queue is bound to one tokio runtime: the one it was built in, or, if it was built outside
+//! any, the first one a call of it runs in. Its background tasks run there and nowhere else.
+//! Adds from a plain thread work as from a task. If that runtime shuts down while the queue
+//! lives on, nothing times the queue any more, and nothing waits for a timer: keys waiting for
+//! a delayed add are added at once (as is every later delayed add), a scheduling queue's
+//! backoff ends at once and its unschedulable items past their leftover deadline move at the
+//! next `pop` that looks, and the unfinished-work gauges are no longer refreshed. Use one
+//! queue per runtime (a queue in a `static` shared by several `#[tokio::test]`s is bound to the
+//! first).
 //!
 //! # Design
 //!
@@ -96,7 +105,11 @@
 //!
 //! ## The timer task
 //!
-//! Every waiting key has one timer in one `tokio_util::time::DelayQueue`, and a map from the key
+//! Every deadline of every queue kind is a timer in a `tokio_util::time::DelayQueue` that the
+//! queue's state owns, served by one background task per queue, the timer task (the same code
+//! for every kind: it polls the state's timers whenever the `DelayQueue` or the state wakes it).
+//!
+//! In a work or priority queue, every waiting key has one timer, and a map from the key
 //! to its wait (deadline, priority, and the timer's `delay_queue::Key`), as kube-runtime's
 //! scheduler. A delayed add sets the timer directly under the timers' lock; a key that already
 //! waits keeps the earlier deadline; a zero delay adds at once; an add now of a waiting key ends
@@ -105,20 +118,25 @@
 //! (under the timers' lock) and adds them in deadline order (then higher priority, then the
 //! order of their delayed adds), each under its shard's lock. The keys' waits need no
 //! other timer: the delay task sleeps until the next deadline and polls nothing, so under paused
-//! time the clock jumps straight there. The crate's other timers are the metrics ticker (a
-//! queue with metrics refreshes two gauges every
-//! [`UNFINISHED_WORK_UPDATE_PERIOD`](metrics::UNFINISHED_WORK_UPDATE_PERIOD), as client-go does)
-//! and the scheduling queue's flush loop (it sleeps until the next backoff expiry or
-//! unschedulable deadline).
+//! time the clock jumps straight there.
+//!
+//! A scheduling queue's state machine keeps its own deadlines (backoff expiries, unschedulable
+//! leftovers) and tells the earliest: its timer task keeps one timer set there. A change that
+//! may move the earliest deadline pokes the task, which reads the deadline again and sets the
+//! timer; only the task sets it, so two changes never cross. When it rings, the task moves what
+//! is due.
+//!
+//! The crate's one other timer is the metrics ticker: a queue with metrics refreshes two gauges
+//! every [`UNFINISHED_WORK_UPDATE_PERIOD`](metrics::UNFINISHED_WORK_UPDATE_PERIOD), as client-go
+//! does, on a plain periodic task, since it has no deadlines to order.
 //!
 //! ## Background tasks
 //!
-//! The delay task, the metrics ticker and the scheduling queue's flush loop share one
-//! lifecycle: a task starts when first needed,
-//! on the calling runtime (from a plain thread, on the queue's last runtime); it holds the
-//! queue's state weakly, so it ends when the last handle is dropped, and shutdown stops it. If
-//! its runtime shuts down while the queue lives on, the next caller that needs it starts it
-//! again in its own runtime, and the delay task then re-arms every waiting key there.
+//! The timer tasks and the metrics ticker share one lifecycle: a task starts when first
+//! needed, on the queue's runtime (see [Time](#time)); it holds the queue's state weakly, so it
+//! ends when the last handle is dropped, and shutdown stops it. If the runtime drops the timer
+//! task (it shuts down), the task's last act is to tell the state, which ends every wait then
+//! (see [Time](#time)); no task of the queue starts again.
 //!
 //! ## Wake-ups
 //!

@@ -1183,31 +1183,31 @@ fn items_sent_to_backoff_outside_a_runtime_should_flush_once_a_pop_waits() {
     });
 }
 
+/// A queue is bound to its runtime: once that runtime shuts down, no timer times its moves.
+/// Backoff ends at once, and an unschedulable item past its leftover deadline moves when a
+/// `pop` looks, rather than either waiting for a timer that will never ring.
 #[test]
-fn a_queue_outliving_the_runtime_of_its_flush_task_should_still_flush() {
+fn a_queue_outliving_its_runtime_should_end_backoff_and_flush_leftovers_when_a_pop_looks() {
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
     paused_runtime().block_on(async {
         into_backoff(&q, "a").await;
         q.add("stuck", 0).unwrap();
         fail(&q, &["other"], &[]).await; // no hint for it: only the leftover flush moves it
+        assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
     });
-    // That runtime and its task are gone; both items still wait.
-    assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+    // That runtime and its timer task are gone: the backoff is over at once.
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
     assert_eq!(q.where_is(&"stuck"), Some(SubQueue::Unschedulable));
     paused_runtime().block_on(async {
         let metrics = tokio::runtime::Handle::current().metrics();
-        assert_eq!(
-            key_popped_within(&q, Duration::from_secs(60)).await,
-            "a",
-            "the new task moved the backoff item"
-        );
-        assert_eq!(metrics.num_alive_tasks(), 1, "one new task");
-        // The new task takes over the leftover deadline too: 5 min after the failure, it frees
-        // the other.
-        assert_eq!(
-            key_popped_within(&q, Duration::from_secs(400)).await,
-            "stuck"
-        );
+        assert_eq!(key_popped_within(&q, Duration::from_secs(1)).await, "a");
+        assert_eq!(metrics.num_alive_tasks(), 0, "no task starts here");
+        let still = tokio::time::timeout(Duration::from_secs(1), q.pop()).await;
+        assert!(still.is_err(), "its leftover deadline is minutes away");
+        assert_eq!(q.where_is(&"stuck"), Some(SubQueue::Unschedulable));
+        tokio::time::advance(Duration::from_secs(400)).await;
+        // Past the 5 min leftover deadline: the next pop that looks moves it.
+        assert_eq!(key_popped_within(&q, Duration::from_secs(1)).await, "stuck");
     });
 }
 

@@ -722,49 +722,53 @@ async fn a_delayed_add_from_a_thread_outside_the_runtime_fires() {
     );
 }
 
-/// A queue shared by several runtimes (say, a static used by several `#[tokio::test]`s): the
-/// runtime that ran the delay task is dropped, and the next delayed add starts a new task that
-/// takes over every waiting key, instead of leaving them with a task that no longer runs.
+/// A queue is bound to the runtime it was built in. Once that runtime has shut down, no
+/// runtime times its delays: the keys still waiting are added at once rather than lost, and so
+/// is a delayed add made later (here from a second runtime).
 #[test]
-fn a_queue_outliving_its_delay_tasks_runtime_still_fires() {
-    let queue = WorkQueue::new();
-    paused_runtime().block_on(async {
+fn a_queue_outliving_its_runtime_adds_its_waiting_keys_at_once() {
+    let queue = paused_runtime().block_on(async {
+        let queue = WorkQueue::new();
         queue.add_after("early", MS).unwrap();
         queue.add_after("late", Duration::from_secs(60)).unwrap();
         let item = bounded(queue.get()).await.unwrap();
         assert_eq!(*item.key(), "early");
         item.done();
+        assert_eq!(queue.waiting_len(), 1);
+        queue
     });
-    // That runtime and its delay task are gone; "late" is still waiting.
+    assert_eq!(queue.waiting_len(), 0, "the runtime is gone: nothing waits");
+    assert_eq!(queue.len(), 1, "late is queued");
     paused_runtime().block_on(async {
-        queue.add_after("next", MS).unwrap();
+        queue.add_after("next", Duration::from_secs(60)).unwrap();
+        assert_eq!(queue.waiting_len(), 0, "no runtime of the queue to time it");
         let mut keys = Vec::new();
         for _ in 0..2 {
-            let item = tokio::time::timeout(Duration::from_secs(3600), queue.get())
-                .await
-                .expect("a waiting key fires in the new runtime")
-                .unwrap();
+            let item = bounded(queue.get()).await.unwrap();
             keys.push(*item.key());
             item.done();
         }
-        assert_eq!(keys, ["next", "late"]);
+        assert_eq!(keys, ["late", "next"]);
     });
 }
 
+/// The metrics task runs on the queue's runtime and does not move: once that runtime has shut
+/// down, the gauges it refreshes stay as they were, while the counts an add or a get records
+/// go on.
 #[test]
-fn a_queue_outliving_its_metrics_tasks_runtime_still_refreshes_the_gauges() {
+fn a_queue_outliving_its_runtime_keeps_its_counts_but_not_the_refresh() {
     let p = Arc::new(RecordingProvider::default());
-    let queue: WorkQueue<&str> = WorkQueue::builder().name("test").metrics(p.clone()).build();
-    // The first add starts the refresh loop on this runtime, which then shuts down.
-    paused_runtime().block_on(async { queue.add("a").unwrap() });
+    let queue: WorkQueue<&str> = paused_runtime()
+        .block_on(async { WorkQueue::builder().name("test").metrics(p.clone()).build() });
     paused_runtime().block_on(async {
         queue.add("b").unwrap();
         let item = bounded(queue.get()).await.unwrap();
         tokio::time::sleep(Duration::from_millis(1200)).await;
         let seen = p.recorded();
-        assert!(
-            (0.7..=1.2).contains(&seen.unfinished_work_seconds),
-            "a new loop refreshed the gauges: {seen:?}"
+        assert_eq!(seen.adds, 1);
+        assert_eq!(
+            seen.unfinished_work_seconds, 0.0,
+            "no refresh loop on this runtime: {seen:?}"
         );
         item.done();
     });

@@ -63,13 +63,12 @@ where
     /// A priority queue adds it at priority 0, and absorbs the delayed add of a key that will be
     /// handed out anyway (ready, or added again while processing).
     ///
-    /// The wait is timed by a background task, spawned at the first delayed add on the current
-    /// tokio runtime; from a plain thread, on the queue's runtime (the one it was built in, or
-    /// that of its last background task); with no live runtime at all, the key is added at
-    /// once. It ends at shutdown and when the last handle is dropped; keys still waiting then
-    /// are dropped, as in the original. If the task's runtime is dropped while the queue lives
-    /// on, the next delayed add made in a runtime starts a new task there, which takes over
-    /// every waiting key.
+    /// The wait is timed by a background task, spawned at the first delayed add on the queue's
+    /// runtime (see the crate's [Time](crate#time)); with no runtime to time it (none bound yet
+    /// and none on this thread, or the queue's runtime has shut down), the key is added at
+    /// once. The task ends at shutdown and when the last handle is dropped; keys still waiting
+    /// then are dropped, as in the original. If the queue's runtime shuts down while keys wait,
+    /// they are added then, in deadline order, rather than lost.
     ///
     /// The key is never added before its deadline, and is added at the task's first wake-up
     /// after it, together with every other key then due, in deadline order. Each key has its

@@ -77,8 +77,9 @@ where
         self
     }
 
-    /// Builds the queue. Nothing is spawned yet: the delay task starts with the first delayed
-    /// add and the metrics task with the first add, each in the runtime of that call.
+    /// Builds the queue, bound to the current runtime if there is one (else to the first that
+    /// a call of it runs in; see the crate's [Time](crate#time)). Nothing is spawned yet: the
+    /// delay task starts with the first delayed add and the metrics task with the first add.
     pub fn build(self) -> Queue<K, P> {
         let aging = self
             .aging

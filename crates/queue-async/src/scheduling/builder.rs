@@ -52,7 +52,7 @@ where
 {
     /// A queue with the default order, no hints and no gates.
     ///
-    /// Needs no runtime: the flush task starts when the queue first needs it (see
+    /// Needs no runtime: the timer task starts when the queue first needs it (see
     /// [`SchedulingQueue`]).
     ///
     /// # Examples
@@ -152,8 +152,8 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
         }
     }
 
-    /// Builds the queue. It needs no runtime: its flush task starts on the first item that goes
-    /// to backoff or unschedulable from inside one (see [`SchedulingQueue`]).
+    /// Builds the queue. It needs no runtime: its timer task starts on the first item that goes
+    /// to backoff or unschedulable (see [`SchedulingQueue`]).
     ///
     /// # Errors
     ///

@@ -1,19 +1,20 @@
 //! The timed moves: backoff expiry and the unschedulable leftover, as plain `flush_*` steps
-//! tests can call, and the background loop that runs them at the next deadline.
+//! tests can call, and the timer task's side of them: one `DelayQueue` timer at the earliest
+//! deadline (see [`crate::task`]).
 
 use std::hash::Hash;
-use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, Waker};
 
 use ctrlq_queue_core::Compare;
-use futures::future::{self, Either};
-use tokio::sync::Notify;
 use tokio::time::Instant;
-use tracing::{Instrument, debug, trace};
+use tokio_util::time::{DelayQueue, delay_queue};
+use tracing::{debug, trace};
 
 use ctrlq_queue_core::scheduling::{ClusterEvent, EventPayload};
 
 use super::QueuedItem;
 use super::state::{LockedScheduling, lock};
+use crate::task::{BackgroundTask, Timed, start_timer_task};
 
 impl<K, T, C> LockedScheduling<K, T, C>
 where
@@ -31,8 +32,8 @@ where
         count
     }
 
-    /// The flush loop's next wake-up: the earlier of the backoff head's expiry and the next
-    /// leftover deadline; `None` when neither exists (then it waits for `timer_wake` only).
+    /// The timer task's next deadline: the earlier of the backoff head's expiry and the next
+    /// leftover deadline; `None` when neither exists (then the task waits for a poke only).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let leftover = lock(&self.main).next_leftover();
         let backoff = lock(&self.hot).next_expiry();
@@ -49,35 +50,82 @@ where
     T: Send + 'static,
     C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
-    /// Starts the flush loop unless it runs already (or the queue is closed): on the current
-    /// runtime, or from a plain thread on the queue's (see [`QueueClock`]). With no live
-    /// runtime it does nothing: the items wait, and the next call from inside one (an
-    /// insertion, a move or a `pop` that has to wait) starts the loop. A loop whose runtime
-    /// shut down is replaced the same way, and the new one takes over every waiting item (it
-    /// reads the backoff head and scans unschedulable like any loop).
+    /// Makes sure the timer task runs, on the queue's runtime (binding the queue to the calling
+    /// one if it has none yet; with neither, it starts at the next call inside a runtime). Once
+    /// the queue's runtime has shut down, no task can time the moves: they happen here, at
+    /// once (see [`Timed::timers_gone`]). Call holding no lock of the queue (a `pop` about to
+    /// wait).
     pub(crate) fn ensure_flush_task(&self) {
-        let mut task = lock(&self.flush_task);
-        if task.running().is_some() || lock(&self.hot).is_closed() {
+        let mut timer = lock(&self.timer);
+        if timer.closed || timer.task.running() {
+            return;
+        }
+        if !timer.runtime_gone {
+            self.start_task(&mut timer);
+        }
+        if timer.runtime_gone {
+            drop(timer);
+            self.flush_without_timer();
+        }
+    }
+
+    /// Tells the timer task that the earliest deadline may have changed (`start`: an item went
+    /// where only a timed move takes it out, so start the task if it does not run). Takes only
+    /// the timer's lock, the innermost: callable under `main`.
+    pub(crate) fn poke_timer(&self, start: bool) {
+        let mut timer = lock(&self.timer);
+        timer.dirty = true;
+        if let Some(waker) = timer.waker.take() {
+            waker.wake();
+        } else if start && !timer.closed && !timer.runtime_gone && !timer.task.running() {
+            self.start_task(&mut timer);
+        }
+    }
+
+    /// Starts the timer task on the queue's runtime; marks the runtime gone if it is shutting
+    /// down. The task sets its timer at its first poll.
+    fn start_task(&self, timer: &mut FlushTimer) {
+        let Some(runtime) = self.clock.runtime() else {
+            trace!("no tokio runtime here: the timer task starts at the next call inside one");
+            return;
+        };
+        {
+            // The `DelayQueue` measures its deadlines from when it is made: on the runtime's
+            // clock.
+            let _runtime = runtime.enter();
+            timer.queue = DelayQueue::new();
+        }
+        timer.armed = None;
+        timer.dirty = true;
+        timer.waker = None;
+        if !start_timer_task(&mut timer.task, runtime, self.me.clone()) {
+            debug!("the queue's runtime has shut down: timed moves happen when a pop looks");
+            timer.runtime_gone = true;
+        }
+    }
+
+    /// Sets the one timer to `next` (or removes it).
+    fn set_timer(&self, timer: &mut FlushTimer, next: Option<Instant>) {
+        if next == timer.armed.as_ref().map(|(at, _)| *at) {
             return;
         }
         let Some(runtime) = self.clock.runtime() else {
-            trace!("no tokio runtime here: the flush loop starts at the next call inside one");
             return;
         };
-        let restart = task.has_ended();
-        let span = tracing::debug_span!("scheduling_queue_flush");
-        let flush = flush_loop(self.me.clone(), self.timer_wake.clone()).instrument(span);
-        if !task.start(&runtime, flush) {
-            // A runtime that has shut down drops the loop at once.
-            trace!(
-                "the queue's runtime has shut down: the flush loop starts at the next call inside one"
-            );
-            return;
-        }
-        if restart {
-            debug!("flush loop restarted: the runtime of the previous one shut down");
-        }
-        self.clock.set_runtime(&runtime);
+        // Setting a timer may make the `DelayQueue`'s sleep anew: in the runtime it runs on.
+        let _runtime = runtime.enter();
+        timer.armed = match (next, timer.armed.take()) {
+            (Some(at), Some((_, key))) => {
+                timer.queue.reset_at(&key, at);
+                Some((at, key))
+            }
+            (Some(at), None) => Some((at, timer.queue.insert_at((), at))),
+            (None, Some((_, key))) => {
+                timer.queue.remove(&key);
+                None
+            }
+            (None, None) => None,
+        };
     }
 
     pub(crate) fn flush_unschedulable_leftover(&self, now: Instant) -> usize {
@@ -97,8 +145,6 @@ where
         )
     }
 
-    /// What the flush loop does at a deadline: the backoff items whose backoff ended, then,
-    /// if a leftover deadline has passed, the leftover flush.
     fn flush_due(&self, now: Instant) {
         self.flush_backoff_completed(now);
         if lock(&self.main)
@@ -108,35 +154,110 @@ where
             self.flush_unschedulable_leftover(now);
         }
     }
+
+    /// The moves a queue makes with no timer left (its runtime shut down), when the runtime
+    /// goes and then at each `pop` that would wait: every item in backoff goes to active now,
+    /// and the unschedulable items past their leftover deadline move; the others wait for an
+    /// event, or for the next `pop` that looks.
+    fn flush_without_timer(&self) {
+        let now = self.clock.now();
+        let moved = self.rules.flush_backoff_all(&mut lock(&self.hot), now);
+        if moved > 0 {
+            trace!(moved, "backoff ended: no timer left");
+            self.pop_wake.notify_waiters();
+        }
+        self.flush_due(now);
+    }
 }
 
-/// The background loop: a `select` shell around the flushes. It holds only a `Weak` to the
-/// state, and ends on `shut_down` or when the last handle drops (see [`BackgroundTask`]). It
-/// starts lazily (see [`LockedScheduling::ensure_flush_task`]), so a queue can be built outside a
-/// runtime and outlive the runtime of its first loop.
-///
-/// One timer: a sleep until the earliest deadline (see [`LockedScheduling::next_deadline`]), re-armed
-/// through `timer` when a deadline gets earlier; with no deadline, no timer at all, so under
-/// paused time the clock jumps straight to the next deadline.
-async fn flush_loop<K, T, C>(weak: Weak<LockedScheduling<K, T, C>>, timer: Arc<Notify>)
+/// The timer task ([`start_timer_task`]): one `DelayQueue` timer at the earliest deadline.
+impl<K, T, C> Timed for LockedScheduling<K, T, C>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     T: Send + 'static,
     C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
-    while let Some(next) = weak.upgrade().map(|s| s.next_deadline()) {
-        let Some(deadline) = next else {
-            timer.notified().await;
-            continue;
-        };
-        let notified = std::pin::pin!(timer.notified());
-        let sleep = std::pin::pin!(tokio::time::sleep_until(deadline));
-        // `select` polls the wake-up first: a deadline that got earlier re-arms the sleep.
-        if let Either::Right(((), _)) = future::select(notified, sleep).await
-            && let Some(s) = weak.upgrade()
-        {
-            s.flush_due(Instant::now());
+    /// Only this task sets the timer, so two settings never cross: a change of the earliest
+    /// deadline pokes it (`dirty`), and it reads the deadline holding no lock of the timer.
+    fn poll_timers(&self, cx: &mut Context<'_>) {
+        loop {
+            let (rang, dirty) = {
+                let mut timer = lock(&self.timer);
+                if !timer
+                    .waker
+                    .as_ref()
+                    .is_some_and(|w| w.will_wake(cx.waker()))
+                {
+                    timer.waker = Some(cx.waker().clone());
+                }
+                let mut rang = false;
+                while let Poll::Ready(Some(_)) = timer.queue.poll_expired(cx) {
+                    timer.armed = None;
+                    rang = true;
+                }
+                (rang, std::mem::take(&mut timer.dirty))
+            };
+            if !rang && !dirty {
+                // `cx` is woken when the timer rings, or by a poke.
+                return;
+            }
+            if rang {
+                self.flush_due(Instant::now());
+            }
+            let next = self.next_deadline();
+            self.set_timer(&mut lock(&self.timer), next);
         }
     }
-    debug!("flush loop ended");
+
+    fn timers_gone(&self) {
+        let closed = {
+            let mut timer = lock(&self.timer);
+            timer.runtime_gone = true;
+            timer.armed = None;
+            timer.waker = None;
+            timer.queue = DelayQueue::new();
+            timer.closed
+        };
+        if !closed {
+            debug!("the queue's runtime shut down: timed moves happen at once");
+            self.flush_without_timer();
+        }
+    }
+}
+
+/// The flush timer: one `DelayQueue` entry at the earliest deadline (backoff expiry or
+/// unschedulable leftover), and the task that serves it.
+pub(crate) struct FlushTimer {
+    task: BackgroundTask,
+    queue: DelayQueue<()>,
+    /// The deadline the timer is set to, and its `DelayQueue` key.
+    armed: Option<(Instant, delay_queue::Key)>,
+    /// The earliest deadline may have changed since the task last set the timer.
+    dirty: bool,
+    /// The task's waker, for pokes.
+    waker: Option<Waker>,
+    /// The queue is shut down: no task starts.
+    closed: bool,
+    /// The queue's runtime dropped the task: no task starts again.
+    runtime_gone: bool,
+}
+
+impl FlushTimer {
+    pub(super) fn new() -> Self {
+        FlushTimer {
+            task: BackgroundTask::default(),
+            queue: DelayQueue::new(),
+            armed: None,
+            dirty: false,
+            waker: None,
+            closed: false,
+            runtime_gone: false,
+        }
+    }
+
+    /// Stops the task for good (the queue's shutdown).
+    pub(super) fn close(&mut self) {
+        self.closed = true;
+        self.task.stop();
+    }
 }

@@ -1,7 +1,7 @@
 //! The scheduling queue: kube-scheduler's queue for any keyed item (see [`SchedulingQueue`]).
 //!
 //! The state machine (sub-queues, attempts, gates, hints and the move rules) is
-//! `ctrlq_queue_core::scheduling`; this module adds its locks, wake-ups, the flush task and
+//! `ctrlq_queue_core::scheduling`; this module adds its locks, wake-ups, the timer task and
 //! the handle, and re-exports the state machine's types with tokio's [`Instant`].
 //!
 //! [`Instant`]: tokio::time::Instant

@@ -78,8 +78,9 @@ where
         let this = self.project();
         let wait = this.wait.poll(cx);
         if wait.is_pending() {
-            // About to wait: make sure the flush loop runs (on this runtime if there is none,
-            // e.g. items went to backoff from a plain thread, or the loop's runtime shut down).
+            // About to wait: make sure the timer task runs (items may have gone to backoff from
+            // a plain thread before any runtime was bound), or, with the queue's runtime gone,
+            // make the timed moves that are due now.
             this.shared.ensure_flush_task();
         }
         let out = ready!(wait);

@@ -36,19 +36,19 @@ use crate::ShutDownError;
 /// unschedulable items; ties are FIFO and hints run in registration order, so runs are
 /// deterministic; gated items get the leftover flush as a failsafe.
 ///
-/// The handle is a cheap `Clone`. A background task runs the flushes; it ends on [`shut_down`] and
-/// when the last handle drops. The queue can be built anywhere, inside a runtime or not: the
-/// task starts when the first item goes to backoff or unschedulable, on the caller's tokio
-/// runtime, or from a plain thread on the queue's (see below); failing both, at the first
-/// `pop` that has to wait. A queue that outlives the runtime of its task (a static shared by
-/// several `#[tokio::test]`s, say) gets a new task the same way, which takes over every
-/// waiting item: nothing stays stuck.
+/// The handle is a cheap `Clone`. A background task runs the timed moves; it ends on
+/// [`shut_down`] and when the last handle drops. The queue can be built anywhere, inside a
+/// runtime or not, and is bound to the runtime it was built in, or else to the first one a
+/// call of it runs in (see the crate's [Time](crate#time)). The task starts on that runtime
+/// when the first item goes to backoff or unschedulable; with no runtime bound yet and none on
+/// the calling thread, at the first `pop` that has to wait. If that runtime shuts down while
+/// the queue lives on, backoff ends at once and unschedulable items past their leftover
+/// deadline move at the next `pop` that looks: nothing waits for a timer that will not ring.
 ///
 /// Timestamps (an item's queueing time, hence its backoff expiry) come from tokio's clock: the
 /// calling task's runtime clock, or, from a plain thread outside any runtime, the clock of the
-/// queue's runtime (the one it was built in, then the one its background task runs in). So
-/// under paused time, a call from a helper thread is timed by the paused clock, not the real
-/// one.
+/// queue's runtime. So under paused time, a call from a helper thread is timed by the paused
+/// clock, not the real one.
 ///
 /// # Examples
 ///
@@ -76,7 +76,7 @@ use crate::ShutDownError;
 ///
 /// queue.move_all(&NODE_ADD); // backoff (1 s) not over yet
 /// assert_eq!(queue.where_is(&"pod-a"), Some(SubQueue::Backoff));
-/// // The flush task moves it at the exact expiry (1 s); sleep 1 ms longer so it has run.
+/// // The timer task moves it at its expiry (1 s); sleep 1 ms longer so it has run.
 /// tokio::time::sleep(Duration::from_millis(1001)).await;
 /// assert_eq!(queue.where_is(&"pod-a"), Some(SubQueue::Active));
 /// # }

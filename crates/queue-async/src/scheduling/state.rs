@@ -1,5 +1,5 @@
 //! The scheduling queue's shared state: the pure state machine of `queue-core`, its two
-//! halves each under a lock, and the wake-ups and flush task around them. Moves on events and
+//! halves each under a lock, and the wake-ups and timer task around them. Moves on events and
 //! hand-backs are in `transfer`, the timed moves in `flush`.
 //!
 //! # Locks
@@ -13,8 +13,8 @@
 //! except in `activate`, which holds both.
 
 use std::hash::Hash;
+use std::sync::Weak;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::sync::{Arc, Weak};
 
 use ctrlq_queue_core::Compare;
 use ctrlq_queue_core::scheduling::{Flight, Parked, Ready, SchedulingRules, SchedulingState, Wake};
@@ -23,25 +23,24 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::clock::QueueClock;
-use crate::task::BackgroundTask;
 
 use super::QueuedItem;
+use super::flush::FlushTimer;
 
 /// The state behind a [`SchedulingQueue`](super::SchedulingQueue): the state machine's rules
-/// and halves under their locks, shared with the flush task.
+/// and halves under their locks, shared with the timer task.
 pub(crate) struct LockedScheduling<K, T, C> {
     pub(crate) rules: SchedulingRules<K, T, Instant>,
     pub(crate) main: Mutex<Parked<K, T, Instant>>,
     pub(crate) hot: Mutex<Ready<K, T, C, Instant>>,
     /// Woken (all waiters) after an insertion `pop` could take.
     pub(crate) pop_wake: Notify,
-    /// Woken when the backoff head or the next leftover deadline got earlier, so the flush
-    /// timer re-arms.
-    pub(super) timer_wake: Arc<Notify>,
-    /// This state, for the flush loop, which must not keep it alive.
+    /// This state, for the timer task, which must not keep it alive.
     pub(super) me: Weak<Self>,
-    /// The flush loop: stopped by `close`, and with this state when the last handle drops.
-    pub(super) flush_task: Mutex<BackgroundTask>,
+    /// The timer at the earliest deadline and the task that serves it: stopped by `close`,
+    /// and with this state when the last handle drops. The innermost lock: nothing else is
+    /// taken while it is held.
+    pub(super) timer: Mutex<FlushTimer>,
     /// Timestamps come from here: the caller's runtime clock, or the queue's from a plain thread.
     pub(crate) clock: QueueClock,
     /// The scheduling cycle, copied from `hot` by every pop, for readers that take no lock.
@@ -66,9 +65,8 @@ where
             main: Mutex::new(parked),
             hot: Mutex::new(ready),
             pop_wake: Notify::new(),
-            timer_wake: Arc::new(Notify::new()),
             me,
-            flush_task: Mutex::new(BackgroundTask::default()),
+            timer: Mutex::new(FlushTimer::new()),
             clock: QueueClock::new(),
             cycle: AtomicU64::new(0),
         }
@@ -93,12 +91,12 @@ where
 
     pub(crate) fn shut_down(&self) {
         lock(&self.hot).close();
-        lock(&self.flush_task).stop();
+        lock(&self.timer).close();
         self.pop_wake.notify_waiters();
     }
 }
 
-/// The operations that may start the flush loop, which needs the bounds of a spawned task.
+/// The operations that may start the timer task, which needs the bounds of a spawned task.
 impl<K, T, C> LockedScheduling<K, T, C>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -109,11 +107,8 @@ where
         if wake.pop {
             self.pop_wake.notify_waiters();
         }
-        if wake.timer {
-            self.timer_wake.notify_one();
-        }
-        if wake.flush {
-            self.ensure_flush_task();
+        if wake.timer || wake.flush {
+            self.poke_timer(wake.flush);
         }
     }
 }

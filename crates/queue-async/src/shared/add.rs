@@ -5,8 +5,6 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use tokio::runtime::Handle;
-
 use super::machine::{AddKey, Added, Machine, Payload, QueueKey};
 use super::state::{Shared, State, Wake};
 use crate::error::ShutDownError;
@@ -85,11 +83,10 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     ) -> Result<(), ShutDownError<K>> {
         if self.waiting.load(Ordering::Acquire) > 0 {
             let mut timers = self.lock_timers();
-            // With the delay task gone, its timers are stale (they are set again when it
-            // restarts): only the wait is ended.
-            let runtime = timers.delay_task.running().cloned();
-            let _runtime = runtime.as_ref().map(Handle::enter);
-            if let Some(waiting) = timers.timers.cancel(key.key(), runtime.is_some()) {
+            // A key waits only while the delay task runs on the queue's runtime: removing its
+            // timer happens there.
+            let _runtime = self.clock.runtime().map(|runtime| runtime.enter());
+            if let Some(waiting) = timers.timers.cancel(key.key()) {
                 p = p.max(waiting);
                 self.count_waiting(&timers);
             }

@@ -2,18 +2,18 @@
 //! ([`Timers`](super::timers::Timers)); the delay task, started by the first of them, takes the keys whose timer rang
 //! and adds them in deadline order (through `add_now_locked`, in `add`).
 
-use std::future::poll_fn;
-use std::sync::{Arc, Weak};
-use std::task::Poll;
+use std::sync::Arc;
+use std::task::Context;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tracing::{Instrument, debug, debug_span};
+use tracing::debug;
 
 use super::machine::{Machine, Payload, QueueKey};
 use super::state::{Shared, TimerState, Wake};
 use crate::clock::MAX_DELAY;
 use crate::error::ShutDownError;
+use crate::task::{Timed, start_timer_task};
 
 impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Adds `key` once `delay` has passed (see `WorkQueue::add_after`).
@@ -63,26 +63,30 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     }
 
     /// Makes `key` wait `delay`, starting the delay task if it does not run. With no runtime
-    /// to time the wait, the key is added now rather than lost. Takes the timers' lock only.
+    /// to time the wait (none bound yet and none here, or the queue's runtime shut down), the
+    /// key is added now rather than lost. Takes the timers' lock only.
     fn wait(self: &Arc<Self>, key: K, p: P, delay: Duration) -> Result<(), ShutDownError<K>> {
         let key = {
             let mut timers = self.lock_timers();
             if timers.shut_down {
                 return Err(ShutDownError(key));
             }
-            if timers.delay_task.running().is_none() && !self.start_delay_task(&mut timers) {
-                debug!(queue = %self.name, "delayed add with no live tokio runtime; adding now");
-                key
-            } else if let Some(runtime) = timers.delay_task.running().cloned() {
-                // The timer's `Sleep` binds to the runtime in context, and the deadline is read
-                // by its clock (paused, in tests), whatever thread this add comes from.
-                let _runtime = runtime.enter();
-                timers.timers.wait_until(key, p, Instant::now() + delay);
-                self.count_waiting(&timers);
-                return Ok(());
-            } else {
-                // Its runtime shut down just now: add now rather than lose the key.
-                key
+            if !timers.runtime_gone && !timers.delay_task.running() {
+                self.start_delay_task(&mut timers);
+            }
+            match self.clock.runtime() {
+                Some(runtime) if timers.delay_task.running() && !timers.runtime_gone => {
+                    // The timer's `Sleep` binds to the runtime in context, and the deadline is
+                    // read by its clock (paused, in tests), whatever thread this add comes from.
+                    let _runtime = runtime.enter();
+                    timers.timers.wait_until(key, p, Instant::now() + delay);
+                    self.count_waiting(&timers);
+                    return Ok(());
+                }
+                _ => {
+                    debug!(queue = %self.name, "delayed add with no live tokio runtime; adding now");
+                    key
+                }
             }
         };
         let shard = self.shard_of(&key);
@@ -91,30 +95,25 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         })
     }
 
-    /// Starts the delay task on the calling runtime, else on the queue's; moves every waiting
-    /// key's timer there. `false` if no runtime is alive.
-    fn start_delay_task(self: &Arc<Self>, state: &mut TimerState<K, P>) -> bool {
+    /// Starts the delay task on the queue's runtime (binding the queue to the calling one if
+    /// it has none yet). Marks the runtime gone if it is shutting down.
+    fn start_delay_task(self: &Arc<Self>, timers: &mut TimerState<K, P>) {
         let Some(runtime) = self.clock.runtime() else {
-            return false;
+            return;
         };
-        if state.delay_task.has_ended() {
-            debug!(queue = %self.name, waiting = state.timers.len(), "delay task restarted");
+        {
+            let _runtime = runtime.enter();
+            timers.timers.start_here();
         }
-        if !state.delay_task.start(
-            &runtime,
-            delay_loop(Arc::downgrade(self), self.name.clone()),
-        ) {
-            return false;
+        if !start_timer_task(&mut timers.delay_task, runtime, Arc::downgrade(self)) {
+            debug!(queue = %self.name, "the queue's runtime has shut down: delays end at once");
+            timers.runtime_gone = true;
         }
-        self.clock.set_runtime(&runtime);
-        let _runtime = runtime.enter();
-        state.timers.rearm();
-        true
     }
 
     /// Takes every waiting key whose timer rang under the timers' lock, then adds them in
     /// deadline order; `cx` is woken at the next timer.
-    fn poll_timers(&self, cx: &mut std::task::Context<'_>) {
+    fn poll_due(&self, cx: &mut Context<'_>) {
         let due = {
             let mut timers = self.lock_timers();
             let due = timers.timers.poll_due(cx);
@@ -157,7 +156,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     pub(crate) fn settle(&self) {
         let due = {
             let mut timers = self.lock_timers();
-            let Some(runtime) = timers.delay_task.running().cloned() else {
+            let Some(runtime) = self.clock.runtime().filter(|_| timers.delay_task.running()) else {
                 return;
             };
             let _runtime = runtime.enter();
@@ -169,19 +168,25 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     }
 }
 
-/// The delay task: adds each waiting key at its deadline, until the queue is gone (or the
-/// task is stopped, see [`BackgroundTask`]).
-async fn delay_loop<K: QueueKey + 'static, P: Payload>(shared: Weak<Shared<K, P>>, name: String) {
-    debug!(queue = %name, "delay task started");
-    // Unconstrained: the keys due at one instant come out in one batch, in order, rather than
-    // cut where tokio's cooperative budget runs out.
-    tokio::task::unconstrained(poll_fn(|cx| match shared.upgrade() {
-        Some(shared) => {
-            shared.poll_timers(cx);
-            Poll::Pending
+/// The delay task ([`start_timer_task`]): adds each waiting key at its deadline.
+impl<K: QueueKey + 'static, P: Payload> Timed for Shared<K, P> {
+    fn poll_timers(&self, cx: &mut Context<'_>) {
+        self.poll_due(cx);
+    }
+
+    /// The queue's runtime shut down: every waiting key is added now, in deadline order,
+    /// rather than left with timers that will never ring; later delayed adds are added at once.
+    fn timers_gone(&self) {
+        let due = {
+            let mut timers = self.lock_timers();
+            timers.runtime_gone = true;
+            let due = timers.timers.take_all();
+            self.count_waiting(&timers);
+            due
+        };
+        if !due.is_empty() {
+            debug!(queue = %self.name, waiting = due.len(), "the queue's runtime shut down: waits end now");
         }
-        None => Poll::Ready(()),
-    }))
-    .instrument(debug_span!("workqueue_delay", queue = %name))
-    .await;
+        self.add_due(due);
+    }
 }

@@ -11,27 +11,25 @@ use super::state::Shared;
 use crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD;
 
 impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
-    /// Starts the gauge refresh loop on the calling runtime (none outside one, or after
-    /// shutdown).
+    /// Starts the gauge refresh loop on the queue's runtime (binding the queue to the calling
+    /// one if it has none yet). It does not start after shutdown, nor again once the queue's
+    /// runtime has shut down.
     pub(super) fn start_metrics_task(self: &Arc<Self>) {
         if self.is_shutting_down() {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let mut guard = self.metrics_task.lock();
         let (task, starts) = &mut *guard;
-        if task.running().is_some() {
+        if task.running() || task.has_ended() {
             return;
         }
-        if task.has_ended() {
-            debug!(queue = %self.name, "metrics task restarted");
-        }
+        let Some(runtime) = self.clock.runtime() else {
+            return;
+        };
         *starts += 1;
         let live = Live::new(self.metrics_live.clone(), *starts);
-        if task.start(&runtime, metrics_loop(Arc::downgrade(self), live)) {
-            self.clock.set_runtime(&runtime);
+        if !task.start(runtime, metrics_loop(Arc::downgrade(self), live)) {
+            debug!(queue = %self.name, "the queue's runtime has shut down: no metrics task");
         }
     }
 

@@ -134,6 +134,9 @@ pub(super) struct TimerState<K: QueueKey, P: Payload> {
     pub(super) delay_task: BackgroundTask,
     /// Set by the queue's shutdown: no key waits after it.
     pub(super) shut_down: bool,
+    /// Set when the runtime dropped the delay task: no key waits after it either (it is added
+    /// at once), since the queue is bound to that runtime.
+    pub(super) runtime_gone: bool,
 }
 
 /// What to wake once the lock is released.
@@ -231,6 +234,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 timers: Timers::new(),
                 delay_task: BackgroundTask::default(),
                 shut_down: false,
+                runtime_gone: false,
             }),
             waiting: AtomicUsize::new(0),
             get_wake: Notify::new(),

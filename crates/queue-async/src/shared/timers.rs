@@ -74,14 +74,11 @@ impl<K: Hash + Eq + Clone, P: Payload> Timers<K, P> {
         self.waiting.insert(key, Waiting { at, p, seq, timer });
     }
 
-    /// Ends `key`'s wait, if it waits, and returns its payload. With `live_timers`, its timer
-    /// is removed too (call inside the delay task's runtime); without, the timers belong to a
-    /// runtime that is gone and [`rearm`](Self::rearm) replaces them all.
-    pub(crate) fn cancel(&mut self, key: &K, live_timers: bool) -> Option<P> {
+    /// Ends `key`'s wait, if it waits, and returns its payload. Call inside the delay task's
+    /// runtime (removing a timer may set the `DelayQueue`'s sleep anew).
+    pub(crate) fn cancel(&mut self, key: &K) -> Option<P> {
         let w = self.waiting.remove(key)?;
-        if live_timers {
-            self.timers.remove(&w.timer);
-        }
+        self.timers.remove(&w.timer);
         Some(w.p)
     }
 
@@ -121,13 +118,28 @@ impl<K: Hash + Eq + Clone, P: Payload> Timers<K, P> {
         sorted(due)
     }
 
-    /// Moves every timer to a new `DelayQueue` of the calling runtime (the delay task starts
-    /// again there after its runtime went away).
-    pub(crate) fn rearm(&mut self) {
-        self.timers = DelayQueue::with_capacity(self.waiting.len());
-        for (key, w) in &mut self.waiting {
-            w.timer = self.timers.insert_at(key.clone(), w.at);
-        }
+    /// Starts the timers on the calling runtime's clock: a `DelayQueue` measures its deadlines
+    /// from the instant it was made, which must be read from the runtime that times them (a
+    /// queue built on a plain thread would otherwise start from the real clock). Call inside
+    /// the delay task's runtime before the first key waits.
+    pub(crate) fn start_here(&mut self) {
+        debug_assert!(
+            self.waiting.is_empty(),
+            "no key waits before the delay task runs"
+        );
+        self.timers = DelayQueue::new();
+    }
+
+    /// Takes every waiting key, ordered as [`poll_due`](Self::poll_due) orders the keys due
+    /// together, and drops their timers (their runtime is gone).
+    pub(crate) fn take_all(&mut self) -> Vec<(K, P)> {
+        let due = self
+            .waiting
+            .drain()
+            .map(|(key, w)| (w.at, Reverse(w.p), w.seq, key))
+            .collect();
+        self.timers = DelayQueue::new();
+        sorted(due)
     }
 
     /// Drops every waiting key and its timer.
