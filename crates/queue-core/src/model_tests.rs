@@ -123,7 +123,7 @@ impl GoModel {
             return AddOutcome::Coalesced;
         }
         if self.processing.contains(&k) {
-            return AddOutcome::Deferred;
+            return AddOutcome::Deferred { newly_dirty: true };
         }
         self.queue.push_back(k);
         AddOutcome::Queued

@@ -7,7 +7,7 @@ use std::hash::Hash;
 
 use hashbrown::HashMap;
 
-use crate::{Compare, KeyedHeap, PopOutcome};
+use crate::{AddOutcome, Compare, KeyedHeap, PopOutcome};
 
 /// Where a ready key sits in the order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,30 +29,6 @@ impl Compare<Rank> for ByRank {
     fn compare(&self, a: &Rank, b: &Rank) -> Ordering {
         b.score.cmp(&a.score).then(a.seq.cmp(&b.seq))
     }
-}
-
-/// What [`PriorityState::add`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PriorityAdd<K> {
-    /// The key is now ready at this priority: one waiting getter can be woken.
-    Queued,
-    /// The key was dirty (ready, or re-added while processing) at a lower priority: it now has
-    /// this one, and goes behind the keys that rank as it does (without aging: to the back of
-    /// its new priority). It keeps its age.
-    Raised {
-        /// The priority it had.
-        from: i32,
-    },
-    /// The key was ready at this or a higher priority: nothing changed.
-    Coalesced,
-    /// The key is being processed: it is queued again, at the highest priority it was added
-    /// with meanwhile, when `done` is called for it. Carries whether this add made it dirty.
-    Deferred {
-        /// `true` if the key was not dirty before this add.
-        newly_dirty: bool,
-    },
-    /// The state is shut down: the key is handed back.
-    Refused(K),
 }
 
 /// What [`PriorityState::done`] did.
@@ -85,12 +61,12 @@ pub enum PriorityDone {
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_core::{PopOutcome, PriorityAdd, PriorityState};
+/// use ctrlq_queue_core::{AddOutcome, PopOutcome, PriorityState};
 ///
 /// let mut state = PriorityState::new(None);
 /// state.add("resync", 0, 0);
 /// state.add("user-change", 10, 1);
-/// assert_eq!(state.add("resync", 5, 2), PriorityAdd::Raised { from: 0 });
+/// assert_eq!(state.add("resync", 5, 2), AddOutcome::Raised { from: 0 });
 /// assert_eq!(state.pop(), PopOutcome::Item(("user-change", 10)));
 /// assert_eq!(state.pop(), PopOutcome::Item(("resync", 5)));
 /// ```
@@ -150,26 +126,26 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
         }
     }
 
-    /// Adds `key` at `priority` at time `now_nanos`; see [`PriorityAdd`] for what can happen.
+    /// Adds `key` at `priority` at time `now_nanos`; see [`AddOutcome`] for what can happen.
     ///
     /// # Examples
     ///
     /// ```
-    /// use ctrlq_queue_core::{PriorityAdd, PriorityState};
+    /// use ctrlq_queue_core::{AddOutcome, PriorityState};
     /// let mut state = PriorityState::new(None);
-    /// assert_eq!(state.add("a", 1, 0), PriorityAdd::Queued);
-    /// assert_eq!(state.add("a", 0, 0), PriorityAdd::Coalesced); // never lowered
+    /// assert_eq!(state.add("a", 1, 0), AddOutcome::Queued);
+    /// assert_eq!(state.add("a", 0, 0), AddOutcome::Coalesced); // never lowered
     /// ```
-    pub fn add(&mut self, key: K, priority: i32, now_nanos: u64) -> PriorityAdd<K> {
+    pub fn add(&mut self, key: K, priority: i32, now_nanos: u64) -> AddOutcome<K> {
         if self.shut_down {
-            return PriorityAdd::Refused(key);
+            return AddOutcome::Refused(key);
         }
         if let Some(outcome) = self.add_present(&key, priority, now_nanos) {
             return outcome;
         }
         let rank = self.rank(priority, now_nanos);
         self.ready.add(key, rank);
-        PriorityAdd::Queued
+        AddOutcome::Queued
     }
 
     /// [`add`](Self::add) by reference: the key is cloned only if it is queued (or handed back
@@ -179,42 +155,42 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use ctrlq_queue_core::{PriorityAdd, PriorityState};
+    /// use ctrlq_queue_core::{AddOutcome, PriorityState};
     ///
     /// let key: Arc<str> = Arc::from("ns/a");
     /// let mut state = PriorityState::new(None);
-    /// assert_eq!(state.add_ref(&key, 1, 0), PriorityAdd::Queued);
-    /// assert_eq!(state.add_ref(&key, 1, 0), PriorityAdd::Coalesced);
+    /// assert_eq!(state.add_ref(&key, 1, 0), AddOutcome::Queued);
+    /// assert_eq!(state.add_ref(&key, 1, 0), AddOutcome::Coalesced);
     /// assert_eq!(Arc::strong_count(&key), 2, "one clone, in the queue");
     /// ```
-    pub fn add_ref(&mut self, key: &K, priority: i32, now_nanos: u64) -> PriorityAdd<K> {
+    pub fn add_ref(&mut self, key: &K, priority: i32, now_nanos: u64) -> AddOutcome<K> {
         if self.shut_down {
-            return PriorityAdd::Refused(key.clone());
+            return AddOutcome::Refused(key.clone());
         }
         if let Some(outcome) = self.add_present(key, priority, now_nanos) {
             return outcome;
         }
         let rank = self.rank(priority, now_nanos);
         self.ready.add(key.clone(), rank);
-        PriorityAdd::Queued
+        AddOutcome::Queued
     }
 
     /// The outcome of adding a key that is processing or ready; `None` if it is neither.
-    fn add_present(&mut self, key: &K, priority: i32, now_nanos: u64) -> Option<PriorityAdd<K>> {
+    fn add_present(&mut self, key: &K, priority: i32, now_nanos: u64) -> Option<AddOutcome<K>> {
         if let Some(dirty) = self.processing.get(key).copied() {
             let outcome = match dirty {
                 None => {
                     let rank = self.rank(priority, now_nanos);
-                    Some((rank, PriorityAdd::Deferred { newly_dirty: true }))
+                    Some((rank, AddOutcome::Deferred { newly_dirty: true }))
                 }
                 Some(old) if priority > old.priority => {
                     let rank = self.rank(priority, old.since);
-                    Some((rank, PriorityAdd::Raised { from: old.priority }))
+                    Some((rank, AddOutcome::Raised { from: old.priority }))
                 }
                 Some(_) => None,
             };
             let Some((rank, outcome)) = outcome else {
-                return Some(PriorityAdd::Deferred { newly_dirty: false });
+                return Some(AddOutcome::Deferred { newly_dirty: false });
             };
             if let Some(slot) = self.processing.get_mut(key) {
                 *slot = Some(rank);
@@ -223,11 +199,11 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
         }
         let current = *self.ready.get(key)?;
         if priority <= current.priority {
-            return Some(PriorityAdd::Coalesced);
+            return Some(AddOutcome::Coalesced);
         }
         let rank = self.rank(priority, current.since);
         self.ready.update(key, |r| *r = rank);
-        Some(PriorityAdd::Raised {
+        Some(AddOutcome::Raised {
             from: current.priority,
         })
     }
@@ -358,7 +334,7 @@ mod tests {
     fn higher_first_then_fifo() {
         let mut s = PriorityState::new(None);
         for (k, p) in [("a", 0), ("b", 1), ("c", 0), ("d", 1)] {
-            assert_eq!(s.add(k, p, 0), PriorityAdd::Queued);
+            assert_eq!(s.add(k, p, 0), AddOutcome::Queued);
         }
         assert_eq!(pop_all(&mut s), [("b", 1), ("d", 1), ("a", 0), ("c", 0)]);
     }
@@ -368,8 +344,8 @@ mod tests {
         let mut s = PriorityState::new(None);
         s.add("x", 5, 0);
         s.add("a", 0, 0);
-        assert_eq!(s.add("a", 5, 0), PriorityAdd::Raised { from: 0 });
-        assert_eq!(s.add("a", 1, 0), PriorityAdd::Coalesced);
+        assert_eq!(s.add("a", 5, 0), AddOutcome::Raised { from: 0 });
+        assert_eq!(s.add("a", 1, 0), AddOutcome::Coalesced);
         assert_eq!(pop_all(&mut s), [("x", 5), ("a", 5)]);
     }
 
@@ -378,13 +354,10 @@ mod tests {
         let mut s = PriorityState::new(None);
         s.add("a", 0, 0);
         assert_eq!(s.pop(), PopOutcome::Item(("a", 0)));
-        assert_eq!(
-            s.add("a", 2, 0),
-            PriorityAdd::Deferred { newly_dirty: true }
-        );
+        assert_eq!(s.add("a", 2, 0), AddOutcome::Deferred { newly_dirty: true });
         assert_eq!(
             s.add("a", 1, 0),
-            PriorityAdd::Deferred { newly_dirty: false }
+            AddOutcome::Deferred { newly_dirty: false }
         );
         assert_eq!(s.pop(), PopOutcome::Empty, "never handed out twice");
         assert_eq!(s.done(&"a", 0), PriorityDone::Requeued(2));
@@ -418,7 +391,7 @@ mod tests {
         let ms = 1_000_000;
         let mut s = PriorityState::new(Some(100 * ms));
         s.add("old", 0, 0);
-        assert_eq!(s.add("old", 1, 900 * ms), PriorityAdd::Raised { from: 0 });
+        assert_eq!(s.add("old", 1, 900 * ms), AddOutcome::Raised { from: 0 });
         s.add("fresh", 5, 900 * ms);
         assert_eq!(pop_all(&mut s), [("old", 1), ("fresh", 5)]);
     }
@@ -431,13 +404,13 @@ mod tests {
         assert_eq!(s.pop(), PopOutcome::Item(("k", 0)));
         assert_eq!(
             s.add("k", 0, 100 * ms),
-            PriorityAdd::Deferred { newly_dirty: true }
+            AddOutcome::Deferred { newly_dirty: true }
         );
         // Raised while processing: reported as a raise (the depth moves), age from the re-add.
-        assert_eq!(s.add("k", 1, 1000 * ms), PriorityAdd::Raised { from: 0 });
+        assert_eq!(s.add("k", 1, 1000 * ms), AddOutcome::Raised { from: 0 });
         assert_eq!(
             s.add("k", 1, 1000 * ms),
-            PriorityAdd::Deferred { newly_dirty: false }
+            AddOutcome::Deferred { newly_dirty: false }
         );
         assert_eq!(s.done(&"k", 1000 * ms), PriorityDone::Requeued(1));
         s.add("fresh", 5, 1000 * ms); // 5 against 1 + 9
@@ -473,7 +446,7 @@ mod tests {
             format!("{s:?}"),
             "PriorityState { ready: 1, processing: 0, aging_nanos: None, shut_down: true }"
         );
-        assert_eq!(s.add("b", 0, 0), PriorityAdd::Refused("b"));
+        assert_eq!(s.add("b", 0, 0), AddOutcome::Refused("b"));
         assert_eq!(s.pop(), PopOutcome::Item(("a", 0)));
         assert_eq!(s.pop(), PopOutcome::ShutDown);
     }

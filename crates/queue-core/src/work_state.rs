@@ -27,6 +27,8 @@ use std::hash::{BuildHasher, Hash};
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
+use crate::{AddOutcome, DoneOutcome, PopOutcome};
+
 /// The de-duplicating work-queue state machine that an async queue wraps with a lock and
 /// wake-ups.
 ///
@@ -51,7 +53,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 /// assert_eq!(state.pop(), PopOutcome::Item("a"));
 ///
 /// // Added again while processing: deferred until done.
-/// assert_eq!(state.add("a"), AddOutcome::Deferred);
+/// assert_eq!(state.add("a"), AddOutcome::Deferred { newly_dirty: true });
 /// assert_eq!(state.pop(), PopOutcome::Empty);
 /// assert_eq!(state.done("a"), DoneOutcome::Requeued);
 /// assert_eq!(state.pop(), PopOutcome::Item("a"));
@@ -72,42 +74,6 @@ pub struct WorkState<K> {
     processing: HashTable<(K, bool)>,
     hasher: DefaultHashBuilder,
     shut_down: bool,
-}
-
-/// What [`WorkState::add`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AddOutcome<K> {
-    /// The key was appended to the FIFO: one waiting getter can be woken.
-    Queued,
-    /// The key was already queued, or already marked to run again after `done`: nothing changed.
-    Coalesced,
-    /// The key is being processed: it is queued again when `done` is called for it.
-    Deferred,
-    /// The queue is shut down (or holds `u32::MAX` keys, queued and processing together): the
-    /// key is handed back and nothing changed.
-    Refused(K),
-}
-
-/// What [`WorkState::pop`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PopOutcome<K> {
-    /// The first queued key, now being processed: call `done` for it when finished.
-    Item(K),
-    /// Nothing is queued and the queue is open: wait for an add.
-    Empty,
-    /// The queue is shut down and nothing is queued: no key will come any more.
-    ShutDown,
-}
-
-/// What [`WorkState::done`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DoneOutcome {
-    /// The key is no longer being processed.
-    Finished,
-    /// The key had been added while it was processed: it is queued again (wake one getter).
-    Requeued,
-    /// Ignored: the key was not being processed. No queue entry is created.
-    NotProcessing,
 }
 
 // ===== impl WorkState =====
@@ -316,7 +282,7 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         Some(if std::mem::replace(dirty, true) {
             AddOutcome::Coalesced
         } else {
-            AddOutcome::Deferred
+            AddOutcome::Deferred { newly_dirty: true }
         })
     }
 
@@ -545,7 +511,7 @@ mod tests {
                 assert_eq!(state.pop(), PopOutcome::Item(i % 7));
                 assert_eq!(
                     state.add(i % 7),
-                    AddOutcome::Deferred,
+                    AddOutcome::Deferred { newly_dirty: true },
                     "processing, not queued"
                 );
                 assert_eq!(state.done(&(i % 7)), DoneOutcome::Requeued);

@@ -39,7 +39,7 @@ fn add_while_processing_should_defer_until_done() {
     let mut state = WorkState::new();
     state.add("foo");
     assert_eq!(item(state.pop()), "foo");
-    assert_eq!(state.add("foo"), AddOutcome::Deferred);
+    assert_eq!(state.add("foo"), AddOutcome::Deferred { newly_dirty: true });
     assert_eq!(state.add("foo"), AddOutcome::Coalesced);
     assert_eq!(state.len(), 0, "not queued while processing");
     assert_eq!(
@@ -147,7 +147,7 @@ fn done_after_shut_down_should_requeue_a_key_added_before() {
     let mut state = WorkState::new();
     state.add("a");
     assert_eq!(item(state.pop()), "a");
-    assert_eq!(state.add("a"), AddOutcome::Deferred);
+    assert_eq!(state.add("a"), AddOutcome::Deferred { newly_dirty: true });
     state.shut_down();
     assert_eq!(state.add("a"), AddOutcome::Refused("a"));
     assert_eq!(

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use ctrlq_queue_core::AddOutcome;
 use tokio::runtime::Handle;
 
-use super::machine::{AddKey, Added, Machine, Payload, QueueKey};
+use super::machine::{AddKey, Machine, Payload, QueueKey};
 use super::state::{Shared, State, Wake};
 use crate::error::ShutDownError;
 
@@ -113,28 +114,28 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         let added = key.add_to(&mut state.machine, p, now);
         let priority = <P::Machine<K> as Machine<K>>::metric_priority(p);
         match added {
-            Added::Queued => {
+            AddOutcome::Queued => {
                 if let Some(k) = &metric_key {
                     state.recorder.add_at_priority(k, priority, &self.clock);
                 }
                 self.queued(shard, state, wake);
                 Ok(())
             }
-            Added::Raised { from } => {
+            AddOutcome::Raised { from } => {
                 if let Some(to) = priority {
                     state.recorder.reprioritize(from, to);
                 }
                 Ok(())
             }
-            Added::Deferred { newly_dirty } => {
+            AddOutcome::Deferred { newly_dirty } => {
                 // Dirty while processing: counted by depth and adds, as the original.
                 if newly_dirty && let Some(k) = &metric_key {
                     state.recorder.add_at_priority(k, priority, &self.clock);
                 }
                 Ok(())
             }
-            Added::Coalesced => Ok(()),
-            Added::Refused(key) => Err(ShutDownError(key)),
+            AddOutcome::Coalesced => Ok(()),
+            AddOutcome::Refused(key) => Err(ShutDownError(key)),
         }
     }
 
