@@ -44,7 +44,7 @@ mod model_tests;
 pub use compare::{Compare, MaxOrder, MinOrder};
 pub use keyed_heap::KeyedHeap;
 pub use outcome::{AddOutcome, DoneOutcome, PopOutcome};
-pub use priority_state::{PriorityDone, PriorityState};
+pub use priority_state::PriorityState;
 pub use scheduling::SchedulingState;
 pub use time::{MAX_DELAY, Moment};
 pub use work_state::WorkState;

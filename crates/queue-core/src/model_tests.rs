@@ -148,7 +148,7 @@ impl GoModel {
         }
         if self.dirty.contains(&k) {
             self.queue.push_back(k);
-            DoneOutcome::Requeued
+            DoneOutcome::Requeued(())
         } else {
             DoneOutcome::Finished
         }

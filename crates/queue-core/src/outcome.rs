@@ -92,28 +92,39 @@ pub enum PopOutcome<K> {
     ShutDown,
 }
 
-/// What [`WorkState::done`] did.
+/// What a done did, in [`WorkState::done`] and [`PriorityState::done`].
+///
+/// `P` is what the state queues a key with besides the key, as in the [`PopOutcome`] of each:
+/// nothing (`()`, the work state) or its priority (`i32`, the priority state).
 ///
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_core::{DoneOutcome, WorkState};
+/// use ctrlq_queue_core::{DoneOutcome, PriorityState, WorkState};
 ///
 /// let mut work = WorkState::new();
 /// work.add("a");
 /// work.pop();
 /// work.add("a");
-/// assert_eq!(work.done("a"), DoneOutcome::Requeued);
+/// assert_eq!(work.done("a"), DoneOutcome::Requeued(()));
 /// assert_eq!(work.done("b"), DoneOutcome::NotProcessing);
+///
+/// let mut priority = PriorityState::new(None);
+/// priority.add("a", 0, 0);
+/// priority.pop();
+/// priority.add("a", 3, 0);
+/// assert_eq!(priority.done(&"a", 0), DoneOutcome::Requeued(3));
 /// ```
 ///
 /// [`WorkState::done`]: crate::WorkState::done
+/// [`PriorityState::done`]: crate::PriorityState::done
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DoneOutcome {
+pub enum DoneOutcome<P = ()> {
     /// The key is no longer being processed.
     Finished,
-    /// The key had been added while it was processed: it is queued again (wake one getter).
-    Requeued,
+    /// The key had been added while it was processed: it is queued again (wake one getter),
+    /// with this payload (by the priority state, at this priority).
+    Requeued(P),
     /// Ignored: the key was not being processed. No queue entry is created.
     NotProcessing,
 }

@@ -7,7 +7,7 @@ use std::hash::Hash;
 
 use hashbrown::HashMap;
 
-use crate::{AddOutcome, Compare, KeyedHeap, PopOutcome};
+use crate::{AddOutcome, Compare, DoneOutcome, KeyedHeap, PopOutcome};
 
 /// Where a ready key sits in the order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,17 +29,6 @@ impl Compare<Rank> for ByRank {
     fn compare(&self, a: &Rank, b: &Rank) -> Ordering {
         b.score.cmp(&a.score).then(a.seq.cmp(&b.seq))
     }
-}
-
-/// What [`PriorityState::done`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PriorityDone {
-    /// The key is no longer being processed.
-    Finished,
-    /// The key had been added while processed: it is ready again at this priority.
-    Requeued(i32),
-    /// Ignored: the key was not being processed.
-    NotProcessing,
 }
 
 /// The state of a priority work queue: ready keys ordered by priority (higher first) then by
@@ -236,21 +225,21 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     /// # Examples
     ///
     /// ```
-    /// use ctrlq_queue_core::{PriorityDone, PriorityState};
+    /// use ctrlq_queue_core::{DoneOutcome, PriorityState};
     /// let mut state = PriorityState::new(None);
     /// state.add("a", 0, 0);
     /// state.pop();
     /// state.add("a", 3, 1);
-    /// assert_eq!(state.done(&"a", 2), PriorityDone::Requeued(3));
+    /// assert_eq!(state.done(&"a", 2), DoneOutcome::Requeued(3));
     /// ```
-    pub fn done(&mut self, key: &K, now_nanos: u64) -> PriorityDone {
+    pub fn done(&mut self, key: &K, now_nanos: u64) -> DoneOutcome<i32> {
         let _ = now_nanos;
         match self.processing.remove_entry(key) {
-            None => PriorityDone::NotProcessing,
-            Some((_, None)) => PriorityDone::Finished,
+            None => DoneOutcome::NotProcessing,
+            Some((_, None)) => DoneOutcome::Finished,
             Some((key, Some(rank))) => {
                 self.ready.add(key, rank);
-                PriorityDone::Requeued(rank.priority)
+                DoneOutcome::Requeued(rank.priority)
             }
         }
     }
@@ -360,10 +349,10 @@ mod tests {
             AddOutcome::Deferred { newly_dirty: false }
         );
         assert_eq!(s.pop(), PopOutcome::Empty, "never handed out twice");
-        assert_eq!(s.done(&"a", 0), PriorityDone::Requeued(2));
-        assert_eq!(s.done(&"a", 0), PriorityDone::NotProcessing);
+        assert_eq!(s.done(&"a", 0), DoneOutcome::Requeued(2));
+        assert_eq!(s.done(&"a", 0), DoneOutcome::NotProcessing);
         assert_eq!(pop_all(&mut s), [("a", 2)]);
-        assert_eq!(s.done(&"a", 0), PriorityDone::Finished);
+        assert_eq!(s.done(&"a", 0), DoneOutcome::Finished);
         assert!(s.is_idle());
     }
 
@@ -375,7 +364,7 @@ mod tests {
         s.add("old-low", 0, 0);
         s.add("new-high", 5, 6 * sec); // effectively 5 - 6 = -1 vs 0 - 0 = 0
         assert_eq!(s.pop(), PopOutcome::Item(("old-low", 0)));
-        assert_eq!(s.done(&"old-low", 7 * sec), PriorityDone::Finished);
+        assert_eq!(s.done(&"old-low", 7 * sec), DoneOutcome::Finished);
         s.add("old-low", 0, 7 * sec);
         s.add("newer-high", 5, 4 * sec); // 5 - 4 = 1 > 0 - 7 = -7
         assert_eq!(
@@ -412,7 +401,7 @@ mod tests {
             s.add("k", 1, 1000 * ms),
             AddOutcome::Deferred { newly_dirty: false }
         );
-        assert_eq!(s.done(&"k", 1000 * ms), PriorityDone::Requeued(1));
+        assert_eq!(s.done(&"k", 1000 * ms), DoneOutcome::Requeued(1));
         s.add("fresh", 5, 1000 * ms); // 5 against 1 + 9
         assert_eq!(pop_all(&mut s), [("k", 1), ("fresh", 5)]);
     }

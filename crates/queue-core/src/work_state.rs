@@ -55,7 +55,7 @@ use crate::{AddOutcome, DoneOutcome, PopOutcome};
 /// // Added again while processing: deferred until done.
 /// assert_eq!(state.add("a"), AddOutcome::Deferred { newly_dirty: true });
 /// assert_eq!(state.pop(), PopOutcome::Empty);
-/// assert_eq!(state.done("a"), DoneOutcome::Requeued);
+/// assert_eq!(state.done("a"), DoneOutcome::Requeued(()));
 /// assert_eq!(state.pop(), PopOutcome::Item("a"));
 /// assert_eq!(state.done("a"), DoneOutcome::Finished);
 ///
@@ -360,7 +360,7 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
             return DoneOutcome::Finished;
         }
         self.push_back(hash, key);
-        DoneOutcome::Requeued
+        DoneOutcome::Requeued(())
     }
 
     /// Whether `key` is queued (waiting to be handed out).
@@ -514,7 +514,7 @@ mod tests {
                     AddOutcome::Deferred { newly_dirty: true },
                     "processing, not queued"
                 );
-                assert_eq!(state.done(&(i % 7)), DoneOutcome::Requeued);
+                assert_eq!(state.done(&(i % 7)), DoneOutcome::Requeued(()));
             }
             let PopOutcome::Item(k) = state.pop() else {
                 panic!("a key is queued")

@@ -47,7 +47,7 @@ fn add_while_processing_should_defer_until_done() {
         PopOutcome::Empty,
         "never handed out twice at once"
     );
-    assert_eq!(state.done("foo"), DoneOutcome::Requeued);
+    assert_eq!(state.done("foo"), DoneOutcome::Requeued(()));
     assert_eq!(state.len(), 1);
     assert_eq!(item(state.pop()), "foo");
     assert_eq!(state.done("foo"), DoneOutcome::Finished);
@@ -97,7 +97,7 @@ fn collapse_while_processing_should_requeue_once() {
     state.add("bar");
     state.add("bar");
     assert_eq!(state.len(), 0);
-    assert_eq!(state.done("bar"), DoneOutcome::Requeued);
+    assert_eq!(state.done("bar"), DoneOutcome::Requeued(()));
     assert_eq!(state.len(), 1);
     assert_eq!(item(state.pop()), "bar");
     assert_eq!(state.done("bar"), DoneOutcome::Finished);
@@ -152,7 +152,7 @@ fn done_after_shut_down_should_requeue_a_key_added_before() {
     assert_eq!(state.add("a"), AddOutcome::Refused("a"));
     assert_eq!(
         state.done("a"),
-        DoneOutcome::Requeued,
+        DoneOutcome::Requeued(()),
         "accepted before the shutdown"
     );
     assert_eq!(item(state.pop()), "a");

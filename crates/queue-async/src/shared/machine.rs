@@ -10,9 +10,7 @@
 use std::fmt;
 use std::hash::Hash;
 
-use ctrlq_queue_core::{
-    AddOutcome, DoneOutcome, PopOutcome, PriorityDone, PriorityState, WorkState,
-};
+use ctrlq_queue_core::{AddOutcome, DoneOutcome, PopOutcome, PriorityState, WorkState};
 
 /// The bounds every queue key meets.
 pub trait QueueKey: Hash + Eq + Clone + Send + Sync {}
@@ -85,13 +83,6 @@ impl<K: QueueKey> AddKey<K> for &K {
     }
 }
 
-/// What a done did.
-#[derive(Debug)]
-pub enum DoneWith {
-    Requeued,
-    Finished,
-}
-
 /// A queue's state machine: `P` is what an add carries besides the key.
 pub trait Machine<K>: Send {
     /// What an add carries besides the key.
@@ -107,7 +98,7 @@ pub trait Machine<K>: Send {
     /// [`add`](Machine::add) by reference, cloning the key only if the machine keeps it.
     fn add_ref(&mut self, key: &K, p: Self::P, now: u64) -> AddOutcome<K>;
     fn pop(&mut self) -> PopOutcome<(K, Self::P)>;
-    fn done(&mut self, key: &K, now: u64) -> DoneWith;
+    fn done(&mut self, key: &K, now: u64) -> DoneOutcome<Self::P>;
     fn shut_down(&mut self) -> bool;
     fn is_shut_down(&self) -> bool;
     fn len(&self) -> usize;
@@ -144,11 +135,8 @@ impl<K: QueueKey> Machine<K> for WorkState<K> {
             PopOutcome::ShutDown => PopOutcome::ShutDown,
         }
     }
-    fn done(&mut self, key: &K, _now: u64) -> DoneWith {
-        match WorkState::done(self, key) {
-            DoneOutcome::Requeued => DoneWith::Requeued,
-            DoneOutcome::Finished | DoneOutcome::NotProcessing => DoneWith::Finished,
-        }
+    fn done(&mut self, key: &K, _now: u64) -> DoneOutcome {
+        WorkState::done(self, key)
     }
     fn shut_down(&mut self) -> bool {
         WorkState::shut_down(self)
@@ -192,11 +180,8 @@ impl<K: QueueKey> Machine<K> for PriorityState<K> {
     fn pop(&mut self) -> PopOutcome<(K, i32)> {
         PriorityState::pop(self)
     }
-    fn done(&mut self, key: &K, now: u64) -> DoneWith {
-        match PriorityState::done(self, key, now) {
-            PriorityDone::Requeued(_) => DoneWith::Requeued,
-            PriorityDone::Finished | PriorityDone::NotProcessing => DoneWith::Finished,
-        }
+    fn done(&mut self, key: &K, now: u64) -> DoneOutcome<i32> {
+        PriorityState::done(self, key, now)
     }
     fn shut_down(&mut self) -> bool {
         PriorityState::shut_down(self)
