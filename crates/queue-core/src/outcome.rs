@@ -57,11 +57,15 @@ pub enum AddOutcome<K> {
         /// [`PriorityState`]: crate::PriorityState
         newly_dirty: bool,
     },
-    /// The state is shut down (or, the [`WorkState`], holds `u32::MAX` keys, queued and
-    /// processing together): the key is handed back and nothing changed. Both states.
+    /// The state is shut down: the key is handed back and nothing changed. Both states.
+    ShutDown(K),
+    /// The state holds as many keys as it can, queued and processing together (`u32::MAX`),
+    /// and the key is neither: it is handed back and nothing changed. A key already queued or
+    /// processing is still coalesced or deferred, since it takes no more room. [`WorkState`]
+    /// only.
     ///
     /// [`WorkState`]: crate::WorkState
-    Refused(K),
+    Full(K),
 }
 
 /// What a pop found, in [`WorkState::pop`] (the key) and [`PriorityState::pop`] (the key and

@@ -127,7 +127,7 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     /// ```
     pub fn add(&mut self, key: K, priority: i32, now_nanos: u64) -> AddOutcome<K> {
         if self.shut_down {
-            return AddOutcome::Refused(key);
+            return AddOutcome::ShutDown(key);
         }
         if let Some(outcome) = self.add_present(&key, priority, now_nanos) {
             return outcome;
@@ -154,7 +154,7 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     /// ```
     pub fn add_ref(&mut self, key: &K, priority: i32, now_nanos: u64) -> AddOutcome<K> {
         if self.shut_down {
-            return AddOutcome::Refused(key.clone());
+            return AddOutcome::ShutDown(key.clone());
         }
         if let Some(outcome) = self.add_present(key, priority, now_nanos) {
             return outcome;
@@ -435,7 +435,7 @@ mod tests {
             format!("{s:?}"),
             "PriorityState { ready: 1, processing: 0, aging_nanos: None, shut_down: true }"
         );
-        assert_eq!(s.add("b", 0, 0), AddOutcome::Refused("b"));
+        assert_eq!(s.add("b", 0, 0), AddOutcome::ShutDown("b"));
         assert_eq!(s.pop(), PopOutcome::Item(("a", 0)));
         assert_eq!(s.pop(), PopOutcome::ShutDown);
     }

@@ -60,7 +60,7 @@ use crate::{AddOutcome, DoneOutcome, PopOutcome};
 /// assert_eq!(state.done("a"), DoneOutcome::Finished);
 ///
 /// state.shut_down();
-/// assert_eq!(state.add("b"), AddOutcome::Refused("b"));
+/// assert_eq!(state.add("b"), AddOutcome::ShutDown("b"));
 /// assert_eq!(state.pop(), PopOutcome::ShutDown);
 /// ```
 pub struct WorkState<K> {
@@ -74,7 +74,14 @@ pub struct WorkState<K> {
     processing: HashTable<(K, bool)>,
     hasher: DefaultHashBuilder,
     shut_down: bool,
+    /// The most keys held, queued and processing together: [`MAX_KEYS`], lower in unit tests.
+    #[cfg(test)]
+    max_keys: usize,
 }
+
+/// The most keys a state holds, queued and processing together: a queued key's sequence number
+/// is a `u32`, and room is kept for every processing key to come back.
+const MAX_KEYS: usize = u32::MAX as usize;
 
 // ===== impl WorkState =====
 
@@ -107,6 +114,8 @@ impl<K> WorkState<K> {
             processing: HashTable::new(),
             hasher: DefaultHashBuilder::default(),
             shut_down: false,
+            #[cfg(test)]
+            max_keys: MAX_KEYS,
         }
     }
 
@@ -223,13 +232,13 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     #[inline]
     fn add_with(&mut self, hash: u64, key: K) -> AddOutcome<K> {
         if self.shut_down {
-            return AddOutcome::Refused(key);
+            return AddOutcome::ShutDown(key);
         }
         if let Some(outcome) = self.add_present(hash, &key) {
             return outcome;
         }
         if self.is_full() {
-            return AddOutcome::Refused(key);
+            return AddOutcome::Full(key);
         }
         self.push_back(hash, key);
         AddOutcome::Queued
@@ -260,13 +269,13 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     #[inline]
     fn add_ref_with(&mut self, hash: u64, key: &K) -> AddOutcome<K> {
         if self.shut_down {
-            return AddOutcome::Refused(key.clone());
+            return AddOutcome::ShutDown(key.clone());
         }
         if let Some(outcome) = self.add_present(hash, key) {
             return outcome;
         }
         if self.is_full() {
-            return AddOutcome::Refused(key.clone());
+            return AddOutcome::Full(key.clone());
         }
         self.push_back(hash, key.clone());
         AddOutcome::Queued
@@ -289,7 +298,17 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// Whether a new key would not fit: room is kept for every processing key to come back
     /// too, so `done` never has to refuse.
     fn is_full(&self) -> bool {
-        self.queue.len() + self.processing.len() >= u32::MAX as usize
+        self.queue.len() + self.processing.len() >= self.max_keys()
+    }
+
+    #[cfg(not(test))]
+    fn max_keys(&self) -> usize {
+        MAX_KEYS
+    }
+
+    #[cfg(test)]
+    fn max_keys(&self) -> usize {
+        self.max_keys
     }
 
     /// Takes the first queued key and marks it as being processed.
@@ -480,6 +499,15 @@ mod tests {
     use super::*;
 
     impl<K: Hash + Eq + Clone> WorkState<K> {
+        /// An empty, open state that holds at most `max_keys` keys, so that tests reach the
+        /// limit without `u32::MAX` of them.
+        pub(crate) fn with_max_keys(max_keys: usize) -> Self {
+            WorkState {
+                max_keys,
+                ..WorkState::new()
+            }
+        }
+
         /// Checks the invariants of the module doc.
         pub(crate) fn check_invariants(&self) {
             assert!(
@@ -526,6 +554,44 @@ mod tests {
                 "stale entries are dropped, not kept"
             );
         }
+    }
+
+    #[test]
+    fn a_full_state_refuses_new_keys_and_still_takes_the_keys_it_holds() {
+        let mut state = WorkState::with_max_keys(2);
+        assert_eq!(state.add("a"), AddOutcome::Queued);
+        assert_eq!(state.add("b"), AddOutcome::Queued);
+        assert_eq!(state.add("c"), AddOutcome::Full("c"));
+        assert_eq!(state.add_ref(&"c"), AddOutcome::Full("c"));
+        assert_eq!(
+            state.add("a"),
+            AddOutcome::Coalesced,
+            "queued: no more room"
+        );
+        assert_eq!(state.pop(), PopOutcome::Item("a"));
+        assert_eq!(
+            state.add("c"),
+            AddOutcome::Full("c"),
+            "processing keys count"
+        );
+        assert_eq!(
+            state.add("a"),
+            AddOutcome::Deferred { newly_dirty: true },
+            "processing: its room is kept"
+        );
+        assert_eq!(state.done(&"a"), DoneOutcome::Requeued(()));
+        assert_eq!(state.len(), 2);
+        state.check_invariants();
+
+        assert_eq!(state.pop(), PopOutcome::Item("b"));
+        assert_eq!(state.done(&"b"), DoneOutcome::Finished);
+        assert_eq!(state.add("c"), AddOutcome::Queued, "room again");
+        state.shut_down();
+        assert_eq!(
+            state.add("d"),
+            AddOutcome::ShutDown("d"),
+            "a shutdown is told before a full state"
+        );
     }
 
     #[test]

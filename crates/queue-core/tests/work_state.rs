@@ -136,7 +136,7 @@ fn shut_down_should_refuse_adds_and_still_hand_out_queued_keys() {
         !state.shut_down(),
         "a second call reports it was already shut down"
     );
-    assert_eq!(state.add("c"), AddOutcome::Refused("c"));
+    assert_eq!(state.add("c"), AddOutcome::ShutDown("c"));
     assert_eq!(item(state.pop()), "a");
     assert_eq!(item(state.pop()), "b");
     assert_eq!(state.pop(), PopOutcome::ShutDown);
@@ -149,7 +149,7 @@ fn done_after_shut_down_should_requeue_a_key_added_before() {
     assert_eq!(item(state.pop()), "a");
     assert_eq!(state.add("a"), AddOutcome::Deferred { newly_dirty: true });
     state.shut_down();
-    assert_eq!(state.add("a"), AddOutcome::Refused("a"));
+    assert_eq!(state.add("a"), AddOutcome::ShutDown("a"));
     assert_eq!(
         state.done("a"),
         DoneOutcome::Requeued(()),

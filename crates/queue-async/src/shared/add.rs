@@ -135,7 +135,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 Ok(())
             }
             AddOutcome::Coalesced => Ok(()),
-            AddOutcome::Refused(key) => Err(ShutDownError(key)),
+            AddOutcome::ShutDown(key) | AddOutcome::Full(key) => Err(ShutDownError(key)),
         }
     }
 
