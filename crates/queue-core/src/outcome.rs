@@ -61,10 +61,8 @@ pub enum AddOutcome<K> {
     ShutDown(K),
     /// The state holds as many keys as it can, queued and processing together (`u32::MAX`),
     /// and the key is neither: it is handed back and nothing changed. A key already queued or
-    /// processing is still coalesced or deferred, since it takes no more room. [`WorkState`]
-    /// only.
-    ///
-    /// [`WorkState`]: crate::WorkState
+    /// processing is still coalesced, raised or deferred, since it takes no more room. Both
+    /// states.
     Full(K),
 }
 
