@@ -69,5 +69,5 @@ fn main() {
         }
     }
     assert!(work.is_idle());
-    assert!(matches!(work.add("late"), AddOutcome::Refused("late")));
+    assert!(matches!(work.add("late"), AddOutcome::ShutDown("late")));
 }

@@ -177,7 +177,8 @@ async fn with_loop(params: &Params, keys: &Arc<Vec<Arc<str>>>, batched: bool) ->
                     match AssertUnwindSafe(call).catch_unwind().await {
                         Ok(Ok(())) => item.forget(),
                         Ok(Err(_)) | Err(_) => {
-                            // Refused only once the queue is shut down: the key goes with it.
+                            // Refused only once the queue is shut down (an item's key is never
+                            // refused as full): the key goes with it.
                             let _ = item.requeue_rate_limited();
                         }
                     }

@@ -584,7 +584,8 @@ pub(crate) fn apply<K: Key>(
         Action::RequeueRateLimited => item.requeue_rate_limited(),
     };
     if let Err(e) = r {
-        // Only at the end of a term: the next term's sources bring the key back.
-        debug!(key = ?e.0, "queue shut down; requeue dropped with the term");
+        // Only at the end of a term (never for a full queue, which keeps room for the keys it
+        // hands out): the next term's sources bring the key back.
+        debug!(key = ?e.key(), "queue shut down; requeue dropped with the term");
     }
 }

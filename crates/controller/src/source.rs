@@ -213,7 +213,15 @@ pub(crate) trait Sink<K>: Send + Sync {
 
 impl<K: Key> Sink<K> for WorkQueue<K> {
     fn add(&self, keys: &mut Vec<K>) -> bool {
-        self.add_all(keys.drain(..)).is_ok()
+        match self.add_all(keys.drain(..)) {
+            Ok(()) => true,
+            Err(e) if e.is_shut_down() => false,
+            // Full: the queue takes new keys again once some are done.
+            Err(e) => {
+                warn!(dropped = e.key().len(), "the queue is full; keys dropped");
+                true
+            }
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use crate::ShutDownError;
+use crate::AddError;
 use crate::shared::{Payload, Shared};
 
 /// A key being processed by one worker: no other worker gets the same key until it is done.
@@ -91,9 +91,10 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDownError`] with a clone of the key if the queue is shutting down (the item is still
-    /// marked done).
-    pub fn requeue_rate_limited(self) -> Result<(), ShutDownError<K>> {
+    /// [`AddError::ShutDown`] with a clone of the key if the queue is shutting down (the item is
+    /// still marked done). Never [`AddError::Full`]: the key is being processed, so the queue
+    /// keeps room for it.
+    pub fn requeue_rate_limited(self) -> Result<(), AddError<K>> {
         let r = self.queue.add_rate_limited(self.key().clone(), self.p);
         drop(self);
         r
@@ -103,9 +104,10 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDownError`] with a clone of the key if the queue is shutting down (the item is still
-    /// marked done).
-    pub fn requeue_after(self, delay: Duration) -> Result<(), ShutDownError<K>> {
+    /// [`AddError::ShutDown`] with a clone of the key if the queue is shutting down (the item is
+    /// still marked done). Never [`AddError::Full`]: the key is being processed, so the queue
+    /// keeps room for it.
+    pub fn requeue_after(self, delay: Duration) -> Result<(), AddError<K>> {
         let r = self.queue.add_after(self.key().clone(), self.p, delay);
         drop(self);
         r
@@ -115,9 +117,10 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDownError`] with a clone of the key if the queue is shutting down (the item is still
-    /// marked done).
-    pub fn requeue(self) -> Result<(), ShutDownError<K>> {
+    /// [`AddError::ShutDown`] with a clone of the key if the queue is shutting down (the item is
+    /// still marked done). Never [`AddError::Full`]: the key is being processed, so the queue
+    /// keeps room for it.
+    pub fn requeue(self) -> Result<(), AddError<K>> {
         let r = self.queue.add(self.key(), self.p);
         drop(self);
         r

@@ -53,8 +53,10 @@
 //! Every queue speaks client-go's verbs: `add`, `add_after`, `add_rate_limited`, `get`, `done`,
 //! `forget`, `num_requeues`, `len`, `shut_down`, `shut_down_with_drain`, `is_shutting_down` (the
 //! scheduling queue: `add`, `pop`, `done`, `shut_down`, `is_shutting_down`). On every queue an
-//! add after shutdown is refused with [`ShutDownError`], which hands the key back (every key of
-//! the batch, for the work queue's `add_all`). A key handed out is an [`Item`] guard: `done`,
+//! add after shutdown is refused with [`AddError::ShutDown`], which hands the key back (every
+//! key of the batch, for the work queue's `add_all`); the work and priority queues refuse a new
+//! key with [`AddError::Full`] once they hold `u32::MAX` keys. A key handed out is an [`Item`]
+//! guard: `done`,
 //! `forget` (success), `requeue_rate_limited` (failure), `requeue_after`, `requeue`, or
 //! `into_key` (the caller then owes `done`). The queue's `done` ends only a hand-out taken out
 //! with `into_key`: an item's hand-out is ended by the item alone, so a stray `done` never ends
@@ -182,7 +184,7 @@ mod task;
 mod wait;
 pub mod workqueue;
 
-pub use error::ShutDownError;
+pub use error::AddError;
 pub use get::Get;
 pub use item::Item;
 pub use parallelize::{ParallelizeError, parallelize_until};

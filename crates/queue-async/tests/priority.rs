@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ctrlq_queue_async::metrics::testing::RecordingProvider;
 use ctrlq_queue_async::priority::AddOptions;
-use ctrlq_queue_async::{Item, PriorityQueue, ShutDownError};
+use ctrlq_queue_async::{AddError, Item, PriorityQueue};
 use ctrlq_ratelimit::{ExponentialRateLimiter, RateLimiter};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
@@ -249,7 +249,7 @@ async fn shutdown_unblocks_gets_and_refuses_adds() {
     q.shut_down();
     assert_eq!(
         q.add_with("foo", after(Duration::from_secs(1))),
-        Err(ShutDownError("foo"))
+        Err(AddError::ShutDown("foo"))
     );
     // The waiting get got baz (queued before the shutdown) or returned None; the next get ends.
     let first_none = waiting.await.unwrap();
@@ -615,7 +615,7 @@ async fn shared_handle_methods_should_behave_on_a_priority_queue() {
     assert_eq!(queue.processing_len(), 0);
     queue.shut_down();
     assert!(queue.is_shutting_down());
-    assert!(queue.add("b").is_err());
+    assert_eq!(queue.add("b"), Err(AddError::ShutDown("b")));
 
     let queue = PriorityQueue::new();
     let key: Arc<str> = Arc::from("ns/obj");

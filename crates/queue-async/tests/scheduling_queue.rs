@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use ctrlq_queue_async::AddError;
 use ctrlq_queue_async::scheduling::{
     ActionType, ClusterEvent, ConfigError, EventPayload, HintError, InFlightEntry, Popped,
     PriorityOrder, QueuedItem, QueueingHint, SchedulingQueue, SchedulingQueueBuilder,
@@ -1374,7 +1375,7 @@ async fn an_add_after_shutdown_should_be_refused_with_the_item_back() {
     q.add("a", 1).unwrap();
     q.shut_down();
     let refused = q.add("b", 2).unwrap_err();
-    assert_eq!(refused.into_key(), ("b", 2));
+    assert_eq!(refused, AddError::ShutDown(("b", 2)));
     assert!(q.pop().await.is_none());
 }
 

@@ -115,7 +115,7 @@ enum Op {
     AddTwo,
     /// Mark done the oldest handed-out item.
     Done,
-    ShutDownError,
+    ShutDown,
 }
 
 const OPS: [Op; 9] = [
@@ -127,7 +127,7 @@ const OPS: [Op; 9] = [
     Op::Add(1),
     Op::AddTwo,
     Op::Done,
-    Op::ShutDownError,
+    Op::ShutDown,
 ];
 
 /// Every sequence of 6 operations over two get futures: after each step, no queued key is left
@@ -214,7 +214,7 @@ fn run_sequence(ops: &[Op], shards: usize) {
                 }
             }
             Op::Done => drop(held.pop_front()),
-            Op::ShutDownError => {
+            Op::ShutDown => {
                 queue.shut_down();
                 closed = true;
             }
@@ -248,7 +248,7 @@ enum Step {
     AddAll(Vec<u8>),
     Get,
     Done(usize),
-    ShutDownError,
+    ShutDown,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -257,7 +257,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => proptest::collection::vec(0u8..6, 0..4).prop_map(Step::AddAll),
         3 => Just(Step::Get),
         3 => (0usize..4).prop_map(Step::Done),
-        1 => Just(Step::ShutDownError),
+        1 => Just(Step::ShutDown),
     ]
 }
 
@@ -351,7 +351,7 @@ fn the_queue_behaves_like_the_model() {
                                 }
                             }
                         }
-                        Step::ShutDownError => {
+                        Step::ShutDown => {
                             queue.shut_down();
                             model.shut = true;
                         }

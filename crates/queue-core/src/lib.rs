@@ -5,6 +5,8 @@
 //! - [`WorkState`]: the state machine of a de-duplicating work queue (FIFO, dirty and
 //!   processing sets). `queue-async`'s work queue wraps it with a lock and wake-ups.
 //! - [`PriorityState`]: the state machine of a priority work queue.
+//! - [`AddOutcome`], [`PopOutcome`] and [`DoneOutcome`]: what a transition of either state
+//!   machine did, one vocabulary for both.
 //! - [`SchedulingState`]: the state machine of a scheduling queue (active, backoff and
 //!   unschedulable sub-queues, attempts, gates, hints and the move rules), in
 //!   [`scheduling`] with its parts. `queue-async`'s scheduling queue guards its two halves
@@ -30,6 +32,7 @@
 
 mod compare;
 pub mod keyed_heap;
+mod outcome;
 mod priority_state;
 pub mod scheduling;
 mod time;
@@ -40,7 +43,8 @@ mod model_tests;
 
 pub use compare::{Compare, MaxOrder, MinOrder};
 pub use keyed_heap::KeyedHeap;
-pub use priority_state::{PriorityAdd, PriorityDone, PriorityState};
+pub use outcome::{AddOutcome, DoneOutcome, PopOutcome};
+pub use priority_state::PriorityState;
 pub use scheduling::SchedulingState;
 pub use time::{MAX_DELAY, Moment};
-pub use work_state::{AddOutcome, DoneOutcome, PopOutcome, WorkState};
+pub use work_state::WorkState;

@@ -105,25 +105,41 @@ fn work_op() -> impl Strategy<Value = WorkOp> {
     ]
 }
 
-/// client-go's queue, literally: a FIFO, a dirty set and a processing set.
-#[derive(Default)]
+/// client-go's queue, literally: a FIFO, a dirty set and a processing set; plus a limit on
+/// the keys held, queued and processing together, which client-go does not have.
 struct GoModel {
     queue: VecDeque<u8>,
     dirty: HashSet<u8>,
     processing: HashSet<u8>,
     shutting_down: bool,
+    max_keys: usize,
 }
 
 impl GoModel {
+    fn new(max_keys: usize) -> Self {
+        GoModel {
+            queue: VecDeque::new(),
+            dirty: HashSet::new(),
+            processing: HashSet::new(),
+            shutting_down: false,
+            max_keys,
+        }
+    }
+
     fn add(&mut self, k: u8) -> AddOutcome<u8> {
         if self.shutting_down {
-            return AddOutcome::Refused(k);
+            return AddOutcome::ShutDown(k);
         }
-        if !self.dirty.insert(k) {
+        if self.dirty.contains(&k) {
             return AddOutcome::Coalesced;
         }
+        let held = self.queue.len() + self.processing.len();
+        if !self.processing.contains(&k) && held >= self.max_keys {
+            return AddOutcome::Full(k);
+        }
+        self.dirty.insert(k);
         if self.processing.contains(&k) {
-            return AddOutcome::Deferred;
+            return AddOutcome::Deferred { newly_dirty: true };
         }
         self.queue.push_back(k);
         AddOutcome::Queued
@@ -148,11 +164,44 @@ impl GoModel {
         }
         if self.dirty.contains(&k) {
             self.queue.push_back(k);
-            DoneOutcome::Requeued
+            DoneOutcome::Requeued(())
         } else {
             DoneOutcome::Finished
         }
     }
+}
+
+/// Runs `ops` on `state` and `model`, comparing every outcome and, after each step, the
+/// state's invariants and what it holds.
+fn run_work(
+    mut state: WorkState<u8>,
+    mut model: GoModel,
+    ops: Vec<WorkOp>,
+) -> Result<(), TestCaseError> {
+    for op in ops {
+        match op {
+            WorkOp::Add(k) => prop_assert_eq!(state.add(k), model.add(k)),
+            WorkOp::AddRef(k) => prop_assert_eq!(state.add_ref(&k), model.add(k)),
+            WorkOp::Pop => prop_assert_eq!(state.pop(), model.pop()),
+            WorkOp::Done(k) => prop_assert_eq!(state.done(&k), model.done(k)),
+            WorkOp::ShutDown => {
+                prop_assert_eq!(state.shut_down(), !model.shutting_down);
+                model.shutting_down = true;
+            }
+        }
+        state.check_invariants();
+        prop_assert_eq!(state.len(), model.queue.len());
+        prop_assert_eq!(state.processing_len(), model.processing.len());
+        prop_assert_eq!(
+            state.is_idle(),
+            model.queue.is_empty() && model.processing.is_empty()
+        );
+        for k in 0..12u8 {
+            prop_assert_eq!(state.is_queued(&k), model.queue.contains(&k));
+            prop_assert_eq!(state.is_processing(&k), model.processing.contains(&k));
+        }
+    }
+    Ok(())
 }
 
 proptest! {
@@ -160,27 +209,18 @@ proptest! {
 
     #[test]
     fn work_state_matches_client_go(ops in prop::collection::vec(work_op(), 1..80)) {
-        let mut state = WorkState::new();
-        let mut model = GoModel::default();
-        for op in ops {
-            match op {
-                WorkOp::Add(k) => prop_assert_eq!(state.add(k), model.add(k)),
-                WorkOp::AddRef(k) => prop_assert_eq!(state.add_ref(&k), model.add(k)),
-                WorkOp::Pop => prop_assert_eq!(state.pop(), model.pop()),
-                WorkOp::Done(k) => prop_assert_eq!(state.done(&k), model.done(k)),
-                WorkOp::ShutDown => {
-                    prop_assert_eq!(state.shut_down(), !model.shutting_down);
-                    model.shutting_down = true;
-                }
-            }
-            state.check_invariants();
-            prop_assert_eq!(state.len(), model.queue.len());
-            prop_assert_eq!(state.processing_len(), model.processing.len());
-            prop_assert_eq!(state.is_idle(), model.queue.is_empty() && model.processing.is_empty());
-            for k in 0..12u8 {
-                prop_assert_eq!(state.is_queued(&k), model.queue.contains(&k));
-                prop_assert_eq!(state.is_processing(&k), model.processing.contains(&k));
-            }
-        }
+        run_work(WorkState::new(), GoModel::new(usize::MAX), ops)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(config("proptest-regressions/work_state_full.txt"))]
+
+    #[test]
+    fn a_work_state_at_its_limit_matches_client_go_with_the_limit(
+        ops in prop::collection::vec(work_op(), 1..80),
+    ) {
+        // 12 keys against room for 4: the limit is reached in most runs.
+        run_work(WorkState::with_max_keys(4), GoModel::new(4), ops)?;
     }
 }

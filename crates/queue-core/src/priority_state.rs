@@ -7,7 +7,7 @@ use std::hash::Hash;
 
 use hashbrown::HashMap;
 
-use crate::{Compare, KeyedHeap, PopOutcome};
+use crate::{AddOutcome, Compare, DoneOutcome, KeyedHeap, PopOutcome};
 
 /// Where a ready key sits in the order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,41 +31,6 @@ impl Compare<Rank> for ByRank {
     }
 }
 
-/// What [`PriorityState::add`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PriorityAdd<K> {
-    /// The key is now ready at this priority: one waiting getter can be woken.
-    Queued,
-    /// The key was dirty (ready, or re-added while processing) at a lower priority: it now has
-    /// this one, and goes behind the keys that rank as it does (without aging: to the back of
-    /// its new priority). It keeps its age.
-    Raised {
-        /// The priority it had.
-        from: i32,
-    },
-    /// The key was ready at this or a higher priority: nothing changed.
-    Coalesced,
-    /// The key is being processed: it is queued again, at the highest priority it was added
-    /// with meanwhile, when `done` is called for it. Carries whether this add made it dirty.
-    Deferred {
-        /// `true` if the key was not dirty before this add.
-        newly_dirty: bool,
-    },
-    /// The state is shut down: the key is handed back.
-    Refused(K),
-}
-
-/// What [`PriorityState::done`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PriorityDone {
-    /// The key is no longer being processed.
-    Finished,
-    /// The key had been added while processed: it is ready again at this priority.
-    Requeued(i32),
-    /// Ignored: the key was not being processed.
-    NotProcessing,
-}
-
 /// The state of a priority work queue: ready keys ordered by priority (higher first) then by
 /// the order they became ready, plus the keys being processed. No clock is read: callers pass
 /// the time, in nanoseconds since any fixed origin, to the operations that enqueue.
@@ -85,12 +50,12 @@ pub enum PriorityDone {
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_core::{PopOutcome, PriorityAdd, PriorityState};
+/// use ctrlq_queue_core::{AddOutcome, PopOutcome, PriorityState};
 ///
 /// let mut state = PriorityState::new(None);
 /// state.add("resync", 0, 0);
 /// state.add("user-change", 10, 1);
-/// assert_eq!(state.add("resync", 5, 2), PriorityAdd::Raised { from: 0 });
+/// assert_eq!(state.add("resync", 5, 2), AddOutcome::Raised { from: 0 });
 /// assert_eq!(state.pop(), PopOutcome::Item(("user-change", 10)));
 /// assert_eq!(state.pop(), PopOutcome::Item(("resync", 5)));
 /// ```
@@ -102,7 +67,14 @@ pub struct PriorityState<K> {
     seq: u64,
     aging_nanos: Option<u64>,
     shut_down: bool,
+    /// The most keys held, ready and processing together: [`MAX_KEYS`], lower in unit tests.
+    #[cfg(test)]
+    max_keys: usize,
 }
+
+/// The most keys a state holds, ready and processing together: the ready heap numbers its
+/// entries with `u32`s, and room is kept for every processing key to come back.
+const MAX_KEYS: usize = u32::MAX as usize;
 
 impl<K> fmt::Debug for PriorityState<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -132,6 +104,8 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
             seq: 0,
             aging_nanos: aging_nanos.filter(|&n| n > 0),
             shut_down: false,
+            #[cfg(test)]
+            max_keys: MAX_KEYS,
         }
     }
 
@@ -150,26 +124,29 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
         }
     }
 
-    /// Adds `key` at `priority` at time `now_nanos`; see [`PriorityAdd`] for what can happen.
+    /// Adds `key` at `priority` at time `now_nanos`; see [`AddOutcome`] for what can happen.
     ///
     /// # Examples
     ///
     /// ```
-    /// use ctrlq_queue_core::{PriorityAdd, PriorityState};
+    /// use ctrlq_queue_core::{AddOutcome, PriorityState};
     /// let mut state = PriorityState::new(None);
-    /// assert_eq!(state.add("a", 1, 0), PriorityAdd::Queued);
-    /// assert_eq!(state.add("a", 0, 0), PriorityAdd::Coalesced); // never lowered
+    /// assert_eq!(state.add("a", 1, 0), AddOutcome::Queued);
+    /// assert_eq!(state.add("a", 0, 0), AddOutcome::Coalesced); // never lowered
     /// ```
-    pub fn add(&mut self, key: K, priority: i32, now_nanos: u64) -> PriorityAdd<K> {
+    pub fn add(&mut self, key: K, priority: i32, now_nanos: u64) -> AddOutcome<K> {
         if self.shut_down {
-            return PriorityAdd::Refused(key);
+            return AddOutcome::ShutDown(key);
         }
         if let Some(outcome) = self.add_present(&key, priority, now_nanos) {
             return outcome;
         }
+        if self.is_full() {
+            return AddOutcome::Full(key);
+        }
         let rank = self.rank(priority, now_nanos);
         self.ready.add(key, rank);
-        PriorityAdd::Queued
+        AddOutcome::Queued
     }
 
     /// [`add`](Self::add) by reference: the key is cloned only if it is queued (or handed back
@@ -179,42 +156,45 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use ctrlq_queue_core::{PriorityAdd, PriorityState};
+    /// use ctrlq_queue_core::{AddOutcome, PriorityState};
     ///
     /// let key: Arc<str> = Arc::from("ns/a");
     /// let mut state = PriorityState::new(None);
-    /// assert_eq!(state.add_ref(&key, 1, 0), PriorityAdd::Queued);
-    /// assert_eq!(state.add_ref(&key, 1, 0), PriorityAdd::Coalesced);
+    /// assert_eq!(state.add_ref(&key, 1, 0), AddOutcome::Queued);
+    /// assert_eq!(state.add_ref(&key, 1, 0), AddOutcome::Coalesced);
     /// assert_eq!(Arc::strong_count(&key), 2, "one clone, in the queue");
     /// ```
-    pub fn add_ref(&mut self, key: &K, priority: i32, now_nanos: u64) -> PriorityAdd<K> {
+    pub fn add_ref(&mut self, key: &K, priority: i32, now_nanos: u64) -> AddOutcome<K> {
         if self.shut_down {
-            return PriorityAdd::Refused(key.clone());
+            return AddOutcome::ShutDown(key.clone());
         }
         if let Some(outcome) = self.add_present(key, priority, now_nanos) {
             return outcome;
         }
+        if self.is_full() {
+            return AddOutcome::Full(key.clone());
+        }
         let rank = self.rank(priority, now_nanos);
         self.ready.add(key.clone(), rank);
-        PriorityAdd::Queued
+        AddOutcome::Queued
     }
 
     /// The outcome of adding a key that is processing or ready; `None` if it is neither.
-    fn add_present(&mut self, key: &K, priority: i32, now_nanos: u64) -> Option<PriorityAdd<K>> {
+    fn add_present(&mut self, key: &K, priority: i32, now_nanos: u64) -> Option<AddOutcome<K>> {
         if let Some(dirty) = self.processing.get(key).copied() {
             let outcome = match dirty {
                 None => {
                     let rank = self.rank(priority, now_nanos);
-                    Some((rank, PriorityAdd::Deferred { newly_dirty: true }))
+                    Some((rank, AddOutcome::Deferred { newly_dirty: true }))
                 }
                 Some(old) if priority > old.priority => {
                     let rank = self.rank(priority, old.since);
-                    Some((rank, PriorityAdd::Raised { from: old.priority }))
+                    Some((rank, AddOutcome::Raised { from: old.priority }))
                 }
                 Some(_) => None,
             };
             let Some((rank, outcome)) = outcome else {
-                return Some(PriorityAdd::Deferred { newly_dirty: false });
+                return Some(AddOutcome::Deferred { newly_dirty: false });
             };
             if let Some(slot) = self.processing.get_mut(key) {
                 *slot = Some(rank);
@@ -223,13 +203,29 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
         }
         let current = *self.ready.get(key)?;
         if priority <= current.priority {
-            return Some(PriorityAdd::Coalesced);
+            return Some(AddOutcome::Coalesced);
         }
         let rank = self.rank(priority, current.since);
         self.ready.update(key, |r| *r = rank);
-        Some(PriorityAdd::Raised {
+        Some(AddOutcome::Raised {
             from: current.priority,
         })
+    }
+
+    /// Whether a new key would not fit: room is kept for every processing key to come back
+    /// too, so `done` never has to refuse.
+    fn is_full(&self) -> bool {
+        self.ready.len() + self.processing.len() >= self.max_keys()
+    }
+
+    #[cfg(not(test))]
+    fn max_keys(&self) -> usize {
+        MAX_KEYS
+    }
+
+    #[cfg(test)]
+    fn max_keys(&self) -> usize {
+        self.max_keys
     }
 
     /// Hands out the best ready key with its priority; it is processing until [`done`](Self::done).
@@ -260,21 +256,21 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     /// # Examples
     ///
     /// ```
-    /// use ctrlq_queue_core::{PriorityDone, PriorityState};
+    /// use ctrlq_queue_core::{DoneOutcome, PriorityState};
     /// let mut state = PriorityState::new(None);
     /// state.add("a", 0, 0);
     /// state.pop();
     /// state.add("a", 3, 1);
-    /// assert_eq!(state.done(&"a", 2), PriorityDone::Requeued(3));
+    /// assert_eq!(state.done(&"a", 2), DoneOutcome::Requeued(3));
     /// ```
-    pub fn done(&mut self, key: &K, now_nanos: u64) -> PriorityDone {
+    pub fn done(&mut self, key: &K, now_nanos: u64) -> DoneOutcome<i32> {
         let _ = now_nanos;
         match self.processing.remove_entry(key) {
-            None => PriorityDone::NotProcessing,
-            Some((_, None)) => PriorityDone::Finished,
+            None => DoneOutcome::NotProcessing,
+            Some((_, None)) => DoneOutcome::Finished,
             Some((key, Some(rank))) => {
                 self.ready.add(key, rank);
-                PriorityDone::Requeued(rank.priority)
+                DoneOutcome::Requeued(rank.priority)
             }
         }
     }
@@ -346,6 +342,17 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
 mod tests {
     use super::*;
 
+    impl<K: Hash + Eq + Clone> PriorityState<K> {
+        /// [`new`](PriorityState::new), holding at most `max_keys` keys, so that tests reach
+        /// the limit without `u32::MAX` of them.
+        pub(crate) fn with_max_keys(aging_nanos: Option<u64>, max_keys: usize) -> Self {
+            PriorityState {
+                max_keys,
+                ..PriorityState::new(aging_nanos)
+            }
+        }
+    }
+
     fn pop_all(s: &mut PriorityState<&'static str>) -> Vec<(&'static str, i32)> {
         let mut out = Vec::new();
         while let PopOutcome::Item(x) = s.pop() {
@@ -358,7 +365,7 @@ mod tests {
     fn higher_first_then_fifo() {
         let mut s = PriorityState::new(None);
         for (k, p) in [("a", 0), ("b", 1), ("c", 0), ("d", 1)] {
-            assert_eq!(s.add(k, p, 0), PriorityAdd::Queued);
+            assert_eq!(s.add(k, p, 0), AddOutcome::Queued);
         }
         assert_eq!(pop_all(&mut s), [("b", 1), ("d", 1), ("a", 0), ("c", 0)]);
     }
@@ -368,8 +375,8 @@ mod tests {
         let mut s = PriorityState::new(None);
         s.add("x", 5, 0);
         s.add("a", 0, 0);
-        assert_eq!(s.add("a", 5, 0), PriorityAdd::Raised { from: 0 });
-        assert_eq!(s.add("a", 1, 0), PriorityAdd::Coalesced);
+        assert_eq!(s.add("a", 5, 0), AddOutcome::Raised { from: 0 });
+        assert_eq!(s.add("a", 1, 0), AddOutcome::Coalesced);
         assert_eq!(pop_all(&mut s), [("x", 5), ("a", 5)]);
     }
 
@@ -378,19 +385,16 @@ mod tests {
         let mut s = PriorityState::new(None);
         s.add("a", 0, 0);
         assert_eq!(s.pop(), PopOutcome::Item(("a", 0)));
-        assert_eq!(
-            s.add("a", 2, 0),
-            PriorityAdd::Deferred { newly_dirty: true }
-        );
+        assert_eq!(s.add("a", 2, 0), AddOutcome::Deferred { newly_dirty: true });
         assert_eq!(
             s.add("a", 1, 0),
-            PriorityAdd::Deferred { newly_dirty: false }
+            AddOutcome::Deferred { newly_dirty: false }
         );
         assert_eq!(s.pop(), PopOutcome::Empty, "never handed out twice");
-        assert_eq!(s.done(&"a", 0), PriorityDone::Requeued(2));
-        assert_eq!(s.done(&"a", 0), PriorityDone::NotProcessing);
+        assert_eq!(s.done(&"a", 0), DoneOutcome::Requeued(2));
+        assert_eq!(s.done(&"a", 0), DoneOutcome::NotProcessing);
         assert_eq!(pop_all(&mut s), [("a", 2)]);
-        assert_eq!(s.done(&"a", 0), PriorityDone::Finished);
+        assert_eq!(s.done(&"a", 0), DoneOutcome::Finished);
         assert!(s.is_idle());
     }
 
@@ -402,7 +406,7 @@ mod tests {
         s.add("old-low", 0, 0);
         s.add("new-high", 5, 6 * sec); // effectively 5 - 6 = -1 vs 0 - 0 = 0
         assert_eq!(s.pop(), PopOutcome::Item(("old-low", 0)));
-        assert_eq!(s.done(&"old-low", 7 * sec), PriorityDone::Finished);
+        assert_eq!(s.done(&"old-low", 7 * sec), DoneOutcome::Finished);
         s.add("old-low", 0, 7 * sec);
         s.add("newer-high", 5, 4 * sec); // 5 - 4 = 1 > 0 - 7 = -7
         assert_eq!(
@@ -418,7 +422,7 @@ mod tests {
         let ms = 1_000_000;
         let mut s = PriorityState::new(Some(100 * ms));
         s.add("old", 0, 0);
-        assert_eq!(s.add("old", 1, 900 * ms), PriorityAdd::Raised { from: 0 });
+        assert_eq!(s.add("old", 1, 900 * ms), AddOutcome::Raised { from: 0 });
         s.add("fresh", 5, 900 * ms);
         assert_eq!(pop_all(&mut s), [("old", 1), ("fresh", 5)]);
     }
@@ -431,15 +435,15 @@ mod tests {
         assert_eq!(s.pop(), PopOutcome::Item(("k", 0)));
         assert_eq!(
             s.add("k", 0, 100 * ms),
-            PriorityAdd::Deferred { newly_dirty: true }
+            AddOutcome::Deferred { newly_dirty: true }
         );
         // Raised while processing: reported as a raise (the depth moves), age from the re-add.
-        assert_eq!(s.add("k", 1, 1000 * ms), PriorityAdd::Raised { from: 0 });
+        assert_eq!(s.add("k", 1, 1000 * ms), AddOutcome::Raised { from: 0 });
         assert_eq!(
             s.add("k", 1, 1000 * ms),
-            PriorityAdd::Deferred { newly_dirty: false }
+            AddOutcome::Deferred { newly_dirty: false }
         );
-        assert_eq!(s.done(&"k", 1000 * ms), PriorityDone::Requeued(1));
+        assert_eq!(s.done(&"k", 1000 * ms), DoneOutcome::Requeued(1));
         s.add("fresh", 5, 1000 * ms); // 5 against 1 + 9
         assert_eq!(pop_all(&mut s), [("k", 1), ("fresh", 5)]);
     }
@@ -462,6 +466,43 @@ mod tests {
     }
 
     #[test]
+    fn a_full_state_refuses_new_keys_and_still_takes_the_keys_it_holds() {
+        let mut s = PriorityState::with_max_keys(None, 2);
+        assert_eq!(s.add("a", 0, 0), AddOutcome::Queued);
+        assert_eq!(s.add("b", 0, 0), AddOutcome::Queued);
+        assert_eq!(s.add("c", 9, 0), AddOutcome::Full("c"));
+        assert_eq!(s.add_ref(&"c", 9, 0), AddOutcome::Full("c"));
+        assert_eq!(
+            s.add("a", 5, 0),
+            AddOutcome::Raised { from: 0 },
+            "ready: no more room"
+        );
+        assert_eq!(s.pop(), PopOutcome::Item(("a", 5)));
+        assert_eq!(
+            s.add("c", 9, 0),
+            AddOutcome::Full("c"),
+            "processing keys count"
+        );
+        assert_eq!(
+            s.add("a", 1, 0),
+            AddOutcome::Deferred { newly_dirty: true },
+            "processing: its room is kept"
+        );
+        assert_eq!(s.done(&"a", 0), DoneOutcome::Requeued(1));
+        assert_eq!(s.len(), 2);
+
+        assert_eq!(s.pop(), PopOutcome::Item(("a", 1)));
+        assert_eq!(s.done(&"a", 0), DoneOutcome::Finished);
+        assert_eq!(s.add("c", 9, 0), AddOutcome::Queued, "room again");
+        s.shut_down();
+        assert_eq!(
+            s.add("d", 0, 0),
+            AddOutcome::ShutDown("d"),
+            "a shutdown is told before a full state"
+        );
+    }
+
+    #[test]
     fn shut_down_refuses_adds_and_drains() {
         let mut s = PriorityState::new(None);
         s.add("a", 0, 0);
@@ -473,7 +514,7 @@ mod tests {
             format!("{s:?}"),
             "PriorityState { ready: 1, processing: 0, aging_nanos: None, shut_down: true }"
         );
-        assert_eq!(s.add("b", 0, 0), PriorityAdd::Refused("b"));
+        assert_eq!(s.add("b", 0, 0), AddOutcome::ShutDown("b"));
         assert_eq!(s.pop(), PopOutcome::Item(("a", 0)));
         assert_eq!(s.pop(), PopOutcome::ShutDown);
     }
@@ -513,11 +554,12 @@ mod tests {
             seq: u64,
         }
 
-        #[derive(Default)]
         struct Model {
             ready: Vec<(u8, Entry)>,
             processing: Vec<(u8, Option<Entry>)>,
             seq: u64,
+            /// The most keys held, ready and processing together.
+            max_keys: usize,
         }
 
         impl Model {
@@ -528,7 +570,8 @@ mod tests {
                 }
             }
 
-            fn add(&mut self, k: u8, p: i32, now: u64) {
+            /// `false` if the key was refused for lack of room.
+            fn add(&mut self, k: u8, p: i32, now: u64) -> bool {
                 self.seq += 1;
                 let seq = self.seq;
                 if let Some((_, dirty)) = self.processing.iter_mut().find(|(x, _)| *x == k) {
@@ -551,9 +594,12 @@ mod tests {
                             seq,
                         };
                     }
-                } else {
+                } else if self.ready.len() + self.processing.len() < self.max_keys {
                     self.ready.push((k, Entry { p, since: now, seq }));
+                } else {
+                    return false;
                 }
+                true
             }
 
             fn pop(&mut self, interval: Option<u64>) -> Option<(u8, i32)> {
@@ -577,15 +623,20 @@ mod tests {
             }
         }
 
-        fn run(interval: Option<u64>, ops: &[Op]) -> Result<(), TestCaseError> {
-            let mut state = PriorityState::new(interval);
-            let mut model = Model::default();
+        fn run(interval: Option<u64>, max_keys: usize, ops: &[Op]) -> Result<(), TestCaseError> {
+            let mut state = PriorityState::with_max_keys(interval, max_keys);
+            let mut model = Model {
+                ready: Vec::new(),
+                processing: Vec::new(),
+                seq: 0,
+                max_keys,
+            };
             let mut now = 0u64;
             for op in ops {
                 match *op {
                     Op::Add(k, p) => {
-                        state.add(k, i32::from(p), now);
-                        model.add(k, i32::from(p), now);
+                        let full = matches!(state.add(k, i32::from(p), now), AddOutcome::Full(_));
+                        prop_assert_eq!(full, !model.add(k, i32::from(p), now));
                     }
                     Op::Pop => {
                         let got = match state.pop() {
@@ -634,13 +685,19 @@ mod tests {
 
             #[test]
             fn matches_the_model_without_aging(ops in prop::collection::vec(op(), 0..60)) {
-                run(None, &ops)?;
+                run(None, MAX_KEYS, &ops)?;
             }
 
             #[test]
             fn matches_the_model_with_aging(ops in prop::collection::vec(op(), 0..60)) {
                 // Interval 30: an `Advance` of up to 190 is several priorities of age.
-                run(Some(30), &ops)?;
+                run(Some(30), MAX_KEYS, &ops)?;
+            }
+
+            #[test]
+            fn matches_the_model_at_its_limit(ops in prop::collection::vec(op(), 0..60)) {
+                // 6 keys against room for 3: the limit is reached in most runs.
+                run(Some(30), 3, &ops)?;
             }
         }
     }

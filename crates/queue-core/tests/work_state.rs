@@ -39,7 +39,7 @@ fn add_while_processing_should_defer_until_done() {
     let mut state = WorkState::new();
     state.add("foo");
     assert_eq!(item(state.pop()), "foo");
-    assert_eq!(state.add("foo"), AddOutcome::Deferred);
+    assert_eq!(state.add("foo"), AddOutcome::Deferred { newly_dirty: true });
     assert_eq!(state.add("foo"), AddOutcome::Coalesced);
     assert_eq!(state.len(), 0, "not queued while processing");
     assert_eq!(
@@ -47,7 +47,7 @@ fn add_while_processing_should_defer_until_done() {
         PopOutcome::Empty,
         "never handed out twice at once"
     );
-    assert_eq!(state.done("foo"), DoneOutcome::Requeued);
+    assert_eq!(state.done("foo"), DoneOutcome::Requeued(()));
     assert_eq!(state.len(), 1);
     assert_eq!(item(state.pop()), "foo");
     assert_eq!(state.done("foo"), DoneOutcome::Finished);
@@ -97,7 +97,7 @@ fn collapse_while_processing_should_requeue_once() {
     state.add("bar");
     state.add("bar");
     assert_eq!(state.len(), 0);
-    assert_eq!(state.done("bar"), DoneOutcome::Requeued);
+    assert_eq!(state.done("bar"), DoneOutcome::Requeued(()));
     assert_eq!(state.len(), 1);
     assert_eq!(item(state.pop()), "bar");
     assert_eq!(state.done("bar"), DoneOutcome::Finished);
@@ -136,7 +136,7 @@ fn shut_down_should_refuse_adds_and_still_hand_out_queued_keys() {
         !state.shut_down(),
         "a second call reports it was already shut down"
     );
-    assert_eq!(state.add("c"), AddOutcome::Refused("c"));
+    assert_eq!(state.add("c"), AddOutcome::ShutDown("c"));
     assert_eq!(item(state.pop()), "a");
     assert_eq!(item(state.pop()), "b");
     assert_eq!(state.pop(), PopOutcome::ShutDown);
@@ -147,12 +147,12 @@ fn done_after_shut_down_should_requeue_a_key_added_before() {
     let mut state = WorkState::new();
     state.add("a");
     assert_eq!(item(state.pop()), "a");
-    assert_eq!(state.add("a"), AddOutcome::Deferred);
+    assert_eq!(state.add("a"), AddOutcome::Deferred { newly_dirty: true });
     state.shut_down();
-    assert_eq!(state.add("a"), AddOutcome::Refused("a"));
+    assert_eq!(state.add("a"), AddOutcome::ShutDown("a"));
     assert_eq!(
         state.done("a"),
-        DoneOutcome::Requeued,
+        DoneOutcome::Requeued(()),
         "accepted before the shutdown"
     );
     assert_eq!(item(state.pop()), "a");

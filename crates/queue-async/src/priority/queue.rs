@@ -4,7 +4,7 @@
 use std::hash::Hash;
 use std::time::Duration;
 
-use crate::ShutDownError;
+use crate::AddError;
 use crate::queue::{Queue, QueueBuilder};
 
 /// How [`PriorityQueue::add_with`] adds a key: its priority, a delay, rate limiting.
@@ -152,7 +152,10 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDownError`] with the key if the queue is shutting down (the limiter is not charged).
+    /// [`AddError::ShutDown`] with the key if the queue is shutting down (the limiter is not
+    /// charged); [`AddError::Full`] with it if the key is added at once (no delay) and the
+    /// queue is full, as for [`add`](Self::add). A key whose wait ends while the queue
+    /// is full is dropped.
     ///
     /// # Examples
     ///
@@ -167,11 +170,11 @@ where
     /// assert_eq!(queue.get().await.unwrap().priority(), 2);
     /// # }
     /// ```
-    pub fn add_with(&self, key: K, options: AddOptions) -> Result<(), ShutDownError<K>> {
+    pub fn add_with(&self, key: K, options: AddOptions) -> Result<(), AddError<K>> {
         let mut delay = options.after.unwrap_or_default();
         if options.rate_limited {
             if self.inner.is_shutting_down() {
-                return Err(ShutDownError(key));
+                return Err(AddError::ShutDown(key));
             }
             // controller-runtime's rule: the limiter's delay, or `after` if that is shorter.
             let limited = self.inner.rate_limit_delay(&key);
@@ -191,7 +194,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDownError`] with the key if the queue is shutting down.
+    /// As [`add`](Self::add)'s.
     ///
     /// # Examples
     ///
@@ -204,7 +207,7 @@ where
     /// assert_eq!(queue.get().await.unwrap().priority(), 5);
     /// # }
     /// ```
-    pub fn add_with_priority(&self, key: K, priority: i32) -> Result<(), ShutDownError<K>> {
+    pub fn add_with_priority(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
         self.inner.add(key, priority)
     }
 }

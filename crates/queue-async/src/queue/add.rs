@@ -5,7 +5,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::Queue;
-use crate::ShutDownError;
+use crate::AddError;
 use crate::shared::Payload;
 
 impl<K, P> Queue<K, P>
@@ -19,7 +19,9 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDownError`] with the key if the queue is shutting down.
+    /// [`AddError::ShutDown`] with the key if the queue is shutting down, [`AddError::Full`]
+    /// with it if the queue holds `u32::MAX` keys (queued and being processed) and this is not
+    /// one of them.
     ///
     /// # Examples
     ///
@@ -29,7 +31,7 @@ where
     /// queue.shut_down();
     /// assert_eq!(queue.add("b").unwrap_err().into_key(), "b");
     /// ```
-    pub fn add(&self, key: K) -> Result<(), ShutDownError<K>> {
+    pub fn add(&self, key: K) -> Result<(), AddError<K>> {
         self.inner.add(key, P::default())
     }
 
@@ -40,7 +42,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDownError`] with a clone of the key if the queue is shutting down.
+    /// As [`add`](Self::add)'s, with a clone of the key.
     ///
     /// # Examples
     ///
@@ -54,7 +56,7 @@ where
     /// assert_eq!(queue.len(), 1);
     /// assert_eq!(Arc::strong_count(&key), 2, "one clone, held by the queue");
     /// ```
-    pub fn add_ref(&self, key: &K) -> Result<(), ShutDownError<K>> {
+    pub fn add_ref(&self, key: &K) -> Result<(), AddError<K>> {
         self.inner.add(key, P::default())
     }
 
@@ -79,7 +81,9 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDownError`] with the key if the queue is shutting down.
+    /// [`AddError::ShutDown`] with the key if the queue is shutting down; [`AddError::Full`] with
+    /// it if the key is added at once (a zero delay) and the queue is full as for
+    /// [`add`](Self::add). A key whose wait ends while the queue is full is dropped.
     ///
     /// # Examples
     ///
@@ -95,7 +99,7 @@ where
     /// assert_eq!(*item.key(), "a");
     /// # }
     /// ```
-    pub fn add_after(&self, key: K, delay: Duration) -> Result<(), ShutDownError<K>> {
+    pub fn add_after(&self, key: K, delay: Duration) -> Result<(), AddError<K>> {
         self.inner.add_after(key, P::default(), delay)
     }
 
@@ -105,7 +109,9 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDownError`] with the key if the queue is shutting down (the limiter is not charged).
+    /// [`AddError::ShutDown`] with the key if the queue is shutting down (the limiter is not
+    /// charged); [`AddError::Full`] as for [`add_after`](Self::add_after), when the limiter's
+    /// delay is zero.
     ///
     /// # Examples
     ///
@@ -119,7 +125,7 @@ where
     /// assert_eq!(queue.num_requeues(&"a"), 0);
     /// # }
     /// ```
-    pub fn add_rate_limited(&self, key: K) -> Result<(), ShutDownError<K>> {
+    pub fn add_rate_limited(&self, key: K) -> Result<(), AddError<K>> {
         self.inner.add_rate_limited(key, P::default())
     }
 }

@@ -15,7 +15,7 @@ use super::error::AlreadyQueuedError;
 use super::pop::Pop;
 use super::popped::Popped;
 use super::state::{LockedScheduling, lock};
-use crate::ShutDownError;
+use crate::AddError;
 
 /// A scheduler's queue: pops the most important pending item, and decides on each failure
 /// whether the item retries after a backoff, waits for an event that could help, or goes
@@ -113,13 +113,14 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDownError`] with the key and data if the queue is shutting down.
-    pub fn add(&self, key: K, data: T) -> Result<(), ShutDownError<(K, T)>> {
+    /// [`AddError::ShutDown`] with the key and data if the queue is shutting down. The scheduling
+    /// queue has no limit of its own: it never refuses with [`AddError::Full`].
+    pub fn add(&self, key: K, data: T) -> Result<(), AddError<(K, T)>> {
         let s = &*self.shared;
         let now = s.clock.now();
         let mut main = lock(&s.main);
         if lock(&s.hot).is_closed() {
-            return Err(ShutDownError((key, data)));
+            return Err(AddError::ShutDown((key, data)));
         }
         let existing = s.rules.take(&mut main, &mut lock(&s.hot), &key);
         let item = match existing {
@@ -239,7 +240,7 @@ where
                 drop(main);
                 self.add(key, data)
                     .err()
-                    .map(|ShutDownError((_, data))| data)
+                    .map(|refused| refused.into_key().1)
             }
         }
     }

@@ -5,14 +5,16 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::machine::{AddKey, Added, Machine, Payload, QueueKey};
+use ctrlq_queue_core::AddOutcome;
+
+use super::machine::{AddKey, Machine, Payload, QueueKey};
 use super::state::{Shared, State, Wake};
-use crate::error::ShutDownError;
+use crate::error::{AddError, Refused, accepted};
 
 impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Adds `key` now; a borrowed key (`&K`) is cloned only if the queue keeps it.
     #[inline(always)]
-    pub(crate) fn add(self: &Arc<Self>, key: impl AddKey<K>, p: P) -> Result<(), ShutDownError<K>> {
+    pub(crate) fn add(self: &Arc<Self>, key: impl AddKey<K>, p: P) -> Result<(), AddError<K>> {
         let shard = self.shard_of(key.key());
         let mut wake = Wake::default();
         let mut state = self.lock(shard);
@@ -33,41 +35,27 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     }
 
     /// Adds `keys` now, in order (see `WorkQueue::add_all`).
-    pub(crate) fn add_all(
-        self: &Arc<Self>,
-        keys: Vec<K>,
-        p: P,
-    ) -> Result<(), ShutDownError<Vec<K>>> {
+    pub(crate) fn add_all(self: &Arc<Self>, keys: Vec<K>, p: P) -> Result<(), AddError<Vec<K>>> {
         if self.is_shutting_down() {
-            return Err(ShutDownError(keys));
+            return Err(AddError::ShutDown(keys));
         }
-        let mut refused = Vec::new();
+        let mut refused = Refused::default();
         let mut wake = Wake::default();
         if self.shards.len() == 1 {
             let mut state = self.lock(0);
             for key in keys {
-                if let Err(ShutDownError(key)) = self.add_locked(0, &mut state, key, p, &mut wake) {
-                    refused.push(key);
-                }
+                refused.note(self.add_locked(0, &mut state, key, p, &mut wake));
             }
         } else {
             for key in keys {
                 let shard = self.shard_of(&key);
                 let mut state = self.lock(shard);
-                if let Err(ShutDownError(key)) =
-                    self.add_locked(shard, &mut state, key, p, &mut wake)
-                {
-                    refused.push(key);
-                }
+                refused.note(self.add_locked(shard, &mut state, key, p, &mut wake));
             }
         }
         self.keep_metrics_task();
         self.wake(wake);
-        if refused.is_empty() {
-            Ok(())
-        } else {
-            Err(ShutDownError(refused))
-        }
+        refused.into_result()
     }
 
     /// Adds `key` now, under its shard's lock; a wait of the key ends (its payload is kept if
@@ -80,7 +68,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         key: impl AddKey<K>,
         mut p: P,
         wake: &mut Wake,
-    ) -> Result<(), ShutDownError<K>> {
+    ) -> Result<(), AddError<K>> {
         if self.waiting.load(Ordering::Acquire) > 0 {
             let mut timers = self.lock_timers();
             // A key waits only while the delay task runs on the queue's runtime: removing its
@@ -103,35 +91,35 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         key: impl AddKey<K>,
         p: P,
         wake: &mut Wake,
-    ) -> Result<(), ShutDownError<K>> {
+    ) -> Result<(), AddError<K>> {
         // The recorder needs the key after the machine took it: clone only when metrics are on.
         let metric_key = state.recorder.is_enabled().then(|| key.key().clone());
         let now = self.now_nanos();
-        let added = key.add_to(&mut state.machine, p, now);
+        let added = accepted(key.add_to(&mut state.machine, p, now))?;
         let priority = <P::Machine<K> as Machine<K>>::metric_priority(p);
         match added {
-            Added::Queued => {
+            AddOutcome::Queued => {
                 if let Some(k) = &metric_key {
                     state.recorder.add_at_priority(k, priority, &self.clock);
                 }
                 self.queued(shard, state, wake);
                 Ok(())
             }
-            Added::Raised { from } => {
+            AddOutcome::Raised { from } => {
                 if let Some(to) = priority {
                     state.recorder.reprioritize(from, to);
                 }
                 Ok(())
             }
-            Added::Deferred { newly_dirty } => {
+            AddOutcome::Deferred { newly_dirty } => {
                 // Dirty while processing: counted by depth and adds, as the original.
                 if newly_dirty && let Some(k) = &metric_key {
                     state.recorder.add_at_priority(k, priority, &self.clock);
                 }
                 Ok(())
             }
-            Added::Coalesced => Ok(()),
-            Added::Refused(key) => Err(ShutDownError(key)),
+            // The refusals were returned by `accepted`.
+            AddOutcome::Coalesced | AddOutcome::ShutDown(_) | AddOutcome::Full(_) => Ok(()),
         }
     }
 

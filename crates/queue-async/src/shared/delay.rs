@@ -12,7 +12,7 @@ use tracing::debug;
 use super::machine::{Machine, Payload, QueueKey};
 use super::state::{Shared, TimerState, Wake};
 use crate::clock::MAX_DELAY;
-use crate::error::ShutDownError;
+use crate::error::AddError;
 use crate::task::{Timed, start_timer_task};
 
 impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
@@ -22,11 +22,11 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         key: K,
         p: P,
         delay: Duration,
-    ) -> Result<(), ShutDownError<K>> {
+    ) -> Result<(), AddError<K>> {
         let shard = self.shard_of(&key);
         let key = self.with_lock(shard, |state, wake| {
             if state.machine.is_shut_down() {
-                return Err(Some(ShutDownError(key)));
+                return Err(Some(AddError::ShutDown(key)));
             }
             if !delay.is_zero() || <P::Machine<K> as Machine<K>>::ZERO_DELAY_IS_RETRY {
                 state.recorder.retry();
@@ -48,9 +48,9 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     }
 
     /// Adds `key` after the rate limiter's delay for it.
-    pub(crate) fn add_rate_limited(self: &Arc<Self>, key: K, p: P) -> Result<(), ShutDownError<K>> {
+    pub(crate) fn add_rate_limited(self: &Arc<Self>, key: K, p: P) -> Result<(), AddError<K>> {
         if self.is_shutting_down() {
-            return Err(ShutDownError(key));
+            return Err(AddError::ShutDown(key));
         }
         let delay = self.rate_limit_delay(&key);
         self.add_after(key, p, delay)
@@ -65,11 +65,11 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Makes `key` wait `delay`, starting the delay task if it does not run. With no runtime
     /// to time the wait (none bound yet and none here, or the queue's runtime shut down), the
     /// key is added now rather than lost. Takes the timers' lock only.
-    fn wait(self: &Arc<Self>, key: K, p: P, delay: Duration) -> Result<(), ShutDownError<K>> {
+    fn wait(self: &Arc<Self>, key: K, p: P, delay: Duration) -> Result<(), AddError<K>> {
         let key = {
             let mut timers = self.lock_timers();
             if timers.shut_down {
-                return Err(ShutDownError(key));
+                return Err(AddError::ShutDown(key));
             }
             if !timers.runtime_gone && !timers.delay_task.running() {
                 self.start_delay_task(&mut timers);
@@ -142,8 +142,8 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             let Some((_, state)) = &mut held else {
                 continue;
             };
-            // Refused only after a shutdown that came after the keys were taken: waiting
-            // keys are dropped at shutdown.
+            // Refused after a shutdown that came after the keys were taken (waiting keys are
+            // dropped at shutdown), or by a full queue: either way the key is dropped.
             let _ = self.add_now_locked(shard, state, key, p, &mut wake);
         }
         drop(held);

@@ -10,11 +10,11 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use ctrlq_queue_core::PopOutcome;
+use ctrlq_queue_core::{DoneOutcome, PopOutcome};
 use tokio::sync::Notify;
 use tracing::debug;
 
-use super::machine::{DoneWith, Machine, Payload, QueueKey};
+use super::machine::{Machine, Payload, QueueKey};
 use super::state::{Shared, State, Wake};
 use crate::wait::Source;
 
@@ -110,8 +110,8 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         let now = self.now_nanos();
         match state.machine.done(key, now) {
             // Counted by the metrics when it became dirty, not again here (as the original).
-            DoneWith::Requeued => self.queued(shard, state, wake),
-            DoneWith::Finished => self.note_busy(state, wake),
+            DoneOutcome::Requeued(_) => self.queued(shard, state, wake),
+            DoneOutcome::Finished | DoneOutcome::NotProcessing => self.note_busy(state, wake),
         }
     }
 

@@ -10,9 +10,7 @@
 use std::fmt;
 use std::hash::Hash;
 
-use ctrlq_queue_core::{
-    AddOutcome, DoneOutcome, PopOutcome, PriorityAdd, PriorityDone, PriorityState, WorkState,
-};
+use ctrlq_queue_core::{AddOutcome, DoneOutcome, PopOutcome, PriorityState, WorkState};
 
 /// The bounds every queue key meets.
 pub trait QueueKey: Hash + Eq + Clone + Send + Sync {}
@@ -53,16 +51,6 @@ impl Payload for i32 {
     const SHARDED: bool = false;
 }
 
-/// What an add did, for both state machines.
-#[derive(Debug)]
-pub enum Added<K> {
-    Queued,
-    Raised { from: i32 },
-    Coalesced,
-    Deferred { newly_dirty: bool },
-    Refused(K),
-}
-
 /// A key given to an add: owned (`K`), or borrowed (`&K`) and cloned only if the queue keeps
 /// it. Each form is its own type, so every add path is compiled for one form and passes the key
 /// in registers, with no match on the form at run time.
@@ -70,7 +58,7 @@ pub trait AddKey<K>: Sized {
     /// The key.
     fn key(&self) -> &K;
     /// Hands the key to `machine`'s add of its form.
-    fn add_to<M: Machine<K>>(self, machine: &mut M, p: M::P, now: u64) -> Added<K>;
+    fn add_to<M: Machine<K>>(self, machine: &mut M, p: M::P, now: u64) -> AddOutcome<K>;
 }
 
 impl<K: QueueKey> AddKey<K> for K {
@@ -79,7 +67,7 @@ impl<K: QueueKey> AddKey<K> for K {
         self
     }
     #[inline(always)]
-    fn add_to<M: Machine<K>>(self, machine: &mut M, p: M::P, now: u64) -> Added<K> {
+    fn add_to<M: Machine<K>>(self, machine: &mut M, p: M::P, now: u64) -> AddOutcome<K> {
         machine.add(self, p, now)
     }
 }
@@ -90,16 +78,9 @@ impl<K: QueueKey> AddKey<K> for &K {
         self
     }
     #[inline(always)]
-    fn add_to<M: Machine<K>>(self, machine: &mut M, p: M::P, now: u64) -> Added<K> {
+    fn add_to<M: Machine<K>>(self, machine: &mut M, p: M::P, now: u64) -> AddOutcome<K> {
         machine.add_ref(self, p, now)
     }
-}
-
-/// What a done did.
-#[derive(Debug)]
-pub enum DoneWith {
-    Requeued,
-    Finished,
 }
 
 /// A queue's state machine: `P` is what an add carries besides the key.
@@ -113,11 +94,11 @@ pub trait Machine<K>: Send {
     const ZERO_DELAY_IS_RETRY: bool;
     /// An empty machine; `aging` (nanoseconds per priority step) is the priority queue's.
     fn new(aging: Option<u64>) -> Self;
-    fn add(&mut self, key: K, p: Self::P, now: u64) -> Added<K>;
+    fn add(&mut self, key: K, p: Self::P, now: u64) -> AddOutcome<K>;
     /// [`add`](Machine::add) by reference, cloning the key only if the machine keeps it.
-    fn add_ref(&mut self, key: &K, p: Self::P, now: u64) -> Added<K>;
+    fn add_ref(&mut self, key: &K, p: Self::P, now: u64) -> AddOutcome<K>;
     fn pop(&mut self) -> PopOutcome<(K, Self::P)>;
-    fn done(&mut self, key: &K, now: u64) -> DoneWith;
+    fn done(&mut self, key: &K, now: u64) -> DoneOutcome<Self::P>;
     fn shut_down(&mut self) -> bool;
     fn is_shut_down(&self) -> bool;
     fn len(&self) -> usize;
@@ -131,29 +112,6 @@ pub trait Machine<K>: Send {
     fn metric_priority(p: Self::P) -> Option<i32>;
 }
 
-impl<K> From<AddOutcome<K>> for Added<K> {
-    fn from(outcome: AddOutcome<K>) -> Self {
-        match outcome {
-            AddOutcome::Queued => Added::Queued,
-            AddOutcome::Coalesced => Added::Coalesced,
-            AddOutcome::Deferred => Added::Deferred { newly_dirty: true },
-            AddOutcome::Refused(k) => Added::Refused(k),
-        }
-    }
-}
-
-impl<K> From<PriorityAdd<K>> for Added<K> {
-    fn from(outcome: PriorityAdd<K>) -> Self {
-        match outcome {
-            PriorityAdd::Queued => Added::Queued,
-            PriorityAdd::Raised { from } => Added::Raised { from },
-            PriorityAdd::Coalesced => Added::Coalesced,
-            PriorityAdd::Deferred { newly_dirty } => Added::Deferred { newly_dirty },
-            PriorityAdd::Refused(k) => Added::Refused(k),
-        }
-    }
-}
-
 impl<K: QueueKey> Machine<K> for WorkState<K> {
     type P = ();
     const NEEDS_TIME: bool = false;
@@ -163,12 +121,12 @@ impl<K: QueueKey> Machine<K> for WorkState<K> {
         WorkState::new()
     }
     #[inline(always)]
-    fn add(&mut self, key: K, (): (), _now: u64) -> Added<K> {
-        WorkState::add(self, key).into()
+    fn add(&mut self, key: K, (): (), _now: u64) -> AddOutcome<K> {
+        WorkState::add(self, key)
     }
     #[inline(always)]
-    fn add_ref(&mut self, key: &K, (): (), _now: u64) -> Added<K> {
-        WorkState::add_ref(self, key).into()
+    fn add_ref(&mut self, key: &K, (): (), _now: u64) -> AddOutcome<K> {
+        WorkState::add_ref(self, key)
     }
     fn pop(&mut self) -> PopOutcome<(K, ())> {
         match WorkState::pop(self) {
@@ -177,11 +135,8 @@ impl<K: QueueKey> Machine<K> for WorkState<K> {
             PopOutcome::ShutDown => PopOutcome::ShutDown,
         }
     }
-    fn done(&mut self, key: &K, _now: u64) -> DoneWith {
-        match WorkState::done(self, key) {
-            DoneOutcome::Requeued => DoneWith::Requeued,
-            DoneOutcome::Finished | DoneOutcome::NotProcessing => DoneWith::Finished,
-        }
+    fn done(&mut self, key: &K, _now: u64) -> DoneOutcome {
+        WorkState::done(self, key)
     }
     fn shut_down(&mut self) -> bool {
         WorkState::shut_down(self)
@@ -215,21 +170,18 @@ impl<K: QueueKey> Machine<K> for PriorityState<K> {
         PriorityState::new(aging)
     }
     #[inline(always)]
-    fn add(&mut self, key: K, p: i32, now: u64) -> Added<K> {
-        PriorityState::add(self, key, p, now).into()
+    fn add(&mut self, key: K, p: i32, now: u64) -> AddOutcome<K> {
+        PriorityState::add(self, key, p, now)
     }
     #[inline(always)]
-    fn add_ref(&mut self, key: &K, p: i32, now: u64) -> Added<K> {
-        PriorityState::add_ref(self, key, p, now).into()
+    fn add_ref(&mut self, key: &K, p: i32, now: u64) -> AddOutcome<K> {
+        PriorityState::add_ref(self, key, p, now)
     }
     fn pop(&mut self) -> PopOutcome<(K, i32)> {
         PriorityState::pop(self)
     }
-    fn done(&mut self, key: &K, now: u64) -> DoneWith {
-        match PriorityState::done(self, key, now) {
-            PriorityDone::Requeued(_) => DoneWith::Requeued,
-            PriorityDone::Finished | PriorityDone::NotProcessing => DoneWith::Finished,
-        }
+    fn done(&mut self, key: &K, now: u64) -> DoneOutcome<i32> {
+        PriorityState::done(self, key, now)
     }
     fn shut_down(&mut self) -> bool {
         PriorityState::shut_down(self)

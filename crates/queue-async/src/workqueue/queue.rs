@@ -3,7 +3,7 @@
 
 use std::hash::Hash;
 
-use crate::ShutDownError;
+use crate::AddError;
 use crate::queue::{Queue, QueueBuilder};
 
 /// A de-duplicating work queue that worker tasks await on: client-go's work queue with its
@@ -20,7 +20,7 @@ use crate::queue::{Queue, QueueBuilder};
 ///   and in flight is done.
 ///
 /// Differences from the original, all deliberate: an add after shutdown is refused with the key
-/// back ([`ShutDownError`]) rather than dropped; draining waits for queued items too; an `add` of a
+/// back ([`AddError`]) rather than dropped; draining waits for queued items too; an `add` of a
 /// key that waits for its delay removes the waiting entry instead of running the key twice; a
 /// forgotten `done` cannot wedge a key (the guard marks it done on drop); a worker that panics
 /// holding a key fails it (requeued rate limited); background tasks end on shutdown and with
@@ -91,9 +91,9 @@ where
     ///
     /// # Errors
     ///
-    /// [`ShutDownError`] with every key of `keys` (none, for an empty batch) if the queue is
-    /// shutting down: none was added. (A queue holding `u32::MAX` keys refuses the keys that do
-    /// not fit, which come back the same way.)
+    /// [`AddError::ShutDown`] with every key of `keys` (none, for an empty batch) if the queue
+    /// is shutting down: none was added. [`AddError::Full`] with the keys that did not fit if
+    /// the queue is full (see [`add`](Self::add)); the others were added.
     ///
     /// # Examples
     ///
@@ -104,7 +104,7 @@ where
     /// queue.shut_down();
     /// assert_eq!(queue.add_all(["c", "d"]).unwrap_err().into_key(), ["c", "d"]);
     /// ```
-    pub fn add_all(&self, keys: impl IntoIterator<Item = K>) -> Result<(), ShutDownError<Vec<K>>> {
+    pub fn add_all(&self, keys: impl IntoIterator<Item = K>) -> Result<(), AddError<Vec<K>>> {
         self.inner.add_all(keys.into_iter().collect(), ())
     }
 }

@@ -27,6 +27,9 @@ use std::hash::{BuildHasher, Hash};
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
+mod index;
+mod transitions;
+
 /// The de-duplicating work-queue state machine that an async queue wraps with a lock and
 /// wake-ups.
 ///
@@ -51,16 +54,20 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 /// assert_eq!(state.pop(), PopOutcome::Item("a"));
 ///
 /// // Added again while processing: deferred until done.
-/// assert_eq!(state.add("a"), AddOutcome::Deferred);
+/// assert_eq!(state.add("a"), AddOutcome::Deferred { newly_dirty: true });
 /// assert_eq!(state.pop(), PopOutcome::Empty);
-/// assert_eq!(state.done("a"), DoneOutcome::Requeued);
+/// assert_eq!(state.done("a"), DoneOutcome::Requeued(()));
 /// assert_eq!(state.pop(), PopOutcome::Item("a"));
 /// assert_eq!(state.done("a"), DoneOutcome::Finished);
 ///
 /// state.shut_down();
-/// assert_eq!(state.add("b"), AddOutcome::Refused("b"));
+/// assert_eq!(state.add("b"), AddOutcome::ShutDown("b"));
 /// assert_eq!(state.pop(), PopOutcome::ShutDown);
 /// ```
+///
+/// [`AddOutcome::Coalesced`]: crate::AddOutcome::Coalesced
+/// [`AddOutcome::Deferred`]: crate::AddOutcome::Deferred
+/// [`DoneOutcome::Requeued`]: crate::DoneOutcome::Requeued
 pub struct WorkState<K> {
     /// Queued keys in FIFO order; `queue[i]` has sequence number `head + i`.
     queue: VecDeque<K>,
@@ -72,43 +79,14 @@ pub struct WorkState<K> {
     processing: HashTable<(K, bool)>,
     hasher: DefaultHashBuilder,
     shut_down: bool,
+    /// The most keys held, queued and processing together: [`MAX_KEYS`], lower in unit tests.
+    #[cfg(test)]
+    max_keys: usize,
 }
 
-/// What [`WorkState::add`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AddOutcome<K> {
-    /// The key was appended to the FIFO: one waiting getter can be woken.
-    Queued,
-    /// The key was already queued, or already marked to run again after `done`: nothing changed.
-    Coalesced,
-    /// The key is being processed: it is queued again when `done` is called for it.
-    Deferred,
-    /// The queue is shut down (or holds `u32::MAX` keys, queued and processing together): the
-    /// key is handed back and nothing changed.
-    Refused(K),
-}
-
-/// What [`WorkState::pop`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PopOutcome<K> {
-    /// The first queued key, now being processed: call `done` for it when finished.
-    Item(K),
-    /// Nothing is queued and the queue is open: wait for an add.
-    Empty,
-    /// The queue is shut down and nothing is queued: no key will come any more.
-    ShutDown,
-}
-
-/// What [`WorkState::done`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DoneOutcome {
-    /// The key is no longer being processed.
-    Finished,
-    /// The key had been added while it was processed: it is queued again (wake one getter).
-    Requeued,
-    /// Ignored: the key was not being processed. No queue entry is created.
-    NotProcessing,
-}
+/// The most keys a state holds, queued and processing together: a queued key's sequence number
+/// is a `u32`, and room is kept for every processing key to come back.
+const MAX_KEYS: usize = u32::MAX as usize;
 
 // ===== impl WorkState =====
 
@@ -141,6 +119,8 @@ impl<K> WorkState<K> {
             processing: HashTable::new(),
             hasher: DefaultHashBuilder::default(),
             shut_down: false,
+            #[cfg(test)]
+            max_keys: MAX_KEYS,
         }
     }
 
@@ -216,6 +196,8 @@ impl<K> WorkState<K> {
     /// assert!(!state.shut_down());
     /// assert_eq!(state.pop(), ctrlq_queue_core::PopOutcome::Item("a"));
     /// ```
+    ///
+    /// [`PopOutcome::ShutDown`]: crate::PopOutcome::ShutDown
     pub fn shut_down(&mut self) -> bool {
         !std::mem::replace(&mut self.shut_down, true)
     }
@@ -232,171 +214,19 @@ impl<K> WorkState<K> {
     pub fn is_shut_down(&self) -> bool {
         self.shut_down
     }
+
+    #[cfg(not(test))]
+    fn max_keys(&self) -> usize {
+        MAX_KEYS
+    }
+
+    #[cfg(test)]
+    fn max_keys(&self) -> usize {
+        self.max_keys
+    }
 }
 
 impl<K: Hash + Eq + Clone> WorkState<K> {
-    /// Adds `key`: queues it, coalesces it with the queued copy, or marks it to run again after
-    /// the current processing.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ctrlq_queue_core::{AddOutcome, WorkState};
-    ///
-    /// let mut state = WorkState::new();
-    /// assert_eq!(state.add("a"), AddOutcome::Queued);
-    /// assert_eq!(state.add("a"), AddOutcome::Coalesced);
-    /// assert_eq!(state.len(), 1);
-    /// ```
-    #[inline]
-    pub fn add(&mut self, key: K) -> AddOutcome<K> {
-        let hash = self.hasher.hash_one(&key);
-        self.add_with(hash, key)
-    }
-
-    #[inline]
-    fn add_with(&mut self, hash: u64, key: K) -> AddOutcome<K> {
-        if self.shut_down {
-            return AddOutcome::Refused(key);
-        }
-        if let Some(outcome) = self.add_present(hash, &key) {
-            return outcome;
-        }
-        if self.is_full() {
-            return AddOutcome::Refused(key);
-        }
-        self.push_back(hash, key);
-        AddOutcome::Queued
-    }
-
-    /// [`add`](WorkState::add) by reference: the key is cloned only if it is queued (or handed
-    /// back refused). Adding a key that is already queued, or already marked to run again,
-    /// clones nothing.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use ctrlq_queue_core::{AddOutcome, WorkState};
-    ///
-    /// let key: Arc<str> = Arc::from("ns/a");
-    /// let mut state = WorkState::new();
-    /// assert_eq!(state.add_ref(&key), AddOutcome::Queued);
-    /// assert_eq!(state.add_ref(&key), AddOutcome::Coalesced);
-    /// assert_eq!(Arc::strong_count(&key), 2, "one clone, in the queue");
-    /// ```
-    #[inline]
-    pub fn add_ref(&mut self, key: &K) -> AddOutcome<K> {
-        let hash = self.hasher.hash_one(key);
-        self.add_ref_with(hash, key)
-    }
-
-    #[inline]
-    fn add_ref_with(&mut self, hash: u64, key: &K) -> AddOutcome<K> {
-        if self.shut_down {
-            return AddOutcome::Refused(key.clone());
-        }
-        if let Some(outcome) = self.add_present(hash, key) {
-            return outcome;
-        }
-        if self.is_full() {
-            return AddOutcome::Refused(key.clone());
-        }
-        self.push_back(hash, key.clone());
-        AddOutcome::Queued
-    }
-
-    /// The outcome of adding a key that is queued or processing; `None` if it is neither.
-    #[inline]
-    fn add_present(&mut self, hash: u64, key: &K) -> Option<AddOutcome<K>> {
-        if self.queued_index(hash, key).is_some() {
-            return Some(AddOutcome::Coalesced);
-        }
-        let (_, dirty) = self.processing.find_mut(hash, |(k, _)| k == key)?;
-        Some(if std::mem::replace(dirty, true) {
-            AddOutcome::Coalesced
-        } else {
-            AddOutcome::Deferred
-        })
-    }
-
-    /// Whether a new key would not fit: room is kept for every processing key to come back
-    /// too, so `done` never has to refuse.
-    fn is_full(&self) -> bool {
-        self.queue.len() + self.processing.len() >= u32::MAX as usize
-    }
-
-    /// Takes the first queued key and marks it as being processed.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ctrlq_queue_core::{PopOutcome, WorkState};
-    ///
-    /// let mut state = WorkState::new();
-    /// assert_eq!(state.pop(), PopOutcome::<&str>::Empty);
-    /// state.add("a");
-    /// assert_eq!(state.pop(), PopOutcome::Item("a"));
-    /// assert!(state.is_processing("a"));
-    /// ```
-    pub fn pop(&mut self) -> PopOutcome<K> {
-        let Some(key) = self.queue.pop_front() else {
-            return if self.shut_down {
-                PopOutcome::ShutDown
-            } else {
-                PopOutcome::Empty
-            };
-        };
-        // The key's index entry stays behind, stale (invariant 4).
-        let hash = self.hasher.hash_one(&key);
-        self.head = self.head.wrapping_add(1);
-        let hasher = &self.hasher;
-        self.processing
-            .insert_unique(hash, (key.clone(), false), |(k, _)| hasher.hash_one(k));
-        PopOutcome::Item(key)
-    }
-
-    /// Marks `key` as no longer being processed, and queues it again if it was added meanwhile.
-    ///
-    /// A key that is not being processed is ignored ([`DoneOutcome::NotProcessing`]): unlike the
-    /// Go original, a stray `done` never creates a second queue entry.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ctrlq_queue_core::{DoneOutcome, WorkState};
-    ///
-    /// let mut state = WorkState::new();
-    /// state.add("a");
-    /// state.pop();
-    /// assert_eq!(state.done("a"), DoneOutcome::Finished);
-    /// assert_eq!(state.done("a"), DoneOutcome::NotProcessing);
-    /// ```
-    pub fn done<Q>(&mut self, key: &Q) -> DoneOutcome
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let hash = self.hasher.hash_one(key);
-        self.done_with(hash, key)
-    }
-
-    fn done_with<Q>(&mut self, hash: u64, key: &Q) -> DoneOutcome
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let Ok(entry) = self.processing.find_entry(hash, |(k, _)| k.borrow() == key) else {
-            return DoneOutcome::NotProcessing;
-        };
-        let ((key, dirty), _) = entry.remove();
-        if !dirty {
-            return DoneOutcome::Finished;
-        }
-        self.push_back(hash, key);
-        DoneOutcome::Requeued
-    }
-
     /// Whether `key` is queued (waiting to be handed out).
     ///
     /// # Examples
@@ -434,63 +264,6 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
             .find(self.hasher.hash_one(key), |(k, _)| k.borrow() == key)
             .is_some()
     }
-
-    /// The index in `queue` of a queued `key`.
-    #[inline]
-    fn queued_index<Q>(&self, hash: u64, key: &Q) -> Option<usize>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let (queue, head) = (&self.queue, self.head);
-        self.queued
-            .find(hash, |&seq| {
-                queue
-                    .get(seq.wrapping_sub(head) as usize)
-                    .is_some_and(|k| k.borrow() == key)
-            })
-            .map(|&seq| seq.wrapping_sub(head) as usize)
-    }
-
-    fn push_back(&mut self, hash: u64, key: K) {
-        if self.queued.len() == self.queued.capacity() {
-            self.rebuild_index();
-        }
-        let seq = self.head.wrapping_add(self.queue.len() as u32);
-        self.queue.push_back(key);
-        // Room was made above, so the re-hash closure is never called.
-        let (queue, head, hasher) = (&self.queue, self.head, &self.hasher);
-        self.queued.insert_unique(hash, seq, |&s| {
-            queue
-                .get(s.wrapping_sub(head) as usize)
-                .map_or(0, |k| hasher.hash_one(k))
-        });
-    }
-}
-
-impl<K: Hash> WorkState<K> {
-    /// Rebuilds the index from the FIFO, with room for twice the queued keys: stale entries are
-    /// dropped, and a growing queue doubles its index. Keys are re-inserted in FIFO order.
-    ///
-    /// The table's own growth would rehash in bucket order, reading the keys (and, for keys
-    /// that point to their bytes, those bytes) in random order: two cache misses per key at a
-    /// million keys. The FIFO order reads them sequentially, which costs a fraction of that.
-    fn rebuild_index(&mut self) {
-        let capacity = (2 * (self.queue.len() + 1)).max(16);
-        let mut index = HashTable::with_capacity(capacity);
-        let (head, hasher) = (self.head, &self.hasher);
-        for (i, key) in self.queue.iter().enumerate() {
-            let seq = head.wrapping_add(i as u32);
-            let queue = &self.queue;
-            // Room was reserved above, so the re-hash closure is never called.
-            index.insert_unique(hasher.hash_one(key), seq, |&s| {
-                queue
-                    .get(s.wrapping_sub(head) as usize)
-                    .map_or(0, |k| hasher.hash_one(k))
-            });
-        }
-        self.queued = index;
-    }
 }
 
 impl<K> Default for WorkState<K> {
@@ -512,8 +285,18 @@ impl<K> fmt::Debug for WorkState<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{AddOutcome, DoneOutcome, PopOutcome};
 
     impl<K: Hash + Eq + Clone> WorkState<K> {
+        /// An empty, open state that holds at most `max_keys` keys, so that tests reach the
+        /// limit without `u32::MAX` of them.
+        pub(crate) fn with_max_keys(max_keys: usize) -> Self {
+            WorkState {
+                max_keys,
+                ..WorkState::new()
+            }
+        }
+
         /// Checks the invariants of the module doc.
         pub(crate) fn check_invariants(&self) {
             assert!(
@@ -545,10 +328,10 @@ mod tests {
                 assert_eq!(state.pop(), PopOutcome::Item(i % 7));
                 assert_eq!(
                     state.add(i % 7),
-                    AddOutcome::Deferred,
+                    AddOutcome::Deferred { newly_dirty: true },
                     "processing, not queued"
                 );
-                assert_eq!(state.done(&(i % 7)), DoneOutcome::Requeued);
+                assert_eq!(state.done(&(i % 7)), DoneOutcome::Requeued(()));
             }
             let PopOutcome::Item(k) = state.pop() else {
                 panic!("a key is queued")
@@ -560,6 +343,44 @@ mod tests {
                 "stale entries are dropped, not kept"
             );
         }
+    }
+
+    #[test]
+    fn a_full_state_refuses_new_keys_and_still_takes_the_keys_it_holds() {
+        let mut state = WorkState::with_max_keys(2);
+        assert_eq!(state.add("a"), AddOutcome::Queued);
+        assert_eq!(state.add("b"), AddOutcome::Queued);
+        assert_eq!(state.add("c"), AddOutcome::Full("c"));
+        assert_eq!(state.add_ref(&"c"), AddOutcome::Full("c"));
+        assert_eq!(
+            state.add("a"),
+            AddOutcome::Coalesced,
+            "queued: no more room"
+        );
+        assert_eq!(state.pop(), PopOutcome::Item("a"));
+        assert_eq!(
+            state.add("c"),
+            AddOutcome::Full("c"),
+            "processing keys count"
+        );
+        assert_eq!(
+            state.add("a"),
+            AddOutcome::Deferred { newly_dirty: true },
+            "processing: its room is kept"
+        );
+        assert_eq!(state.done(&"a"), DoneOutcome::Requeued(()));
+        assert_eq!(state.len(), 2);
+        state.check_invariants();
+
+        assert_eq!(state.pop(), PopOutcome::Item("b"));
+        assert_eq!(state.done(&"b"), DoneOutcome::Finished);
+        assert_eq!(state.add("c"), AddOutcome::Queued, "room again");
+        state.shut_down();
+        assert_eq!(
+            state.add("d"),
+            AddOutcome::ShutDown("d"),
+            "a shutdown is told before a full state"
+        );
     }
 
     #[test]
