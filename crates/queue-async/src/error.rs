@@ -1,7 +1,5 @@
 //! Errors shared by the queues.
 
-use ctrlq_queue_core::AddOutcome;
-
 /// An add the queue refused; the key comes back to the caller.
 ///
 /// The Go original drops an add after shutdown silently; here the caller learns why the key
@@ -83,16 +81,6 @@ impl<K> AddError<K> {
     }
 }
 
-/// The outcome of an add the state machine took, or the error of one it refused.
-#[inline(always)]
-pub(crate) fn accepted<K>(outcome: AddOutcome<K>) -> Result<AddOutcome<K>, AddError<K>> {
-    match outcome {
-        AddOutcome::ShutDown(key) => Err(AddError::ShutDown(key)),
-        AddOutcome::Full(key) => Err(AddError::Full(key)),
-        taken => Ok(taken),
-    }
-}
-
 /// The keys of a batch that were refused, and whether any was refused for a shutdown.
 pub(crate) struct Refused<K> {
     keys: Vec<K>,
@@ -132,12 +120,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_refused_add_becomes_the_error_of_its_reason() {
-        assert_eq!(
-            accepted(AddOutcome::ShutDown("a")),
-            Err(AddError::ShutDown("a"))
-        );
-        assert_eq!(accepted(AddOutcome::Full("a")), Err(AddError::Full("a")));
+    fn a_full_queue_error_says_so_and_keeps_the_key() {
         let full = AddError::Full("a");
         assert_eq!(
             full.to_string(),
@@ -167,17 +150,5 @@ mod tests {
             Err(AddError::ShutDown(vec!["a", "b"])),
             "a shutdown is the lasting reason"
         );
-    }
-
-    #[test]
-    fn a_taken_add_keeps_its_outcome() {
-        for outcome in [
-            AddOutcome::Queued,
-            AddOutcome::Raised { from: 1 },
-            AddOutcome::Coalesced,
-            AddOutcome::Deferred { newly_dirty: false },
-        ] {
-            assert_eq!(accepted::<&str>(outcome.clone()), Ok(outcome));
-        }
     }
 }

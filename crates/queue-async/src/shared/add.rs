@@ -9,7 +9,7 @@ use ctrlq_queue_core::AddOutcome;
 
 use super::machine::{AddKey, Machine, Payload, QueueKey};
 use super::state::{Shared, State, Wake};
-use crate::error::{AddError, Refused, accepted};
+use crate::error::{AddError, Refused};
 
 impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Adds `key` now; a borrowed key (`&K`) is cloned only if the queue keeps it.
@@ -95,8 +95,9 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         // The recorder needs the key after the machine took it: clone only when metrics are on.
         let metric_key = state.recorder.is_enabled().then(|| key.key().clone());
         let now = self.now_nanos();
-        let added = accepted(key.add_to(&mut state.machine, p, now))?;
+        let added = key.add_to(&mut state.machine, p, now);
         let priority = <P::Machine<K> as Machine<K>>::metric_priority(p);
+        // One match over the outcome, refusals included: the add path is the queue's hottest.
         match added {
             AddOutcome::Queued => {
                 if let Some(k) = &metric_key {
@@ -118,8 +119,9 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 }
                 Ok(())
             }
-            // The refusals were returned by `accepted`.
-            AddOutcome::Coalesced | AddOutcome::ShutDown(_) | AddOutcome::Full(_) => Ok(()),
+            AddOutcome::Coalesced => Ok(()),
+            AddOutcome::ShutDown(key) => Err(AddError::ShutDown(key)),
+            AddOutcome::Full(key) => Err(AddError::Full(key)),
         }
     }
 
