@@ -255,6 +255,34 @@ where
 
     /// Moves every backoff item to active, stamped `now`, its expiry past or not (see
     /// [`SchedulingRules::flush_backoff_all`]); how many.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use ctrlq_queue_core::scheduling::{
+    ///     ActionType, ClusterEvent, QueueingHint, SchedulingQueueConfig, SchedulingRules,
+    ///     SchedulingState, SubQueue,
+    /// };
+    ///
+    /// const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
+    ///
+    /// let rules = SchedulingRules::new(SchedulingQueueConfig::default())
+    ///     .hint(NODE_ADD, "Fit", |_item, _event, _payload| Ok(QueueingHint::Queue));
+    /// let mut state = SchedulingState::<&str, i64>::with_rules(rules).unwrap();
+    /// let t0 = Instant::now();
+    /// state.add("pod-a", 10, t0).unwrap();
+    /// let mut flight = state.pop(t0).unwrap();
+    /// flight.item.set_rejectors(["Fit"]);
+    /// state.hand_back(flight.item, Some(flight.id), flight.cycle, t0).unwrap();
+    /// state.move_all(&NODE_ADD, t0); // into backoff until t0 + 1 s
+    ///
+    /// let now = t0 + Duration::from_millis(1);
+    /// assert_eq!(state.flush_backoff_completed(now), 0, "its backoff is not over");
+    /// assert_eq!(state.flush_backoff_all(now), 1, "moved all the same");
+    /// assert_eq!(state.where_is(&"pod-a"), Some(SubQueue::Active));
+    /// assert_eq!(state.flush_backoff_all(now), 0, "nothing left in backoff");
+    /// ```
     pub fn flush_backoff_all(&mut self, now: I) -> usize {
         self.rules.flush_backoff_all(&mut self.ready, now)
     }
