@@ -3,18 +3,19 @@
 //! deadline (see [`crate::task`]).
 
 use std::hash::Hash;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
 use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
-use tokio_util::time::{DelayQueue, delay_queue};
+use tokio_util::time::DelayQueue;
 use tracing::{debug, trace};
 
 use ctrlq_queue_core::scheduling::{ClusterEvent, EventPayload};
 
 use super::QueuedItem;
 use super::state::{LockedScheduling, lock};
-use crate::task::{BackgroundTask, Timed, start_timer_task};
+use super::timer::FlushTimer;
+use crate::task::{Timed, start_timer_task};
 
 impl<K, T, C> LockedScheduling<K, T, C>
 where
@@ -69,15 +70,21 @@ where
         }
     }
 
-    /// Tells the timer task that the earliest deadline may have changed (`start`: an item went
-    /// where only a timed move takes it out, so start the task if it does not run). Takes only
-    /// the timer's lock, the innermost: callable under `main`.
-    pub(crate) fn poke_timer(&self, start: bool) {
+    /// Tells the timer task what a change did to the deadlines. `earlier`: the earliest
+    /// deadline may have moved earlier, so the task wakes to set its timer again (a later one
+    /// needs nothing: the timer rings early, finds nothing due and sets the next). `start`: an
+    /// item went where only a timed move takes it out, so the task starts if it does not run.
+    /// Takes only the timer's lock, the innermost: callable under `main`.
+    pub(crate) fn poke_timer(&self, earlier: bool, start: bool) {
         let mut timer = lock(&self.timer);
-        timer.dirty = true;
-        if let Some(waker) = timer.waker.take() {
-            waker.wake();
-        } else if start && !timer.closed && !timer.runtime_gone && !timer.task.running() {
+        if earlier {
+            timer.dirty = true;
+            if let Some(waker) = timer.waker.take() {
+                waker.wake();
+                return;
+            }
+        }
+        if start && !timer.closed && !timer.runtime_gone && !timer.task.running() {
             self.start_task(&mut timer);
         }
     }
@@ -222,42 +229,5 @@ where
             debug!("the queue's runtime shut down: timed moves happen at once");
             self.flush_without_timer();
         }
-    }
-}
-
-/// The flush timer: one `DelayQueue` entry at the earliest deadline (backoff expiry or
-/// unschedulable leftover), and the task that serves it.
-pub(crate) struct FlushTimer {
-    task: BackgroundTask,
-    queue: DelayQueue<()>,
-    /// The deadline the timer is set to, and its `DelayQueue` key.
-    armed: Option<(Instant, delay_queue::Key)>,
-    /// The earliest deadline may have changed since the task last set the timer.
-    dirty: bool,
-    /// The task's waker, for pokes.
-    waker: Option<Waker>,
-    /// The queue is shut down: no task starts.
-    closed: bool,
-    /// The queue's runtime dropped the task: no task starts again.
-    runtime_gone: bool,
-}
-
-impl FlushTimer {
-    pub(super) fn new() -> Self {
-        FlushTimer {
-            task: BackgroundTask::default(),
-            queue: DelayQueue::new(),
-            armed: None,
-            dirty: false,
-            waker: None,
-            closed: false,
-            runtime_gone: false,
-        }
-    }
-
-    /// Stops the task for good (the queue's shutdown).
-    pub(super) fn close(&mut self) {
-        self.closed = true;
-        self.task.stop();
     }
 }

@@ -15,6 +15,7 @@ mod pop;
 mod popped;
 mod queue;
 mod state;
+mod timer;
 mod transfer;
 
 pub use builder::SchedulingQueueBuilder;

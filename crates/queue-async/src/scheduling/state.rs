@@ -1,6 +1,6 @@
 //! The scheduling queue's shared state: the pure state machine of `queue-core`, its two
 //! halves each under a lock, and the wake-ups and timer task around them. Moves on events and
-//! hand-backs are in `transfer`, the timed moves in `flush`.
+//! hand-backs are in `transfer`, the timed moves in `flush`, the timer in `timer`.
 //!
 //! # Locks
 //!
@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use crate::clock::QueueClock;
 
 use super::QueuedItem;
-use super::flush::FlushTimer;
+use super::timer::FlushTimer;
 
 /// The state behind a [`SchedulingQueue`](super::SchedulingQueue): the state machine's rules
 /// and halves under their locks, shared with the timer task.
@@ -108,7 +108,7 @@ where
             self.pop_wake.notify_waiters();
         }
         if wake.timer || wake.flush {
-            self.poke_timer(wake.flush);
+            self.poke_timer(wake.timer, wake.flush);
         }
     }
 }
