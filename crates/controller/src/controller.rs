@@ -2,12 +2,10 @@
 
 use std::fmt;
 use std::future::Future;
-use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ctrlq_leader::{LeaderElector, Leadership, Lock};
-use ctrlq_queue_async::WorkQueue;
 use ctrlq_queue_async::metrics::MetricsProvider;
 use ctrlq_ratelimit::RateLimiter;
 use futures::future::BoxFuture;
@@ -16,45 +14,12 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span};
 
+use crate::key::Key;
 use crate::shard::{ShardFn, ShardKey, Sharding, shard_of};
 use crate::source::{Source, Subscribe};
 use crate::stats::Recorder;
-use crate::term::{Feed, Reconciler, Term, TermEnd, TermSettings};
+use crate::term::{Feed, Hook, Policy, Reconciler, StartWorker, TermEnd, TermSettings};
 use crate::{Action, Context, Drain, Event, ReconcileError, Summary};
-
-/// What a key must be: the work queue's bounds, and `Debug` for the reconcile span.
-///
-/// Implemented for every type with these bounds.
-pub trait Key: Hash + Eq + Clone + fmt::Debug + Send + Sync + 'static {}
-
-impl<T: Hash + Eq + Clone + fmt::Debug + Send + Sync + 'static> Key for T {}
-
-/// The reconcile function, able to start one worker of a term. Its type is erased here, once
-/// per worker started, rather than at each call: the worker loop is compiled for the user's
-/// function, so each reconcile's future is awaited inline instead of boxed.
-pub(crate) trait StartWorker<K, E>: Send + Sync {
-    fn start(self: Arc<Self>, term: Arc<Term<K, E>>, index: usize) -> BoxFuture<'static, ()>
-    where
-        K: Key,
-        E: Send + 'static;
-}
-
-impl<K, E, F, Fut> StartWorker<K, E> for F
-where
-    F: Fn(K, Context) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
-{
-    fn start(self: Arc<Self>, term: Arc<Term<K, E>>, index: usize) -> BoxFuture<'static, ()>
-    where
-        K: Key,
-        E: Send + 'static,
-    {
-        term.work(self, index).boxed()
-    }
-}
-
-pub(crate) type Policy<K, E> = Arc<dyn Fn(&K, &ReconcileError<E>, u32) -> Action + Send + Sync>;
-pub(crate) type Hook<K> = Arc<dyn Fn(&Event<'_, K>) + Send + Sync>;
 
 /// How long in-flight reconciles may run after a shutdown request: controller-runtime's default
 /// graceful shutdown timeout.
@@ -560,32 +525,5 @@ impl<K, E> fmt::Debug for Controller<K, E> {
             .field("leader_elector", &self.elector.is_some())
             .field("sharded", &self.sharding.is_some())
             .finish_non_exhaustive()
-    }
-}
-
-/// Applies `action` to the finished `item` of `queue`.
-///
-/// Inlined into the worker loop: a call would move the item into it at every key.
-#[inline]
-pub(crate) fn apply<K: Key>(
-    queue: &WorkQueue<K>,
-    item: ctrlq_queue_async::Item<K>,
-    action: Action,
-) {
-    let r = match action {
-        Action::Done => {
-            item.forget();
-            Ok(())
-        }
-        Action::RequeueAfter(delay) => {
-            queue.forget(item.key());
-            item.requeue_after(delay)
-        }
-        Action::RequeueRateLimited => item.requeue_rate_limited(),
-    };
-    if let Err(e) = r {
-        // Only at the end of a term (never for a full queue, which keeps room for the keys it
-        // hands out): the next term's sources bring the key back.
-        debug!(key = ?e.key(), "queue shut down; requeue dropped with the term");
     }
 }

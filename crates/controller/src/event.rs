@@ -154,6 +154,21 @@ pub enum ReconcileOutcome {
     Aborted,
 }
 
+/// How a reconcile ended, as the counters and the metrics label it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Returned [`Action::Done`](crate::Action::Done).
+    Success,
+    /// Returned [`Action::RequeueRateLimited`](crate::Action::RequeueRateLimited).
+    Requeue,
+    /// Returned [`Action::RequeueAfter`](crate::Action::RequeueAfter).
+    RequeueAfter,
+    /// Returned an error.
+    Error,
+    /// Panicked.
+    Panic,
+}
+
 /// What a [`Controller::run`](crate::Controller::run) did, returned after the drain.
 ///
 /// `reconciles` = `successes` + `errors` + `panics`; aborted reconciles are counted apart.

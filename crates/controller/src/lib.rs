@@ -78,6 +78,7 @@ mod action;
 mod context;
 mod controller;
 mod event;
+mod key;
 #[cfg(feature = "kube")]
 #[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
 pub mod kube;
@@ -94,5 +95,6 @@ pub mod testing;
 
 pub use action::{Action, ReconcileError};
 pub use context::Context;
-pub use controller::{Controller, DEFAULT_GRACE_PERIOD, Key};
+pub use controller::{Controller, DEFAULT_GRACE_PERIOD};
 pub use event::{Drain, Event, ReconcileOutcome, SourceFailure, Summary};
+pub use key::Key;

@@ -68,7 +68,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::stats::Outcome;
+use crate::event::Outcome;
 
 type Labels = Vec<(&'static str, String)>;
 

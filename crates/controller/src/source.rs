@@ -14,7 +14,6 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -25,10 +24,9 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tracing::warn;
 
+use crate::SourceFailure;
 use crate::action::panic_message;
-use crate::controller::Key;
-use crate::term::Reconciler;
-use crate::{Event, SourceFailure};
+use crate::key::Key;
 
 /// An error a source yielded, as its message.
 pub(crate) type SourceError = String;
@@ -84,18 +82,14 @@ impl<K: Key> Source<K> {
     /// Adds this source's keys to `sink` until the stream ends after a key or the sink closes;
     /// a failed stream is reported and subscribed again after a backoff, and a relist the sink
     /// asks for subscribes again at once.
-    pub(crate) async fn pump<E>(
-        self: Arc<Self>,
-        sink: impl Sink<K>,
-        shared: Arc<Reconciler<K, E>>,
-    ) {
+    pub(crate) async fn pump(self: Arc<Self>, sink: impl Sink<K>, report: Arc<impl SourceReport>) {
         let mut backoff = INITIAL_BACKOFF;
         let mut relist = sink.relists();
         loop {
             let failure = match self.subscribe() {
                 Ok(stream) => {
                     match self
-                        .drain(stream, &sink, &shared, &mut backoff, &mut relist)
+                        .drain(stream, &sink, &*report, &mut backoff, &mut relist)
                         .await
                     {
                         // A stream that ended is subscribed again at the next relist (a shard
@@ -115,18 +109,18 @@ impl<K: Key> Source<K> {
                 }
                 Err(panic) => SourceFailure::Panicked(panic),
             };
-            shared.source_failed(self.index, &failure, backoff);
+            report.source_failed(self.index, &failure, backoff);
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
     /// Pumps one stream until it ends, fails, or a relist is asked for.
-    async fn drain<E>(
+    async fn drain(
         &self,
         mut stream: BoxStream<'static, Result<K, SourceError>>,
         sink: &impl Sink<K>,
-        shared: &Reconciler<K, E>,
+        report: &impl SourceReport,
         backoff: &mut Duration,
         relist: &mut Option<watch::Receiver<u64>>,
     ) -> Drained {
@@ -150,7 +144,7 @@ impl<K: Key> Source<K> {
             match step {
                 Step::Keys => {}
                 Step::Error(e) => {
-                    shared.source_error(self.index, &e);
+                    report.source_error(self.index, &e);
                     last_error = Some(e);
                 }
                 Step::Ended => {
@@ -165,6 +159,15 @@ impl<K: Key> Source<K> {
             tokio::task::coop::consume_budget().await;
         }
     }
+}
+
+/// Where a pump reports its source's errors and failures: the runner's counters and hooks.
+pub(crate) trait SourceReport: Send + Sync + 'static {
+    /// Reports an error item of source `index`.
+    fn source_error(&self, index: usize, error: &str);
+
+    /// Reports a failed source, subscribed again after `retry_in`.
+    fn source_failed(&self, index: usize, failure: &SourceFailure, retry_in: Duration);
 }
 
 /// How one stream's pumping ended.
@@ -243,27 +246,4 @@ fn poll_ready_keys<K>(
         }
     }
     Poll::Ready(Step::Keys)
-}
-
-impl<K, E> Reconciler<K, E> {
-    /// Reports an error item of source `index`.
-    fn source_error(&self, index: usize, error: &str) {
-        self.recorder.stats.source_errors.fetch_add(1, Relaxed);
-        warn!(source = index, error, "a source yielded an error");
-        self.emit(&Event::SourceError {
-            source: index,
-            error,
-        });
-    }
-
-    /// Reports a failed source, subscribed again after `retry_in`.
-    fn source_failed(&self, index: usize, failure: &SourceFailure, retry_in: Duration) {
-        self.recorder.stats.source_failures.fetch_add(1, Relaxed);
-        warn!(source = index, %failure, ?retry_in, "a source failed; subscribing again");
-        self.emit(&Event::SourceFailed {
-            source: index,
-            failure,
-            retry_in,
-        });
-    }
 }

@@ -6,20 +6,7 @@ use std::time::Duration;
 #[cfg(feature = "prometheus")]
 use std::sync::Arc;
 
-/// How a reconcile ended, as the metrics label it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// Returned [`Action::Done`](crate::Action::Done).
-    Success,
-    /// Returned [`Action::RequeueRateLimited`](crate::Action::RequeueRateLimited).
-    Requeue,
-    /// Returned [`Action::RequeueAfter`](crate::Action::RequeueAfter).
-    RequeueAfter,
-    /// Returned an error.
-    Error,
-    /// Panicked.
-    Panic,
-}
+use crate::event::Outcome;
 
 /// Counters of one run, shared by its workers.
 #[derive(Debug, Default)]

@@ -8,7 +8,7 @@ use ctrlq_queue_async::WorkQueue;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 
-use crate::controller::Key;
+use crate::key::Key;
 use crate::source::Sink;
 
 /// The shard of a key, as [`shard_of`](super::shard_of) computes it for the controller's shard

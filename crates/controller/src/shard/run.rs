@@ -19,7 +19,7 @@ use super::assign::shards_of;
 use super::members::{Membership, View};
 use super::router::{Router, ShardFn};
 use super::sharding::Sharding;
-use crate::controller::Key;
+use crate::key::Key;
 use crate::source::Source;
 use crate::term::{Feed, Reconciler, TermEnd, TermSettings};
 use crate::{Drain, Event};

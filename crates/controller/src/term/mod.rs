@@ -1,0 +1,239 @@
+//! One term: a fresh queue, the sources pumping into it, the workers taking from it, and how it
+//! ends (drain on shutdown, drop on a lost lease). What every term shares (the reconcile
+//! function, the error policy, the hooks) is in `reconciler`, one worker's loop in `worker`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use ctrlq_leader::{Leadership, LeadershipEnd};
+use ctrlq_queue_async::WorkQueue;
+use ctrlq_queue_async::metrics::MetricsProvider;
+use ctrlq_ratelimit::RateLimiter;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug};
+
+use crate::Event;
+use crate::key::Key;
+use crate::shard::Router;
+use crate::source::Source;
+use crate::stats::WorkerSlot;
+
+mod reconciler;
+mod worker;
+
+pub(crate) use reconciler::{Hook, Policy, Reconciler, StartWorker};
+
+/// What every term is built from.
+pub(crate) struct TermSettings<K> {
+    pub(crate) name: String,
+    pub(crate) workers: usize,
+    pub(crate) grace: Duration,
+    pub(crate) limiter: Option<Arc<dyn RateLimiter<K>>>,
+    pub(crate) queue_metrics: Option<Arc<dyn MetricsProvider>>,
+}
+
+/// How a term ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TermEnd {
+    /// Shutdown requested; `finished` if the in-flight reconciles ended within the grace period.
+    Drained { finished: bool },
+    /// The lease was lost.
+    Lost,
+}
+
+impl TermEnd {
+    pub(crate) fn drained(self) -> bool {
+        matches!(self, Self::Drained { finished: true })
+    }
+}
+
+/// Where a term's keys come from.
+pub(crate) enum Feed<'a, K: Key> {
+    /// The controller's sources, subscribed for this term.
+    Sources(&'a [Arc<Source<K>>]),
+    /// One shard of a sharded replica: its router sends the shard's keys to the term's queue
+    /// while the term runs (the term detaches it when it ends).
+    Shard(u32, &'a Router<K>),
+}
+
+impl<K: Key> Clone for Feed<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K: Key> Copy for Feed<'_, K> {}
+
+/// One term's queue and tokens, shared by its workers.
+pub(crate) struct Term<K: Key, E> {
+    shared: Arc<Reconciler<K, E>>,
+    queue: WorkQueue<K>,
+    /// Workers stop taking keys: `stopping` is set first and read after each `get`; then the
+    /// queue is shut down, which wakes the workers waiting in `get`.
+    stopping: AtomicBool,
+    /// The reconciles' [`Context::token`].
+    ctx_token: CancellationToken,
+    fencing: Option<u64>,
+    /// With the queue's own rate limiter, which nothing but this term's workers charge or
+    /// forget: how many keys have failures on record in it. While none has, every key's
+    /// attempts are 0 and the limiter is not asked. A limiter given with
+    /// [`Controller::rate_limiter`](crate::Controller::rate_limiter) is shared by all terms
+    /// and may be charged elsewhere, so it is always asked.
+    failing: Option<AtomicU64>,
+    /// One per worker.
+    workers: Box<[WorkerSlot]>,
+}
+
+impl<K: Key> TermSettings<K> {
+    /// Runs one term until `shutdown` fires or `leadership` ends.
+    pub(crate) async fn term<E: Send + 'static>(
+        &self,
+        shared: &Arc<Reconciler<K, E>>,
+        feed: Feed<'_, K>,
+        leadership: Option<(Leadership, watch::Receiver<bool>)>,
+        shutdown: &CancellationToken,
+    ) -> TermEnd {
+        let (leadership, leading) = leadership.unzip();
+        let fencing = leadership.as_ref().map(Leadership::fencing_token);
+        let (term, mut pumps, mut workers) = self.start(shared, feed, fencing);
+        let lost = async {
+            match &leadership {
+                Some(l) => l.token().cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = lost => {}
+        }
+        term.ctx_token.cancel();
+        term.stopping.store(true, Relaxed);
+        // In-flight reconciles may still finish, but what they requeue would go with the queue
+        // at the end of the term anyway: the next term's sources bring their keys back.
+        term.queue.shut_down();
+        if let Feed::Shard(shard, router) = feed {
+            router.detach(shard);
+        }
+        pumps.abort_all();
+        // A pump catches its source's panics; what is left to join is its cancellation.
+        while pumps.join_next().await.is_some() {}
+        let before = shared.recorder.stats.aborted.load(Relaxed);
+        let lost = leadership
+            .as_ref()
+            .and_then(Leadership::end_reason)
+            .is_some_and(LeadershipEnd::is_loss);
+        let end = if shutdown.is_cancelled() && !lost {
+            let finished = self.drain(&term, &mut workers, leading).await;
+            TermEnd::Drained { finished }
+        } else {
+            TermEnd::Lost
+        };
+        workers.abort_all();
+        // Every worker's future is dropped by now, and its counts added.
+        join_all(&mut workers).await;
+        let aborted = shared.recorder.stats.aborted.load(Relaxed) - before;
+        shared.ended(end, aborted);
+        end
+    }
+
+    /// A fresh queue, the sources pumping into it and the workers taking from it.
+    fn start<E: Send + 'static>(
+        &self,
+        shared: &Arc<Reconciler<K, E>>,
+        feed: Feed<'_, K>,
+        fencing: Option<u64>,
+    ) -> (Arc<Term<K, E>>, JoinSet<()>, JoinSet<()>) {
+        shared.recorder.stats.terms.fetch_add(1, Relaxed);
+        shared.recorder.workers(self.workers);
+        debug!(?fencing, "term started");
+        shared.emit(&Event::Leading {
+            fencing_token: fencing,
+        });
+        let term = Arc::new(Term {
+            shared: shared.clone(),
+            queue: self.queue(),
+            stopping: AtomicBool::new(false),
+            ctx_token: CancellationToken::new(),
+            fencing,
+            failing: self.limiter.is_none().then(AtomicU64::default),
+            workers: (0..self.workers).map(|_| WorkerSlot::default()).collect(),
+        });
+        let mut pumps = JoinSet::new();
+        match feed {
+            Feed::Sources(sources) => {
+                for source in sources {
+                    let pump = source.clone().pump(term.queue.clone(), shared.clone());
+                    pumps.spawn(pump.in_current_span());
+                }
+            }
+            // The replica's pumps route this shard's keys here from now on, and list again.
+            Feed::Shard(shard, router) => router.attach(shard, term.queue.clone()),
+        }
+        let mut workers = JoinSet::new();
+        for i in 0..self.workers {
+            // Spawned tasks do not inherit the span: carry the controller's into each worker.
+            workers.spawn(
+                shared
+                    .reconcile
+                    .clone()
+                    .start(term.clone(), i)
+                    .in_current_span(),
+            );
+        }
+        (term, pumps, workers)
+    }
+
+    /// Lets the in-flight reconciles finish within the grace period; `false` if it ran out or
+    /// the elector stopped renewing first (the lease was lost, or its own grace period ran out).
+    async fn drain<E: Send + 'static>(
+        &self,
+        term: &Term<K, E>,
+        workers: &mut JoinSet<()>,
+        mut leading: Option<watch::Receiver<bool>>,
+    ) -> bool {
+        let in_flight = term
+            .workers
+            .iter()
+            .filter(|w| w.in_flight.load(Relaxed))
+            .count() as u64;
+        debug!(in_flight, "draining");
+        term.shared.emit(&Event::DrainStarted { in_flight });
+        let stopped_leading = async {
+            match &mut leading {
+                Some(rx) => drop(rx.wait_for(|leading| !*leading).await),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = tokio::time::timeout(self.grace, join_all(workers)) => r.is_ok(),
+            () = stopped_leading => {
+                debug!("the elector stopped renewing during the drain");
+                false
+            }
+        }
+    }
+
+    fn queue(&self) -> WorkQueue<K> {
+        let mut b = WorkQueue::builder().name(self.name.clone());
+        if let Some(l) = &self.limiter {
+            b = b.rate_limiter(l.clone());
+        }
+        if let (Some(m), false) = (&self.queue_metrics, self.name.is_empty()) {
+            b = b.metrics(m.clone());
+        }
+        b.build()
+    }
+}
+
+async fn join_all(set: &mut JoinSet<()>) {
+    while let Some(r) = set.join_next().await {
+        if let Err(e) = r
+            && e.is_panic()
+        {
+            debug!("a worker panicked outside reconcile (in the event hook)");
+        }
+    }
+}
