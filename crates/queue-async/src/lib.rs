@@ -107,9 +107,9 @@
 //!
 //! ## The timer task
 //!
-//! Every deadline of every queue kind is a timer in a `tokio_util::time::DelayQueue` that the
-//! queue's state owns, served by one background task per queue, the timer task (the same code
-//! for every kind: it polls the state's timers whenever the `DelayQueue` or the state wakes it).
+//! Every deadline of every queue kind is a tokio timer that the queue's state owns, served by
+//! one background task per queue, the timer task (the same code for every kind: it polls the
+//! state's timers whenever a timer rings or the state wakes it).
 //!
 //! In a work or priority queue, every waiting key has one timer, and a map from the key
 //! to its wait (deadline, priority, and the timer's `delay_queue::Key`), as kube-runtime's
@@ -123,10 +123,12 @@
 //! time the clock jumps straight there.
 //!
 //! A scheduling queue's state machine keeps its own deadlines (backoff expiries, unschedulable
-//! leftovers) and tells the earliest: its timer task keeps one timer set there. A change that
-//! may move the earliest deadline pokes the task, which reads the deadline again and sets the
-//! timer; only the task sets it, so two changes never cross. When it rings, the task moves what
-//! is due.
+//! leftovers) and tells the earliest: its timer task keeps one `tokio::time::Sleep` set there
+//! (one deadline needs no `DelayQueue`, whose own millisecond ticks would round it a second
+//! time). A change that moves the earliest deadline earlier pokes the task, which reads the
+//! deadline again and resets the sleep; only the task sets it, so two changes never cross. A
+//! later deadline needs no poke: the sleep ends early, finds nothing due, and is set again.
+//! When it rings, the task moves what is due.
 //!
 //! The crate's one other timer is the metrics ticker: a queue with metrics refreshes two gauges
 //! every [`UNFINISHED_WORK_UPDATE_PERIOD`](metrics::UNFINISHED_WORK_UPDATE_PERIOD), as client-go

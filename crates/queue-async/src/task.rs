@@ -20,9 +20,10 @@
 //! # The timer task
 //!
 //! Every deadline of every queue kind (delayed adds, backoff expiries, unschedulable
-//! leftovers) is a timer in a `tokio_util::time::DelayQueue` that the queue's state owns, set
-//! under the state's lock: `DelayQueue` wakes the task when a timer is set earlier than the
-//! one it sleeps on. [`start_timer_task`] starts the one task that serves them, for any [`Timed`]
+//! leftovers) is a tokio timer that the queue's state owns: a work or priority queue's
+//! `tokio_util::time::DelayQueue`, which wakes the task when a timer is set earlier than the
+//! one it sleeps on, or a scheduling queue's one sleep, which the state resets through the task
+//! (see the crate's docs). [`start_timer_task`] starts the one task that serves them, for any [`Timed`]
 //! state: each time it is woken it has the state poll its timers, and when the runtime drops
 //! it, it tells the state, which then serves its deadlines without timers (see
 //! [`Timed::timers_gone`]).
@@ -83,8 +84,8 @@ impl BackgroundTask {
 
 /// A queue state whose deadlines are timers served by [`timer_task`].
 pub(crate) trait Timed: Send + Sync + 'static {
-    /// Takes what is due and acts on it; `cx` is woken at the next timer (the state's
-    /// `DelayQueue` keeps the waker, and wakes it when a timer is set earlier).
+    /// Takes what is due and acts on it; `cx` is woken at the next timer, and when a timer is
+    /// set earlier (the state's timers keep the waker).
     fn poll_timers(&self, cx: &mut Context<'_>);
 
     /// The task's future was dropped, by its runtime's shutdown or by [`BackgroundTask::stop`]

@@ -1,13 +1,12 @@
 //! The timed moves: backoff expiry and the unschedulable leftover, as plain `flush_*` steps
-//! tests can call, and the timer task's side of them: one `DelayQueue` timer at the earliest
-//! deadline (see [`crate::task`]).
+//! tests can call, and the timer task's side of them: one sleep until the earliest deadline
+//! (see [`crate::task`]).
 
 use std::hash::Hash;
-use std::task::{Context, Poll};
+use std::task::Context;
 
 use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
-use tokio_util::time::DelayQueue;
 use tracing::{debug, trace};
 
 use ctrlq_queue_core::scheduling::{ClusterEvent, EventPayload};
@@ -96,12 +95,7 @@ where
             trace!("no tokio runtime here: the timer task starts at the next call inside one");
             return;
         };
-        {
-            // The `DelayQueue` measures its deadlines from when it is made: on the runtime's
-            // clock.
-            let _runtime = runtime.enter();
-            timer.queue = DelayQueue::new();
-        }
+        timer.sleep = None;
         timer.armed = None;
         timer.dirty = true;
         timer.waker = None;
@@ -111,28 +105,27 @@ where
         }
     }
 
-    /// Sets the one timer to `next` (or removes it).
+    /// Sets the one timer to `next` (or unsets it).
     fn set_timer(&self, timer: &mut FlushTimer, next: Option<Instant>) {
-        if next == timer.armed.as_ref().map(|(at, _)| *at) {
+        if next == timer.armed {
             return;
         }
-        let Some(runtime) = self.clock.runtime() else {
+        timer.armed = next;
+        let Some(at) = next else {
             return;
         };
-        // Setting a timer may make the `DelayQueue`'s sleep anew: in the runtime it runs on.
-        let _runtime = runtime.enter();
-        timer.armed = match (next, timer.armed.take()) {
-            (Some(at), Some((_, key))) => {
-                timer.queue.reset_at(&key, at);
-                Some((at, key))
+        match &mut timer.sleep {
+            Some(sleep) => sleep.as_mut().reset(at),
+            None => {
+                let Some(runtime) = self.clock.runtime() else {
+                    timer.armed = None;
+                    return;
+                };
+                // A sleep belongs to the runtime it is made in: the queue's.
+                let _runtime = runtime.enter();
+                timer.sleep = Some(Box::pin(tokio::time::sleep_until(at)));
             }
-            (Some(at), None) => Some((at, timer.queue.insert_at((), at))),
-            (None, Some((_, key))) => {
-                timer.queue.remove(&key);
-                None
-            }
-            (None, None) => None,
-        };
+        }
     }
 
     pub(crate) fn flush_unschedulable_leftover(&self, now: Instant) -> usize {
@@ -177,7 +170,7 @@ where
     }
 }
 
-/// The timer task ([`start_timer_task`]): one `DelayQueue` timer at the earliest deadline.
+/// The timer task ([`start_timer_task`]): one sleep until the earliest deadline.
 impl<K, T, C> Timed for LockedScheduling<K, T, C>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -197,10 +190,13 @@ where
                 {
                     timer.waker = Some(cx.waker().clone());
                 }
-                let mut rang = false;
-                while let Poll::Ready(Some(_)) = timer.queue.poll_expired(cx) {
+                let timer = &mut *timer;
+                let rang = match (&mut timer.sleep, timer.armed) {
+                    (Some(sleep), Some(_)) => sleep.as_mut().poll(cx).is_ready(),
+                    _ => false,
+                };
+                if rang {
                     timer.armed = None;
-                    rang = true;
                 }
                 (rang, std::mem::take(&mut timer.dirty))
             };
@@ -222,7 +218,7 @@ where
             timer.runtime_gone = true;
             timer.armed = None;
             timer.waker = None;
-            timer.queue = DelayQueue::new();
+            timer.sleep = None;
             timer.closed
         };
         if !closed {

@@ -1,20 +1,26 @@
-//! The scheduling queue's flush timer: one `DelayQueue` entry at its earliest deadline, and
-//! the task that serves it. The timed moves it drives are in `flush`.
+//! The scheduling queue's flush timer: one sleep until its earliest deadline, and the task
+//! that serves it. The timed moves it drives are in `flush`.
 
+use std::pin::Pin;
 use std::task::Waker;
 
-use tokio::time::Instant;
-use tokio_util::time::{DelayQueue, delay_queue};
+use tokio::time::{Instant, Sleep};
 
 use crate::task::BackgroundTask;
 
-/// The flush timer: one `DelayQueue` entry at the earliest deadline (backoff expiry or
-/// unschedulable leftover), and the task that serves it.
+/// The flush timer: one sleep until the earliest deadline (backoff expiry or unschedulable
+/// leftover), and the task that serves it.
+///
+/// The queue has one deadline at a time, so its timer is one [`Sleep`], reset as the deadline
+/// moves. (A `DelayQueue`, which the work queues use for a timer per waiting key, would round
+/// the deadline to its own millisecond ticks before the runtime's timer rounds it again.)
 pub(crate) struct FlushTimer {
     pub(super) task: BackgroundTask,
-    pub(super) queue: DelayQueue<()>,
-    /// The deadline the timer is set to, and its `DelayQueue` key.
-    pub(super) armed: Option<(Instant, delay_queue::Key)>,
+    /// Made at the first deadline, in the queue's runtime, and reset from then on.
+    pub(super) sleep: Option<Pin<Box<Sleep>>>,
+    /// The deadline the sleep is set to; `None` when no deadline is set (the sleep, if any,
+    /// is then not polled).
+    pub(super) armed: Option<Instant>,
     /// The earliest deadline may have changed since the task last set the timer.
     pub(super) dirty: bool,
     /// The task's waker, for pokes.
@@ -29,7 +35,7 @@ impl FlushTimer {
     pub(super) fn new() -> Self {
         FlushTimer {
             task: BackgroundTask::default(),
-            queue: DelayQueue::new(),
+            sleep: None,
             armed: None,
             dirty: false,
             waker: None,
