@@ -5,21 +5,22 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctrlq_leader::{LeaderElector, Leadership, Lock};
-use ctrlq_queue_async::metrics::MetricsProvider;
+use ctrlq_leader::{LeaderElector, Lock};
 use ctrlq_ratelimit::RateLimiter;
-use futures::future::BoxFuture;
-use futures::{FutureExt, Stream, StreamExt};
-use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, debug_span};
+use futures::{Stream, StreamExt};
 
 use crate::key::Key;
 use crate::shard::{ShardFn, ShardKey, Sharding, shard_of};
-use crate::source::{Source, Subscribe};
+use crate::source::Subscribe;
 use crate::stats::Recorder;
-use crate::term::{Feed, Hook, Policy, Reconciler, StartWorker, TermEnd, TermSettings};
-use crate::{Action, Context, Drain, Event, ReconcileError, Summary};
+use crate::term::{Hook, Policy, StartWorker, TermSettings};
+use crate::{Action, Context, ReconcileError};
+
+use self::erased::{Elect, ShardPlan};
+
+mod erased;
+mod observe;
+mod run;
 
 /// How long in-flight reconciles may run after a shutdown request: controller-runtime's default
 /// graceful shutdown timeout.
@@ -41,7 +42,7 @@ pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 ///   queue is filled by the sources' next listing.
 /// - **Shutdown**: when `shutdown` fires, workers stop taking keys, the [`Context`] tokens fire,
 ///   in-flight reconciles get the grace period to finish (while leading, the elector keeps the
-///   lease until they have), and [`run`](Self::run) returns a [`Summary`].
+///   lease until they have), and [`run`](Self::run) returns a [`Summary`](crate::Summary).
 /// - **Reconciles that never await**: a worker takes its keys through futures that spend tokio's
 ///   cooperative budget, so even when every key is ready at once and every reconcile returns
 ///   without awaiting (a zero-delay requeue loop, a burst of keys), the worker gives its thread
@@ -95,58 +96,6 @@ pub struct Controller<K, E> {
     recorder: Recorder,
 }
 
-/// A [`Sharding`] with its lock type erased, and the shard function of the controller's keys.
-trait ShardPlan<K, E>: Send {
-    fn run<'a>(
-        self: Box<Self>,
-        name: &'a str,
-        settings: &'a TermSettings<K>,
-        shared: &'a Arc<Reconciler<K, E>>,
-        sources: &'a [Arc<Source<K>>],
-        shutdown: &'a CancellationToken,
-    ) -> BoxFuture<'a, Drain>;
-}
-
-impl<K: Key, E: Send + 'static, L: Lock> ShardPlan<K, E> for (Sharding<L>, ShardFn<K>) {
-    fn run<'a>(
-        self: Box<Self>,
-        name: &'a str,
-        settings: &'a TermSettings<K>,
-        shared: &'a Arc<Reconciler<K, E>>,
-        sources: &'a [Arc<Source<K>>],
-        shutdown: &'a CancellationToken,
-    ) -> BoxFuture<'a, Drain> {
-        let (plan, shard_of) = *self;
-        crate::shard::run::run(plan, name, settings, shared, sources, shard_of, shutdown).boxed()
-    }
-}
-
-/// A [`LeaderElector`] with its lock type erased.
-pub(crate) trait Elect: Send + Sync {
-    /// Whether the elector holds the lease; goes false when it stops renewing.
-    fn leading(&self) -> watch::Receiver<bool>;
-
-    fn run_term<'a>(
-        &'a self,
-        cancel: CancellationToken,
-        work: Box<dyn FnOnce(Leadership) -> BoxFuture<'a, TermEnd> + Send + 'a>,
-    ) -> BoxFuture<'a, Option<TermEnd>>;
-}
-
-impl<L: Lock> Elect for LeaderElector<L> {
-    fn leading(&self) -> watch::Receiver<bool> {
-        self.subscribe_leading()
-    }
-
-    fn run_term<'a>(
-        &'a self,
-        cancel: CancellationToken,
-        work: Box<dyn FnOnce(Leadership) -> BoxFuture<'a, TermEnd> + Send + 'a>,
-    ) -> BoxFuture<'a, Option<TermEnd>> {
-        Box::pin(self.run(cancel, work))
-    }
-}
-
 impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// A controller named `name` (the `controller` label of its metrics, the queue's `name`)
     /// that reconciles keys with `reconcile`. Add sources with [`source`](Self::source).
@@ -195,7 +144,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// events; up to 64) are added together, with one `add_all`.
     ///
     /// Every key a stream yields is queued, whatever it does next. A stream that panics (or a
-    /// `subscribe` that panics) is reported ([`Event::SourceFailed`], a `warn!`, the summary's
+    /// `subscribe` that panics) is reported ([`Event::SourceFailed`](crate::Event::SourceFailed), a `warn!`, the summary's
     /// `source_failures`) and subscribed again after a backoff: 1 s, doubling at each failure in
     /// a row up to 30 s. A stream that ends is done for the term. For a stream of `Result`s,
     /// whose errors should be reported rather than end it, use [`try_source`](Self::try_source).
@@ -224,9 +173,9 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
 
     /// Adds a source whose stream yields `Result`s (a `TryStream`, such as a kube-runtime
     /// watcher's): `Ok` keys are added as with [`source`](Self::source); each `Err` is reported
-    /// ([`Event::SourceError`], a `warn!`, the summary's `source_errors`) and the stream is
+    /// ([`Event::SourceError`](crate::Event::SourceError), a `warn!`, the summary's `source_errors`) and the stream is
     /// polled on. A stream that ends right after an error failed: it is reported
-    /// ([`Event::SourceFailed`]) and subscribed again after a backoff, as is one that panics.
+    /// ([`Event::SourceFailed`](crate::Event::SourceFailed)) and subscribed again after a backoff, as is one that panics.
     ///
     /// # Examples
     ///
@@ -371,7 +320,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// With an elector there are two grace periods, and **the drain ends at the shorter one**:
     /// this one, and the elector's (`LeaderElectionConfig::grace_period`, also 30 s by default),
     /// after which the elector stops renewing so that another replica may lead once the lease
-    /// expires; the reconciles still in flight then are dropped ([`Drain::CutShort`]). The drain
+    /// expires; the reconciles still in flight then are dropped ([`Drain::CutShort`](crate::Drain::CutShort)). The drain
     /// also ends at a lost lease. So when raising this one, raise the elector's to at least as
     /// much.
     ///
@@ -388,130 +337,6 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     pub fn grace_period(mut self, grace: Duration) -> Self {
         self.settings.grace = grace;
         self
-    }
-
-    /// Calls `hook` at every [`Event`] as it happens (terms, reconciles, drains), after the hooks
-    /// added before it. A hook runs on the worker or the runner, so it must be quick and must not
-    /// panic.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use ctrlq_controller::{Action, Context, Controller, Event};
-    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
-    ///     .on_event(|e| if let Event::LeadershipLost { aborted } = e { eprintln!("lost, {aborted} dropped") });
-    /// # let _ = c;
-    /// ```
-    #[must_use]
-    pub fn on_event<F>(mut self, hook: F) -> Self
-    where
-        F: Fn(&Event<'_, K>) + Send + Sync + 'static,
-    {
-        self.hooks.push(Arc::new(hook));
-        self
-    }
-
-    /// Reports the work queue's client-go metrics through `provider`, under the controller's
-    /// name.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::sync::Arc;
-    /// # use ctrlq_controller::{Action, Context, Controller};
-    /// let provider = Arc::new(ctrlq_queue_async::metrics::NoopProvider);
-    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
-    ///     .queue_metrics(provider);
-    /// # let _ = c;
-    /// ```
-    #[must_use]
-    pub fn queue_metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
-        self.settings.queue_metrics = Some(provider);
-        self
-    }
-
-    /// Reports controller-runtime's reconcile metrics to `metrics` under the controller's name.
-    ///
-    /// See [`prometheus`](crate::prometheus) for an example.
-    #[cfg(feature = "prometheus")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
-    #[must_use]
-    pub fn metrics(mut self, metrics: Arc<crate::prometheus::ControllerMetrics>) -> Self {
-        self.recorder.prometheus = Some(metrics);
-        self
-    }
-
-    /// Runs until `shutdown` fires, then drains and returns what was done.
-    ///
-    /// With an elector: stands for election, runs a term while leading, and after a lost lease
-    /// stands again; `shutdown` is also the elector's cancel, so it releases the lease after the
-    /// drain if configured to.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future drops the workers with their in-flight reconciles and the term's
-    /// queue, without a drain; with an elector, the lease is not released and expires.
-    pub async fn run(self, shutdown: CancellationToken) -> Summary {
-        let Self {
-            name,
-            reconcile,
-            policy,
-            hooks,
-            sources,
-            elector,
-            sharding,
-            settings,
-            recorder,
-        } = self;
-        let shared = Arc::new(Reconciler {
-            reconcile,
-            policy,
-            hooks,
-            recorder,
-        });
-        let sources: Vec<_> = sources
-            .into_iter()
-            .enumerate()
-            .map(|(i, subscribe)| Arc::new(Source::new(i, subscribe)))
-            .collect();
-        let span = debug_span!("controller", controller = %name);
-        let drain = async {
-            if let Some(plan) = sharding {
-                return plan
-                    .run(&name, &settings, &shared, &sources, &shutdown)
-                    .await;
-            }
-            let Some(elector) = elector else {
-                let finished = settings
-                    .term(&shared, Feed::Sources(&sources), None, &shutdown)
-                    .await
-                    .drained();
-                return Drain::ran(finished);
-            };
-            loop {
-                let (s, sh, src) = (&settings, &shared, &sources[..]);
-                let cancel = shutdown.clone();
-                let shutdown = &shutdown;
-                let el = &elector;
-                let end = elector
-                    .run_term(
-                        cancel,
-                        Box::new(move |l| {
-                            s.term(sh, Feed::Sources(src), Some((l, el.leading())), shutdown)
-                                .boxed()
-                        }),
-                    )
-                    .await;
-                match end {
-                    None => return Drain::NotLeading,
-                    Some(TermEnd::Drained { finished }) => return Drain::ran(finished),
-                    Some(TermEnd::Lost) => debug!("lease lost; standing for election again"),
-                }
-            }
-        }
-        .instrument(span)
-        .await;
-        shared.recorder.summary(drain)
     }
 }
 

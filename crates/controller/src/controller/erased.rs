@@ -1,0 +1,68 @@
+//! The controller's elector and sharding plan with their lock types erased, so that a
+//! [`Controller`](super::Controller) is generic over its keys and errors only.
+
+use std::sync::Arc;
+
+use ctrlq_leader::{LeaderElector, Leadership, Lock};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::Drain;
+use crate::key::Key;
+use crate::shard::{ShardFn, Sharding};
+use crate::source::Source;
+use crate::term::{Reconciler, TermEnd, TermSettings};
+
+/// A [`Sharding`] with its lock type erased, and the shard function of the controller's keys.
+pub(super) trait ShardPlan<K, E>: Send {
+    fn run<'a>(
+        self: Box<Self>,
+        name: &'a str,
+        settings: &'a TermSettings<K>,
+        shared: &'a Arc<Reconciler<K, E>>,
+        sources: &'a [Arc<Source<K>>],
+        shutdown: &'a CancellationToken,
+    ) -> BoxFuture<'a, Drain>;
+}
+
+impl<K: Key, E: Send + 'static, L: Lock> ShardPlan<K, E> for (Sharding<L>, ShardFn<K>) {
+    fn run<'a>(
+        self: Box<Self>,
+        name: &'a str,
+        settings: &'a TermSettings<K>,
+        shared: &'a Arc<Reconciler<K, E>>,
+        sources: &'a [Arc<Source<K>>],
+        shutdown: &'a CancellationToken,
+    ) -> BoxFuture<'a, Drain> {
+        let (plan, shard_of) = *self;
+        crate::shard::run::run(plan, name, settings, shared, sources, shard_of, shutdown).boxed()
+    }
+}
+
+/// A [`LeaderElector`] with its lock type erased.
+pub(super) trait Elect: Send + Sync {
+    /// Whether the elector holds the lease; goes false when it stops renewing.
+    fn leading(&self) -> watch::Receiver<bool>;
+
+    fn run_term<'a>(
+        &'a self,
+        cancel: CancellationToken,
+        work: Box<dyn FnOnce(Leadership) -> BoxFuture<'a, TermEnd> + Send + 'a>,
+    ) -> BoxFuture<'a, Option<TermEnd>>;
+}
+
+impl<L: Lock> Elect for LeaderElector<L> {
+    fn leading(&self) -> watch::Receiver<bool> {
+        self.subscribe_leading()
+    }
+
+    fn run_term<'a>(
+        &'a self,
+        cancel: CancellationToken,
+        work: Box<dyn FnOnce(Leadership) -> BoxFuture<'a, TermEnd> + Send + 'a>,
+    ) -> BoxFuture<'a, Option<TermEnd>> {
+        Box::pin(self.run(cancel, work))
+    }
+}
