@@ -1184,6 +1184,33 @@ fn items_sent_to_backoff_outside_a_runtime_should_flush_once_a_pop_waits() {
     });
 }
 
+/// With no runtime anywhere until then, the first waiting `pop` starts the timer task, and the
+/// backoff is the task's to end, at its expiry: the pop does not end it at once.
+#[test]
+fn a_pop_that_starts_the_timer_task_should_leave_the_backoff_to_it() {
+    let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
+    q.add("a", 0).unwrap();
+    // Polled with no runtime: the queue stays unbound and no task can start.
+    let std::task::Poll::Ready(Some(mut item)) = tokio_test::task::spawn(q.pop()).poll() else {
+        panic!("\"a\" is active");
+    };
+    item.set_rejectors(["plugin"]);
+    let cycle = q.scheduling_cycle();
+    q.add_unschedulable_if_not_present(item, cycle).unwrap();
+    q.move_all(&NODE_ADD);
+    assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+    paused_runtime().block_on(async {
+        let mut pop = tokio_test::task::spawn(q.pop());
+        assert!(pop.poll().is_pending(), "its backoff has not ended");
+        assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
+        let item = tokio::time::timeout(Duration::from_secs(60), pop)
+            .await
+            .expect("the task ends the backoff")
+            .expect("open");
+        assert_eq!(*item.done().key(), "a");
+    });
+}
+
 /// A queue is bound to its runtime: once that runtime shuts down, no timer times its moves.
 /// Backoff ends at once, and an unschedulable item past its leftover deadline moves when a
 /// `pop` looks, rather than either waiting for a timer that will never ring.
