@@ -1239,6 +1239,25 @@ fn a_queue_outliving_its_runtime_should_end_backoff_and_flush_leftovers_when_a_p
     });
 }
 
+/// When the queue's runtime shuts down with items in backoff, their backoff ends then, and a
+/// `pop` already waiting (here, polled by hand, outside that runtime) is woken to take them.
+#[test]
+fn a_waiting_pop_should_be_woken_when_the_runtime_going_ends_the_backoff() {
+    let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
+    let rt = paused_runtime();
+    rt.block_on(into_backoff(&q, "a"));
+    let mut pop = task::spawn(q.pop());
+    assert_pending!(
+        pop.poll(),
+        "the timer task still runs: the backoff is its to end"
+    );
+    assert!(!pop.is_woken());
+    drop(rt);
+    assert!(pop.is_woken(), "the backoff ended with the runtime");
+    let item = assert_ready!(pop.poll()).expect("open");
+    assert_eq!(*item.done().key(), "a");
+}
+
 #[test]
 fn handles_and_futures_should_be_send_sync_unpin() {
     fn send_sync<X: Send + Sync>() {}
