@@ -26,6 +26,7 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
             .map(|&seq| seq.wrapping_sub(head) as usize)
     }
 
+    #[inline]
     pub(super) fn push_back(&mut self, hash: u64, key: K) {
         if self.queued.len() == self.queued.capacity() {
             self.rebuild_index();
