@@ -352,3 +352,23 @@ impl<K, E> fmt::Debug for Controller<K, E> {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_the_name_and_the_settings() {
+        let c = Controller::new("pods", |_k: u32, _c: Context| async {
+            Ok::<_, std::io::Error>(Action::Done)
+        })
+        .source(|| futures::stream::iter([1u32]))
+        .workers(3)
+        .grace_period(Duration::from_secs(7));
+        assert_eq!(
+            format!("{c:?}"),
+            "Controller { name: \"pods\", sources: 1, workers: 3, grace_period: 7s, \
+             leader_elector: false, sharded: false, .. }"
+        );
+    }
+}
