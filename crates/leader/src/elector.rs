@@ -32,6 +32,16 @@ const WARN_EVERY: u64 = 30;
 /// sent; leadership ends at once when that passes or a renew sees another valid holder, which
 /// is before any follower (whose clock starts after that send) can take over.
 ///
+/// # One process per identity
+///
+/// A record that names this candidate but that this elector did not write (another process
+/// started with the same identity, or an earlier run of this one) counts as another holder's:
+/// it is taken over only once it has not changed for a lease duration on this candidate's
+/// clock. So a second process with an identity in use never leads while the first renews, and
+/// a process restarted after a crash leads again at the earliest a lease duration after it first
+/// reads the record its earlier run left (at most lease duration + retry period with jitter,
+/// while no other candidate takes over first).
+///
 /// # Timing budget
 ///
 /// A leader that loses the store stops at most retry period + renew deadline after it sent its
@@ -113,7 +123,35 @@ struct Observed {
     record: LeaderRecord,
     version: Option<String>,
     time: Instant,
+    /// This elector's own last successful write: its version and the term it wrote.
+    written: Option<(String, Term)>,
     jitter: Jitter,
+}
+
+/// What identifies one grant in a record: its holder, its leader transitions and its acquire
+/// time (to the microsecond, which every store keeps). A record naming this candidate is its
+/// own when it carries the term of its own last write, even at another version: a tool that
+/// labels the Lease, or a write of its own whose answer was lost, changes the version only.
+/// Another process with the same identity writes another term: it acquired with more
+/// transitions, at another instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Term {
+    holder: String,
+    transitions: u32,
+    acquired_micros: u128,
+}
+
+impl Term {
+    fn of(record: &LeaderRecord) -> Self {
+        Self {
+            holder: record.holder_identity.clone(),
+            transitions: record.leader_transitions,
+            acquired_micros: record
+                .acquire_time
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros()),
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -167,6 +205,7 @@ impl<L: Lock> LeaderElector<L> {
                 record: LeaderRecord::default(),
                 version: None,
                 time: Instant::now(),
+                written: None,
                 jitter: Jitter::new(seed),
             }),
             leader_tx: watch::Sender::new(String::new()),
@@ -221,7 +260,10 @@ impl<L: Lock> LeaderElector<L> {
     ///
     /// # Cancel safety
     ///
-    /// Dropping this future drops the work; the lease is not released and expires.
+    /// Dropping this future drops the work; the lease is not released and expires. A run
+    /// dropped while leading stops leading there and then: [`is_leader`](Self::is_leader) turns
+    /// false and the [leadership events](Self::subscribe_leadership) get its `Stopped`, with
+    /// [`LeadershipEnd::RunDropped`].
     ///
     /// # Examples
     ///
@@ -255,15 +297,19 @@ impl<L: Lock> LeaderElector<L> {
                     version: s.version.clone().unwrap_or_default(),
                 })
             };
-            let leadership = Leadership::new(fencing);
+            let leadership = Leadership::new(fencing, sent + self.valid_for());
             self.set_leading(true, Some(fencing));
-            // A dropped run stops leading too.
-            let _leading = StopLeadingOnDrop(self);
             self.transitions.started(fencing);
+            // A dropped run stops leading too, and says so.
+            let mut leading = StopLeadingOnDrop {
+                elector: self,
+                leadership: &leadership,
+                stopped: false,
+            };
             debug!(identity = self.lock.identity(), fencing, "started leading");
             let work = work(leadership.clone());
             tokio::pin!(work);
-            let renew = self.renew(sent);
+            let renew = self.renew(sent, &leadership);
             tokio::pin!(renew);
             let out = tokio::select! {
                 out = &mut work => {
@@ -293,17 +339,10 @@ impl<L: Lock> LeaderElector<L> {
                     }
                 }
             };
+            leading.stop();
             let out = match out {
-                Some(out) => {
-                    self.set_leading(false, None);
-                    self.transitions.stopped(&leadership);
-                    out
-                }
-                None => {
-                    self.set_leading(false, None);
-                    self.transitions.stopped(&leadership);
-                    work.await
-                }
+                Some(out) => out,
+                None => work.await,
             };
             debug!(identity = self.lock.identity(), "stopped leading");
             if self.config.release_on_cancel && cancel.is_cancelled() {
@@ -348,13 +387,20 @@ impl<L: Lock> LeaderElector<L> {
         }
     }
 
+    /// How long a grant holds after the acquire or renew that made it was sent: retry period +
+    /// renew deadline ([`Leadership::valid_until`]).
+    fn valid_for(&self) -> Duration {
+        self.config.retry_period + self.config.renew_deadline
+    }
+
     /// Renews until a renew cannot succeed before `last_sent + retry period + renew deadline`
     /// or a renew sees another holder; returns why it stopped. Each renew is sent a retry period
-    /// after the previous successful one was sent (at once if its answer came later).
-    async fn renew(&self, mut last_sent: Instant) -> LeadershipEnd {
+    /// after the previous successful one was sent (at once if its answer came later), and moves
+    /// the leadership's [`valid_until`](Leadership::valid_until) on.
+    async fn renew(&self, mut last_sent: Instant, leadership: &Leadership) -> LeadershipEnd {
         let rp = self.config.retry_period;
         loop {
-            let deadline = last_sent + rp + self.config.renew_deadline;
+            let deadline = last_sent + self.valid_for();
             sleep_until(last_sent + rp).await;
             loop {
                 let sent = Instant::now();
@@ -363,13 +409,14 @@ impl<L: Lock> LeaderElector<L> {
                 match ok {
                     Ok(true) => {
                         last_sent = sent;
+                        leadership.extend(sent + self.valid_for());
                         break;
                     }
                     Err(_) => {
                         debug!("renew deadline passed");
                         return LeadershipEnd::RenewDeadlinePassed;
                     }
-                    Ok(false) if !self.record_names_me() => {
+                    Ok(false) if !self.holds_record() => {
                         debug!(holder = %self.observed_record().holder_identity, "lost the lease");
                         return LeadershipEnd::LostToOther;
                     }
@@ -398,7 +445,7 @@ impl<L: Lock> LeaderElector<L> {
             renew_time: wall,
             leader_transitions: 0,
         };
-        if mode == Mode::Renew && self.record_names_me() && self.is_lease_valid(now) {
+        if mode == Mode::Renew && self.holds_record() && self.is_lease_valid(now) {
             let old = self.observed_record();
             rec.acquire_time = old.acquire_time;
             rec.leader_transitions = old.leader_transitions;
@@ -429,11 +476,15 @@ impl<L: Lock> LeaderElector<L> {
                 s.time = Instant::now();
             }
         }
+        // A record naming this candidate that this elector did not write is another process's
+        // (the same identity used twice, or an earlier run of it): like any other holder's, it
+        // is taken over only once it has expired.
+        let held_by_self = self.holds_record();
         let holder = &old.record.holder_identity;
-        if !holder.is_empty() && holder != self.lock.identity() && self.is_lease_valid(now) {
+        if !holder.is_empty() && !held_by_self && self.is_lease_valid(now) {
             return false;
         }
-        if mode == Mode::Renew && holder == self.lock.identity() {
+        if mode == Mode::Renew && held_by_self {
             rec.acquire_time = old.record.acquire_time;
             rec.leader_transitions = old.record.leader_transitions;
             self.slow_path.fetch_add(1, Ordering::Relaxed);
@@ -499,10 +550,21 @@ impl<L: Lock> LeaderElector<L> {
     fn observe(&self, rec: LeaderRecord, version: String, sent: Instant) -> bool {
         self.note_result(None, "write");
         let mut s = self.lock_state();
+        s.written = Some((version.clone(), Term::of(&rec)));
         s.record = rec;
         s.version = Some(version);
         s.time = sent;
         true
+    }
+
+    /// Whether the observed record names this candidate in the term of this elector's own last
+    /// write (see [`Term`]).
+    fn holds_record(&self) -> bool {
+        let s = self.lock_state();
+        s.record.holder_identity == self.lock.identity()
+            && s.written.as_ref().is_some_and(|(version, term)| {
+                s.version.as_ref() == Some(version) || *term == Term::of(&s.record)
+            })
     }
 
     fn is_lease_valid(&self, now: Instant) -> bool {
@@ -757,14 +819,30 @@ impl<L: Lock> LeaderElector<L> {
     }
 }
 
-/// Marks the elector as not leading when dropped, if it still is: a `run` dropped while leading
-/// stops renewing, so it must not go on saying it leads.
-struct StopLeadingOnDrop<'a, L: Lock>(&'a LeaderElector<L>);
+/// Ends a term's leading: the status and the lossless events. A `run` dropped while leading
+/// stops renewing, so it must not go on saying it leads: dropped before [`stop`](Self::stop), it
+/// ends the leadership with [`LeadershipEnd::RunDropped`] and stops.
+struct StopLeadingOnDrop<'a, L: Lock> {
+    elector: &'a LeaderElector<L>,
+    leadership: &'a Leadership,
+    stopped: bool,
+}
+
+impl<L: Lock> StopLeadingOnDrop<'_, L> {
+    fn stop(&mut self) {
+        if !self.stopped {
+            self.stopped = true;
+            self.elector.set_leading(false, None);
+            self.elector.transitions.stopped(self.leadership);
+        }
+    }
+}
 
 impl<L: Lock> Drop for StopLeadingOnDrop<'_, L> {
     fn drop(&mut self) {
-        if self.0.is_leader() {
-            self.0.set_leading(false, None);
+        if !self.stopped {
+            self.leadership.end(LeadershipEnd::RunDropped);
+            self.stop();
         }
     }
 }

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::LockError;
@@ -29,6 +31,9 @@ pub enum LeadershipEnd {
     RenewDeadlinePassed,
     /// The work returned on its own.
     WorkFinished,
+    /// The [`run`](crate::LeaderElector::run) future was dropped while leading: renewing stopped
+    /// with it, and the lease was neither renewed again nor released; it expires.
+    RunDropped,
 }
 
 impl LeadershipEnd {
@@ -68,14 +73,130 @@ pub struct Leadership {
     token: CancellationToken,
     fencing: u64,
     end: Arc<Mutex<Option<LeadershipEnd>>>,
+    /// [`valid_until`](Self::valid_until), moved on by every successful renew.
+    until: Arc<watch::Sender<Instant>>,
 }
 
 impl Leadership {
-    pub(crate) fn new(fencing: u64) -> Self {
+    pub(crate) fn new(fencing: u64, valid_until: Instant) -> Self {
         Self {
             token: CancellationToken::new(),
             fencing,
             end: Arc::default(),
+            until: Arc::new(watch::Sender::new(valid_until)),
+        }
+    }
+
+    /// Moves [`valid_until`](Self::valid_until) on after a successful renew.
+    pub(crate) fn extend(&self, valid_until: Instant) {
+        self.until.send_if_modified(|until| {
+            let later = valid_until > *until;
+            if later {
+                *until = valid_until;
+            }
+            later
+        });
+    }
+
+    /// The instant, on this process's tokio clock, until which this grant holds: retry period +
+    /// renew deadline after the last successful renew (or the acquire) was sent. No other
+    /// candidate can take the lease over before it: a follower waits a lease duration after it
+    /// saw that renew, and the configuration keeps the lease duration above retry period +
+    /// renew deadline.
+    ///
+    /// The elector stops leading when a renew cannot succeed before this instant, but only when
+    /// its task runs: a process that was frozen (stopped by a signal, throttled, paused with its
+    /// VM) resumes with its token not yet fired. Check [`is_current`](Self::is_current) before
+    /// starting work that must not overlap another leader's; what was already running when the
+    /// freeze began is what the [fencing token](Self::fencing_token) is for.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// # use tokio_util::sync::CancellationToken;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let config = LeaderElectionConfig::default(); // 15 s / 10 s / 2 s
+    /// # let elector = LeaderElector::new(MemoryStore::new().lock("a"), config).unwrap();
+    /// let start = tokio::time::Instant::now();
+    /// elector.run(CancellationToken::new(), |l| async move {
+    ///     assert_eq!(l.valid_until(), start + std::time::Duration::from_secs(12));
+    /// }).await;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn valid_until(&self) -> Instant {
+        *self.until.borrow()
+    }
+
+    /// Whether this grant holds now: leadership has not ended and
+    /// [`valid_until`](Self::valid_until) has not passed on this process's clock. Ask it right
+    /// before starting work that must not overlap another leader's (the runner's workers ask it
+    /// before every reconcile).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// # use tokio_util::sync::CancellationToken;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let kept = elector.run(CancellationToken::new(), |l| async move {
+    ///     assert!(l.is_current());
+    ///     l
+    /// }).await.unwrap();
+    /// assert!(!kept.is_current(), "the run returned: leadership ended");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn is_current(&self) -> bool {
+        !self.token.is_cancelled() && Instant::now() < self.valid_until()
+    }
+
+    /// Waits until this grant [is current](Self::is_current) and returns `true`, or returns
+    /// `false` once leadership has ended. Returns at once while it is current; after a freeze
+    /// it waits for the elector's task to run: a renew whose answer arrived in time extends
+    /// the grant, else leadership ends.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// # use tokio_util::sync::CancellationToken;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// elector.run(CancellationToken::new(), |l| async move {
+    ///     while l.current().await {
+    ///         // start one piece of leader-only work
+    /// #       break;
+    ///     }
+    /// }).await;
+    /// # }
+    /// ```
+    pub async fn current(&self) -> bool {
+        let mut until = self.until.subscribe();
+        loop {
+            if self.token.is_cancelled() {
+                return false;
+            }
+            if Instant::now() < *until.borrow_and_update() {
+                return true;
+            }
+            tokio::select! {
+                () = self.token.cancelled() => return false,
+                changed = until.changed() => {
+                    if changed.is_err() {
+                        return false;
+                    }
+                }
+            }
         }
     }
 

@@ -443,3 +443,92 @@ async fn a_late_acquire_backs_off_for_its_bound_and_a_timely_one_leads() {
     assert!(store.operations().len() > ops, "no try after the back-off");
     run.abort();
 }
+
+/// A second elector with an identity in use (another process started with it) does not lead
+/// while the first renews, though the record names its identity; once the first stops renewing
+/// (its run dropped, the lease not released), the second takes over after the record has not
+/// changed for a lease duration.
+#[tokio::test(start_paused = true)]
+async fn a_second_process_with_an_identity_in_use_waits_for_the_record_to_expire() {
+    let store = MemoryStore::new();
+    let first = LeaderElector::new(store.lock("a"), config()).unwrap();
+    let second = LeaderElector::new(store.lock("a"), config()).unwrap();
+    let first_run = tokio::time::timeout(
+        Duration::from_secs(60),
+        first.run(CancellationToken::new(), |_| std::future::pending::<()>()),
+    );
+    let second_led = async {
+        // Starts once the first leads.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let start = Instant::now();
+        second
+            .run(CancellationToken::new(), |l| async move {
+                (Instant::now() - start, l.fencing_token())
+            })
+            .await
+    };
+    let (first_out, second_out) = tokio::join!(first_run, second_led);
+    assert!(
+        first_out.is_err(),
+        "the first led until its run was dropped"
+    );
+    let (waited, fencing) = second_out.unwrap();
+    // The first renewed every 2 s until its run was dropped at 60 s: its last renew was sent
+    // at 58 s or later, so the record expires for the second at 73 s at the earliest (72 s
+    // after it started), and it sees the last change and then the expiry at most one jittered
+    // retry period (2.4 s) late each: leading by 60 + 15 + 4.8 s.
+    assert!(
+        waited >= Duration::from_secs(72) && waited <= Duration::from_millis(78_800),
+        "the second led after {waited:?}"
+    );
+    assert_eq!(fencing, 1, "a new term");
+    assert!(!first.is_leader());
+}
+
+/// A record that names this candidate in its own term at another version (a tool labelled the
+/// Lease, or a write whose answer was lost) is still its own: the renew goes on, by the slow
+/// path. The same record rewritten by another process (another term) ends the leadership as
+/// a loss to another holder at the next renew.
+#[tokio::test(start_paused = true)]
+async fn a_record_rewritten_by_another_process_with_the_same_identity_is_a_loss() {
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("a"), config()).unwrap();
+    let out = e
+        .run(CancellationToken::new(), |l| async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            // Another process with identity "a" writes its own term over the record.
+            let other = store.lock("a");
+            let mut record = other.get().await.unwrap().record;
+            record.leader_transitions += 1;
+            record.acquire_time = std::time::SystemTime::now() + Duration::from_secs(1);
+            other.update(record).await.unwrap();
+            l.token().cancelled().await;
+            l.end_reason()
+        })
+        .await;
+    assert_eq!(out, Some(Some(ctrlq_leader::LeadershipEnd::LostToOther)));
+}
+
+/// The grant holds until retry period + renew deadline after the acquire or the last successful
+/// renew was sent, and each renew moves it on; with the store cut off it ends there.
+#[tokio::test(start_paused = true)]
+async fn a_grant_is_current_until_its_last_renew_plus_the_renew_deadline() {
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("a"), config()).unwrap();
+    let t0 = Instant::now();
+    let out = e
+        .run(CancellationToken::new(), |l| async move {
+            assert_eq!(l.valid_until(), t0 + Duration::from_secs(12));
+            assert!(l.is_current());
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            // Renewed at 2 s and 4 s.
+            assert_eq!(l.valid_until(), t0 + Duration::from_secs(16));
+            store.partition("a", true);
+            tokio::time::sleep_until(t0 + Duration::from_secs(16) - Duration::from_millis(1)).await;
+            let before = l.is_current();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            (before, l.is_current(), l.current().await)
+        })
+        .await;
+    assert_eq!(out, Some((true, false, false)));
+}

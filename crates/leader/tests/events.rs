@@ -157,3 +157,33 @@ fn the_event_types_are_send_sync_and_unpin() {
     assert_auto::<LeadershipEvent>();
     assert_auto::<LeadershipEvents>();
 }
+
+/// A run dropped while leading stops leading and says so: the lossless events get its
+/// `Stopped`, with the reason `RunDropped`, before the next run's `Started`.
+#[tokio::test(start_paused = true)]
+async fn a_run_dropped_while_leading_sends_its_stopped_event() {
+    let store = MemoryStore::new();
+    let elector = LeaderElector::new(store.lock("a"), config()).unwrap();
+    let mut events = elector.subscribe_leadership();
+    let dropped = tokio::time::timeout(
+        Duration::from_secs(5),
+        elector.run(CancellationToken::new(), |_| std::future::pending::<()>()),
+    )
+    .await;
+    assert!(dropped.is_err());
+    assert!(!elector.is_leader());
+    elector.run(CancellationToken::new(), |_| async {}).await;
+    let seen: Vec<_> = drain(&mut events)
+        .into_iter()
+        .map(|(started, token, reason, _)| (started, token, reason))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (true, 0, None),
+            (false, 0, Some(LeadershipEnd::RunDropped)),
+            (true, 1, None),
+            (false, 1, Some(LeadershipEnd::WorkFinished)),
+        ]
+    );
+}
