@@ -46,6 +46,40 @@ impl Context {
 
     /// The fencing token of the current term: strictly greater in every later term of any
     /// replica. `None` without a leader elector.
+    ///
+    /// A reconcile starts only while its term's lease holds on this process's clock, but one
+    /// that is running when the process freezes (a stopped process, CPU throttling, a paused
+    /// VM) resumes mid-way after another replica may have taken over. Writes that must not
+    /// come from a stale leader carry the token, and the resource refuses one older than the
+    /// newest it has seen: for example an annotation compared in the same update, guarded by
+    /// the object's `resourceVersion`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use std::sync::Mutex;
+    /// use ctrlq_controller::Context;
+    ///
+    /// /// A store that keeps, per object, the newest fencing token that wrote it.
+    /// struct Fenced(Mutex<HashMap<String, (u64, String)>>);
+    ///
+    /// impl Fenced {
+    ///     /// Writes `value` unless a newer term wrote the object already.
+    ///     fn write(&self, key: &str, ctx: &Context, value: String) -> Result<(), &'static str> {
+    ///         let token = ctx.fencing_token().unwrap_or(0);
+    ///         let mut objects = self.0.lock().unwrap();
+    ///         match objects.get(key) {
+    ///             Some((newest, _)) if *newest > token => Err("a newer leader wrote this object"),
+    ///             _ => {
+    ///                 objects.insert(key.to_owned(), (token, value));
+    ///                 Ok(())
+    ///             }
+    ///         }
+    ///     }
+    /// }
+    /// # let _ = Fenced::write;
+    /// ```
     #[must_use]
     pub fn fencing_token(&self) -> Option<u64> {
         self.fencing

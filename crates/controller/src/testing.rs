@@ -568,9 +568,44 @@ impl<K: Key> Harness<K> {
     ) where
         K: ShardKey,
     {
-        let (store, identity) = (self.store.clone(), id.to_owned());
-        let locks = move |name: &str| store.named_lock(name, identity.clone());
-        let sharding = Sharding::new(shards, id, locks, self.config.clone())
+        self.spawn_sharded_as(id, id, controller, shards);
+    }
+
+    /// As [`spawn_sharded`](Self::spawn_sharded), for a replica known to the harness (and in
+    /// its records) as `id` that runs with the identity `identity`: a second process started
+    /// with the identity of another replica.
+    ///
+    /// # Panics
+    ///
+    /// As [`spawn_sharded`](Self::spawn_sharded).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_controller::testing::Harness;
+    /// use ctrlq_controller::{Action, Context, Controller};
+    /// use ctrlq_leader::LeaderElectionConfig;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let reconcile = |_key: u32, _ctx: Context| async { Ok::<_, std::io::Error>(Action::Done) };
+    /// let mut harness = Harness::new(LeaderElectionConfig::default());
+    /// harness.spawn_sharded("a", Controller::new("c", reconcile), 4);
+    /// harness.spawn_sharded_as("a-twin", "a", Controller::new("c", reconcile), 4);
+    /// harness.stop_all().await;
+    /// # }
+    /// ```
+    pub fn spawn_sharded_as<E: Send + 'static>(
+        &mut self,
+        id: &str,
+        identity: &str,
+        controller: Controller<K, E>,
+        shards: u32,
+    ) where
+        K: ShardKey,
+    {
+        let (store, owner) = (self.store.clone(), identity.to_owned());
+        let locks = move |name: &str| store.named_lock(name, owner.clone());
+        let sharding = Sharding::new(shards, identity, locks, self.config.clone())
             .expect("a valid harness config, shard count and replica id");
         let held = sharding.subscribe_held();
         let log = self.log.clone();

@@ -167,8 +167,10 @@ async fn after_a_lost_lease_the_replica_stands_again_with_a_fresh_queue() {
     let mut harness = Harness::new(config());
     let slow = {
         let source = api.clone();
+        // 5 s each, so that one is in flight when the lease lapses 12 s after the last renew
+        // (none starts after that instant).
         Controller::new("objects", |_key: u32, _ctx: Context| async {
-            sleep(Duration::from_secs(4)).await;
+            sleep(Duration::from_secs(5)).await;
             Ok::<_, Infallible>(Action::Done)
         })
         .source(move || source.subscribe())
@@ -329,8 +331,10 @@ async fn each_lost_lease_reports_the_reconciles_of_its_own_term() {
     let mut harness = Harness::new(config());
     let slow = {
         let (source, lost) = (api.clone(), lost.clone());
+        // 5 s each, so that one is in flight when the lease lapses 12 s after the last renew
+        // (none starts after that instant).
         Controller::new("objects", |_key: u32, _ctx: Context| async {
-            sleep(Duration::from_secs(4)).await;
+            sleep(Duration::from_secs(5)).await;
             Ok::<_, Infallible>(Action::Done)
         })
         .source(move || source.subscribe())
@@ -343,7 +347,7 @@ async fn each_lost_lease_reports_the_reconciles_of_its_own_term() {
     };
     harness.spawn("solo", slow);
     for _ in 0..2 {
-        // Leading with a reconcile in flight (the queue holds 5 keys of 4 s each).
+        // Leading with a reconcile in flight (the queue holds 5 keys of 5 s each).
         sleep(Duration::from_secs(1)).await;
         harness.partition("solo", true);
         sleep(Duration::from_secs(30)).await;

@@ -265,10 +265,11 @@ async fn an_identity_used_twice_is_refused() {
     bounded(LIMIT, h.stop_all()).await;
 }
 
-/// A replica restarted under its identity (its member record left by the run that died) is not
-/// taken for a second process with that identity: it announces itself again at once and is
-/// back to its share of the shards well before a duplicate's refusal (two lease durations)
-/// would end.
+/// A replica restarted under its identity (its member record and shard leases left by the run
+/// that died) takes that record and those leases only once they stopped changing for a lease
+/// duration, as another process's: it holds its share again within the bound after a death,
+/// counted from the restart. It waits without being taken for a duplicate (whose refusal lasts
+/// two lease durations after the last conflicting write), and no key is in two reconciles.
 #[tokio::test(start_paused = true)]
 async fn a_replica_restarted_under_its_identity_takes_its_share_back() {
     let api = ScriptedSource::new();
@@ -281,14 +282,54 @@ async fn a_replica_restarted_under_its_identity_takes_its_share_back() {
     settle(&h, &["a", "b", "c"], &[4, 4, 4], Duration::from_secs(30)).await;
     h.kill("a");
     h.spawn_sharded("a", build(&api, &seen, 9), 12);
-    settle(&h, &["a", "b", "c"], &[4, 4, 4], Duration::from_secs(10)).await;
+    let took = settle(&h, &["a", "b", "c"], &[4, 4, 4], SETTLE_AFTER_A_DEATH).await;
+    println!("the restarted replica held its share after {took:?}");
     bounded(LIMIT, h.stop_all()).await;
     let log = h.observations();
-    let refused = log
+    assert_eq!(log.key_overlaps(), 0);
+    let reasons: Vec<_> = log
         .records()
         .iter()
-        .any(|r| matches!(r, Record::ShardingRefused { .. }));
-    assert!(!refused, "the restarted replica was refused");
+        .filter_map(|r| match r {
+            Record::ShardingRefused { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        reasons.iter().all(|r| r.contains("exists")),
+        "refused for another reason than the record left behind: {reasons:?}"
+    );
+}
+
+/// A second process started with the identity of a live replica takes no shard and writes no
+/// record while the first renews: the first keeps its shards, and no key is in two reconciles.
+#[tokio::test(start_paused = true)]
+async fn a_second_process_with_an_identity_in_use_takes_no_shard() {
+    let api = ScriptedSource::new();
+    for k in 0..20 {
+        api.apply(k);
+    }
+    let seen: Seen = Arc::default();
+    let mut h = Harness::new(config());
+    for (i, id) in ["a", "b"].into_iter().enumerate() {
+        h.spawn_sharded(id, build(&api, &seen, i as u64), 12);
+    }
+    settle(&h, &["a", "b"], &[6, 6], Duration::from_secs(30)).await;
+    let before = h.shards_held("a");
+    h.spawn_sharded_as("a-twin", "a", build(&api, &seen, 7), 12);
+    for _ in 0..60 {
+        sleep(Duration::from_secs(1)).await;
+        assert!(h.shards_held("a-twin").is_empty(), "the twin took a shard");
+        assert_eq!(h.shards_held("a"), before, "the first lost a shard");
+    }
+    bounded(LIMIT, h.stop_all()).await;
+    let log = h.observations();
+    assert_eq!(log.key_overlaps(), 0);
+    let twin_refused = log
+        .records()
+        .iter()
+        .any(|r| matches!(r, Record::ShardingRefused { replica, .. } if replica == "a-twin"));
+    assert!(twin_refused, "the twin reported why it takes no shard");
 }
 
 /// A replica cut off from the store loses its shards within the elector's bound, and the others

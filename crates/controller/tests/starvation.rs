@@ -1,8 +1,7 @@
 //! A reconcile that never awaits, requeued with zero delay, on a current-thread runtime shared
-//! with the elector: the worker gives the thread back (every queue future spends tokio's
-//! cooperative budget), so the elector keeps renewing while it spins, and on a lost lease the
-//! worker stops within the elector's bound (retry period + renew deadline after its last
-//! successful renew).
+//! with the elector: the worker gives the thread back after each such reconcile, so the elector
+//! keeps renewing while it spins, and on a lost lease the worker stops within the elector's
+//! bound (retry period + renew deadline after its last successful renew).
 //!
 //! The scenario runs on its own thread; the test waits for it with a real-time bound, so a
 //! worker that never yields fails the test instead of hanging it.
@@ -110,7 +109,8 @@ fn a_spinning_reconcile_lets_the_elector_renew_and_stops_on_a_loss() {
     let seen = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("the runtime's other tasks ran: the worker gave the thread back");
-    assert!(seen.reconciles > 1_000, "{seen:?}");
+    // It kept reconciling all along (one reconcile per turn of the runtime).
+    assert!(seen.reconciles > 300, "{seen:?}");
     // It kept renewing while busy: the last renew is within a retry period (and its jitter) of
     // the partition.
     assert!(
@@ -122,4 +122,56 @@ fn a_spinning_reconcile_lets_the_elector_renew_and_stops_on_a_loss() {
     assert!(seen.last_reconcile <= seen.last_renew + S(12), "{seen:?}");
     assert!(seen.other_led_at >= seen.last_renew + S(15), "{seen:?}");
     assert_eq!(seen.reconciles_after_the_loss, 0, "{seen:?}");
+}
+
+/// Reconciles that never await, on a current-thread runtime: between two of them the worker
+/// gives the thread back, so another task (the elector's renew, a drain's grace timer) runs
+/// after at most one reconcile of each worker, not after a cooperative budget's worth (128
+/// keys, each of which may compute for long).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn another_task_runs_between_two_reconciles_that_never_await() {
+    const WORKERS: u64 = 2;
+    // Reconciles since the probe task last ran, and the most seen at once.
+    let since_probe = Arc::new(AtomicU64::new(0));
+    let most = Arc::new(AtomicU64::new(0));
+    let total = Arc::new(AtomicU64::new(0));
+    let (since, max, count) = (since_probe.clone(), most.clone(), total.clone());
+    let controller = Controller::new("cpu", move |_key: u32, _ctx: Context| {
+        let n = since.fetch_add(1, Ordering::Relaxed) + 1;
+        max.fetch_max(n, Ordering::Relaxed);
+        count.fetch_add(1, Ordering::Relaxed);
+        // Computes and returns, never awaiting; requeued at once.
+        std::future::ready(Ok::<_, Infallible>(Action::requeue_after(Duration::ZERO)))
+    })
+    .source(|| futures::stream::iter(1..=8u32))
+    .workers(WORKERS as usize);
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(controller.run(shutdown.clone()));
+    let probe = {
+        let (since, most) = (since_probe.clone(), most.clone());
+        async move {
+            // Counted from the probe's first turn on: before it, the run was starting up.
+            since.store(0, Ordering::Relaxed);
+            most.store(0, Ordering::Relaxed);
+            for _ in 0..2_000 {
+                tokio::task::yield_now().await;
+                since.store(0, Ordering::Relaxed);
+            }
+        }
+    };
+    // A task like the elector's (the test's own future is polled on another schedule).
+    tokio::spawn(probe).await.unwrap();
+    shutdown.cancel();
+    let _ = tokio::time::timeout(S(5), run)
+        .await
+        .expect("the run drains");
+    assert!(total.load(Ordering::Relaxed) > 1_000, "{total:?}");
+    // Each worker yields after every such reconcile; the probe's own yields put it on tokio's
+    // deferred list, resumed after each worker had its turn once or twice. A worker that kept
+    // the thread until its cooperative budget ran out would run 128 in a row.
+    let most = most.load(Ordering::Relaxed);
+    assert!(
+        most <= 2 * WORKERS,
+        "{most} reconciles ran while the probe waited"
+    );
 }

@@ -78,14 +78,23 @@ const WARN_EVERY: u64 = 30;
 ///
 /// # Reconciles that never await
 ///
-/// The bound above holds while the elector's task gets polled. Every future of `ctrlq`'s queues
-/// spends tokio's cooperative budget, so a worker that awaits only them (and a reconcile that
-/// awaits anything at all) gives its thread back at least every budget's worth of items, even
-/// when each one is ready at once. A reconcile that computes without awaiting for longer than the
-/// margin (lease duration − renew deadline − retry period) blocks its runtime thread that long:
-/// on a current-thread runtime, or when every worker thread is busy that way, the renew and the
-/// stop wait for it, and the bound is lost by that much. Run such work with
-/// `tokio::task::spawn_blocking` (or `block_in_place`), or run the elector on its own runtime.
+/// The bound above holds while the elector's task gets polled. The runner's workers give their
+/// thread back after every reconcile that never awaited something pending, and every future of
+/// `ctrlq`'s queues spends tokio's cooperative budget. A reconcile that computes without
+/// awaiting for longer than the margin (lease duration − renew deadline − retry period) still
+/// blocks its runtime thread that long: on a current-thread runtime, or when every worker thread
+/// is busy that way, the renew and the stop wait for it, and the bound is lost by that much. Run
+/// such work with `tokio::task::spawn_blocking` (or `block_in_place`), or run the elector on
+/// its own runtime.
+///
+/// # A frozen process
+///
+/// A process that is frozen (stopped by a signal, throttled, its VM paused) runs no task, the
+/// elector's included: when it resumes, its [`Leadership::token`] has not fired yet, though
+/// another candidate may lead by then. [`Leadership::is_current`] answers on the process's own
+/// clock: ask it before starting leader-only work (the runner's workers do before every
+/// reconcile). Work already running when the freeze began resumes mid-way: that is what the
+/// [fencing token](Leadership::fencing_token) is for.
 ///
 /// # Examples
 ///

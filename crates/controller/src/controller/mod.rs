@@ -43,14 +43,21 @@ pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 /// - **Shutdown**: when `shutdown` fires, workers stop taking keys, the [`Context`] tokens fire,
 ///   in-flight reconciles get the grace period to finish (while leading, the elector keeps the
 ///   lease until they have), and [`run`](Self::run) returns a [`Summary`](crate::Summary).
-/// - **Reconciles that never await**: a worker takes its keys through futures that spend tokio's
-///   cooperative budget, so even when every key is ready at once and every reconcile returns
-///   without awaiting (a zero-delay requeue loop, a burst of keys), the worker gives its thread
-///   back every budget's worth of keys, and the elector on the same runtime keeps renewing: a
-///   leader stops within retry period + renew deadline of its last successful renew. One
-///   reconcile that computes for long without awaiting holds its thread that long, and on a
-///   current-thread runtime (or when every worker thread is so busy) delays the renew and the stop
-///   by as much; run such work with `tokio::task::spawn_blocking`.
+/// - **Reconciles that never await**: after a reconcile that finished without ever awaiting
+///   something pending, its worker gives the thread back before taking the next key, so the
+///   elector on the same runtime renews (or stops) and a drain's grace period ends between two
+///   such reconciles, even when every key is ready at once (a zero-delay requeue loop, a burst
+///   of keys). One reconcile that computes for long without awaiting still holds its thread that
+///   long: on a current-thread runtime (or when every worker thread is so busy) it delays the
+///   renew and the stop by up to its own run time, which must stay below the margin (lease
+///   duration − renew deadline − retry period) for the timing budget to hold; run longer work
+///   with `tokio::task::spawn_blocking`.
+/// - **After a freeze**: a worker starts a reconcile only while the term's lease
+///   [is current](ctrlq_leader::Leadership::is_current) on this process's clock (retry period +
+///   renew deadline after its last successful renew), so a replica resumed after a freeze
+///   (a stopped process, CPU throttling, a paused VM) starts nothing on a lease another replica
+///   may hold by then. Reconciles already running when the freeze began resume where they were:
+///   guard their writes with the [fencing token](Context::fencing_token).
 ///
 /// # Examples
 ///

@@ -34,6 +34,10 @@ pub(crate) struct Membership<L> {
     /// Until when this replica refuses shards because another process wrote its record (its
     /// identity is used twice): two lease durations after the last such write seen.
     duplicate_until: Option<Instant>,
+    /// Before this replica's first write: the version of a live record of its identity that it
+    /// found (left by an earlier run, or written by another process now), and when it first saw
+    /// that version, on its own clock.
+    inherited: Option<(String, Instant)>,
 }
 
 impl<L: Lock> Membership<L> {
@@ -57,6 +61,7 @@ impl<L: Lock> Membership<L> {
             seen: HashMap::new(),
             announced: None,
             duplicate_until: None,
+            inherited: None,
         }
     }
 
@@ -91,22 +96,32 @@ impl<L: Lock> Membership<L> {
     }
 
     /// Writes this replica's record: an update of the version it last wrote, or a create. A
-    /// conflict means another writer: another process with this identity.
+    /// conflict means another writer: another process with this identity. Before the first
+    /// write, a live record of this identity is left alone until it has not changed for a lease
+    /// duration.
     async fn announce(&mut self) {
         let sent = Instant::now();
         let record = self.record(&self.identity.clone());
-        let written = match self.lock.update(record.clone()).await {
-            Err(LockError::NotFound) => self.lock.create(record).await,
-            Err(LockError::Conflict) if self.announced.is_none() => {
-                // Not written by this replica yet: read the version first (a record left by an
-                // earlier run of this identity), then write.
-                match self.lock.get().await {
-                    Ok(_) => self.lock.update(record).await,
-                    Err(LockError::NotFound) => self.lock.create(record).await,
-                    Err(e) => Err(e),
+        let written = if self.announced.is_none() {
+            // Not written by this replica yet. A blank record is free. One that names this
+            // identity was left by an earlier run, or is written by another process now: like
+            // another member's, it is taken over only once it has not changed for a lease
+            // duration on this replica's clock (or another member blanked it).
+            match self.lock.get().await {
+                Ok(v)
+                    if v.record.holder_identity.is_empty() || self.inherited_stale(&v.version) =>
+                {
+                    self.lock.update(record).await
                 }
+                Ok(_) => return,
+                Err(LockError::NotFound) => self.lock.create(record).await,
+                Err(e) => Err(e),
             }
-            other => other,
+        } else {
+            match self.lock.update(record.clone()).await {
+                Err(LockError::NotFound) => self.lock.create(record).await,
+                other => other,
+            }
         };
         match written {
             Ok(_) => self.announced = Some(sent),
@@ -209,6 +224,26 @@ impl<L: Lock> Membership<L> {
         matches!(self.lock.get().await, Ok(v) if v.record.holder_identity.is_empty())
     }
 
+    /// Whether the live record of this identity found before the first write, now at
+    /// `version`, has not changed for a lease duration since this replica first saw it.
+    fn inherited_stale(&mut self, version: &str) -> bool {
+        let now = Instant::now();
+        match &self.inherited {
+            Some((seen, at)) if seen == version => *at + self.lease <= now,
+            _ => {
+                if self.inherited.is_none() {
+                    warn!(
+                        identity = %self.identity,
+                        "a member record of this identity exists: taking it once it has not \
+                         changed for a lease duration (another process may use this identity)"
+                    );
+                }
+                self.inherited = Some((version.to_owned(), now));
+                false
+            }
+        }
+    }
+
     fn is_duplicate(&self) -> bool {
         self.duplicate_until.is_some_and(|t| Instant::now() < t)
     }
@@ -231,6 +266,11 @@ impl<L: Lock> Membership<L> {
                 live.insert(self.identity.clone());
                 View::Members(live.into_iter().collect())
             }
+            None if self.inherited.is_some() => View::Refused(format!(
+                "a member record of the identity {:?} exists (an earlier run's, or another \
+                 process's): waiting for it to stay unchanged for a lease duration",
+                self.identity
+            )),
             _ => View::Refused("this replica's member record is not renewed".to_owned()),
         }
     }
@@ -354,13 +394,14 @@ mod tests {
             .version
             .clone();
         a.blank("x-member-b", &version).await;
+        // a's one update is the blank (its own record was created): a blank record is left.
         assert_eq!(
             store
                 .operations()
                 .iter()
                 .filter(|(id, op)| id == "a" && *op == "update")
                 .count(),
-            2
+            1
         );
     }
 
@@ -388,14 +429,34 @@ mod tests {
         a.look().await;
         assert!(matches!(b.look().await, View::Refused(r) if r.contains("4 shards")));
         assert!(matches!(a.look().await, View::Refused(r) if r.contains("8 shards")));
-        // A second process with a's identity.
+        // A second process with a's identity: refused, and it never writes, while a1 renews.
         let store = MemoryStore::new();
         let (mut a1, mut a2) = (member(&store, "a", 4), member(&store, "a", 4));
         assert_eq!(a1.look().await, members(&["a"]));
-        assert_eq!(a2.look().await, members(&["a"])); // read a1's record, then wrote it
+        for _ in 0..20 {
+            assert!(matches!(a2.look().await, View::Refused(r) if r.contains("exists")));
+            assert_eq!(a1.look().await, members(&["a"]));
+            advance(Duration::from_secs(2)).await;
+        }
+        // (Had a2 written the record, a1's next renew would have met a conflict and refused.)
+        // a1 stops renewing (it died): a2 takes the record once it has not changed for a lease
+        // duration since a2 first saw it unchanged.
+        drop(a1);
+        assert!(matches!(a2.look().await, View::Refused(_)));
+        advance(LEASE - Duration::from_secs(1)).await;
+        assert!(matches!(a2.look().await, View::Refused(_)));
+        advance(Duration::from_secs(1)).await;
+        assert_eq!(a2.look().await, members(&["a"]));
+        // Another process that writes over a record this replica already wrote: refused for
+        // two lease durations after the last conflict seen, even alone.
+        let store = MemoryStore::new();
+        let mut a1 = member(&store, "a", 4);
+        assert_eq!(a1.look().await, members(&["a"]));
+        let intruder = store.named_lock("x-member-a", "a");
+        let mut record = intruder.get().await.unwrap().record;
+        record.renew_time = SystemTime::now();
+        intruder.update(record).await.unwrap();
         assert!(matches!(a1.look().await, View::Refused(r) if r.contains("identity")));
-        // Refused for two lease durations after the last conflict seen, even alone.
-        drop(a2);
         advance(LEASE * 2 - Duration::from_secs(1)).await;
         assert!(matches!(a1.look().await, View::Refused(_)));
         advance(Duration::from_secs(1)).await;

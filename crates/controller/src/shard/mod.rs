@@ -25,6 +25,13 @@
 //!   (both sides stop rather than split the keys twice), or while another process writes its
 //!   member record (an identity used twice); both are reported
 //!   ([`Event::ShardingRefused`](crate::Event::ShardingRefused)).
+//! - **One process per identity**: before its first write, a replica that finds a live member
+//!   record of its own identity (an earlier run's, or another process's) leaves it alone until
+//!   it has not changed for a lease duration on its own clock, or another member blanked it;
+//!   its shard electors do the same with shard leases that name its identity. So a second
+//!   process with an identity in use takes no shard while the first renews, and a replica
+//!   restarted after a crash holds its share again within the bound after a death (below),
+//!   counted from its start.
 //!
 //! # Timing
 //!

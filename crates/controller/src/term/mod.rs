@@ -77,6 +77,9 @@ pub(crate) struct Term<K: Key, E> {
     /// The reconciles' [`Context::token`].
     ctx_token: CancellationToken,
     fencing: Option<u64>,
+    /// The lease this term runs on: no reconcile starts unless it
+    /// [is current](Leadership::is_current) on this process's clock.
+    grant: Option<Leadership>,
     /// With the queue's own rate limiter, which nothing but this term's workers charge or
     /// forget: how many keys have failures on record in it. While none has, every key's
     /// attempts are 0 and the limiter is not asked. A limiter given with
@@ -97,8 +100,7 @@ impl<K: Key> TermSettings<K> {
         shutdown: &CancellationToken,
     ) -> TermEnd {
         let (leadership, leading) = leadership.unzip();
-        let fencing = leadership.as_ref().map(Leadership::fencing_token);
-        let (term, mut pumps, mut workers) = self.start(shared, feed, fencing);
+        let (term, mut pumps, mut workers) = self.start(shared, feed, leadership.clone());
         let lost = async {
             match &leadership {
                 Some(l) => l.token().cancelled().await,
@@ -144,8 +146,9 @@ impl<K: Key> TermSettings<K> {
         &self,
         shared: &Arc<Reconciler<K, E>>,
         feed: Feed<'_, K>,
-        fencing: Option<u64>,
+        grant: Option<Leadership>,
     ) -> (Arc<Term<K, E>>, JoinSet<()>, JoinSet<()>) {
+        let fencing = grant.as_ref().map(Leadership::fencing_token);
         shared.recorder.stats.terms.fetch_add(1, Relaxed);
         shared.recorder.workers(self.workers);
         debug!(?fencing, "term started");
@@ -158,6 +161,7 @@ impl<K: Key> TermSettings<K> {
             stopping: AtomicBool::new(false),
             ctx_token: CancellationToken::new(),
             fencing,
+            grant,
             failing: self.limiter.is_none().then(AtomicU64::default),
             workers: (0..self.workers).map(|_| WorkerSlot::default()).collect(),
         });

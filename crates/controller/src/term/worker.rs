@@ -40,8 +40,10 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
         // a `select!` next to `get` would cost every key a poll of it and a copy of both futures.
         while let Some(item) = self.queue.get().await {
             // A key taken after the stop is dropped unstarted: the term's queue goes with the
-            // term.
-            if self.stopping.load(Relaxed) {
+            // term. So is one taken once the lease may have lapsed on this process's clock
+            // (after a freeze, before the elector's task has run again), unless a renew that
+            // answered in time turns out to hold it.
+            if self.stopping.load(Relaxed) || !self.granted().await {
                 return;
             }
             // The reconcile is awaited here rather than in a helper `async fn`: the helper's
@@ -58,6 +60,8 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
                 attempts,
                 fencing: self.fencing,
             };
+            // Whether the reconcile ever gave the thread back.
+            let mut pended = false;
             let result = match catch_unwind(AssertUnwindSafe(|| reconcile(key.clone(), ctx))) {
                 // Instrumented only for an interested subscriber: with tracing's `log` feature
                 // on (kube-client turns it on) and no subscriber, a disabled span still records
@@ -65,9 +69,10 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
                 // even an empty span is entered and left at every poll.
                 Ok(fut) if tracing::enabled!(Level::DEBUG) => {
                     let span = debug_span!("reconcile", key = ?key, attempts);
-                    AssertUnwindSafe(fut).catch_unwind().instrument(span).await
+                    let fut = AssertUnwindSafe(fut).catch_unwind().instrument(span);
+                    noting_pending(fut, &mut pended).await
                 }
-                Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+                Ok(fut) => noting_pending(AssertUnwindSafe(fut).catch_unwind(), &mut pended).await,
                 Err(payload) => Err(payload),
             };
             let took = guard.finish();
@@ -93,6 +98,25 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             drop(guard);
             self.settle(attempts, action);
             apply(&self.queue, item, action);
+            // A reconcile that finished without ever awaiting something pending kept the
+            // thread for all of its run: give it back before the next key, so that the elector
+            // renews (or stops) and a drain's grace period ends between two such reconciles,
+            // not after a budget's worth of them.
+            if !pended {
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+
+    /// Whether the term's lease holds now, waiting if it may have lapsed until the elector
+    /// renews it or ends it; `true` without a lease.
+    async fn granted(&self) -> bool {
+        match &self.grant {
+            Some(grant) if !grant.is_current() => {
+                debug!("lease not current on this clock; waiting for the elector");
+                grant.current().await && !self.stopping.load(Relaxed)
+            }
+            _ => true,
         }
     }
 
@@ -196,6 +220,17 @@ impl<K: Key, E> Drop for InFlight<'_, K, E> {
             });
         }
     }
+}
+
+/// Awaits `fut`, setting `pended` if it ever returns `Pending`.
+async fn noting_pending<F: Future>(fut: F, pended: &mut bool) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        let poll = fut.as_mut().poll(cx);
+        *pended |= poll.is_pending();
+        poll
+    })
+    .await
 }
 
 /// Applies `action` to the finished `item` of `queue`.
