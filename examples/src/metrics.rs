@@ -66,11 +66,12 @@ impl Registry {
         self.leader.clone()
     }
 
-    /// The text exposition format.
+    /// The OpenMetrics text exposition, with histogram bounds as Go's client writes them
+    /// (serve it with `ctrlq_queue_async::prometheus::CONTENT_TYPE`).
     pub fn encode(&self) -> String {
         let mut text = String::new();
         // Writing to a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        let _ = ctrlq_queue_async::prometheus::encode(&mut text, &self.registry);
         text
     }
 }

@@ -21,6 +21,18 @@
 //! ([`ctrlq_leader::prometheus::LeaderMetrics`], given to
 //! [`LeaderElector::metrics`](ctrlq_leader::LeaderElector::metrics)).
 //!
+//! The help texts are controller-runtime's, verbatim (no period added), and the histogram's
+//! buckets are controller-runtime's.
+//!
+//! # Serving
+//!
+//! Render the registry with [`encode`] (the queue crate's, re-exported here): it writes each
+//! histogram bucket's bound as Go's client writes it (`le="1"`, where `prometheus-client`'s own
+//! `text::encode` writes `le="1.0"`), so that queries selecting a bucket by `le` as written
+//! against controller-runtime's series find these. Serve the text with the content type
+//! [`CONTENT_TYPE`], `application/openmetrics-text; version=1.0.0; charset=utf-8`: it is the
+//! OpenMetrics text format, ending with `# EOF`.
+//!
 //! The three crates speak one vocabulary: each one's metrics are a `prometheus::<Subject>Metrics`
 //! type whose `register(&mut Registry)` returns an `Arc<Self>`, attached with a `metrics` method
 //! on what they measure (the queue builder, the elector, the controller).
@@ -51,9 +63,12 @@
 //! assert_eq!(summary.reconciles, 1);
 //!
 //! let mut text = String::new();
-//! prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+//! ctrlq_controller::prometheus::encode(&mut text, &registry).unwrap();
 //! assert!(text.contains(
 //!     r#"controller_runtime_reconcile_total{controller="pods",result="success"} 1"#
+//! ));
+//! assert!(text.contains(
+//!     r#"controller_runtime_reconcile_time_seconds_bucket{le="1",controller="pods"} 1"#
 //! ));
 //! # }
 //! ```
@@ -62,6 +77,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
@@ -69,6 +86,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::event::Outcome;
+
+pub use ctrlq_queue_async::prometheus::{CONTENT_TYPE, encode};
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -88,9 +107,22 @@ impl MetricConstructor<Histogram> for Buckets {
     }
 }
 
-/// The six reconcile metric families, registered once; every controller given them reports
-/// under its own `controller` label.
-pub struct ControllerMetrics {
+// controller-runtime's help texts (`pkg/internal/controller/metrics`), verbatim, and ours in
+// the same style: the collector writes them as they are (a registry's `register` would add a
+// period to each).
+const TOTAL_HELP: &str = "Total number of reconciliations per controller";
+const ERRORS_HELP: &str = "Total number of reconciliation errors per controller";
+const PANICS_HELP: &str = "Total number of reconciliation panics per controller";
+const TIME_HELP: &str = "Length of time per reconciliation per controller";
+const MAX_CONCURRENT_HELP: &str = "Maximum number of concurrent reconciles per controller";
+const ACTIVE_HELP: &str = "Number of currently used workers per controller";
+const SHARDS_HELD_HELP: &str = "Number of shards this replica leads per sharded controller";
+const SHARD_MOVES_HELP: &str =
+    "Total number of shards that came to this replica per sharded controller";
+
+/// The families; clones share their series.
+#[derive(Clone)]
+struct Families {
     total: Family<Labels, Counter>,
     errors: Family<Labels, Counter>,
     panics: Family<Labels, Counter>,
@@ -101,8 +133,80 @@ pub struct ControllerMetrics {
     shard_moves: Family<Labels, Counter>,
 }
 
+impl fmt::Debug for Families {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Families").finish_non_exhaustive()
+    }
+}
+
+fn encode_family(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    family: &impl EncodeMetric,
+) -> fmt::Result {
+    let metric = encoder.encode_descriptor(name, help, None, family.metric_type())?;
+    family.encode(metric)
+}
+
+impl Collector for Families {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+        // Counters are named without `_total` here: the encoder appends it to their samples.
+        let e = &mut encoder;
+        encode_family(e, "controller_runtime_reconcile", TOTAL_HELP, &self.total)?;
+        encode_family(
+            e,
+            "controller_runtime_reconcile_errors",
+            ERRORS_HELP,
+            &self.errors,
+        )?;
+        encode_family(
+            e,
+            "controller_runtime_reconcile_panics",
+            PANICS_HELP,
+            &self.panics,
+        )?;
+        encode_family(
+            e,
+            "controller_runtime_reconcile_time_seconds",
+            TIME_HELP,
+            &self.time,
+        )?;
+        encode_family(
+            e,
+            "controller_runtime_max_concurrent_reconciles",
+            MAX_CONCURRENT_HELP,
+            &self.max_concurrent,
+        )?;
+        encode_family(
+            e,
+            "controller_runtime_active_workers",
+            ACTIVE_HELP,
+            &self.active,
+        )?;
+        encode_family(
+            e,
+            "ctrlq_controller_shards_held",
+            SHARDS_HELD_HELP,
+            &self.shards_held,
+        )?;
+        encode_family(
+            e,
+            "ctrlq_controller_shard_moves",
+            SHARD_MOVES_HELP,
+            &self.shard_moves,
+        )
+    }
+}
+
+/// The reconcile metric families, registered once; every controller given them reports under
+/// its own `controller` label.
+pub struct ControllerMetrics {
+    families: Families,
+}
+
 impl ControllerMetrics {
-    /// Registers the six families in `registry` and returns the handle to give controllers
+    /// Registers the families in `registry` and returns the handle to give controllers
     /// ([`Controller::metrics`](crate::Controller::metrics)). Register once per registry: the
     /// names are fixed.
     ///
@@ -113,7 +217,7 @@ impl ControllerMetrics {
     /// let _metrics = ctrlq_controller::prometheus::ControllerMetrics::register(&mut registry);
     /// ```
     pub fn register(registry: &mut Registry) -> Arc<Self> {
-        let me = Self {
+        let families = Families {
             total: Family::default(),
             errors: Family::default(),
             panics: Family::default(),
@@ -123,48 +227,8 @@ impl ControllerMetrics {
             shards_held: Family::default(),
             shard_moves: Family::default(),
         };
-        // prometheus-client appends `_total` to counters.
-        registry.register(
-            "controller_runtime_reconcile",
-            "Total number of reconciliations per controller",
-            me.total.clone(),
-        );
-        registry.register(
-            "controller_runtime_reconcile_errors",
-            "Total number of reconciliation errors per controller",
-            me.errors.clone(),
-        );
-        registry.register(
-            "controller_runtime_reconcile_panics",
-            "Total number of reconciliation panics per controller",
-            me.panics.clone(),
-        );
-        registry.register(
-            "controller_runtime_reconcile_time_seconds",
-            "Length of time per reconciliation per controller",
-            me.time.clone(),
-        );
-        registry.register(
-            "controller_runtime_max_concurrent_reconciles",
-            "Maximum number of concurrent reconciles per controller",
-            me.max_concurrent.clone(),
-        );
-        registry.register(
-            "controller_runtime_active_workers",
-            "Number of currently used workers per controller",
-            me.active.clone(),
-        );
-        registry.register(
-            "ctrlq_controller_shards_held",
-            "Number of shards this replica leads per sharded controller",
-            me.shards_held.clone(),
-        );
-        registry.register(
-            "ctrlq_controller_shard_moves",
-            "Total number of shards that came to this replica per sharded controller",
-            me.shard_moves.clone(),
-        );
-        Arc::new(me)
+        registry.register_collector(Box::new(families.clone()));
+        Arc::new(Self { families })
     }
 
     /// Sets the worker gauge and, as controller-runtime does when a controller starts, creates
@@ -172,14 +236,14 @@ impl ControllerMetrics {
     pub(crate) fn set_max_concurrent(&self, name: &str, n: usize) {
         let l = labels(name);
         let n = i64::try_from(n).unwrap_or(i64::MAX);
-        self.max_concurrent.get_or_create(&l).set(n);
-        let _ = self.active.get_or_create(&l);
-        let _ = self.errors.get_or_create(&l);
-        let _ = self.panics.get_or_create(&l);
+        self.families.max_concurrent.get_or_create(&l).set(n);
+        let _ = self.families.active.get_or_create(&l);
+        let _ = self.families.errors.get_or_create(&l);
+        let _ = self.families.panics.get_or_create(&l);
         for result in ["success", "error", "requeue", "requeue_after"] {
             let mut l = l.clone();
             l.push(("result", result.to_owned()));
-            let _ = self.total.get_or_create(&l);
+            let _ = self.families.total.get_or_create(&l);
         }
     }
 
@@ -187,15 +251,18 @@ impl ControllerMetrics {
     pub(crate) fn shard(&self, name: &str, gained: bool) {
         let l = labels(name);
         if gained {
-            self.shards_held.get_or_create(&l).inc();
-            self.shard_moves.get_or_create(&l).inc();
+            self.families.shards_held.get_or_create(&l).inc();
+            self.families.shard_moves.get_or_create(&l).inc();
         } else {
-            self.shards_held.get_or_create(&l).dec();
+            self.families.shards_held.get_or_create(&l).dec();
         }
     }
 
     pub(crate) fn add_active(&self, name: &str, delta: i64) {
-        self.active.get_or_create(&labels(name)).inc_by(delta);
+        self.families
+            .active
+            .get_or_create(&labels(name))
+            .inc_by(delta);
     }
 
     pub(crate) fn finished(&self, name: &str, outcome: Outcome, took: Duration) {
@@ -207,15 +274,18 @@ impl ControllerMetrics {
         };
         let l = labels(name);
         if outcome == Outcome::Panic {
-            self.panics.get_or_create(&l).inc();
+            self.families.panics.get_or_create(&l).inc();
         }
         if matches!(outcome, Outcome::Error | Outcome::Panic) {
-            self.errors.get_or_create(&l).inc();
+            self.families.errors.get_or_create(&l).inc();
         }
-        self.time.get_or_create(&l).observe(took.as_secs_f64());
+        self.families
+            .time
+            .get_or_create(&l)
+            .observe(took.as_secs_f64());
         let mut l = l;
         l.push(("result", result.to_owned()));
-        self.total.get_or_create(&l).inc();
+        self.families.total.get_or_create(&l).inc();
     }
 }
 

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctrlq_controller::prometheus::ControllerMetrics;
+use ctrlq_controller::prometheus::encode;
 use ctrlq_controller::{Action, Context, Controller, Event, ReconcileOutcome};
-use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use support::{Rng, bounded};
 use tokio::time::sleep;
@@ -153,4 +153,60 @@ async fn counters_match_the_reconciles_observed() {
     );
     assert_eq!(value(&text, r#"workqueue_depth{name="pods"}"#), 0.0);
     assert_eq!(summary.errors as f64, errors - panics);
+}
+
+/// The exposition as Prometheus stores it from controller-runtime: every HELP line is the Go
+/// text exactly, and each bucket's `le` is written as Go's client writes it.
+#[tokio::test(start_paused = true)]
+async fn help_lines_and_bucket_bounds_are_controller_runtimes() {
+    let mut registry = Registry::default();
+    let metrics = ControllerMetrics::register(&mut registry);
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let run = Controller::new("pods", move |_key: u32, _ctx: Context| {
+        stop.cancel();
+        async { Ok::<_, Failed>(Action::Done) }
+    })
+    .source(|| futures::stream::iter([1]))
+    .metrics(metrics)
+    .run(shutdown);
+    let summary = bounded(Duration::from_secs(60), run).await;
+    assert_eq!(summary.reconciles, 1);
+
+    let mut text = String::new();
+    encode(&mut text, &registry).unwrap();
+    let help: Vec<&str> = text.lines().filter(|l| l.starts_with("# HELP ")).collect();
+    assert_eq!(
+        help,
+        [
+            "# HELP controller_runtime_reconcile Total number of reconciliations per controller",
+            "# HELP controller_runtime_reconcile_errors Total number of reconciliation errors per controller",
+            "# HELP controller_runtime_reconcile_panics Total number of reconciliation panics per controller",
+            "# HELP controller_runtime_reconcile_time_seconds Length of time per reconciliation per controller",
+            "# HELP controller_runtime_max_concurrent_reconciles Maximum number of concurrent reconciles per controller",
+            "# HELP controller_runtime_active_workers Number of currently used workers per controller",
+            "# HELP ctrlq_controller_shards_held Number of shards this replica leads per sharded controller",
+            "# HELP ctrlq_controller_shard_moves Total number of shards that came to this replica per sharded controller",
+        ],
+        "{text}"
+    );
+    // controller-runtime's buckets, as Go's client writes them.
+    let go = [
+        "0.005", "0.01", "0.025", "0.05", "0.1", "0.15", "0.2", "0.25", "0.3", "0.35", "0.4",
+        "0.45", "0.5", "0.6", "0.7", "0.8", "0.9", "1", "1.25", "1.5", "1.75", "2", "2.5", "3",
+        "3.5", "4", "4.5", "5", "6", "7", "8", "9", "10", "15", "20", "25", "30", "40", "50", "60",
+        "+Inf",
+    ];
+    let buckets: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("controller_runtime_reconcile_time_seconds_bucket{"))
+        .collect();
+    let expected: Vec<String> = go
+        .iter()
+        .map(|le| {
+            format!(r#"controller_runtime_reconcile_time_seconds_bucket{{le="{le}",controller="pods"}} 1"#)
+        })
+        .collect();
+    assert_eq!(buckets, expected, "{text}");
+    assert!(text.ends_with("\n# EOF\n"), "{text}");
 }

@@ -7,7 +7,16 @@
 //! | `leader_election_slowpath_total` | counter: renews that needed a get | `name` |
 //! | `leader_election_lock_errors_total` | counter: failed lock operations (ours) | `name` |
 //!
-//! `name` is the election's [`name`](crate::LeaderElectionConfig::name).
+//! `name` is the election's [`name`](crate::LeaderElectionConfig::name). The help texts are
+//! client-go's, verbatim (no period added).
+//!
+//! # Serving
+//!
+//! `prometheus_client::encoding::text::encode` renders the registry in the OpenMetrics text
+//! format, ending with `# EOF`: serve it with the content type [`CONTENT_TYPE`],
+//! `application/openmetrics-text; version=1.0.0; charset=utf-8`. These metrics have no
+//! histogram; a registry that also holds the queue's or the controller's is rendered with
+//! `ctrlq_queue_async::prometheus::encode`, which writes histogram bounds as Go's client does.
 //!
 //! # Examples
 //!
@@ -41,12 +50,28 @@
 use std::fmt;
 use std::sync::Arc;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 type Labels = Vec<(String, String)>;
+
+// client-go's help texts, verbatim, and ours in the same style: the collector writes them as
+// they are (a registry's `register` would add a period to each).
+const MASTER_STATUS_HELP: &str = "Gauge of if the reporting system is master of the relevant \
+     lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the \
+     lease. Please make sure to group by name.";
+const SLOWPATH_HELP: &str = "Total number of slow path exercised in renewing leader leases. \
+     'name' is the string used to identify the lease. Please make sure to group by name.";
+const LOCK_ERRORS_HELP: &str = "Total number of failed lock operations (the store \
+     unreachable, timed out or refusing). 'name' is the string used to identify the lease.";
+
+/// The content type of the exposition `prometheus_client::encoding::text::encode` writes:
+/// OpenMetrics text 1.0.0, in UTF-8.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The metric families, registered once; every elector given them reports under its own `name`
 /// label. [`register`](Self::register) returns them in an `Arc`, as every crate's metrics do.
@@ -67,6 +92,40 @@ fn labels(name: &str) -> Labels {
     vec![("name".to_owned(), name.to_owned())]
 }
 
+fn encode_family(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    family: &impl EncodeMetric,
+) -> fmt::Result {
+    let metric = encoder.encode_descriptor(name, help, None, family.metric_type())?;
+    family.encode(metric)
+}
+
+impl Collector for LeaderMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+        // Counters are named without `_total` here: the encoder appends it to their samples.
+        encode_family(
+            &mut encoder,
+            "leader_election_master_status",
+            MASTER_STATUS_HELP,
+            &self.master_status,
+        )?;
+        encode_family(
+            &mut encoder,
+            "leader_election_slowpath",
+            SLOWPATH_HELP,
+            &self.slowpath,
+        )?;
+        encode_family(
+            &mut encoder,
+            "leader_election_lock_errors",
+            LOCK_ERRORS_HELP,
+            &self.lock_errors,
+        )
+    }
+}
+
 impl LeaderMetrics {
     /// Registers the families in `registry` and returns the handle to give electors
     /// ([`LeaderElector::metrics`](crate::LeaderElector::metrics)). Register once per
@@ -85,25 +144,8 @@ impl LeaderMetrics {
             slowpath: Family::default(),
             lock_errors: Family::default(),
         };
-        registry.register(
-            "leader_election_master_status",
-            "Gauge of if the reporting system is master of the relevant lease, 0 indicates \
-             backup, 1 indicates master. 'name' is the string used to identify the lease. \
-             Please make sure to group by name.",
-            me.master_status.clone(),
-        );
-        registry.register(
-            "leader_election_slowpath",
-            "Total number of slow path exercised in renewing leader leases. 'name' is the \
-             string used to identify the lease. Please make sure to group by name.",
-            me.slowpath.clone(),
-        );
-        registry.register(
-            "leader_election_lock_errors",
-            "Total number of failed lock operations (the store unreachable, timed out or \
-             refusing). 'name' is the string used to identify the lease.",
-            me.lock_errors.clone(),
-        );
+        // Clones share their series.
+        registry.register_collector(Box::new(me.clone()));
         Arc::new(me)
     }
 

@@ -20,12 +20,24 @@
 //!   them (each bound the previous one times 10, in `f64`), so every bound is the same
 //!   floating-point number as Go's: `1e-06`, `9.999999999999999e-06`, `9.999999999999999e-05`,
 //!   `0.001`, `0.01`, `0.1`, `1`, `10`, `100`, `1000`. An observation equal to a bound counts in
-//!   that bucket (`le`), so `0.1` s counts in `le="0.1"`. The encoder writes a bound in its own
-//!   shortest form (`1.0` and `0.000009999999999999999` where Go writes `1` and
-//!   `9.999999999999999e-06`); Prometheus reads both as the same number.
+//!   that bucket (`le`), so `0.1` s counts in `le="0.1"`.
+//! - **Bucket labels** are written by [`encode`] as Go's client writes them (`le="1"`,
+//!   `le="9.999999999999999e-06"`). `prometheus-client`'s own `text::encode` writes `le="1.0"`
+//!   and `le="0.000009999999999999999"`: the same numbers, but a label value is a string, so a
+//!   query or recording rule that selects a bucket by `le` as written against client-go's series
+//!   finds no series in that rendering.
 //! - **Counters** are written in the OpenMetrics text format `prometheus-client` produces: the
 //!   samples are `workqueue_adds_total` and `workqueue_retries_total` as Go's, and the `# HELP`
 //!   and `# TYPE` lines name the family without its `_total`.
+//!
+//! # Serving
+//!
+//! Render the registry with [`encode`] and serve the text with the content type
+//! [`CONTENT_TYPE`], `application/openmetrics-text; version=1.0.0; charset=utf-8`: it is the
+//! OpenMetrics text format (counter families named without `_total`, a closing `# EOF`), which
+//! a scraper told it is Prometheus's older text format misreads.
+//!
+//! # What the metrics count
 //!
 //! What each metric counts is described in [`metrics`](crate::metrics). In particular
 //! `workqueue_retries_total` counts as client-go's for a [`WorkQueue`](crate::WorkQueue): every
@@ -55,10 +67,11 @@
 //! queue.add("ns/a").unwrap();
 //!
 //! let mut text = String::new();
-//! prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+//! ctrlq_queue_async::prometheus::encode(&mut text, &registry).unwrap();
 //! assert!(text.contains(r#"workqueue_adds_total{name="pods"} 1"#));
 //! assert!(text.contains(r#"workqueue_depth{name="pods"} 1"#));
 //! assert!(text.contains("# HELP workqueue_depth Current depth of workqueue\n"));
+//! assert!(text.ends_with("# EOF\n"));
 //! # }
 //! ```
 
@@ -80,6 +93,161 @@ use prometheus_client::registry::Registry;
 use crate::metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, SettableGaugeMetric,
 };
+
+/// The content type of the exposition [`encode`] writes: OpenMetrics text 1.0.0, in UTF-8.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Writes every metric of `registry` in the OpenMetrics text format, ending with `# EOF`, as
+/// `prometheus_client::encoding::text::encode` does, except that the bound of every histogram
+/// bucket in it (its `le` label) is written as Go's Prometheus client writes it
+/// (`strconv.FormatFloat(bound, 'g', -1, 64)`): `1`, `10`, `0.005`, `1e-06`, `+Inf`, where
+/// `prometheus-client` writes `1.0`, `10.0`, `0.005`, `0.000001`, `+Inf`. Serve it with
+/// [`CONTENT_TYPE`].
+///
+/// This applies to every histogram of the registry, the application's own included.
+///
+/// # Errors
+///
+/// What `prometheus_client::encoding::text::encode` or `writer` returns.
+///
+/// # Examples
+///
+/// ```
+/// use prometheus_client::metrics::histogram::Histogram;
+/// use prometheus_client::registry::Registry;
+///
+/// let mut registry = Registry::default();
+/// registry.register("latency_seconds", "Latency", Histogram::new([0.5, 1.0]));
+/// let mut text = String::new();
+/// ctrlq_queue_async::prometheus::encode(&mut text, &registry).unwrap();
+/// assert!(text.contains("latency_seconds_bucket{le=\"0.5\"} 0\n"));
+/// assert!(text.contains("latency_seconds_bucket{le=\"1\"} 0\n"));
+/// assert!(text.contains("latency_seconds_bucket{le=\"+Inf\"} 0\n"));
+/// assert!(text.ends_with("# EOF\n"));
+/// ```
+pub fn encode(writer: &mut impl fmt::Write, registry: &Registry) -> fmt::Result {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry)?;
+    write_go_bounds(writer, &text)
+}
+
+/// Copies the exposition `text` to `out`, each histogram bucket's `le` value rewritten in Go's
+/// form.
+fn write_go_bounds(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
+    // The family whose samples follow, if it is a histogram.
+    let mut histogram: Option<&str> = None;
+    for line in text.split_inclusive('\n') {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            histogram = match rest.trim_end().split_once(' ') {
+                Some((name, "histogram" | "gaugehistogram")) => Some(name),
+                _ => None,
+            };
+            out.write_str(line)?;
+            continue;
+        }
+        let le = histogram.and_then(|family| bucket_bound(line, family));
+        let Some((start, end)) = le else {
+            out.write_str(line)?;
+            continue;
+        };
+        let (before, rest) = line.split_at(start);
+        let (bound, after) = rest.split_at(end - start);
+        out.write_str(before)?;
+        match bound.parse::<f64>() {
+            Ok(value) => write_go_float(out, value)?,
+            Err(_) => out.write_str(bound)?,
+        }
+        out.write_str(after)?;
+    }
+    Ok(())
+}
+
+/// Where the `le` label's value lies in `line` (a byte range), if the line is a bucket sample
+/// of histogram `family`.
+fn bucket_bound(line: &str, family: &str) -> Option<(usize, usize)> {
+    let labels = line.strip_prefix(family)?.strip_prefix("_bucket{")?;
+    let bytes = line.as_bytes();
+    let mut at = line.len() - labels.len();
+    loop {
+        let eq = at + line.get(at..)?.find('=')?;
+        let name = line.get(at..eq)?;
+        if bytes.get(eq + 1) != Some(&b'"') {
+            return None;
+        }
+        let start = eq + 2;
+        let mut end = start;
+        loop {
+            match bytes.get(end)? {
+                b'\\' => end += 2,
+                b'"' => break,
+                _ => end += 1,
+            }
+        }
+        if name == "le" {
+            return Some((start, end));
+        }
+        if bytes.get(end + 1) != Some(&b',') {
+            return None;
+        }
+        at = end + 2;
+    }
+}
+
+/// Writes `value` as Go's Prometheus client writes a float: `strconv.FormatFloat(value, 'g',
+/// -1, 64)` (the shortest digits that read back as `value`; an exponent, of at least two
+/// digits, below 1e-4 and from 1e+06 on), with `+Inf`, `-Inf`, `NaN` and `0`.
+fn write_go_float(out: &mut impl fmt::Write, value: f64) -> fmt::Result {
+    if value.is_nan() {
+        return out.write_str("NaN");
+    }
+    if value.is_infinite() {
+        return out.write_str(if value > 0.0 { "+Inf" } else { "-Inf" });
+    }
+    if value == 0.0 {
+        return out.write_str("0");
+    }
+    // Rust's `{:e}` writes the same shortest digits: `d[.ddd]e[-]x`.
+    let scientific = format!("{:e}", value.abs());
+    let Some((mantissa, exponent)) = scientific.split_once('e') else {
+        return out.write_str(&scientific);
+    };
+    let Ok(exponent) = exponent.parse::<i32>() else {
+        return out.write_str(&scientific);
+    };
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    if value < 0.0 {
+        out.write_char('-')?;
+    }
+    if !(-4..6).contains(&exponent) {
+        let (first, rest) = digits.split_at(1);
+        out.write_str(first)?;
+        if !rest.is_empty() {
+            out.write_char('.')?;
+            out.write_str(rest)?;
+        }
+        let sign = if exponent < 0 { '-' } else { '+' };
+        return write!(out, "e{sign}{:02}", exponent.unsigned_abs());
+    }
+    if exponent < 0 {
+        out.write_str("0.")?;
+        for _ in 0..(-exponent - 1) {
+            out.write_char('0')?;
+        }
+        return out.write_str(&digits);
+    }
+    // 0 <= exponent < 6: the point after `exponent + 1` digits.
+    let whole = usize::try_from(exponent).unwrap_or(0) + 1;
+    if digits.len() <= whole {
+        out.write_str(&digits)?;
+        for _ in digits.len()..whole {
+            out.write_char('0')?;
+        }
+        Ok(())
+    } else {
+        let (int, frac) = digits.split_at(whole);
+        write!(out, "{int}.{frac}")
+    }
+}
 
 /// Distinct priorities labelled per queue before they share `exceeded_cardinality_limit`
 /// (controller-runtime's limit).
@@ -335,6 +503,64 @@ mod tests {
         let metrics = QueueMetrics::register(&mut Registry::default());
         assert_eq!(format!("{metrics:?}"), "QueueMetrics { .. }");
         assert_eq!(format!("{:?}", Families::default()), "Families { .. }");
+    }
+
+    fn go(value: f64) -> String {
+        let mut out = String::new();
+        write_go_float(&mut out, value).unwrap();
+        out
+    }
+
+    /// The outputs of Go's `strconv.FormatFloat(v, 'g', -1, 64)` (and client_golang's
+    /// `writeFloat` for the specials).
+    #[test]
+    fn floats_are_written_as_go_writes_them() {
+        let cases = [
+            (1.0, "1"),
+            (10.0, "10"),
+            (60.0, "60"),
+            (1.25, "1.25"),
+            (0.005, "0.005"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (1e-8, "1e-08"),
+            (1e-6 * 10.0, "9.999999999999999e-06"),
+            (123_456.0, "123456"),
+            (1e6, "1e+06"),
+            (1_234_567.0, "1.234567e+06"),
+            (1e21, "1e+21"),
+            (1.5e300, "1.5e+300"),
+            (5e-324, "5e-324"),
+            (-2.5, "-2.5"),
+            (-0.0, "0"),
+            (0.0, "0"),
+            (f64::INFINITY, "+Inf"),
+            (f64::NEG_INFINITY, "-Inf"),
+            (f64::NAN, "NaN"),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(go(value), expected, "{value:e}");
+        }
+    }
+
+    /// Only the `le` of a histogram's bucket samples changes: a label value that looks like
+    /// one, a gauge's sample ending in `_bucket` and the comment lines stay as they are.
+    #[test]
+    fn only_histogram_bucket_bounds_are_rewritten() {
+        let text = "# HELP h_seconds H.\n\
+                    # TYPE h_seconds histogram\n\
+                    h_seconds_sum{a=\"x\\\",le=\\\"2.0\"} 1.0\n\
+                    h_seconds_bucket{a=\"x\\\",le=\\\"2.0\",le=\"1.0\"} 1\n\
+                    h_seconds_bucket{le=\"+Inf\",a=\"1.0\"} 1\n\
+                    # HELP g_bucket G.\n\
+                    # TYPE g_bucket gauge\n\
+                    g_bucket{le=\"1.0\"} 1.0\n\
+                    # EOF\n";
+        let mut out = String::new();
+        write_go_bounds(&mut out, text).unwrap();
+        let expected = text.replace(",le=\"1.0\"} 1\n", ",le=\"1\"} 1\n");
+        assert_ne!(expected, text);
+        assert_eq!(out, expected);
     }
 
     #[test]

@@ -7,9 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use ctrlq_queue_async::priority::AddOptions;
-use ctrlq_queue_async::prometheus::{MAX_PRIORITY_LABELS, QueueMetrics};
+use ctrlq_queue_async::prometheus::{CONTENT_TYPE, MAX_PRIORITY_LABELS, QueueMetrics, encode};
 use ctrlq_queue_async::{PriorityQueue, WorkQueue};
-use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use support::bounded;
 use tokio::time::advance;
@@ -393,4 +392,63 @@ async fn unfinished_work_is_zero_once_every_item_is_done() {
             r#"workqueue_longest_running_processor_seconds{name="q"} 0.0"#.to_owned()
         )
     );
+}
+
+/// Each bucket's `le` is written as Go's client writes it (`strconv.FormatFloat(v, 'g', -1,
+/// 64)`), so that a query selecting a bucket by `le`, as written against client-go's series,
+/// finds this one; the exposition stays OpenMetrics text, ending with `# EOF`.
+#[tokio::test(start_paused = true)]
+async fn bucket_bounds_are_written_as_gos_client_writes_them() {
+    let mut registry = Registry::default();
+    let metrics = QueueMetrics::register(&mut registry);
+    let queue: WorkQueue<&str> = WorkQueue::builder().name("q").metrics(metrics).build();
+    queue.add("a").unwrap();
+    bounded(queue.get()).await.unwrap().done();
+    let text = scrape(&registry);
+    let go = [
+        "1e-06",
+        "9.999999999999999e-06",
+        "9.999999999999999e-05",
+        "0.001",
+        "0.01",
+        "0.1",
+        "1",
+        "10",
+        "100",
+        "1000",
+        "+Inf",
+    ];
+    for family in [
+        "workqueue_queue_duration_seconds",
+        "workqueue_work_duration_seconds",
+    ] {
+        let buckets: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("{family}_bucket{{")))
+            .collect();
+        let expected: Vec<String> = go
+            .iter()
+            .map(|le| format!(r#"{family}_bucket{{le="{le}",name="q"}} 1"#))
+            .collect();
+        assert_eq!(buckets, expected, "{text}");
+    }
+    assert!(text.ends_with("\n# EOF\n"), "{text}");
+    assert_eq!(
+        CONTENT_TYPE,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+}
+
+/// Every HELP line is component-base's text exactly: no period added.
+#[tokio::test(start_paused = true)]
+async fn help_lines_are_component_bases_texts_exactly() {
+    let mut registry = Registry::default();
+    let _metrics = QueueMetrics::register(&mut registry);
+    let text = scrape(&registry);
+    let help: Vec<&str> = text.lines().filter(|l| l.starts_with("# HELP ")).collect();
+    let expected: Vec<String> = COMPONENT_BASE
+        .iter()
+        .map(|d| format!("# HELP {} {}", d.name.trim_end_matches("_total"), d.help))
+        .collect();
+    assert_eq!(help, expected);
 }

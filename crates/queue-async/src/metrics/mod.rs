@@ -1,7 +1,8 @@
 //! Queue metrics: client-go's seven work-queue metrics behind a per-queue provider.
 //!
-//! A queue built with a name and a [`MetricsProvider`] asks the provider once, at construction, for
-//! one handle per metric, then reports through those handles. Without a provider nothing is
+//! A queue built with a name and a [`MetricsProvider`] asks the provider once for one handle per
+//! metric (at construction; depth at the first add), then reports through those handles from all
+//! its shards. Without a provider nothing is
 //! recorded and no per-key bookkeeping is kept (the default costs one branch per operation).
 //!
 //! | Metric | Kind | Semantics (as client-go's) |
@@ -62,9 +63,10 @@ pub mod testing;
 
 use std::fmt;
 use std::hash::Hash;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use hashbrown::HashMap;
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use crate::clock::QueueClock;
@@ -74,13 +76,16 @@ pub use provider::{
     SettableGaugeMetric, UNFINISHED_WORK_UPDATE_PERIOD,
 };
 
-/// The metric handles of one queue, made from a provider.
-struct Handles {
+/// The metric handles of one queue: made from its provider once, when the queue is built, and
+/// shared by all its shards, so that every shard reports into the one set.
+pub(crate) struct Handles {
     name: Arc<str>,
     provider: Arc<dyn MetricsProvider>,
-    /// Made on first use, so a priority queue (which labels depth by priority) does not export
-    /// an idle unlabelled series.
-    depth: Option<Depth>,
+    /// Asked for on first use, so a priority queue (which labels depth by priority) does not
+    /// export an idle unlabelled series.
+    depth: OnceLock<Arc<dyn GaugeMetric>>,
+    /// The depth gauge of each priority asked for so far (priority queue only).
+    priority_depth: Mutex<HashMap<i32, Arc<dyn GaugeMetric>>>,
     adds: Arc<dyn CounterMetric>,
     queue_duration: Arc<dyn HistogramMetric>,
     work_duration: Arc<dyn HistogramMetric>,
@@ -89,17 +94,56 @@ struct Handles {
     retries: Arc<dyn CounterMetric>,
 }
 
-/// The per-queue recorder the queues call under their own lock: client-go's `queueMetrics`.
+impl Handles {
+    /// The handles of queue `name`, each asked of `provider` once; none if the name is empty
+    /// (as client-go).
+    pub(crate) fn new(name: &str, provider: Arc<dyn MetricsProvider>) -> Option<Arc<Self>> {
+        if name.is_empty() {
+            return None;
+        }
+        Some(Arc::new(Self {
+            name: Arc::from(name),
+            depth: OnceLock::new(),
+            priority_depth: Mutex::new(HashMap::new()),
+            adds: provider.adds(name),
+            queue_duration: provider.queue_duration(name),
+            work_duration: provider.work_duration(name),
+            unfinished: provider.unfinished_work_seconds(name),
+            longest: provider.longest_running_processor_seconds(name),
+            retries: provider.retries(name),
+            provider,
+        }))
+    }
+
+    /// The depth gauge, asked of the provider at the first call.
+    fn depth(&self) -> Arc<dyn GaugeMetric> {
+        self.depth
+            .get_or_init(|| self.provider.depth(&self.name))
+            .clone()
+    }
+
+    /// The depth gauge of `priority`, asked of the provider at the first call for it.
+    fn priority_depth(&self, priority: i32) -> Arc<dyn GaugeMetric> {
+        self.priority_depth
+            .lock()
+            .entry(priority)
+            .or_insert_with(|| self.provider.depth_for_priority(&self.name, priority))
+            .clone()
+    }
+}
+
+/// The recorder of one shard of a queue, called under the shard's lock: client-go's
+/// `queueMetrics`, reporting through the queue's shared [`Handles`].
 ///
-/// Disabled (no provider) it keeps nothing and every call is one branch. Enabled it keeps, per key,
-/// when it became dirty and when it was handed out, and drops both at `done`, so no clone of a key
-/// outlives its processing.
+/// Disabled (no provider) it keeps nothing and every call is one branch. Enabled it keeps, per key
+/// of its shard, when it became dirty and when it was handed out, and drops both at `done`, so no
+/// clone of a key outlives its processing.
 pub(crate) struct Recorder<K> {
     inner: Option<Box<Enabled<K>>>,
 }
 
-/// A depth gauge and how much of its value this queue put there: what the queue still counts
-/// when it is dropped comes off the gauge, so a queue that goes away with keys queued (a
+/// A depth gauge and how much of its value this shard put there: what the shard still counts
+/// when its queue is dropped comes off the gauge, so a queue that goes away with keys queued (a
 /// controller's term that ended) leaves no phantom depth in a series the next queue reuses.
 struct Depth {
     gauge: Arc<dyn GaugeMetric>,
@@ -131,8 +175,10 @@ impl Drop for Depth {
 }
 
 struct Enabled<K> {
-    handles: Handles,
-    /// Priority depth gauges made so far (priority queue only).
+    handles: Arc<Handles>,
+    /// This shard's share of the depth gauge, taken at its first use.
+    depth: Option<Depth>,
+    /// This shard's share of each priority's depth gauge (priority queue only).
     priority_depth: HashMap<i32, Depth>,
     add_times: HashMap<K, Instant>,
     start_times: HashMap<K, Instant>,
@@ -153,34 +199,24 @@ impl<K> fmt::Debug for Recorder<K> {
 }
 
 impl<K: Hash + Eq + Clone> Recorder<K> {
-    /// A recorder that records nothing.
-    pub(crate) fn disabled() -> Self {
-        Self { inner: None }
+    /// A recorder for queue `name`; disabled if the name is empty (as client-go).
+    #[cfg(test)]
+    pub(crate) fn new(name: &str, provider: Arc<dyn MetricsProvider>) -> Self {
+        Self::shared(Handles::new(name, provider).as_ref())
     }
 
-    /// A recorder for queue `name`; disabled if the name is empty (as client-go).
-    pub(crate) fn new(name: &str, provider: Arc<dyn MetricsProvider>) -> Self {
-        if name.is_empty() {
-            return Self::disabled();
-        }
-        let handles = Handles {
-            name: Arc::from(name),
-            depth: None,
-            adds: provider.adds(name),
-            queue_duration: provider.queue_duration(name),
-            work_duration: provider.work_duration(name),
-            unfinished: provider.unfinished_work_seconds(name),
-            longest: provider.longest_running_processor_seconds(name),
-            retries: provider.retries(name),
-            provider,
-        };
+    /// A recorder that reports through `handles` (one of a queue's shards); disabled without.
+    pub(crate) fn shared(handles: Option<&Arc<Handles>>) -> Self {
         Self {
-            inner: Some(Box::new(Enabled {
-                handles,
-                priority_depth: HashMap::new(),
-                add_times: HashMap::new(),
-                start_times: HashMap::new(),
-            })),
+            inner: handles.map(|handles| {
+                Box::new(Enabled {
+                    handles: Arc::clone(handles),
+                    depth: None,
+                    priority_depth: HashMap::new(),
+                    add_times: HashMap::new(),
+                    start_times: HashMap::new(),
+                })
+            }),
         }
     }
 
@@ -301,23 +337,17 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
 
 impl<K> Enabled<K> {
     fn depth(&mut self, priority: Option<i32>) -> &mut Depth {
+        let Self {
+            handles,
+            depth,
+            priority_depth,
+            ..
+        } = self;
         match priority {
-            None => {
-                let handles = &mut self.handles;
-                handles
-                    .depth
-                    .get_or_insert_with(|| Depth::new(handles.provider.depth(&handles.name)))
-            }
-            Some(p) => {
-                let Self {
-                    handles,
-                    priority_depth,
-                    ..
-                } = self;
-                priority_depth.entry(p).or_insert_with(|| {
-                    Depth::new(handles.provider.depth_for_priority(&handles.name, p))
-                })
-            }
+            None => depth.get_or_insert_with(|| Depth::new(handles.depth())),
+            Some(p) => priority_depth
+                .entry(p)
+                .or_insert_with(|| Depth::new(handles.priority_depth(p))),
         }
     }
 }

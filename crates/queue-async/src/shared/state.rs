@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::machine::{Machine, Payload, QueueKey};
 use super::timers::Timers;
 use crate::clock::QueueClock;
-use crate::metrics::{MetricsProvider, Recorder};
+use crate::metrics::{Handles, MetricsProvider, Recorder};
 use crate::task::BackgroundTask;
 
 /// The most shards a queue splits into.
@@ -206,11 +206,9 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             1
         };
         let shards = shards.clamp(1, MAX_SHARDS).next_power_of_two();
-        let recorder = || match &metrics {
-            Some(provider) => Recorder::new(&name, provider.clone()),
-            None => Recorder::disabled(),
-        };
-        let has_metrics = recorder().is_enabled();
+        // Asked of the provider once for the whole queue: every shard reports into this set.
+        let handles = metrics.and_then(|provider| Handles::new(&name, provider));
+        let has_metrics = handles.is_some();
         let limiter =
             limiter.unwrap_or_else(|| Arc::new(ctrlq_ratelimit::default_controller_rate_limiter()));
         let clock = QueueClock::new();
@@ -218,7 +216,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             .map(|_| {
                 Padded(Mutex::new(State {
                     machine: <P::Machine<K> as Machine<K>>::new(aging),
-                    recorder: recorder(),
+                    recorder: Recorder::shared(handles.as_ref()),
                     busy: false,
                     detached: HashSet::new(),
                 }))
