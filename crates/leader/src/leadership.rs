@@ -130,10 +130,10 @@ impl Leadership {
         *self.until.borrow()
     }
 
-    /// Whether this grant holds now: leadership has not ended and
-    /// [`valid_until`](Self::valid_until) has not passed on this process's clock. Ask it right
-    /// before starting work that must not overlap another leader's (the runner's workers ask it
-    /// before every reconcile).
+    /// Whether this grant holds for new work now: its [token](Self::token) has not fired (no
+    /// loss, no stop request) and [`valid_until`](Self::valid_until) has not passed on this
+    /// process's clock. Ask it right before starting work that must not overlap another
+    /// leader's (the runner's workers ask it before every reconcile).
     ///
     /// # Examples
     ///
@@ -156,9 +156,9 @@ impl Leadership {
     }
 
     /// Waits until this grant [is current](Self::is_current) and returns `true`, or returns
-    /// `false` once leadership has ended. Returns at once while it is current; after a freeze
-    /// it waits for the elector's task to run: a renew whose answer arrived in time extends
-    /// the grant, else leadership ends.
+    /// `false` once its [token](Self::token) has fired. Returns at once while it is current;
+    /// after a freeze it waits for the elector's task to run: a renew whose answer arrived in
+    /// time extends the grant, else leadership ends.
     ///
     /// # Cancel safety
     ///
