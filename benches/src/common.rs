@@ -134,28 +134,10 @@ pub fn threads() -> usize {
     THREADS.load(Ordering::Relaxed)
 }
 
-/// The shards of the work queues the throughput workloads build: 0 leaves the queue's default.
-static SHARDS: AtomicUsize = AtomicUsize::new(0);
-
-/// Sets the shards of the work queues `fifo`, `concurrent` and `hotkeys` build (`wqbench
-/// --shards N`, to compare one lock with the default at a width); 0 leaves the default.
-pub fn set_shards(shards: usize) {
-    SHARDS.store(shards, Ordering::Relaxed);
-}
-
-/// The shards [`set_shards`] set (0: the queue's default).
-pub fn shards() -> usize {
-    SHARDS.load(Ordering::Relaxed)
-}
-
-/// A work queue for the throughput workloads: the default one, or with the shards
-/// [`set_shards`] set. Call inside the workload's runtime (the default follows its threads).
+/// A work queue for the throughput workloads.
 pub fn work_queue<K: std::hash::Hash + Eq + Clone + Send + Sync + 'static>()
 -> ctrlq_queue_async::WorkQueue<K> {
-    match shards() {
-        0 => ctrlq_queue_async::WorkQueue::new(),
-        n => ctrlq_queue_async::WorkQueue::builder().shards(n).build(),
-    }
+    ctrlq_queue_async::WorkQueue::new()
 }
 
 /// A multi-thread tokio runtime with the workloads' worker threads (2 by default, see

@@ -1,8 +1,7 @@
 //! `wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S] [--spread-ms MS]
-//! [--threads T] [--shards S]`: runs one
-//! workload of `WORKLOADS.md` and prints its JSON line.
+//! [--threads T]`: runs one workload of `WORKLOADS.md` and prints its JSON line.
 
-use benches::common::{Extra, Overrides, set_shards, set_threads, shards, steal_time, threads};
+use benches::common::{Extra, Overrides, set_threads, steal_time, threads};
 use benches::workloads;
 use std::alloc::System;
 use std::process::ExitCode;
@@ -25,7 +24,6 @@ fn main() -> ExitCode {
                     report.extra.push(("steal_s", Extra::Num(stolen)));
                 }
                 report.extra.push(("threads", Extra::Num(threads() as f64)));
-                report.extra.push(("shards", Extra::Num(shards() as f64)));
                 println!("{}", report.to_json());
                 ExitCode::SUCCESS
             }
@@ -40,7 +38,7 @@ fn main() -> ExitCode {
         Err(msg) => {
             eprintln!("{msg}");
             eprintln!(
-                "usage: wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S] [--spread-ms MS] [--threads T] [--shards S]"
+                "usage: wqbench WORKLOAD [--n N] [--workers W] [--producers P] [--keys K] [--seed S] [--spread-ms MS] [--threads T]"
             );
             ExitCode::from(2)
         }
@@ -66,8 +64,6 @@ fn parse(args: &[String]) -> Result<(String, Overrides), String> {
             "--spread-ms" => p.spread_ms = Some(value),
             // The runtime's worker threads; not a workload parameter, so it is set here.
             "--threads" => set_threads(usize::try_from(value).map_err(|_| "--threads: too large")?),
-            // The work queue's shards in fifo, concurrent and hotkeys (0: its default).
-            "--shards" => set_shards(usize::try_from(value).map_err(|_| "--shards: too large")?),
             other => return Err(format!("unknown flag {other}")),
         }
     }

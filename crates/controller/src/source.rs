@@ -22,7 +22,6 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use parking_lot::Mutex;
 use tokio::sync::watch;
-use tracing::warn;
 
 use crate::SourceFailure;
 use crate::action::panic_message;
@@ -216,15 +215,8 @@ pub(crate) trait Sink<K>: Send + Sync {
 
 impl<K: Key> Sink<K> for WorkQueue<K> {
     fn add(&self, keys: &mut Vec<K>) -> bool {
-        match self.add_all(keys.drain(..)) {
-            Ok(()) => true,
-            Err(e) if e.is_shut_down() => false,
-            // Full: the queue takes new keys again once some are done.
-            Err(e) => {
-                warn!(dropped = e.key().len(), "the queue is full; keys dropped");
-                true
-            }
-        }
+        // Refused only once the queue is shutting down.
+        self.add_all(keys.drain(..)).is_ok()
     }
 }
 

@@ -92,8 +92,7 @@ where
     /// # Errors
     ///
     /// [`AddError::ShutDown`] with a clone of the key if the queue is shutting down (the item is
-    /// still marked done). Never [`AddError::Full`]: the key is being processed, so the queue
-    /// keeps room for it.
+    /// still marked done).
     pub fn requeue_rate_limited(self) -> Result<(), AddError<K>> {
         let r = self.queue.add_rate_limited(self.key().clone(), self.p);
         drop(self);
@@ -105,8 +104,7 @@ where
     /// # Errors
     ///
     /// [`AddError::ShutDown`] with a clone of the key if the queue is shutting down (the item is
-    /// still marked done). Never [`AddError::Full`]: the key is being processed, so the queue
-    /// keeps room for it.
+    /// still marked done).
     pub fn requeue_after(self, delay: Duration) -> Result<(), AddError<K>> {
         let r = self.queue.add_after(self.key().clone(), self.p, delay);
         drop(self);
@@ -118,8 +116,7 @@ where
     /// # Errors
     ///
     /// [`AddError::ShutDown`] with a clone of the key if the queue is shutting down (the item is
-    /// still marked done). Never [`AddError::Full`]: the key is being processed, so the queue
-    /// keeps room for it.
+    /// still marked done).
     pub fn requeue(self) -> Result<(), AddError<K>> {
         let r = self.queue.add(self.key(), self.p);
         drop(self);

@@ -54,9 +54,8 @@
 //! `forget`, `num_requeues`, `len`, `shut_down`, `shut_down_with_drain`, `is_shutting_down` (the
 //! scheduling queue: `add`, `pop`, `done`, `shut_down`, `is_shutting_down`). On every queue an
 //! add after shutdown is refused with [`AddError::ShutDown`], which hands the key back (every
-//! key of the batch, for the work queue's `add_all`); the work and priority queues refuse a new
-//! key with [`AddError::Full`] once they hold `u32::MAX` keys. A key handed out is an [`Item`]
-//! guard: `done`,
+//! key of the batch, for the work queue's `add_all`); no other add is refused, since a queue
+//! takes as many keys as memory allows. A key handed out is an [`Item`] guard: `done`,
 //! `forget` (success), `requeue_rate_limited` (failure), `requeue_after`, `requeue`, or
 //! `into_key` (the caller then owes `done`). The queue's `done` ends only a hand-out taken out
 //! with `into_key`: an item's hand-out is ended by the item alone, so a stray `done` never ends
@@ -80,30 +79,13 @@
 //! queued at most once and never handed to two workers at once. Around one of them, a handle's
 //! shared state adds the waiting keys and their timers, the rate limiter, the metrics recorder,
 //! and the background tasks, under two `parking_lot` mutexes that are never held across an
-//! `.await`: the shard's lock (the state machine, the recorder), which every add, get and done
+//! `.await`: the state's lock (the state machine, the recorder), which every add, get and done
 //! takes, and the timers' lock (the waiting keys, their timers, the delay task), which only
 //! delayed adds, the delay task and an add of a waiting key take. Where both are held, the
-//! shard's lock comes first.
+//! state's lock comes first.
 //! [`WorkQueue`] and [`PriorityQueue`] are one generic handle, [`Queue`], over that state,
 //! differing only in what an add carries besides the key (nothing, or a priority): every
 //! method they share is written once, on [`Queue`].
-//!
-//! ## Shards
-//!
-//! A work queue splits its keys over shards, each one state machine under its own lock; a
-//! priority queue has one (its best key must be found in one ordered structure). A key always
-//! lives in the shard its hash picks, so de-dup and one worker per key hold shard by shard. With
-//! more than one shard, a third small lock keeps the hand-out order: one entry per queued key,
-//! naming its shard, pushed under the shard's lock when the key is queued (by an add, or by a
-//! `done` that requeues it). A `get` pops the next entry, then pops that shard, so keys come
-//! out in the order they were queued; the state machines' work (hashing, the sets) runs under
-//! the shards' locks, which workers on different cores rarely share, and the one lock they do
-//! share is held for a `pop_front`. Shutdown takes every shard's lock in turn and then marks
-//! the queue shut down, so every key queued before it is in the order by then; a `get` that
-//! finds the order empty after that mark returns `None`. A count of busy shards (keys queued
-//! or processing) tells a drain when the queue is idle. The default is one shard on a runtime
-//! of one or two worker threads, and four per worker thread above that
-//! ([`WorkQueueBuilder::shards`]).
 //!
 //! ## The timer task
 //!
@@ -118,7 +100,7 @@
 //! its wait; delays beyond [`workqueue::MAX_DELAY`] are clamped. One background task per queue,
 //! the delay task, polls the `DelayQueue`: when it wakes, it takes every key whose timer rang
 //! (under the timers' lock) and adds them in deadline order (then higher priority, then the
-//! order of their delayed adds), each under its shard's lock. The keys' waits need no
+//! order of their delayed adds), under the state's lock. The keys' waits need no
 //! other timer: the delay task sleeps until the next deadline and polls nothing, so under paused
 //! time the clock jumps straight there.
 //!

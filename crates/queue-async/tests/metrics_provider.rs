@@ -1,6 +1,5 @@
-//! A queue asks its metrics provider for each metric once, whatever its shard count, and every
-//! shard reports into that one set: a provider that keeps one handle per queue name reads
-//! whole counts.
+//! A queue asks its metrics provider for each metric once, and reports into that one set: a
+//! provider that keeps one handle per queue name reads whole counts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -169,22 +168,15 @@ fn built_once() -> BTreeMap<&'static str, usize> {
 
 const KEYS: u32 = 64;
 
-/// Builds a work queue named `name` on `shards` shards (the runtime's default with `None`),
-/// runs `KEYS` adds, one delayed add and one rate-limited add through it, each key handed out
-/// and done, and checks the provider's calls and values.
-async fn work_queue_reports_once(name: &str, shards: Option<usize>, expect_shards: usize) {
+/// Builds a work queue named `name`, runs `KEYS` adds, one delayed add and one rate-limited
+/// add through it, each key handed out and done, and checks the provider's calls and values.
+async fn work_queue_reports_once(name: &str) {
     let provider = Arc::new(Counting::default());
-    let builder = WorkQueue::builder().name(name).metrics(provider.clone());
-    let builder = match shards {
-        Some(n) => builder.shards(n),
-        None => builder,
-    };
-    let queue: WorkQueue<u32> = builder.build();
+    let queue: WorkQueue<u32> = WorkQueue::builder()
+        .name(name)
+        .metrics(provider.clone())
+        .build();
     let debug = format!("{queue:?}");
-    assert!(
-        debug.contains(&format!("shards: {expect_shards}")),
-        "{debug}"
-    );
     assert_eq!(provider.calls(name), built_once(), "at build, {debug}");
 
     for k in 0..KEYS {
@@ -201,7 +193,7 @@ async fn work_queue_reports_once(name: &str, shards: Option<usize>, expect_shard
         items.push(queue.get().await.unwrap());
     }
     tokio::time::sleep(Duration::from_millis(600)).await;
-    // The refresh sums every shard's items in progress into the one pair of gauges.
+    // The refresh sums every item in progress into the one pair of gauges.
     assert!(provider.read_settable(name, "longest_running_processor_seconds") >= 500_000);
     assert!(
         provider.read_settable(name, "unfinished_work_seconds")
@@ -232,37 +224,8 @@ async fn work_queue_reports_once(name: &str, shards: Option<usize>, expect_shard
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_work_queue_of_one_shard_asks_for_each_metric_once() {
-    work_queue_reports_once("one", Some(1), 1).await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_sharded_work_queue_asks_for_each_metric_once_and_counts_every_shard() {
-    work_queue_reports_once("eight", Some(8), 8).await;
-}
-
-/// A multi-thread runtime of four workers splits a queue over sixteen shards by default.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_work_queue_sharded_by_default_asks_for_each_metric_once() {
-    let provider = Arc::new(Counting::default());
-    let queue: WorkQueue<u32> = WorkQueue::builder()
-        .name("default")
-        .metrics(provider.clone())
-        .build();
-    let debug = format!("{queue:?}");
-    assert!(debug.contains("shards: 16"), "{debug}");
-    for k in 0..KEYS {
-        queue.add(k).unwrap();
-    }
-    for _ in 0..KEYS {
-        queue.get().await.unwrap().done();
-    }
-    let mut expected = built_once();
-    expected.insert("depth", 1);
-    assert_eq!(provider.calls("default"), expected);
-    assert_eq!(provider.read("default", "adds"), i64::from(KEYS));
-    assert_eq!(provider.read("default", "depth"), 0);
-    assert_eq!(provider.read("default", "work_duration"), i64::from(KEYS));
+async fn a_work_queue_asks_for_each_metric_once() {
+    work_queue_reports_once("one").await;
 }
 
 /// Two queues on one provider: each name is asked for once.
@@ -272,12 +235,10 @@ async fn each_queue_name_is_asked_for_once() {
     let a: WorkQueue<u32> = WorkQueue::builder()
         .name("a")
         .metrics(provider.clone())
-        .shards(4)
         .build();
     let b: WorkQueue<u32> = WorkQueue::builder()
         .name("b")
         .metrics(provider.clone())
-        .shards(4)
         .build();
     a.add(1).unwrap();
     b.add(1).unwrap();

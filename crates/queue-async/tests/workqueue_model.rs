@@ -20,14 +20,8 @@ use support::bounded;
 use tokio_test::task;
 use tokio_util::sync::CancellationToken;
 
-/// The shard counts every model test runs with: one lock, and several behind the hand-out
-/// order (the default on a runtime of more than two worker threads).
-const SHARDS: [usize; 2] = [1, 4];
-
-fn work_queue<K: std::hash::Hash + Eq + Clone + Send + Sync + 'static>(
-    shards: usize,
-) -> WorkQueue<K> {
-    WorkQueue::builder().shards(shards).build()
+fn work_queue<K: std::hash::Hash + Eq + Clone + Send + Sync + 'static>() -> WorkQueue<K> {
+    WorkQueue::new()
 }
 
 // ----- cancel safety -----
@@ -36,8 +30,8 @@ fn work_queue<K: std::hash::Hash + Eq + Clone + Send + Sync + 'static>(
 /// added is handed out exactly once in the end.
 #[test]
 fn dropping_get_futures_at_every_poll_point_loses_nothing() {
-    for (drop_after, shards) in (0..4usize).flat_map(|d| SHARDS.map(|s| (d, s))) {
-        let queue: WorkQueue<u32> = work_queue(shards);
+    for drop_after in 0..4usize {
+        let queue: WorkQueue<u32> = work_queue();
         let mut handed = Vec::new();
         for key in 0..20u32 {
             // A get that is polled `drop_after` times (registering as a waiter), then dropped.
@@ -66,20 +60,18 @@ fn dropping_get_futures_at_every_poll_point_loses_nothing() {
         assert_eq!(
             handed,
             (0..20).collect::<Vec<_>>(),
-            "drop_after {drop_after}, {shards} shards"
+            "drop_after {drop_after}"
         );
     }
 }
 
 #[test]
 fn a_woken_get_that_is_dropped_passes_the_wake_up_on() {
-    for shards in SHARDS {
-        a_woken_get_dropped(shards);
-    }
+    a_woken_get_dropped();
 }
 
-fn a_woken_get_dropped(shards: usize) {
-    let queue: WorkQueue<u32> = work_queue(shards);
+fn a_woken_get_dropped() {
+    let queue: WorkQueue<u32> = work_queue();
     let mut a = task::spawn(queue.get());
     let mut b = task::spawn(queue.get());
     assert!(a.poll().is_pending());
@@ -138,9 +130,7 @@ fn every_interleaving_of_six_operations_keeps_the_protocol() {
     let mut seq = [0usize; 6];
     let mut runs = 0;
     loop {
-        for shards in SHARDS {
-            run_sequence(&seq.map(|i| OPS[i]), shards);
-        }
+        run_sequence(&seq.map(|i| OPS[i]));
         runs += 1;
         // Next sequence in base OPS.len().
         let mut i = 0;
@@ -159,9 +149,9 @@ fn every_interleaving_of_six_operations_keeps_the_protocol() {
     }
 }
 
-fn run_sequence(ops: &[Op], shards: usize) {
+fn run_sequence(ops: &[Op]) {
     type Pending<'a> = Option<task::Spawn<Get<'a, u32>>>;
-    let queue: WorkQueue<u32> = work_queue(shards);
+    let queue: WorkQueue<u32> = work_queue();
     let mut gets: [Pending<'_>; 2] = [None, None];
     let mut held: VecDeque<Item<u32>> = VecDeque::new();
     let mut added = HashSet::new();
@@ -281,27 +271,36 @@ fn the_queue_behaves_like_the_model() {
         ..Config::default()
     });
     runner
-        .run(
-            &(
-                proptest::sample::select(&SHARDS[..]),
-                proptest::collection::vec(step(), 1..40),
-            ),
-            |(shards, steps)| {
-                let queue: WorkQueue<u8> = work_queue(shards);
-                let mut model = Model::default();
-                let mut held: Vec<Item<u8>> = Vec::new();
-                for s in steps {
-                    match s {
-                        Step::Add(k, by_ref) => {
-                            let r = if by_ref {
-                                queue.add_ref(&k)
-                            } else {
-                                queue.add(k)
-                            };
-                            if model.shut {
-                                prop_assert!(r.is_err());
-                            } else {
-                                prop_assert!(r.is_ok());
+        .run(&proptest::collection::vec(step(), 1..40), |steps| {
+            let queue: WorkQueue<u8> = work_queue();
+            let mut model = Model::default();
+            let mut held: Vec<Item<u8>> = Vec::new();
+            for s in steps {
+                match s {
+                    Step::Add(k, by_ref) => {
+                        let r = if by_ref {
+                            queue.add_ref(&k)
+                        } else {
+                            queue.add(k)
+                        };
+                        if model.shut {
+                            prop_assert!(r.is_err());
+                        } else {
+                            prop_assert!(r.is_ok());
+                            if model.processing.contains(&k) {
+                                model.dirty.insert(k);
+                            } else if !model.fifo.contains(&k) {
+                                model.fifo.push_back(k);
+                            }
+                        }
+                    }
+                    Step::AddAll(keys) => {
+                        let r = queue.add_all(keys.clone());
+                        if model.shut {
+                            prop_assert_eq!(r.map_err(|e| e.into_key()), Err(keys));
+                        } else {
+                            prop_assert!(r.is_ok());
+                            for k in keys {
                                 if model.processing.contains(&k) {
                                     model.dirty.insert(k);
                                 } else if !model.fifo.contains(&k) {
@@ -309,60 +308,45 @@ fn the_queue_behaves_like_the_model() {
                                 }
                             }
                         }
-                        Step::AddAll(keys) => {
-                            let r = queue.add_all(keys.clone());
-                            if model.shut {
-                                prop_assert_eq!(r.map_err(|e| e.into_key()), Err(keys));
-                            } else {
-                                prop_assert!(r.is_ok());
-                                for k in keys {
-                                    if model.processing.contains(&k) {
-                                        model.dirty.insert(k);
-                                    } else if !model.fifo.contains(&k) {
-                                        model.fifo.push_back(k);
-                                    }
-                                }
+                    }
+                    Step::Get => {
+                        let got = match task::spawn(queue.get()).poll() {
+                            std::task::Poll::Ready(out) => Some(out),
+                            std::task::Poll::Pending => None,
+                        };
+                        match model.fifo.pop_front() {
+                            Some(k) => {
+                                let item = got.flatten();
+                                prop_assert_eq!(item.as_ref().map(|i| *i.key()), Some(k));
+                                model.processing.push(k);
+                                held.extend(item);
                             }
-                        }
-                        Step::Get => {
-                            let got = match task::spawn(queue.get()).poll() {
-                                std::task::Poll::Ready(out) => Some(out),
-                                std::task::Poll::Pending => None,
-                            };
-                            match model.fifo.pop_front() {
-                                Some(k) => {
-                                    let item = got.flatten();
-                                    prop_assert_eq!(item.as_ref().map(|i| *i.key()), Some(k));
-                                    model.processing.push(k);
-                                    held.extend(item);
-                                }
-                                None if model.shut => prop_assert!(matches!(got, Some(None))),
-                                None => prop_assert!(got.is_none()),
-                            }
-                        }
-                        Step::Done(i) => {
-                            if !held.is_empty() {
-                                let item = held.remove(i % held.len());
-                                let k = *item.key();
-                                item.done();
-                                model.processing.retain(|p| *p != k);
-                                if model.dirty.remove(&k) {
-                                    model.fifo.push_back(k);
-                                }
-                            }
-                        }
-                        Step::ShutDown => {
-                            queue.shut_down();
-                            model.shut = true;
+                            None if model.shut => prop_assert!(matches!(got, Some(None))),
+                            None => prop_assert!(got.is_none()),
                         }
                     }
-                    prop_assert_eq!(queue.len(), model.fifo.len());
-                    prop_assert_eq!(queue.processing_len(), model.processing.len());
-                    prop_assert_eq!(queue.is_shutting_down(), model.shut);
+                    Step::Done(i) => {
+                        if !held.is_empty() {
+                            let item = held.remove(i % held.len());
+                            let k = *item.key();
+                            item.done();
+                            model.processing.retain(|p| *p != k);
+                            if model.dirty.remove(&k) {
+                                model.fifo.push_back(k);
+                            }
+                        }
+                    }
+                    Step::ShutDown => {
+                        queue.shut_down();
+                        model.shut = true;
+                    }
                 }
-                Ok(())
-            },
-        )
+                prop_assert_eq!(queue.len(), model.fifo.len());
+                prop_assert_eq!(queue.processing_len(), model.processing.len());
+                prop_assert_eq!(queue.is_shutting_down(), model.shut);
+            }
+            Ok(())
+        })
         .unwrap();
 }
 
@@ -453,53 +437,47 @@ fn delayed_adds_behave_like_the_model() {
         ..Config::default()
     });
     runner
-        .run(
-            &(
-                proptest::sample::select(&SHARDS[..]),
-                proptest::collection::vec(timed(), 1..40),
-            ),
-            |(shards, steps)| {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_time()
-                    .start_paused(true)
-                    .build()
-                    .unwrap();
-                runtime.block_on(async {
-                    let queue: WorkQueue<u8> = work_queue(shards);
-                    let mut model = TimedModel::default();
-                    for s in steps {
-                        match s {
-                            Timed::AddAfter(k, q) => {
-                                queue.add_after(k, QUARTER_MS * q as u32).unwrap();
-                                model.add_after(k, q);
-                            }
-                            Timed::Add(k) => {
-                                queue.add(k).unwrap();
-                                model.add(k);
-                            }
-                            Timed::Advance(q) => {
-                                tokio::time::advance(QUARTER_MS * q as u32).await;
-                                queue.settle().await;
-                                model.advance(q);
-                            }
-                            Timed::Drain => {
-                                let mut got = Vec::new();
-                                for _ in 0..queue.len() {
-                                    let item = bounded(queue.get()).await.unwrap();
-                                    got.push(*item.key());
-                                    item.done();
-                                }
-                                let want: Vec<u8> = model.fifo.drain(..).collect();
-                                prop_assert_eq!(got, want);
-                            }
+        .run(&proptest::collection::vec(timed(), 1..40), |steps| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let queue: WorkQueue<u8> = work_queue();
+                let mut model = TimedModel::default();
+                for s in steps {
+                    match s {
+                        Timed::AddAfter(k, q) => {
+                            queue.add_after(k, QUARTER_MS * q as u32).unwrap();
+                            model.add_after(k, q);
                         }
-                        prop_assert_eq!(queue.len(), model.fifo.len());
-                        prop_assert_eq!(queue.waiting_len(), model.waiting.len());
+                        Timed::Add(k) => {
+                            queue.add(k).unwrap();
+                            model.add(k);
+                        }
+                        Timed::Advance(q) => {
+                            tokio::time::advance(QUARTER_MS * q as u32).await;
+                            queue.settle().await;
+                            model.advance(q);
+                        }
+                        Timed::Drain => {
+                            let mut got = Vec::new();
+                            for _ in 0..queue.len() {
+                                let item = bounded(queue.get()).await.unwrap();
+                                got.push(*item.key());
+                                item.done();
+                            }
+                            let want: Vec<u8> = model.fifo.drain(..).collect();
+                            prop_assert_eq!(got, want);
+                        }
                     }
-                    Ok(())
-                })
-            },
-        )
+                    prop_assert_eq!(queue.len(), model.fifo.len());
+                    prop_assert_eq!(queue.waiting_len(), model.waiting.len());
+                }
+                Ok(())
+            })
+        })
         .unwrap();
 }
 
@@ -550,17 +528,12 @@ async fn client_go_metrics_through_the_queue() {
     assert_eq!(p.recorded().retries, 1);
 }
 
-/// With several shards the metrics still speak for the whole queue: depth counts every shard's
-/// keys, the refresh sums every shard's items in progress, and the gauges go to 0 when the last
-/// item in progress anywhere is done, not when one shard's last is.
+/// The metrics speak for the whole queue: depth counts every key, the refresh sums every item
+/// in progress, and the gauges go to 0 when the last item in progress is done, not before.
 #[tokio::test(start_paused = true)]
-async fn a_sharded_queue_reports_metrics_for_the_whole_queue() {
+async fn the_metrics_report_for_the_whole_queue() {
     let p = Arc::new(RecordingProvider::default());
-    let queue: WorkQueue<u32> = WorkQueue::builder()
-        .name("test")
-        .metrics(p.clone())
-        .shards(4)
-        .build();
+    let queue: WorkQueue<u32> = WorkQueue::builder().name("test").metrics(p.clone()).build();
     for k in 0..16 {
         queue.add(k).unwrap();
     }

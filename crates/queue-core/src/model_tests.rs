@@ -105,24 +105,21 @@ fn work_op() -> impl Strategy<Value = WorkOp> {
     ]
 }
 
-/// client-go's queue, literally: a FIFO, a dirty set and a processing set; plus a limit on
-/// the keys held, queued and processing together, which client-go does not have.
+/// client-go's queue, literally: a FIFO, a dirty set and a processing set.
 struct GoModel {
     queue: VecDeque<u8>,
     dirty: HashSet<u8>,
     processing: HashSet<u8>,
     shutting_down: bool,
-    max_keys: usize,
 }
 
 impl GoModel {
-    fn new(max_keys: usize) -> Self {
+    fn new() -> Self {
         GoModel {
             queue: VecDeque::new(),
             dirty: HashSet::new(),
             processing: HashSet::new(),
             shutting_down: false,
-            max_keys,
         }
     }
 
@@ -132,10 +129,6 @@ impl GoModel {
         }
         if self.dirty.contains(&k) {
             return AddOutcome::Coalesced;
-        }
-        let held = self.queue.len() + self.processing.len();
-        if !self.processing.contains(&k) && held >= self.max_keys {
-            return AddOutcome::Full(k);
         }
         self.dirty.insert(k);
         if self.processing.contains(&k) {
@@ -209,18 +202,6 @@ proptest! {
 
     #[test]
     fn work_state_matches_client_go(ops in prop::collection::vec(work_op(), 1..80)) {
-        run_work(WorkState::new(), GoModel::new(usize::MAX), ops)?;
-    }
-}
-
-proptest! {
-    #![proptest_config(config("proptest-regressions/work_state_full.txt"))]
-
-    #[test]
-    fn a_work_state_at_its_limit_matches_client_go_with_the_limit(
-        ops in prop::collection::vec(work_op(), 1..80),
-    ) {
-        // 12 keys against room for 4: the limit is reached in most runs.
-        run_work(WorkState::with_max_keys(4), GoModel::new(4), ops)?;
+        run_work(WorkState::new(), GoModel::new(), ops)?;
     }
 }

@@ -59,11 +59,6 @@ pub enum AddOutcome<K> {
     },
     /// The state is shut down: the key is handed back and nothing changed. Both states.
     ShutDown(K),
-    /// The state holds as many keys as it can, queued and processing together (`u32::MAX`),
-    /// and the key is neither: it is handed back and nothing changed. A key already queued or
-    /// processing is still coalesced, raised or deferred, since it takes no more room. Both
-    /// states.
-    Full(K),
 }
 
 /// What a pop found, in [`WorkState::pop`] (the key) and [`PriorityState::pop`] (the key and

@@ -67,14 +67,7 @@ pub struct PriorityState<K> {
     seq: u64,
     aging_nanos: Option<u64>,
     shut_down: bool,
-    /// The most keys held, ready and processing together: [`MAX_KEYS`], lower in unit tests.
-    #[cfg(test)]
-    max_keys: usize,
 }
-
-/// The most keys a state holds, ready and processing together: the ready heap numbers its
-/// entries with `u32`s, and room is kept for every processing key to come back.
-const MAX_KEYS: usize = u32::MAX as usize;
 
 impl<K> fmt::Debug for PriorityState<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -104,8 +97,6 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
             seq: 0,
             aging_nanos: aging_nanos.filter(|&n| n > 0),
             shut_down: false,
-            #[cfg(test)]
-            max_keys: MAX_KEYS,
         }
     }
 
@@ -141,9 +132,6 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
         if let Some(outcome) = self.add_present(&key, priority, now_nanos) {
             return outcome;
         }
-        if self.is_full() {
-            return AddOutcome::Full(key);
-        }
         let rank = self.rank(priority, now_nanos);
         self.ready.add(key, rank);
         AddOutcome::Queued
@@ -170,9 +158,6 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
         }
         if let Some(outcome) = self.add_present(key, priority, now_nanos) {
             return outcome;
-        }
-        if self.is_full() {
-            return AddOutcome::Full(key.clone());
         }
         let rank = self.rank(priority, now_nanos);
         self.ready.add(key.clone(), rank);
@@ -210,22 +195,6 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
         Some(AddOutcome::Raised {
             from: current.priority,
         })
-    }
-
-    /// Whether a new key would not fit: room is kept for every processing key to come back
-    /// too, so `done` never has to refuse.
-    fn is_full(&self) -> bool {
-        self.ready.len() + self.processing.len() >= self.max_keys()
-    }
-
-    #[cfg(not(test))]
-    fn max_keys(&self) -> usize {
-        MAX_KEYS
-    }
-
-    #[cfg(test)]
-    fn max_keys(&self) -> usize {
-        self.max_keys
     }
 
     /// Hands out the best ready key with its priority; it is processing until [`done`](Self::done).
@@ -342,17 +311,6 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
 mod tests {
     use super::*;
 
-    impl<K: Hash + Eq + Clone> PriorityState<K> {
-        /// [`new`](PriorityState::new), holding at most `max_keys` keys, so that tests reach
-        /// the limit without `u32::MAX` of them.
-        pub(crate) fn with_max_keys(aging_nanos: Option<u64>, max_keys: usize) -> Self {
-            PriorityState {
-                max_keys,
-                ..PriorityState::new(aging_nanos)
-            }
-        }
-    }
-
     fn pop_all(s: &mut PriorityState<&'static str>) -> Vec<(&'static str, i32)> {
         let mut out = Vec::new();
         while let PopOutcome::Item(x) = s.pop() {
@@ -466,43 +424,6 @@ mod tests {
     }
 
     #[test]
-    fn a_full_state_refuses_new_keys_and_still_takes_the_keys_it_holds() {
-        let mut s = PriorityState::with_max_keys(None, 2);
-        assert_eq!(s.add("a", 0, 0), AddOutcome::Queued);
-        assert_eq!(s.add("b", 0, 0), AddOutcome::Queued);
-        assert_eq!(s.add("c", 9, 0), AddOutcome::Full("c"));
-        assert_eq!(s.add_ref(&"c", 9, 0), AddOutcome::Full("c"));
-        assert_eq!(
-            s.add("a", 5, 0),
-            AddOutcome::Raised { from: 0 },
-            "ready: no more room"
-        );
-        assert_eq!(s.pop(), PopOutcome::Item(("a", 5)));
-        assert_eq!(
-            s.add("c", 9, 0),
-            AddOutcome::Full("c"),
-            "processing keys count"
-        );
-        assert_eq!(
-            s.add("a", 1, 0),
-            AddOutcome::Deferred { newly_dirty: true },
-            "processing: its room is kept"
-        );
-        assert_eq!(s.done(&"a", 0), DoneOutcome::Requeued(1));
-        assert_eq!(s.len(), 2);
-
-        assert_eq!(s.pop(), PopOutcome::Item(("a", 1)));
-        assert_eq!(s.done(&"a", 0), DoneOutcome::Finished);
-        assert_eq!(s.add("c", 9, 0), AddOutcome::Queued, "room again");
-        s.shut_down();
-        assert_eq!(
-            s.add("d", 0, 0),
-            AddOutcome::ShutDown("d"),
-            "a shutdown is told before a full state"
-        );
-    }
-
-    #[test]
     fn shut_down_refuses_adds_and_drains() {
         let mut s = PriorityState::new(None);
         s.add("a", 0, 0);
@@ -558,8 +479,6 @@ mod tests {
             ready: Vec<(u8, Entry)>,
             processing: Vec<(u8, Option<Entry>)>,
             seq: u64,
-            /// The most keys held, ready and processing together.
-            max_keys: usize,
         }
 
         impl Model {
@@ -570,8 +489,7 @@ mod tests {
                 }
             }
 
-            /// `false` if the key was refused for lack of room.
-            fn add(&mut self, k: u8, p: i32, now: u64) -> bool {
+            fn add(&mut self, k: u8, p: i32, now: u64) {
                 self.seq += 1;
                 let seq = self.seq;
                 if let Some((_, dirty)) = self.processing.iter_mut().find(|(x, _)| *x == k) {
@@ -594,12 +512,9 @@ mod tests {
                             seq,
                         };
                     }
-                } else if self.ready.len() + self.processing.len() < self.max_keys {
-                    self.ready.push((k, Entry { p, since: now, seq }));
                 } else {
-                    return false;
+                    self.ready.push((k, Entry { p, since: now, seq }));
                 }
-                true
             }
 
             fn pop(&mut self, interval: Option<u64>) -> Option<(u8, i32)> {
@@ -623,20 +538,21 @@ mod tests {
             }
         }
 
-        fn run(interval: Option<u64>, max_keys: usize, ops: &[Op]) -> Result<(), TestCaseError> {
-            let mut state = PriorityState::with_max_keys(interval, max_keys);
+        fn run(interval: Option<u64>, ops: &[Op]) -> Result<(), TestCaseError> {
+            let mut state = PriorityState::new(interval);
             let mut model = Model {
                 ready: Vec::new(),
                 processing: Vec::new(),
                 seq: 0,
-                max_keys,
             };
             let mut now = 0u64;
             for op in ops {
                 match *op {
                     Op::Add(k, p) => {
-                        let full = matches!(state.add(k, i32::from(p), now), AddOutcome::Full(_));
-                        prop_assert_eq!(full, !model.add(k, i32::from(p), now));
+                        let refused =
+                            matches!(state.add(k, i32::from(p), now), AddOutcome::ShutDown(_));
+                        prop_assert!(!refused);
+                        model.add(k, i32::from(p), now);
                     }
                     Op::Pop => {
                         let got = match state.pop() {
@@ -685,19 +601,13 @@ mod tests {
 
             #[test]
             fn matches_the_model_without_aging(ops in prop::collection::vec(op(), 0..60)) {
-                run(None, MAX_KEYS, &ops)?;
+                run(None, &ops)?;
             }
 
             #[test]
             fn matches_the_model_with_aging(ops in prop::collection::vec(op(), 0..60)) {
                 // Interval 30: an `Advance` of up to 190 is several priorities of age.
-                run(Some(30), MAX_KEYS, &ops)?;
-            }
-
-            #[test]
-            fn matches_the_model_at_its_limit(ops in prop::collection::vec(op(), 0..60)) {
-                // 6 keys against room for 3: the limit is reached in most runs.
-                run(Some(30), 3, &ops)?;
+                run(Some(30), &ops)?;
             }
         }
     }

@@ -250,8 +250,8 @@ fn apply<K: Key>(queue: &WorkQueue<K>, item: ctrlq_queue_async::Item<K>, action:
         Action::RequeueRateLimited => item.requeue_rate_limited(),
     };
     if let Err(e) = r {
-        // Only at the end of a term (never for a full queue, which keeps room for the keys it
-        // hands out): the next term's sources bring the key back.
+        // Only at the end of a term (the queue shut down): the next term's sources bring the
+        // key back.
         debug!(key = ?e.key(), "queue shut down; requeue dropped with the term");
     }
 }

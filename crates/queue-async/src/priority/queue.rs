@@ -153,9 +153,7 @@ where
     /// # Errors
     ///
     /// [`AddError::ShutDown`] with the key if the queue is shutting down (the limiter is not
-    /// charged); [`AddError::Full`] with it if the key is added at once (no delay) and the
-    /// queue is full, as for [`add`](Self::add). A key whose wait ends while the queue
-    /// is full is dropped.
+    /// charged).
     ///
     /// # Examples
     ///

@@ -19,9 +19,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`AddError::ShutDown`] with the key if the queue is shutting down, [`AddError::Full`]
-    /// with it if the queue holds `u32::MAX` keys (queued and being processed) and this is not
-    /// one of them.
+    /// [`AddError::ShutDown`] with the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -81,9 +79,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`AddError::ShutDown`] with the key if the queue is shutting down; [`AddError::Full`] with
-    /// it if the key is added at once (a zero delay) and the queue is full as for
-    /// [`add`](Self::add). A key whose wait ends while the queue is full is dropped.
+    /// [`AddError::ShutDown`] with the key if the queue is shutting down.
     ///
     /// # Examples
     ///
@@ -110,8 +106,7 @@ where
     /// # Errors
     ///
     /// [`AddError::ShutDown`] with the key if the queue is shutting down (the limiter is not
-    /// charged); [`AddError::Full`] as for [`add_after`](Self::add_after), when the limiter's
-    /// delay is zero.
+    /// charged).
     ///
     /// # Examples
     ///

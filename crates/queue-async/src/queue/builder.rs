@@ -90,41 +90,6 @@ where
     }
 }
 
-impl<K> QueueBuilder<K, ()>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
-    /// How many shards the work queue splits its keys over (rounded up to a power of two,
-    /// at most 1,024; 0 counts as 1).
-    ///
-    /// A key always lives in the shard its hash picks, under that shard's lock, so de-dup and
-    /// one worker per key hold as with one lock; a small lock held for one `pop_front` keeps
-    /// the order in which keys were queued, so `get` still hands them out first in, first
-    /// out. What sharding buys: workers on many cores take a key and mark it done under
-    /// locks they rarely share, instead of all meeting on one. What it costs: an add and a
-    /// done hash the key once more, and a `get` takes two locks instead of one.
-    ///
-    /// By default: one shard on a runtime of one or two worker threads, else four per worker
-    /// thread of the runtime the queue is built in (outside a runtime, per CPU the process may
-    /// run on).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ctrlq_queue_async::WorkQueue;
-    ///
-    /// let queue: WorkQueue<u32> = WorkQueue::builder().shards(8).build();
-    /// for k in [3, 1, 2, 1] {
-    ///     queue.add(k).unwrap();
-    /// }
-    /// assert_eq!(queue.len(), 3);
-    /// ```
-    pub fn shards(mut self, shards: usize) -> Self {
-        self.options.shards = Some(shards);
-        self
-    }
-}
-
 // ===== the constructors of Queue =====
 
 impl<K, P> Queue<K, P>

@@ -113,8 +113,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`AddError::ShutDown`] with the key and data if the queue is shutting down. The scheduling
-    /// queue has no limit of its own: it never refuses with [`AddError::Full`].
+    /// [`AddError::ShutDown`] with the key and data if the queue is shutting down.
     pub fn add(&self, key: K, data: T) -> Result<(), AddError<(K, T)>> {
         let s = &*self.shared;
         let now = s.clock.now();

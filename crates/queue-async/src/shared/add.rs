@@ -1,6 +1,6 @@
 //! Adds now: the handle's `add`, `add_ref` and `add_all`, and the locked steps every add
 //! ends in (also the delayed adds, in `delay`): end the key's wait if it has one, then hand
-//! the key to its shard's state machine, put the shard in the hand-out order, and count it.
+//! the key to the state machine, and count it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,16 +9,15 @@ use ctrlq_queue_core::AddOutcome;
 
 use super::machine::{AddKey, Machine, Payload, QueueKey};
 use super::state::{Shared, State, Wake};
-use crate::error::{AddError, Refused};
+use crate::error::AddError;
 
 impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Adds `key` now; a borrowed key (`&K`) is cloned only if the queue keeps it.
     #[inline(always)]
     pub(crate) fn add(self: &Arc<Self>, key: impl AddKey<K>, p: P) -> Result<(), AddError<K>> {
-        let shard = self.shard_of(key.key());
         let mut wake = Wake::default();
-        let mut state = self.lock(shard);
-        let r = self.add_locked(shard, &mut state, key, p, &mut wake);
+        let mut state = self.lock();
+        let r = self.add_locked(&mut state, key, p, &mut wake);
         drop(state);
         self.keep_metrics_task();
         self.wake(wake);
@@ -36,34 +35,26 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
 
     /// Adds `keys` now, in order (see `WorkQueue::add_all`).
     pub(crate) fn add_all(self: &Arc<Self>, keys: Vec<K>, p: P) -> Result<(), AddError<Vec<K>>> {
-        if self.is_shutting_down() {
+        let mut wake = Wake::default();
+        let mut state = self.lock();
+        if state.machine.is_shut_down() {
             return Err(AddError::ShutDown(keys));
         }
-        let mut refused = Refused::default();
-        let mut wake = Wake::default();
-        if self.shards.len() == 1 {
-            let mut state = self.lock(0);
-            for key in keys {
-                refused.note(self.add_locked(0, &mut state, key, p, &mut wake));
-            }
-        } else {
-            for key in keys {
-                let shard = self.shard_of(&key);
-                let mut state = self.lock(shard);
-                refused.note(self.add_locked(shard, &mut state, key, p, &mut wake));
-            }
+        for key in keys {
+            // The state is open under this hold of the lock: every add succeeds.
+            let _ = self.add_locked(&mut state, key, p, &mut wake);
         }
+        drop(state);
         self.keep_metrics_task();
         self.wake(wake);
-        refused.into_result()
+        Ok(())
     }
 
-    /// Adds `key` now, under its shard's lock; a wait of the key ends (its payload is kept if
+    /// Adds `key` now, under the lock; a wait of the key ends (its payload is kept if
     /// higher).
     #[inline(always)]
     pub(super) fn add_locked(
         &self,
-        shard: usize,
         state: &mut State<K, P>,
         key: impl AddKey<K>,
         mut p: P,
@@ -79,14 +70,13 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 self.count_waiting(&timers);
             }
         }
-        self.add_now_locked(shard, state, key, p, wake)
+        self.add_now_locked(state, key, p, wake)
     }
 
-    /// Adds `key` now, under its shard's lock, when it does not wait (the delay task's adds).
+    /// Adds `key` now, under the lock, when it does not wait (the delay task's adds).
     #[inline(always)]
     pub(super) fn add_now_locked(
         &self,
-        shard: usize,
         state: &mut State<K, P>,
         key: impl AddKey<K>,
         p: P,
@@ -97,13 +87,12 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         let now = self.now_nanos();
         let added = key.add_to(&mut state.machine, p, now);
         let priority = <P::Machine<K> as Machine<K>>::metric_priority(p);
-        // One match over the outcome, refusals included: the add path is the queue's hottest.
         match added {
             AddOutcome::Queued => {
                 if let Some(k) = &metric_key {
                     state.recorder.add_at_priority(k, priority, &self.clock);
                 }
-                self.queued(shard, state, wake);
+                self.queued(wake);
                 Ok(())
             }
             AddOutcome::Raised { from } => {
@@ -121,20 +110,12 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             }
             AddOutcome::Coalesced => Ok(()),
             AddOutcome::ShutDown(key) => Err(AddError::ShutDown(key)),
-            AddOutcome::Full(key) => Err(AddError::Full(key)),
         }
     }
 
-    /// A key of `shard` was queued (an add, or a done that requeues it): it takes its place in
-    /// the hand-out order, under the shard's lock (so a shutdown, which takes every shard's
-    /// lock, comes after it), and one getter is woken.
+    /// A key was queued (an add, or a done that requeues it): one getter is woken.
     #[inline(always)]
-    pub(super) fn queued(&self, shard: usize, state: &mut State<K, P>, wake: &mut Wake) {
-        if self.shards.len() > 1 {
-            // `shard` < `MAX_SHARDS`, which fits a u32.
-            self.order.lock().push_back(shard as u32);
-        }
-        self.note_busy(state, wake);
+    pub(super) fn queued(&self, wake: &mut Wake) {
         wake.getters += 1;
     }
 }

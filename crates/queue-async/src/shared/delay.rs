@@ -23,8 +23,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         p: P,
         delay: Duration,
     ) -> Result<(), AddError<K>> {
-        let shard = self.shard_of(&key);
-        let key = self.with_lock(shard, |state, wake| {
+        let key = self.with_lock(|state, wake| {
             if state.machine.is_shut_down() {
                 return Err(Some(AddError::ShutDown(key)));
             }
@@ -32,7 +31,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 state.recorder.retry();
             }
             if delay.is_zero() || state.machine.absorbs_delayed(&key) {
-                return match self.add_locked(shard, state, key, p, wake) {
+                return match self.add_locked(state, key, p, wake) {
                     Ok(()) => Err(None),
                     Err(e) => Err(Some(e)),
                 };
@@ -89,10 +88,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 }
             }
         };
-        let shard = self.shard_of(&key);
-        self.with_lock(shard, |state, wake| {
-            self.add_now_locked(shard, state, key, p, wake)
-        })
+        self.with_lock(|state, wake| self.add_now_locked(state, key, p, wake))
     }
 
     /// Starts the delay task on the queue's runtime (binding the queue to the calling one if
@@ -123,30 +119,20 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         self.add_due(due);
     }
 
-    /// Adds keys whose wait is over, in the given order (with one shard, under one hold of
-    /// its lock).
+    /// Adds keys whose wait is over, in the given order, under one hold of the lock.
     fn add_due(&self, due: Vec<(K, P)>) {
         if due.is_empty() {
             return;
         }
         let n = due.len();
         let mut wake = Wake::default();
-        let mut held = None;
+        let mut state = self.lock();
         for (key, p) in due {
-            let shard = self.shard_of(&key);
-            if held.as_ref().is_none_or(|(s, _)| *s != shard) {
-                // One shard's lock at a time: release the last before taking the next.
-                drop(held.take());
-                held = Some((shard, self.lock(shard)));
-            }
-            let Some((_, state)) = &mut held else {
-                continue;
-            };
-            // Refused after a shutdown that came after the keys were taken (waiting keys are
-            // dropped at shutdown), or by a full queue: either way the key is dropped.
-            let _ = self.add_now_locked(shard, state, key, p, &mut wake);
+            // Refused only after a shutdown that came after the keys were taken (waiting keys
+            // are dropped at shutdown).
+            let _ = self.add_now_locked(&mut state, key, p, &mut wake);
         }
-        drop(held);
+        drop(state);
         self.wake(wake);
         debug!(queue = %self.name, due = n, "delays over");
     }

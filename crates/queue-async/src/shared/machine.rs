@@ -30,9 +30,6 @@ pub trait Payload: Copy + Ord + Default + Send + Sync + fmt::Debug + 'static {
     /// keeps (controller-runtime's priority queue). `false`: by the delayed add that set their
     /// deadline (the work queue; client-go leaves such ties unordered).
     const TIES_BY_ADD_COUNTER: bool;
-    /// Whether the queue may split its keys over shards. Only the FIFO work queue does: a
-    /// priority queue hands out its best key, which one ordered structure must find.
-    const SHARDED: bool;
 }
 
 impl Payload for () {
@@ -40,7 +37,6 @@ impl Payload for () {
     const BUILDER_NAME: &'static str = "WorkQueueBuilder";
     type Machine<K: QueueKey> = WorkState<K>;
     const TIES_BY_ADD_COUNTER: bool = false;
-    const SHARDED: bool = true;
 }
 
 impl Payload for i32 {
@@ -48,12 +44,10 @@ impl Payload for i32 {
     const BUILDER_NAME: &'static str = "PriorityQueueBuilder";
     type Machine<K: QueueKey> = PriorityState<K>;
     const TIES_BY_ADD_COUNTER: bool = true;
-    const SHARDED: bool = false;
 }
 
 /// A key given to an add: owned (`K`), or borrowed (`&K`) and cloned only if the queue keeps
-/// it. Each form is its own type, so every add path is compiled for one form and passes the key
-/// in registers, with no match on the form at run time.
+/// it.
 pub trait AddKey<K>: Sized {
     /// The key.
     fn key(&self) -> &K;
@@ -116,7 +110,6 @@ impl<K: QueueKey> Machine<K> for WorkState<K> {
     type P = ();
     const NEEDS_TIME: bool = false;
     const ZERO_DELAY_IS_RETRY: bool = true;
-    // `add` and `add_ref` are inlined into the queue's add path (see `Shared::add`).
     fn new(_aging: Option<u64>) -> Self {
         WorkState::new()
     }
@@ -165,7 +158,6 @@ impl<K: QueueKey> Machine<K> for PriorityState<K> {
     type P = i32;
     const NEEDS_TIME: bool = true;
     const ZERO_DELAY_IS_RETRY: bool = false;
-    // `add` and `add_ref` are inlined into the queue's add path (see `Shared::add`).
     fn new(aging: Option<u64>) -> Self {
         PriorityState::new(aging)
     }

@@ -33,22 +33,12 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         }
     }
 
-    /// Sets the unfinished-work gauges from every shard's items in progress.
+    /// Sets the unfinished-work gauges from the items in progress.
     fn update_unfinished_work(&self) {
         let now = self.clock.now();
-        let (mut total, mut longest) = (0.0, 0.0_f64);
-        for shard in 0..self.shards.len() {
-            let (t, l) = self.lock(shard).recorder.unfinished_work(now);
-            total += t;
-            longest = longest.max(l);
-        }
-        let state = self.lock(0);
+        let state = self.lock();
+        let (total, longest) = state.recorder.unfinished_work(now);
         state.recorder.set_unfinished_work(total, longest);
-        // A done that ended the last item in progress while the shards were read zeroed the
-        // gauges before this set: zero them again.
-        if self.in_progress.load(Ordering::SeqCst) == 0 {
-            state.recorder.zero_unfinished_work();
-        }
     }
 }
 

@@ -2,24 +2,20 @@
 //!
 //! Locks (parking_lot, never held across an `.await`):
 //!
-//! - each shard's lock guards its state machine and its metrics recorder: every add, get and
-//!   done takes the lock of its key's shard;
-//! - with more than one shard, `order` guards the hand-out order (the shard of every queued
-//!   key, in the order they were queued): taken under a shard's lock when a key is queued, and
-//!   alone by a `get` before it pops that shard;
+//! - `state` guards the state machine and the metrics recorder: every add, get and done takes
+//!   it;
 //! - `timers` guards the waiting keys, their timers ([`Timers`](timers::Timers)) and the delay
 //!   task: delayed adds and the delay task take it.
 //!
-//! A delayed add sets its timer without holding a shard's lock, and the delay task takes the
-//! due keys under `timers` alone, then adds them under their shards' locks: neither holds up
-//! the workers' gets and dones while it works on the timers. When a shard's lock and another
-//! are held, the shard's is taken first; no two shards' locks are held at once. Three
+//! A delayed add sets its timer without holding `state`, and the delay task takes the due keys
+//! under `timers` alone, then adds them under `state`. When both are held, `state` is taken
+//! first. Three
 //! `Notify`s carry the wake-ups: `get_wake` (one waiting `get` per queued key), `stream_wake`
 //! (every waiting stream) and `idle_wake` (drains). The protocol is in the crate's design docs.
 //!
 //! One file per role, each using only those listed before it: `machine` (the two state
 //! machines under one trait) and `timers` (the waiting keys) know nothing of the handle;
-//! `state` holds [`Shared`], its shards and locks; `metrics_task` the gauge refresh; `add` the
+//! `state` holds [`Shared`] and its locks; `metrics_task` the gauge refresh; `add` the
 //! locked step every add ends in; `delay` the delayed adds and the delay task; `handout` the
 //! gets, the dones and a panic's requeue; `shutdown` and `stream`.
 

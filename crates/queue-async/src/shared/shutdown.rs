@@ -13,11 +13,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// stopped, every waiting `get` and stream woken. With `drain`, a drain starts.
     pub(crate) fn shut_down(&self, drain: bool) {
         self.draining.store(drain, Ordering::SeqCst);
-        let mut first = false;
-        for shard in 0..self.shards.len() {
-            first |= self.lock(shard).machine.shut_down();
-        }
-        // Every shard refuses adds now, and every key they queued is in the hand-out order.
+        let first = self.lock().machine.shut_down();
         self.shutting_down.store(true, Ordering::Release);
         // Waiting keys are never added now: drop them, their timers and the tasks.
         {
@@ -45,7 +41,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             let idle = self.idle_wake.notified();
             tokio::pin!(idle);
             idle.as_mut().enable();
-            if self.busy.load(Ordering::SeqCst) == 0 || !self.draining.load(Ordering::SeqCst) {
+            if !self.draining.load(Ordering::SeqCst) || self.lock().machine.is_idle() {
                 return;
             }
             idle.await;

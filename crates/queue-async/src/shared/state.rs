@@ -1,15 +1,12 @@
-//! [`Shared`], the state behind a handle: its shards and their locks, the hand-out order across
-//! shards, the wake-ups sent once a lock is released; the read-only queries of the handle API.
+//! [`Shared`], the state behind a handle: its lock, the wake-ups sent once the lock is
+//! released; the read-only queries of the handle API.
 
-use std::collections::VecDeque;
 use std::fmt;
-use std::hash::BuildHasher;
-use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use ctrlq_ratelimit::RateLimiter;
-use hashbrown::{DefaultHashBuilder, HashSet};
+use hashbrown::HashSet;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -20,16 +17,11 @@ use crate::clock::QueueClock;
 use crate::metrics::{Handles, MetricsProvider, Recorder};
 use crate::task::BackgroundTask;
 
-/// The most shards a queue splits into.
-pub(crate) const MAX_SHARDS: usize = 1024;
-
 /// The builder options every queue has.
 pub(crate) struct Options<K> {
     pub(crate) name: String,
     pub(crate) metrics: Option<Arc<dyn MetricsProvider>>,
     pub(crate) limiter: Option<Arc<dyn RateLimiter<K>>>,
-    /// Shards of a work queue; `None`: from the runtime's worker threads.
-    pub(crate) shards: Option<usize>,
 }
 
 impl<K> Default for Options<K> {
@@ -38,7 +30,6 @@ impl<K> Default for Options<K> {
             name: String::new(),
             metrics: None,
             limiter: None,
-            shards: None,
         }
     }
 }
@@ -49,21 +40,7 @@ impl<K> fmt::Debug for Options<K> {
             .field("name", &self.name)
             .field("metrics", &self.metrics.is_some())
             .field("rate_limiter", &self.limiter.is_some())
-            .field("shards", &self.shards)
             .finish()
-    }
-}
-
-/// Keeps what it holds on cache lines of its own, so that a lock taken on one core does not
-/// move a neighbour's lock or counter away from another core (128 bytes: two 64-byte lines,
-/// which x86-64's adjacent-line prefetch pulls in pairs).
-#[repr(align(128))]
-pub(crate) struct Padded<T>(pub(crate) T);
-
-impl<T> Deref for Padded<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
     }
 }
 
@@ -71,16 +48,9 @@ impl<T> Deref for Padded<T> {
 /// [`PriorityQueue`](crate::PriorityQueue) (`P = i32`). See the module docs of `shared`.
 pub(crate) struct Shared<K: QueueKey, P: Payload> {
     pub(super) name: String,
-    /// The shards: a key always lives in the shard its hash picks. One for a priority queue.
-    pub(super) shards: Box<[Shard<K, P>]>,
-    /// With more than one shard: the shard of every queued key, in the order the keys were
-    /// queued. Taken after a shard's lock when both are held.
-    pub(super) order: Padded<Mutex<VecDeque<u32>>>,
-    /// Picks a key's shard (seeded apart from the state machines' own tables).
-    pub(super) hasher: DefaultHashBuilder,
-    /// Shards with keys queued or processing: the queue is idle at 0.
-    pub(super) busy: Padded<AtomicUsize>,
-    /// Taken after a shard's lock when both are held.
+    /// The state machine and what goes with it: every add, get and done takes this lock.
+    pub(super) state: Mutex<State<K, P>>,
+    /// Taken after `state` when both are held.
     pub(super) timers: Mutex<TimerState<K, P>>,
     /// How many keys wait (mirrors `timers`), so that an add skips the timers' lock when none
     /// does.
@@ -94,7 +64,7 @@ pub(crate) struct Shared<K: QueueKey, P: Payload> {
     /// Streams waiting for a key (each registered in `stream_wake`).
     pub(super) streams_waiting: AtomicUsize,
     pub(super) limiter: Arc<dyn RateLimiter<K>>,
-    /// Set once every shard refuses adds.
+    /// Set once the state machine refuses adds.
     pub(super) shutting_down: AtomicBool,
     /// A drain is under way (`shut_down_with_drain`).
     pub(super) draining: AtomicBool,
@@ -112,15 +82,10 @@ pub(crate) struct Shared<K: QueueKey, P: Payload> {
     pub(super) origin: Instant,
 }
 
-/// One shard's lock, on cache lines of its own.
-pub(super) type Shard<K, P> = Padded<Mutex<State<K, P>>>;
-
-/// One shard, guarded by its lock in [`Shared::shards`].
+/// Guarded by [`Shared::state`].
 pub(super) struct State<K: QueueKey, P: Payload> {
     pub(super) machine: P::Machine<K>,
     pub(super) recorder: Recorder<K>,
-    /// Counted in [`Shared::busy`].
-    pub(super) busy: bool,
     /// Keys handed out and taken out of their item with `into_key`: the only hand-outs the
     /// handle's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
     /// ends a later hand-out of the same key.
@@ -148,22 +113,10 @@ pub(super) struct Wake {
 }
 
 impl<K: QueueKey, P: Payload> Shared<K, P> {
-    /// The shard `key` lives in.
-    #[inline]
-    pub(super) fn shard_of(&self, key: &K) -> usize {
-        let n = self.shards.len();
-        if n == 1 {
-            return 0;
-        }
-        // `n` is a power of two: the hash's top bits pick the shard.
-        let bits = n.trailing_zeros();
-        (self.hasher.hash_one(key) >> (u64::BITS - bits)) as usize
-    }
-
-    pub(super) fn lock(&self, shard: usize) -> MutexGuard<'_, State<K, P>> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State<K, P>> {
         // parking_lot's lock does not poison; every transition completes or changes nothing
         // before a user's Hash/Eq could panic under it.
-        self.shards[shard].lock()
+        self.state.lock()
     }
 
     pub(super) fn lock_timers(&self) -> MutexGuard<'_, TimerState<K, P>> {
@@ -175,18 +128,10 @@ impl<K: QueueKey, P: Payload> Shared<K, P> {
         self.waiting.store(timers.timers.len(), Ordering::Release);
     }
 
-    /// Counts the shard in or out of [`busy`](Self::busy) after a transition; a drain is
-    /// woken when the last busy shard turns idle.
-    #[inline]
-    pub(super) fn note_busy(&self, state: &mut State<K, P>, wake: &mut Wake) {
-        let busy = !state.machine.is_idle();
-        if busy == state.busy {
-            return;
-        }
-        state.busy = busy;
-        if busy {
-            self.busy.fetch_add(1, Ordering::SeqCst);
-        } else if self.busy.fetch_sub(1, Ordering::SeqCst) == 1 {
+    /// After a transition that may end the last hand-out: a drain is woken if the queue is
+    /// idle.
+    pub(super) fn note_idle(&self, state: &State<K, P>, wake: &mut Wake) {
+        if state.machine.is_idle() {
             wake.idle = self.draining.load(Ordering::SeqCst);
         }
     }
@@ -198,36 +143,19 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             name,
             metrics,
             limiter,
-            shards,
         } = options;
-        let shards = if P::SHARDED {
-            shards.unwrap_or_else(default_shards)
-        } else {
-            1
-        };
-        let shards = shards.clamp(1, MAX_SHARDS).next_power_of_two();
-        // Asked of the provider once for the whole queue: every shard reports into this set.
         let handles = metrics.and_then(|provider| Handles::new(&name, provider));
         let has_metrics = handles.is_some();
         let limiter =
             limiter.unwrap_or_else(|| Arc::new(ctrlq_ratelimit::default_controller_rate_limiter()));
         let clock = QueueClock::new();
-        let shards = (0..shards)
-            .map(|_| {
-                Padded(Mutex::new(State {
-                    machine: <P::Machine<K> as Machine<K>>::new(aging),
-                    recorder: Recorder::shared(handles.as_ref()),
-                    busy: false,
-                    detached: HashSet::new(),
-                }))
-            })
-            .collect();
         Arc::new(Shared {
             name,
-            shards,
-            order: Padded(Mutex::new(VecDeque::new())),
-            hasher: DefaultHashBuilder::default(),
-            busy: Padded(AtomicUsize::new(0)),
+            state: Mutex::new(State {
+                machine: <P::Machine<K> as Machine<K>>::new(aging),
+                recorder: Recorder::shared(handles.as_ref()),
+                detached: HashSet::new(),
+            }),
             timers: Mutex::new(TimerState {
                 timers: Timers::new(),
                 delay_task: BackgroundTask::default(),
@@ -273,14 +201,10 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         }
     }
 
-    /// Runs `f` under the lock of `shard`, then wakes what it asked for.
-    pub(super) fn with_lock<R>(
-        &self,
-        shard: usize,
-        f: impl FnOnce(&mut State<K, P>, &mut Wake) -> R,
-    ) -> R {
+    /// Runs `f` under the lock, then wakes what it asked for.
+    pub(super) fn with_lock<R>(&self, f: impl FnOnce(&mut State<K, P>, &mut Wake) -> R) -> R {
         let mut wake = Wake::default();
-        let r = f(&mut self.lock(shard), &mut wake);
+        let r = f(&mut self.lock(), &mut wake);
         self.wake(wake);
         r
     }
@@ -293,17 +217,12 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         self.limiter.num_requeues(key)
     }
 
-    /// Sums `f` over the shards, each read under its lock.
-    fn sum(&self, f: impl Fn(&State<K, P>) -> usize) -> usize {
-        (0..self.shards.len()).map(|i| f(&self.lock(i))).sum()
-    }
-
     pub(crate) fn len(&self) -> usize {
-        self.sum(|s| s.machine.len())
+        self.lock().machine.len()
     }
 
     pub(crate) fn processing_len(&self) -> usize {
-        self.sum(|s| s.machine.processing_len())
+        self.lock().machine.processing_len()
     }
 
     pub(crate) fn waiting_len(&self) -> usize {
@@ -321,7 +240,6 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             .field("len", &self.len())
             .field("processing", &self.processing_len())
             .field("waiting", &waiting)
-            .field("shards", &self.shards.len())
             .field(
                 "streams_waiting",
                 &self.streams_waiting.load(Ordering::Relaxed),
@@ -329,16 +247,4 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
             .field("shutting_down", &self.is_shutting_down())
             .finish()
     }
-}
-
-/// A work queue's shards when its builder names none: one on a runtime of one or two worker
-/// threads (no lock is contended enough to pay for the hand-out order), else four per worker
-/// thread, so that two workers rarely meet on one shard. Outside a runtime, the threads this
-/// process may run on stand for the workers.
-fn default_shards() -> usize {
-    let threads = match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => runtime.metrics().num_workers(),
-        Err(_) => std::thread::available_parallelism().map_or(1, usize::from),
-    };
-    if threads <= 2 { 1 } else { threads * 4 }
 }

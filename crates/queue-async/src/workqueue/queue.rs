@@ -82,18 +82,15 @@ impl<K> WorkQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    /// Adds every key of `keys`, in order, as [`add`](Self::add) would one by one; with one
-    /// shard (see [`WorkQueueBuilder::shards`](crate::WorkQueueBuilder::shards)) under one hold
-    /// of its lock, so a burst of keys (a relist, a batch of watch events) costs one lock round
-    /// trip instead of one per key; with more, each key under its shard's lock. The keys are
-    /// collected before any lock is taken, so the iterator may do anything, even call this
-    /// queue.
+    /// Adds every key of `keys`, in order, as [`add`](Self::add) would one by one, under one
+    /// hold of the queue's lock, so workers see the burst (a relist, a batch of watch events)
+    /// queued together. The keys are collected before the lock is taken, so the iterator may
+    /// do anything, even call this queue.
     ///
     /// # Errors
     ///
     /// [`AddError::ShutDown`] with every key of `keys` (none, for an empty batch) if the queue
-    /// is shutting down: none was added. [`AddError::Full`] with the keys that did not fit if
-    /// the queue is full (see [`add`](Self::add)); the others were added.
+    /// is shutting down: none was added.
     ///
     /// # Examples
     ///

@@ -4,7 +4,7 @@
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
 
-use super::{ARITY, Entry, KeyedHeap, at, id_of};
+use super::{ARITY, Entry, KeyedHeap, at};
 use crate::compare::Compare;
 
 impl<K, V, C> KeyedHeap<K, V, C>
@@ -219,14 +219,14 @@ where
         self.free.clear();
         self.positions.clear();
         for (pos, e) in self.entries.iter_mut().enumerate() {
-            e.id = id_of(pos);
+            e.id = pos;
             self.positions.push(e.id);
         }
         let entries = &self.entries;
         for e in entries {
             // Ids equal positions here.
             self.slots
-                .insert_unique(e.hash, e.id, |&id| entries[id as usize].hash);
+                .insert_unique(e.hash, e.id, |&id| entries[id].hash);
         }
         for pos in (0..self.entries.len().div_ceil(ARITY)).rev() {
             self.sift_down(pos);
@@ -249,12 +249,12 @@ where
         let pos = self.entries.len();
         let id = match self.free.pop() {
             Some(id) => {
-                self.positions[id as usize] = id_of(pos);
+                self.positions[id] = pos;
                 id
             }
             None => {
-                let id = id_of(self.positions.len());
-                self.positions.push(id_of(pos));
+                let id = self.positions.len();
+                self.positions.push(pos);
                 id
             }
         };

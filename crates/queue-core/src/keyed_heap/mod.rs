@@ -110,11 +110,11 @@ pub struct KeyedHeap<K, V, C = MinOrder> {
     /// The entries in heap order.
     entries: Vec<Entry<K, V>>,
     /// The id of every entry, found by the key's hash.
-    slots: HashTable<u32>,
+    slots: HashTable<usize>,
     /// The position in `entries` of each id.
-    positions: Vec<u32>,
+    positions: Vec<usize>,
     /// Ids free for reuse.
-    free: Vec<u32>,
+    free: Vec<usize>,
     hasher: DefaultHashBuilder,
     cmp: C,
 }
@@ -122,7 +122,7 @@ pub struct KeyedHeap<K, V, C = MinOrder> {
 #[derive(Clone)]
 struct Entry<K, V> {
     hash: u64,
-    id: u32,
+    id: usize,
     key: K,
     value: V,
 }
@@ -260,14 +260,8 @@ impl<K, V, C> KeyedHeap<K, V, C> {
 }
 
 /// The position of `id`.
-fn at(positions: &[u32], id: u32) -> usize {
-    positions[id as usize] as usize
-}
-
-/// A position or id as stored. A heap never holds more than `u32::MAX` entries: at even 16
-/// bytes an entry that is 64 GiB, and the `Vec` would fail to grow first on most machines.
-fn id_of(n: usize) -> u32 {
-    u32::try_from(n).expect("a KeyedHeap holds at most u32::MAX entries")
+fn at(positions: &[usize], id: usize) -> usize {
+    positions[id]
 }
 
 /// An empty min-heap ([`MinOrder`]). For another default-constructible comparison, use

@@ -14,9 +14,7 @@ where
 {
     /// Records that the entry now at `pos` sits there.
     pub(super) fn place(&mut self, pos: usize) {
-        // `pos` is below the length, which `id_of` bounded when the entry was added.
-        let stored = pos as u32;
-        self.positions[self.entries[pos].id as usize] = stored;
+        self.positions[self.entries[pos].id] = pos;
     }
 
     /// Moves the entry at `pos` up or down until the heap order holds again.
@@ -53,7 +51,7 @@ where
         // back to the deepest path entry that pops before the moving one. A moved-down entry
         // (usually the former last) belongs near the leaves, so this skips comparing it at
         // every level.
-        let mut path = [0u32; MAX_DEPTH];
+        let mut path = [0usize; MAX_DEPTH];
         let mut depth = 0;
         let mut node = start;
         loop {
@@ -69,11 +67,10 @@ where
                 }
             }
             node = first + best;
-            let stored = node as u32; // below the length, bounded by `id_of` on insert
-            path[depth] = stored;
+            path[depth] = node;
             depth += 1;
         }
-        while depth > 0 && self.order(path[depth - 1] as usize, start) != Ordering::Less {
+        while depth > 0 && self.order(path[depth - 1], start) != Ordering::Less {
             depth -= 1;
         }
         if depth == 0 {
@@ -81,7 +78,6 @@ where
         }
         let mut pos = start;
         for &child in &path[..depth] {
-            let child = child as usize;
             self.entries.swap(pos, child);
             self.place(pos);
             pos = child;

@@ -20,10 +20,10 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         self.queued
             .find(hash, |&seq| {
                 queue
-                    .get(seq.wrapping_sub(head) as usize)
+                    .get(seq.wrapping_sub(head))
                     .is_some_and(|k| k.borrow() == key)
             })
-            .map(|&seq| seq.wrapping_sub(head) as usize)
+            .map(|&seq| seq.wrapping_sub(head))
     }
 
     #[inline]
@@ -31,13 +31,13 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         if self.queued.len() == self.queued.capacity() {
             self.rebuild_index();
         }
-        let seq = self.head.wrapping_add(self.queue.len() as u32);
+        let seq = self.head.wrapping_add(self.queue.len());
         self.queue.push_back(key);
         // Room was made above, so the re-hash closure is never called.
         let (queue, head, hasher) = (&self.queue, self.head, &self.hasher);
         self.queued.insert_unique(hash, seq, |&s| {
             queue
-                .get(s.wrapping_sub(head) as usize)
+                .get(s.wrapping_sub(head))
                 .map_or(0, |k| hasher.hash_one(k))
         });
     }
@@ -46,21 +46,17 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
 impl<K: Hash> WorkState<K> {
     /// Rebuilds the index from the FIFO, with room for twice the queued keys: stale entries are
     /// dropped, and a growing queue doubles its index. Keys are re-inserted in FIFO order.
-    ///
-    /// The table's own growth would rehash in bucket order, reading the keys (and, for keys
-    /// that point to their bytes, those bytes) in random order: two cache misses per key at a
-    /// million keys. The FIFO order reads them sequentially, which costs a fraction of that.
     fn rebuild_index(&mut self) {
         let capacity = (2 * (self.queue.len() + 1)).max(16);
         let mut index = HashTable::with_capacity(capacity);
         let (head, hasher) = (self.head, &self.hasher);
         for (i, key) in self.queue.iter().enumerate() {
-            let seq = head.wrapping_add(i as u32);
+            let seq = head.wrapping_add(i);
             let queue = &self.queue;
             // Room was reserved above, so the re-hash closure is never called.
             index.insert_unique(hasher.hash_one(key), seq, |&s| {
                 queue
-                    .get(s.wrapping_sub(head) as usize)
+                    .get(s.wrapping_sub(head))
                     .map_or(0, |k| hasher.hash_one(k))
             });
         }

@@ -72,21 +72,14 @@ pub struct WorkState<K> {
     /// Queued keys in FIFO order; `queue[i]` has sequence number `head + i`.
     queue: VecDeque<K>,
     /// Sequence number of `queue[0]` (wrapping).
-    head: u32,
+    head: usize,
     /// Sequence numbers of the queued keys, found by the key's hash.
-    queued: HashTable<u32>,
+    queued: HashTable<usize>,
     /// Keys being processed, with `true` when added again while processing (dirty).
     processing: HashTable<(K, bool)>,
     hasher: DefaultHashBuilder,
     shut_down: bool,
-    /// The most keys held, queued and processing together: [`MAX_KEYS`], lower in unit tests.
-    #[cfg(test)]
-    max_keys: usize,
 }
-
-/// The most keys a state holds, queued and processing together: a queued key's sequence number
-/// is a `u32`, and room is kept for every processing key to come back.
-const MAX_KEYS: usize = u32::MAX as usize;
 
 // ===== impl WorkState =====
 
@@ -119,8 +112,6 @@ impl<K> WorkState<K> {
             processing: HashTable::new(),
             hasher: DefaultHashBuilder::default(),
             shut_down: false,
-            #[cfg(test)]
-            max_keys: MAX_KEYS,
         }
     }
 
@@ -214,16 +205,6 @@ impl<K> WorkState<K> {
     pub fn is_shut_down(&self) -> bool {
         self.shut_down
     }
-
-    #[cfg(not(test))]
-    fn max_keys(&self) -> usize {
-        MAX_KEYS
-    }
-
-    #[cfg(test)]
-    fn max_keys(&self) -> usize {
-        self.max_keys
-    }
 }
 
 impl<K: Hash + Eq + Clone> WorkState<K> {
@@ -288,15 +269,6 @@ mod tests {
     use crate::{AddOutcome, DoneOutcome, PopOutcome};
 
     impl<K: Hash + Eq + Clone> WorkState<K> {
-        /// An empty, open state that holds at most `max_keys` keys, so that tests reach the
-        /// limit without `u32::MAX` of them.
-        pub(crate) fn with_max_keys(max_keys: usize) -> Self {
-            WorkState {
-                max_keys,
-                ..WorkState::new()
-            }
-        }
-
         /// Checks the invariants of the module doc.
         pub(crate) fn check_invariants(&self) {
             assert!(
@@ -346,47 +318,9 @@ mod tests {
     }
 
     #[test]
-    fn a_full_state_refuses_new_keys_and_still_takes_the_keys_it_holds() {
-        let mut state = WorkState::with_max_keys(2);
-        assert_eq!(state.add("a"), AddOutcome::Queued);
-        assert_eq!(state.add("b"), AddOutcome::Queued);
-        assert_eq!(state.add("c"), AddOutcome::Full("c"));
-        assert_eq!(state.add_ref(&"c"), AddOutcome::Full("c"));
-        assert_eq!(
-            state.add("a"),
-            AddOutcome::Coalesced,
-            "queued: no more room"
-        );
-        assert_eq!(state.pop(), PopOutcome::Item("a"));
-        assert_eq!(
-            state.add("c"),
-            AddOutcome::Full("c"),
-            "processing keys count"
-        );
-        assert_eq!(
-            state.add("a"),
-            AddOutcome::Deferred { newly_dirty: true },
-            "processing: its room is kept"
-        );
-        assert_eq!(state.done(&"a"), DoneOutcome::Requeued(()));
-        assert_eq!(state.len(), 2);
-        state.check_invariants();
-
-        assert_eq!(state.pop(), PopOutcome::Item("b"));
-        assert_eq!(state.done(&"b"), DoneOutcome::Finished);
-        assert_eq!(state.add("c"), AddOutcome::Queued, "room again");
-        state.shut_down();
-        assert_eq!(
-            state.add("d"),
-            AddOutcome::ShutDown("d"),
-            "a shutdown is told before a full state"
-        );
-    }
-
-    #[test]
     fn sequence_numbers_wrap_around() {
         let mut state = WorkState::new();
-        state.head = u32::MAX - 2;
+        state.head = usize::MAX - 2;
         for round in 0..3u32 {
             for k in 0..5u32 {
                 assert_eq!(state.add(k + 10 * round), AddOutcome::Queued);
@@ -399,6 +333,6 @@ mod tests {
                 state.check_invariants();
             }
         }
-        assert!(state.head < 100, "the head wrapped past u32::MAX");
+        assert!(state.head < 100, "the head wrapped past usize::MAX");
     }
 }

@@ -34,9 +34,6 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         if let Some(outcome) = self.add_present(hash, &key) {
             return outcome;
         }
-        if self.is_full() {
-            return AddOutcome::Full(key);
-        }
         self.push_back(hash, key);
         AddOutcome::Queued
     }
@@ -71,9 +68,6 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         if let Some(outcome) = self.add_present(hash, key) {
             return outcome;
         }
-        if self.is_full() {
-            return AddOutcome::Full(key.clone());
-        }
         self.push_back(hash, key.clone());
         AddOutcome::Queued
     }
@@ -90,12 +84,6 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         } else {
             AddOutcome::Deferred { newly_dirty: true }
         })
-    }
-
-    /// Whether a new key would not fit: room is kept for every processing key to come back
-    /// too, so `done` never has to refuse.
-    fn is_full(&self) -> bool {
-        self.queue.len() + self.processing.len() >= self.max_keys()
     }
 
     /// Takes the first queued key and marks it as being processed.

@@ -1,7 +1,6 @@
-//! A work queue split over shards, driven by many workers on a multi-thread runtime: keys come
-//! out in the order they were queued, each to one worker at a time, none lost, and the drain
-//! waits for the last one. (The model tests in `workqueue_model.rs` check the same rules step by
-//! step with one shard and with several.)
+//! A work queue driven by many workers on a multi-thread runtime: keys come out in the order
+//! they were queued, each to one worker at a time, none lost, and the drain waits for the last
+//! one. (The model tests in `workqueue_model.rs` check the same rules step by step.)
 
 mod support;
 
@@ -29,7 +28,7 @@ fn runtime(threads: usize) -> tokio::runtime::Runtime {
 #[test]
 fn one_producers_keys_come_out_in_order_to_many_workers() {
     runtime(4).block_on(async {
-        let queue: WorkQueue<u32> = WorkQueue::builder().shards(16).build();
+        let queue: WorkQueue<u32> = WorkQueue::new();
         let n = 20_000u32;
         let workers: Vec<_> = (0..8)
             .map(|_| {
@@ -73,7 +72,7 @@ fn one_producers_keys_come_out_in_order_to_many_workers() {
 #[test]
 fn hot_keys_are_never_processed_twice_at_once_and_none_is_lost() {
     runtime(4).block_on(async {
-        let queue: WorkQueue<u32> = WorkQueue::builder().shards(8).build();
+        let queue: WorkQueue<u32> = WorkQueue::new();
         let holding = Arc::new(Mutex::new(HashSet::new()));
         let violations = Arc::new(Mutex::new(0u32));
         let processed = Arc::new(Mutex::new(HashSet::new()));
@@ -132,12 +131,12 @@ fn hot_keys_are_never_processed_twice_at_once_and_none_is_lost() {
     });
 }
 
-/// The last key re-added while it is processed is handed out again after its `done`, also when
-/// the shards' order is the only thing between that `done` and a waiting worker.
+/// The last key re-added while it is processed is handed out again after its `done` to a
+/// worker already waiting.
 #[test]
 fn a_key_re_added_while_processed_is_handed_out_again() {
     runtime(2).block_on(async {
-        let queue: WorkQueue<u32> = WorkQueue::builder().shards(4).build();
+        let queue: WorkQueue<u32> = WorkQueue::new();
         queue.add(1).unwrap();
         let item = support::soon(queue.get()).await.unwrap();
         let waiter = {
@@ -151,32 +150,4 @@ fn a_key_re_added_while_processed_is_handed_out_again() {
         let got = support::soon(waiter).await.expect("no panic");
         assert_eq!(got, Some(1));
     });
-}
-
-/// `Debug` names the shard count, and a shard count that is not a power of two is rounded up.
-#[test]
-fn the_shard_count_is_a_power_of_two_and_shows_in_debug() {
-    let queue: WorkQueue<u32> = WorkQueue::builder().shards(5).build();
-    assert!(format!("{queue:?}").contains("shards: 8"), "{queue:?}");
-    let queue: WorkQueue<u32> = WorkQueue::builder().shards(0).build();
-    assert!(format!("{queue:?}").contains("shards: 1"), "{queue:?}");
-    let queue: WorkQueue<u32> = WorkQueue::builder().shards(1 << 20).build();
-    assert!(format!("{queue:?}").contains("shards: 1024"), "{queue:?}");
-}
-
-/// The default: one shard on one or two worker threads, four per worker thread above.
-#[test]
-fn the_default_shard_count_follows_the_runtime() {
-    for (threads, shards) in [(1, 1), (2, 1), (3, 16), (4, 16), (8, 32)] {
-        let queue: WorkQueue<u32> = runtime(threads).block_on(async { WorkQueue::new() });
-        assert!(
-            format!("{queue:?}").contains(&format!("shards: {shards},")),
-            "{threads} threads: {queue:?}"
-        );
-    }
-    let current: WorkQueue<u32> = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("a runtime")
-        .block_on(async { WorkQueue::new() });
-    assert!(format!("{current:?}").contains("shards: 1,"), "{current:?}");
 }
