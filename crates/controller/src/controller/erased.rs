@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ctrlq_leader::{LeaderElector, Leadership, Lock};
+use ctrlq_leader::{ElectorStatus, LeaderElector, Leadership, Lock};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
@@ -43,8 +43,8 @@ impl<K: Key, E: Send + 'static, L: Lock> ShardPlan<K, E> for (Sharding<L>, Shard
 
 /// A [`LeaderElector`] with its lock type erased.
 pub(super) trait Elect: Send + Sync {
-    /// Whether the elector holds the lease; goes false when it stops renewing.
-    fn leading(&self) -> watch::Receiver<bool>;
+    /// The elector's status: `leading` goes false when it stops renewing.
+    fn status(&self) -> watch::Receiver<ElectorStatus>;
 
     fn run_term<'a>(
         &'a self,
@@ -54,8 +54,8 @@ pub(super) trait Elect: Send + Sync {
 }
 
 impl<L: Lock> Elect for LeaderElector<L> {
-    fn leading(&self) -> watch::Receiver<bool> {
-        self.subscribe_leading()
+    fn status(&self) -> watch::Receiver<ElectorStatus> {
+        self.subscribe_status()
     }
 
     fn run_term<'a>(

@@ -69,7 +69,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
                     .run_term(
                         cancel,
                         Box::new(move |l| {
-                            s.term(sh, Feed::Sources(src), Some((l, el.leading())), shutdown)
+                            s.term(sh, Feed::Sources(src), Some((l, el.status())), shutdown)
                                 .boxed()
                         }),
                     )

@@ -186,7 +186,7 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
             }
         };
         while !token.is_cancelled() {
-            let leading = elector.subscribe_leading();
+            let leading = elector.subscribe_status();
             let end = elector
                 .run(token.clone(), |leadership| async {
                     let fencing_token = leadership.fencing_token();

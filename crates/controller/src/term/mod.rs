@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use ctrlq_leader::{Leadership, LeadershipEnd};
+use ctrlq_leader::{ElectorStatus, Leadership, LeadershipEnd};
 use ctrlq_queue_async::WorkQueue;
 use ctrlq_queue_async::metrics::MetricsProvider;
 use ctrlq_ratelimit::RateLimiter;
@@ -96,7 +96,7 @@ impl<K: Key> TermSettings<K> {
         &self,
         shared: &Arc<Reconciler<K, E>>,
         feed: Feed<'_, K>,
-        leadership: Option<(Leadership, watch::Receiver<bool>)>,
+        leadership: Option<(Leadership, watch::Receiver<ElectorStatus>)>,
         shutdown: &CancellationToken,
     ) -> TermEnd {
         let (leadership, leading) = leadership.unzip();
@@ -196,7 +196,7 @@ impl<K: Key> TermSettings<K> {
         &self,
         term: &Term<K, E>,
         workers: &mut JoinSet<()>,
-        mut leading: Option<watch::Receiver<bool>>,
+        mut leading: Option<watch::Receiver<ElectorStatus>>,
     ) -> bool {
         let in_flight = term
             .workers
@@ -207,7 +207,7 @@ impl<K: Key> TermSettings<K> {
         term.shared.emit(&Event::DrainStarted { in_flight });
         let stopped_leading = async {
             match &mut leading {
-                Some(rx) => drop(rx.wait_for(|leading| !*leading).await),
+                Some(rx) => drop(rx.wait_for(|status| !status.leading).await),
                 None => std::future::pending().await,
             }
         };
