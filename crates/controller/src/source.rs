@@ -22,7 +22,8 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use parking_lot::Mutex;
 use tokio::sync::watch;
-use tracing::warn;
+use tokio::task::JoinSet;
+use tracing::{Instrument, warn};
 
 use crate::SourceFailure;
 use crate::action::panic_message;
@@ -159,6 +160,23 @@ impl<K: Key> Source<K> {
             tokio::task::coop::consume_budget().await;
         }
     }
+}
+
+/// Spawns one pump per source into `sink`, in the current span; aborting the set stops them.
+pub(crate) fn pump_all<K: Key, S>(
+    sources: &[Arc<Source<K>>],
+    sink: &S,
+    report: &Arc<impl SourceReport>,
+) -> JoinSet<()>
+where
+    S: Sink<K> + Clone + 'static,
+{
+    let mut pumps = JoinSet::new();
+    for source in sources {
+        let pump = source.clone().pump(sink.clone(), report.clone());
+        pumps.spawn(pump.in_current_span());
+    }
+    pumps
 }
 
 /// Where a pump reports its source's errors and failures: the runner's counters and hooks.

@@ -13,7 +13,7 @@ use crate::Drain;
 use crate::key::Key;
 use crate::shard::{ShardFn, Sharding};
 use crate::source::Source;
-use crate::term::{Reconciler, TermEnd, TermSettings};
+use crate::term::{Reconciler, TermSettings};
 
 /// A [`Sharding`] with its lock type erased, and the shard function of the controller's keys.
 pub(super) trait ShardPlan<K, E>: Send {
@@ -46,11 +46,12 @@ pub(super) trait Elect: Send + Sync {
     /// The elector's status: `leading` goes false when it stops renewing.
     fn status(&self) -> watch::Receiver<ElectorStatus>;
 
-    fn run_term<'a>(
+    /// [`LeaderElector::run_until_cancelled`]: `work` once per term led.
+    fn stand<'a>(
         &'a self,
         cancel: CancellationToken,
-        work: Box<dyn FnOnce(Leadership) -> BoxFuture<'a, TermEnd> + Send + 'a>,
-    ) -> BoxFuture<'a, Option<TermEnd>>;
+        work: Box<dyn FnMut(Leadership) -> BoxFuture<'a, ()> + Send + 'a>,
+    ) -> BoxFuture<'a, u64>;
 }
 
 impl<L: Lock> Elect for LeaderElector<L> {
@@ -58,11 +59,11 @@ impl<L: Lock> Elect for LeaderElector<L> {
         self.subscribe_status()
     }
 
-    fn run_term<'a>(
+    fn stand<'a>(
         &'a self,
         cancel: CancellationToken,
-        work: Box<dyn FnOnce(Leadership) -> BoxFuture<'a, TermEnd> + Send + 'a>,
-    ) -> BoxFuture<'a, Option<TermEnd>> {
-        Box::pin(self.run(cancel, work))
+        work: Box<dyn FnMut(Leadership) -> BoxFuture<'a, ()> + Send + 'a>,
+    ) -> BoxFuture<'a, u64> {
+        Box::pin(self.run_until_cancelled(cancel, work))
     }
 }

@@ -90,5 +90,5 @@ pub(crate) mod run;
 mod sharding;
 
 pub use key::{ShardKey, shard_of};
-pub(crate) use router::{Router, ShardFn};
+pub(crate) use router::ShardFn;
 pub use sharding::{Sharding, ShardingError};
