@@ -34,13 +34,13 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             elector,
             sharding,
             settings,
-            recorder,
+            telemetry,
         } = self;
         let shared = Arc::new(Reconciler {
             reconcile,
             policy,
             hooks,
-            recorder,
+            telemetry,
         });
         let sources: Vec<_> = sources
             .into_iter()
@@ -88,6 +88,6 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
         }
         .instrument(span)
         .await;
-        shared.recorder.summary(drain)
+        shared.telemetry.summary(drain)
     }
 }

@@ -196,7 +196,7 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
                     self.plan.held.send_modify(|held| {
                         held.insert(shard);
                     });
-                    self.shared.recorder.shard(true);
+                    self.shared.telemetry.shard(true);
                     // The replica's pumps route this shard's keys to the term's queue from now
                     // on, and list again.
                     let feed = |queue: &WorkQueue<K>| {
@@ -211,7 +211,7 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
                     self.plan.held.send_modify(|held| {
                         held.remove(&shard);
                     });
-                    self.shared.recorder.shard(false);
+                    self.shared.telemetry.shard(false);
                     let lost = end == TermEnd::Lost;
                     self.shared.emit(&Event::ShardEnded { shard, lost });
                     if let TermEnd::Drained { finished } = end {

@@ -103,7 +103,7 @@ impl<K: Key> TermSettings<K> {
         pumps.abort_all();
         // A pump catches its source's panics; what is left to join is its cancellation.
         while pumps.join_next().await.is_some() {}
-        let before = shared.recorder.stats.aborted.load(Relaxed);
+        let before = shared.telemetry.stats.aborted.load(Relaxed);
         let lost = leadership
             .as_ref()
             .and_then(Leadership::end_reason)
@@ -117,7 +117,7 @@ impl<K: Key> TermSettings<K> {
         workers.abort_all();
         // Every worker's future is dropped by now, and its counts added.
         join_all(&mut workers).await;
-        let aborted = shared.recorder.stats.aborted.load(Relaxed) - before;
+        let aborted = shared.telemetry.stats.aborted.load(Relaxed) - before;
         shared.ended(end, aborted);
         end
     }
@@ -130,8 +130,8 @@ impl<K: Key> TermSettings<K> {
         grant: Option<Leadership>,
     ) -> (Arc<Term<K, E>>, JoinSet<()>, JoinSet<()>) {
         let fencing = grant.as_ref().map(Leadership::fencing_token);
-        shared.recorder.stats.terms.fetch_add(1, Relaxed);
-        shared.recorder.workers(self.workers);
+        shared.telemetry.stats.terms.fetch_add(1, Relaxed);
+        shared.telemetry.workers(self.workers);
         debug!(?fencing, "term started");
         shared.emit(&Event::Leading {
             fencing_token: fencing,
