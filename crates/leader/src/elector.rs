@@ -86,11 +86,11 @@ mod status;
 /// # A frozen process
 ///
 /// A process that is frozen (stopped by a signal, throttled, its VM paused) runs no task, the
-/// elector's included: when it resumes, its [`Leadership::token`] has not fired yet, though
-/// another candidate may lead by then. [`Leadership::is_current`] answers on the process's own
+/// elector's included: when it resumes, its [`crate::Leadership::token`] has not fired yet, though
+/// another candidate may lead by then. [`crate::Leadership::is_current`] answers on the process's own
 /// clock: ask it before starting leader-only work (the runner's workers do before every
 /// reconcile). Work already running when the freeze began resumes mid-way: that is what the
-/// [fencing token](Leadership::fencing_token) is for.
+/// [fencing token](crate::Leadership::fencing_token) is for.
 ///
 /// # Examples
 ///

@@ -1,6 +1,6 @@
 //! Leadership transitions as a lossless stream of events ([`LeadershipEvents`]).
 //!
-//! [`LeaderElector::subscribe_status`] is a `watch`: it keeps only the latest value, so a quick
+//! [`LeaderElector::subscribe_status`](crate::LeaderElector::subscribe_status) is a `watch`: it keeps only the latest value, so a quick
 //! leading → not leading → leading can reach a slow reader as one change, or as none. Each subscriber here
 //! has its own unbounded queue that every transition is pushed to, in order, with its instant
 //! and fencing token. Transitions come at most one per grant, so the queues stay small for any
@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::{Leadership, LeadershipEnd};
 
-/// One leadership transition of a [`LeaderElector`].
+/// One leadership transition of a [`LeaderElector`](crate::LeaderElector).
 ///
 /// # Examples
 ///
@@ -52,7 +52,7 @@ pub enum LeadershipEvent {
 }
 
 /// The leadership transitions of one elector, from the moment of
-/// [`subscribe_leadership`](LeaderElector::subscribe_leadership), none lost and in order.
+/// [`subscribe_leadership`](crate::LeaderElector::subscribe_leadership), none lost and in order.
 ///
 /// Ends (`recv` returns `None`) when the elector is dropped. For a `Stream`, wrap
 /// [`into_inner`](Self::into_inner) in `tokio_stream::wrappers::UnboundedReceiverStream`.

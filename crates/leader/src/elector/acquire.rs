@@ -80,7 +80,7 @@ impl<L: Lock> LeaderElector<L> {
         }
     }
 
-    /// How long a grant holds after the acquire or renew that made it was sent: retry period +
+    /// One try, as the original's `tryAcquireOrRenew`: the fast path while renewing, else get
     /// and create or take over. Acquiring always starts a new term (leader transitions + 1),
     /// even when the record still names this candidate, so fencing tokens never repeat.
     pub(super) async fn try_acquire_or_renew(&self, mode: Mode) -> bool {

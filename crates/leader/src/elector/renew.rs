@@ -11,7 +11,8 @@ use super::acquire::Mode;
 use crate::{LeaderRecord, Leadership, LeadershipEnd, Lock, LockError};
 
 impl<L: Lock> LeaderElector<L> {
-    /// renew deadline ([`Leadership::valid_until`]).
+    /// How long a grant holds after the acquire or renew that made it was sent: retry period +
+    /// renew deadline ([`crate::Leadership::valid_until`]).
     pub(super) fn valid_for(&self) -> Duration {
         self.config.retry_period + self.config.renew_deadline
     }
@@ -19,7 +20,7 @@ impl<L: Lock> LeaderElector<L> {
     /// Renews until a renew cannot succeed before `last_sent + retry period + renew deadline`
     /// or a renew sees another holder; returns why it stopped. Each renew is sent a retry period
     /// after the previous successful one was sent (at once if its answer came later), and moves
-    /// the leadership's [`valid_until`](Leadership::valid_until) on.
+    /// the leadership's [`valid_until`](crate::Leadership::valid_until) on.
     pub(super) async fn renew(
         &self,
         mut last_sent: Instant,
@@ -57,8 +58,6 @@ impl<L: Lock> LeaderElector<L> {
             }
         }
     }
-
-    /// One try, as the original's `tryAcquireOrRenew`: the fast path while renewing, else get
 
     /// Blanks the record if it still names this candidate, within a renew deadline.
     pub(super) async fn release(&self) {

@@ -16,14 +16,14 @@ impl<L: Lock> LeaderElector<L> {
     /// returns, to stand for election again.
     ///
     /// - On a lost lease (a renew saw another holder, or no renew succeeded before the renew
-    ///   deadline) the work's [`Leadership::token`] fires at once and renewing stops.
+    ///   deadline) the work's [`crate::Leadership::token`] fires at once and renewing stops.
     /// - When `cancel` fires while leading, the token fires at once (the work drains), and the
     ///   lease is renewed until the work returns, for at most the
-    ///   [grace period](LeaderElectionConfig::grace_period); then renewing stops.
+    ///   [grace period](crate::LeaderElectionConfig::grace_period); then renewing stops.
     /// - When the work returns on its own, renewing stops.
     ///
     /// In every case the work is awaited to completion; then, if `cancel` fired and
-    /// [`release_on_cancel`](LeaderElectionConfig::release_on_cancel) is set, the lease is
+    /// [`release_on_cancel`](crate::LeaderElectionConfig::release_on_cancel) is set, the lease is
     /// released, only if the fetched record still names this candidate.
     ///
     /// # Cancel safety

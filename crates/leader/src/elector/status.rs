@@ -89,6 +89,7 @@ impl<L: Lock> LeaderElector<L> {
         Ok(())
     }
 
+    /// Publishes whether this candidate leads, with the grant's fencing token.
     pub(super) fn set_leading(&self, leading: bool, fencing: Option<u64>) {
         self.status.send_modify(|s| {
             s.leading = leading;
