@@ -22,6 +22,8 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use parking_lot::Mutex;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use crate::SourceFailure;
 use crate::action::panic_message;
@@ -88,22 +90,22 @@ impl<K: Key> Source<K> {
             let failure = match self.subscribe() {
                 Ok(stream) => {
                     match self
-                        .drain(stream, &sink, &*report, &mut backoff, &mut relist)
+                        .pump_stream(stream, &sink, &*report, &mut backoff, &mut relist)
                         .await
                     {
                         // A stream that ended is subscribed again at the next relist (a shard
                         // gained by a sharded replica); with a term's queue, it is done.
-                        Drained::Done if relist.is_some() => {
+                        StreamEnd::Done if relist.is_some() => {
                             relist_asked(&mut relist).await;
-                            settle_relists(&mut relist).await;
+                            debounce_relists(&mut relist).await;
                             continue;
                         }
-                        Drained::Done => return,
-                        Drained::Relist => {
-                            settle_relists(&mut relist).await;
+                        StreamEnd::Done => return,
+                        StreamEnd::Relist => {
+                            debounce_relists(&mut relist).await;
                             continue;
                         }
-                        Drained::Failed(failure) => failure,
+                        StreamEnd::Failed(failure) => failure,
                     }
                 }
                 Err(panic) => SourceFailure::Panicked(panic),
@@ -115,14 +117,14 @@ impl<K: Key> Source<K> {
     }
 
     /// Pumps one stream until it ends, fails, or a relist is asked for.
-    async fn drain(
+    async fn pump_stream(
         &self,
         mut stream: BoxStream<'static, Result<K, SourceError>>,
         sink: &impl Sink<K>,
         report: &impl SourceReport,
         backoff: &mut Duration,
         relist: &mut Option<watch::Receiver<u64>>,
-    ) -> Drained {
+    ) -> StreamEnd {
         let mut keys = Vec::with_capacity(PUMP_BATCH);
         let mut last_error = None;
         loop {
@@ -137,7 +139,7 @@ impl<K: Key> Source<K> {
                 *backoff = INITIAL_BACKOFF;
                 last_error = None;
                 if !sink.add(&mut keys) {
-                    return Drained::Done;
+                    return StreamEnd::Done;
                 }
             }
             match step {
@@ -147,17 +149,34 @@ impl<K: Key> Source<K> {
                     last_error = Some(e);
                 }
                 Step::Ended => {
-                    return last_error.map_or(Drained::Done, |e| {
-                        Drained::Failed(SourceFailure::EndedWithError(e))
+                    return last_error.map_or(StreamEnd::Done, |e| {
+                        StreamEnd::Failed(SourceFailure::EndedWithError(e))
                     });
                 }
-                Step::Panicked(panic) => return Drained::Failed(SourceFailure::Panicked(panic)),
-                Step::Relist => return Drained::Relist,
+                Step::Panicked(panic) => return StreamEnd::Failed(SourceFailure::Panicked(panic)),
+                Step::Relist => return StreamEnd::Relist,
             }
             // A source that always has keys ready must not keep the thread.
             tokio::task::coop::consume_budget().await;
         }
     }
+}
+
+/// Spawns one pump per source into `sink`, in the current span; aborting the set stops them.
+pub(crate) fn pump_all<K: Key, S>(
+    sources: &[Arc<Source<K>>],
+    sink: &S,
+    report: &Arc<impl SourceReport>,
+) -> JoinSet<()>
+where
+    S: Sink<K> + Clone + 'static,
+{
+    let mut pumps = JoinSet::new();
+    for source in sources {
+        let pump = source.clone().pump(sink.clone(), report.clone());
+        pumps.spawn(pump.in_current_span());
+    }
+    pumps
 }
 
 /// Where a pump reports its source's errors and failures: the runner's counters and hooks.
@@ -170,7 +189,7 @@ pub(crate) trait SourceReport: Send + Sync + 'static {
 }
 
 /// How one stream's pumping ended.
-enum Drained {
+enum StreamEnd {
     /// It ended after a key, or the sink closed: done for the term.
     Done,
     /// It failed: subscribe again after the backoff.
@@ -185,7 +204,7 @@ const RELIST_DEBOUNCE: Duration = Duration::from_millis(250);
 
 /// Waits out [`RELIST_DEBOUNCE`], then takes every relist asked meanwhile as served by the
 /// listing about to start.
-async fn settle_relists(relist: &mut Option<watch::Receiver<u64>>) {
+async fn debounce_relists(relist: &mut Option<watch::Receiver<u64>>) {
     tokio::time::sleep(RELIST_DEBOUNCE).await;
     if let Some(rx) = relist {
         rx.borrow_and_update();

@@ -59,9 +59,10 @@ impl Drop for Counts<'_> {
     }
 }
 
-/// The stats and, with the `prometheus` feature, the registered families.
+/// What a run reports about itself: its counters and, with the `prometheus` feature, the
+/// registered families.
 #[derive(Debug, Default)]
-pub(crate) struct Recorder {
+pub(crate) struct Telemetry {
     pub(crate) stats: Stats,
     #[cfg(feature = "prometheus")]
     pub(crate) prometheus: Option<Arc<crate::prometheus::ControllerMetrics>>,
@@ -69,7 +70,7 @@ pub(crate) struct Recorder {
     pub(crate) name: String,
 }
 
-impl Recorder {
+impl Telemetry {
     pub(crate) fn workers(&self, n: usize) {
         #[cfg(feature = "prometheus")]
         if let Some(p) = &self.prometheus {
@@ -119,7 +120,7 @@ impl Recorder {
     }
 }
 
-impl Recorder {
+impl Telemetry {
     pub(crate) fn summary(&self, drain: crate::Drain) -> crate::Summary {
         let s = &self.stats;
         let (successes, errors, panics) = (

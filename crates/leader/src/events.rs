@@ -1,20 +1,18 @@
-//! Leadership transitions as a lossless stream of events ([`LeadershipEvents`]), and the
-//! "stand until cancelled" loop ([`LeaderElector::run_until_cancelled`]).
+//! Leadership transitions as a lossless stream of events ([`LeadershipEvents`]).
 //!
-//! [`LeaderElector::subscribe_leading`] is a `watch`: it keeps only the latest value, so a quick
-//! true → false → true can reach a slow reader as one change, or as none. Each subscriber here
+//! [`LeaderElector::subscribe_status`](crate::LeaderElector::subscribe_status) is a `watch`: it keeps only the latest value, so a quick
+//! leading → not leading → leading can reach a slow reader as one change, or as none. Each subscriber here
 //! has its own unbounded queue that every transition is pushed to, in order, with its instant
 //! and fencing token. Transitions come at most one per grant, so the queues stay small for any
 //! reader that keeps up at all.
 
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::mpsc;
-use tokio::time::{Instant, sleep};
-use tokio_util::sync::CancellationToken;
+use tokio::time::Instant;
 
-use crate::{LeaderElector, Leadership, LeadershipEnd, Lock};
+use crate::{Leadership, LeadershipEnd};
 
-/// One leadership transition of a [`LeaderElector`].
+/// One leadership transition of a [`LeaderElector`](crate::LeaderElector).
 ///
 /// # Examples
 ///
@@ -54,7 +52,7 @@ pub enum LeadershipEvent {
 }
 
 /// The leadership transitions of one elector, from the moment of
-/// [`subscribe_leadership`](LeaderElector::subscribe_leadership), none lost and in order.
+/// [`subscribe_leadership`](crate::LeaderElector::subscribe_leadership), none lost and in order.
 ///
 /// Ends (`recv` returns `None`) when the elector is dropped. For a `Stream`, wrap
 /// [`into_inner`](Self::into_inner) in `tokio_stream::wrappers::UnboundedReceiverStream`.
@@ -173,75 +171,5 @@ impl Transitions {
 
     fn lock(&self) -> MutexGuard<'_, Vec<mpsc::UnboundedSender<LeadershipEvent>>> {
         self.subscribers.lock()
-    }
-}
-
-impl<L: Lock> LeaderElector<L> {
-    /// Stands for election until `cancel` fires: [`run`](Self::run) in a loop, `work` called
-    /// once per term. Returns the number of terms led.
-    ///
-    /// After a lost lease it stands again at once (acquiring retries every retry period while
-    /// another candidate holds the lease). After a term whose work returned on its own it waits
-    /// one retry period first, so work that returns at once does not turn into a loop of
-    /// acquisitions. Each term has its own [`Leadership`] and a larger fencing token.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`run`](Self::run): dropping the future drops the current term's work.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
-    /// use tokio_util::sync::CancellationToken;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let store = MemoryStore::new();
-    /// let elector = LeaderElector::new(store.lock("a"), LeaderElectionConfig::default()).unwrap();
-    /// let stop = CancellationToken::new();
-    /// let (mut tokens, stopper) = (Vec::new(), stop.clone());
-    /// let terms = elector
-    ///     .run_until_cancelled(stop, |leadership| {
-    ///         tokens.push(leadership.fencing_token());
-    ///         if tokens.len() == 3 {
-    ///             stopper.cancel();
-    ///         }
-    ///         async {} // the work returns: the next term comes a retry period later
-    ///     })
-    ///     .await;
-    /// assert_eq!((terms, tokens), (3, vec![0, 1, 2]));
-    /// # }
-    /// ```
-    pub async fn run_until_cancelled<F, Fut>(&self, cancel: CancellationToken, mut work: F) -> u64
-    where
-        F: FnMut(Leadership) -> Fut,
-        Fut: Future,
-    {
-        let mut terms = 0;
-        loop {
-            let mut term = None;
-            let led = self
-                .run(cancel.clone(), |leadership: Leadership| {
-                    term = Some(leadership.clone());
-                    work(leadership)
-                })
-                .await;
-            if led.is_none() {
-                return terms;
-            }
-            terms += 1;
-            if cancel.is_cancelled() {
-                return terms;
-            }
-            let reason = term.and_then(|l| l.end_reason());
-            if reason == Some(LeadershipEnd::WorkFinished) {
-                tokio::select! {
-                    () = cancel.cancelled() => return terms,
-                    () = sleep(self.config().retry_period) => {}
-                }
-            }
-        }
     }
 }

@@ -265,4 +265,13 @@ pub struct ElectorStatus {
     pub consecutive_failures: u64,
     /// The last lock failure (the store unreachable, timed out, refusing); kept after recovery.
     pub last_error: Option<Arc<LockError>>,
+    /// Lock operations that failed, in all (backend errors; lost races are not failures).
+    pub lock_errors: u64,
+    /// Renews that took the slow path: a get before the update, after the update of the
+    /// record last written failed.
+    pub slow_path_renews: u64,
+    /// Acquires granted only after their renew deadline had passed, so that this candidate did
+    /// not lead on them and backed off (see [`LeaderElector`](crate::LeaderElector)); a store
+    /// this slow for this candidate shows here.
+    pub late_acquires: u64,
 }

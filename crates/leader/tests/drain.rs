@@ -91,7 +91,7 @@ async fn grace_period_should_bound_the_drain() {
     )
     .unwrap();
     let stop = CancellationToken::new();
-    let mut leading = a.subscribe_leading();
+    let mut leading = a.subscribe_status();
     let stop2 = stop.clone();
     let run = a.run(stop, |l| async move {
         stop2.cancel();
@@ -103,8 +103,8 @@ async fn grace_period_should_bound_the_drain() {
     let stopped_at = tokio::select! {
         _ = &mut run => panic!("the work runs 60 s"),
         r = timeout(Duration::from_secs(30), async {
-            leading.wait_for(|l| *l).await.unwrap();
-            leading.wait_for(|l| !*l).await.unwrap();
+            leading.wait_for(|s| s.leading).await.unwrap();
+            leading.wait_for(|s| !s.leading).await.unwrap();
             Instant::now()
         }) => r.unwrap(),
     };
@@ -173,7 +173,7 @@ async fn a_loss_during_the_drain_should_replace_stop_requested() {
         })
         .await;
     assert_eq!(reason, Some(Some(LeadershipEnd::RenewDeadlinePassed)));
-    assert_eq!(e.leading_metric(), 0);
+    assert!(!e.is_leader());
 }
 
 #[tokio::test(start_paused = true)]
@@ -223,7 +223,7 @@ async fn status_should_show_persistent_lock_failures() {
         let source = std::error::Error::source(&**err).unwrap().to_string();
         assert!(source.contains("partitioned"), "{source}");
     }
-    assert!(e.lock_error_count() >= 3);
+    assert!(e.subscribe_status().borrow().lock_errors >= 3);
     store.partition("a", false);
     let out = timeout(Duration::from_secs(60), run).await.unwrap();
     assert_eq!(out, Some(0));
@@ -241,7 +241,7 @@ async fn status_should_follow_leadership() {
     assert_eq!(e.identity(), "a");
     let e2 = &e;
     e.run(CancellationToken::new(), |l| async move {
-        assert_eq!(e2.leading_metric(), 1);
+        assert!(e2.is_leader());
         let s = st.borrow().clone();
         assert!(s.leading);
         assert_eq!(s.leader, "a");
@@ -250,7 +250,7 @@ async fn status_should_follow_leadership() {
     .await;
     assert!(!status.borrow().leading);
     assert_eq!(status.borrow().fencing_token, None);
-    assert_eq!(e.leading_metric(), 0);
+    assert!(!e.is_leader());
 }
 
 #[test]

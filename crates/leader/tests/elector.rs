@@ -63,7 +63,7 @@ async fn run_should_acquire_when_absent_then_renew_on_the_fast_path() {
     assert_eq!(out, Some(0));
     // acquire by create, then two fast-path renews at 2 s and 4 s.
     assert_eq!(ops(&store), ["get", "create", "update", "update"]);
-    assert_eq!(e.slow_path_count(), 0);
+    assert_eq!(e.subscribe_status().borrow().slow_path_renews, 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -79,7 +79,7 @@ async fn renew_should_fall_back_to_get_after_a_lost_race() {
         ops(&store),
         ["get", "create", "update", "get", "update", "update"]
     );
-    assert_eq!(e.slow_path_count(), 1);
+    assert_eq!(e.subscribe_status().borrow().slow_path_renews, 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -148,7 +148,7 @@ async fn leadership_should_end_within_the_renew_deadline_when_partitioned() {
         .unwrap();
     // last renew sent at acquire (t=0): step down at retry period + renew deadline = 12 s < 15 s.
     assert_eq!(end - start, Duration::from_secs(12));
-    assert_eq!(e.leading_metric(), 0);
+    assert!(!e.is_leader());
 }
 
 #[tokio::test(start_paused = true)]
@@ -179,7 +179,7 @@ async fn leadership_should_end_at_once_when_a_renew_sees_another_holder() {
         Duration::from_secs(2),
         "the next renew sees bing and stops"
     );
-    assert_eq!(*e.subscribe_leader().borrow(), "bing");
+    assert_eq!(e.subscribe_status().borrow().leader, "bing");
 }
 
 #[tokio::test(start_paused = true)]
@@ -299,10 +299,10 @@ async fn a_candidate_granted_after_its_deadline_should_not_block_the_others() {
         .into_iter()
         .map(|id| Arc::new(LeaderElector::new(store.lock(id), config()).unwrap()))
         .collect();
-    // Who leads when, from the leading watches.
+    // Who leads when, from the status watches.
     let mut watches: Vec<_> = electors
         .iter()
-        .map(|e| (e.identity().to_owned(), e.subscribe_leading()))
+        .map(|e| (e.identity().to_owned(), e.subscribe_status(), false))
         .collect();
     for e in &electors {
         let (e, stop) = (e.clone(), stop.clone());
@@ -326,10 +326,12 @@ async fn a_candidate_granted_after_its_deadline_should_not_block_the_others() {
             store.delay_next("c", u32::MAX, Duration::from_millis(6300));
             slowed = true;
         }
-        for (id, w) in &mut watches {
-            if w.has_changed().unwrap() {
+        for (id, w, was_leading) in &mut watches {
+            let is_leading = w.borrow_and_update().leading;
+            if is_leading != *was_leading {
+                *was_leading = is_leading;
                 let now = Instant::now();
-                if *w.borrow_and_update() {
+                if is_leading {
                     leading.push((id.clone(), now, None));
                 } else if let Some(t) = leading.iter_mut().rev().find(|t| t.0 == *id) {
                     t.2 = Some(now);
@@ -359,9 +361,10 @@ async fn a_candidate_granted_after_its_deadline_should_not_block_the_others() {
     // c never led again, and the healthy leader kept leading to the end.
     assert!(leading[1..].iter().all(|t| t.0 != "c"), "{leading:?}");
     assert_eq!(next.2, None, "{leading:?}");
-    assert!(electors[0].late_acquire_count() >= 1);
+    assert!(electors[0].subscribe_status().borrow().late_acquires >= 1);
     assert_eq!(
-        electors[1].late_acquire_count() + electors[2].late_acquire_count(),
+        electors[1].subscribe_status().borrow().late_acquires
+            + electors[2].subscribe_status().borrow().late_acquires,
         0
     );
 }
@@ -402,7 +405,7 @@ async fn is_leader_should_mean_leading_now_not_named_by_the_last_record() {
         r = started_rx => r.unwrap(),
     }
     assert!(!b.is_leader(), "the dropped run no longer leads");
-    assert_eq!(b.leading_metric(), 0);
+    assert!(!b.is_leader());
 }
 
 /// The late-acquire rule's edges: an acquire answered within its renew deadline (10 s against
@@ -421,7 +424,7 @@ async fn a_late_acquire_backs_off_for_its_bound_and_a_timely_one_leads() {
         .await
         .unwrap();
     assert_eq!(led_at - start, Duration::from_secs(10));
-    assert_eq!(e.late_acquire_count(), 0);
+    assert_eq!(e.subscribe_status().borrow().late_acquires, 0);
 
     // 6.3 s a request: get + create answer at 12.6 s, too late.
     let store = MemoryStore::new();
@@ -432,7 +435,7 @@ async fn a_late_acquire_backs_off_for_its_bound_and_a_timely_one_leads() {
         e2.run(CancellationToken::new(), |_| async {}).await;
     });
     tokio::time::sleep(Duration::from_millis(12_700)).await;
-    assert_eq!(e.late_acquire_count(), 1);
+    assert_eq!(e.subscribe_status().borrow().late_acquires, 1);
     let ops = store.operations().len();
     assert_eq!(ops, 2, "get and create");
     // Silent for the whole back-off.

@@ -44,19 +44,19 @@ async fn etcd_electors_should_fail_over_and_step_down_when_etcd_stops() {
     let mut etcd = EtcdServer::start().await;
     let a = elector(etcd.url(), "a").await;
     let b = elector(etcd.url(), "b").await;
-    let mut a_leading = a.subscribe_leading();
+    let mut a_leading = a.subscribe_status();
     let ta = spawn(a.clone());
-    a_leading.wait_for(|l| *l).await.unwrap();
-    let mut b_leading = b.subscribe_leading();
+    a_leading.wait_for(|s| s.leading).await.unwrap();
+    let mut b_leading = b.subscribe_status();
     let tb = spawn(b.clone());
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(!*b_leading.borrow(), "b must not lead while a does");
-    assert_eq!(*b.subscribe_leader().borrow(), "a");
+    assert!(!b_leading.borrow().leading, "b must not lead while a does");
+    assert_eq!(b.subscribe_status().borrow().leader, "a");
 
     // Crash the leader: b takes over within LD + 4.4 RP (plus request latency).
     let last_renew = a.observed_at();
     ta.abort();
-    b_leading.wait_for(|l| *l).await.unwrap();
+    b_leading.wait_for(|s| s.leading).await.unwrap();
     let failover = last_renew.elapsed();
     let bound = Duration::from_secs(3)
         + Duration::from_millis(400).mul_f64(4.4)

@@ -38,7 +38,7 @@ async fn events_should_keep_a_loss_and_a_regain_that_a_watch_collapses() {
     let store = MemoryStore::new();
     let elector = Arc::new(LeaderElector::new(store.lock("a"), config()).unwrap());
     let mut events = elector.subscribe_leadership();
-    let mut leading = elector.subscribe_leading();
+    let mut leading = elector.subscribe_status();
     let stop = CancellationToken::new();
     let start = Instant::now();
     let task = tokio::spawn({
@@ -50,13 +50,13 @@ async fn events_should_keep_a_loss_and_a_regain_that_a_watch_collapses() {
         }
     });
     sleep(Duration::from_secs(1)).await;
-    assert!(*leading.borrow_and_update());
+    assert!(leading.borrow_and_update().leading);
     // No renew succeeds before the renew deadline (each failing renew is an update and a get:
     // twelve faults cover the five tries), so the lease is given up, then won again.
     store.fail_next("a", 12);
     sleep(Duration::from_secs(40)).await;
     // The watch shows the latest value only: the loss in between is gone.
-    assert!(*leading.borrow_and_update());
+    assert!(leading.borrow_and_update().leading);
     stop.cancel();
     let terms = timeout(Duration::from_secs(60), task)
         .await

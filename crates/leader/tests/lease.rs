@@ -607,7 +607,7 @@ async fn wait_for_term(terms: &Terms, n: usize) -> Instant {
 fn leader_index(cands: &[Candidate]) -> usize {
     cands
         .iter()
-        .position(|c| *c.elector.subscribe_leading().borrow())
+        .position(|c| c.elector.is_leader())
         .expect("one candidate leads")
 }
 

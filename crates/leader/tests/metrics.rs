@@ -45,8 +45,8 @@ async fn metrics_should_report_status_slow_path_and_lock_errors_per_name() {
         text.contains(r#"leader_election_lock_errors_total{name="ctl"} 2"#),
         "{text}"
     );
-    assert_eq!(e.slow_path_count(), 1);
-    assert_eq!(e.lock_error_count(), 2);
+    assert_eq!(e.subscribe_status().borrow().slow_path_renews, 1);
+    assert_eq!(e.subscribe_status().borrow().lock_errors, 2);
 }
 
 /// Every HELP line is client-go's text exactly (no period added to it, nor to ours), and the

@@ -69,7 +69,7 @@ async fn persistent_failures_should_warn_a_few_times_not_per_retry() {
     .await
     .unwrap();
     assert_eq!(out, Some(0));
-    assert_eq!(e.lock_error_count(), 40);
+    assert_eq!(e.subscribe_status().borrow().lock_errors, 40);
     let w = warnings.0.lock().unwrap().clone();
     assert_eq!(
         w,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ctrlq_leader::{LeaderElector, Leadership, Lock};
+use ctrlq_leader::{ElectorStatus, LeaderElector, Leadership, Lock};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
@@ -13,7 +13,7 @@ use crate::Drain;
 use crate::key::Key;
 use crate::shard::{ShardFn, Sharding};
 use crate::source::Source;
-use crate::term::{Reconciler, TermEnd, TermSettings};
+use crate::term::{Reconciler, TermSettings};
 
 /// A [`Sharding`] with its lock type erased, and the shard function of the controller's keys.
 pub(super) trait ShardPlan<K, E>: Send {
@@ -43,26 +43,27 @@ impl<K: Key, E: Send + 'static, L: Lock> ShardPlan<K, E> for (Sharding<L>, Shard
 
 /// A [`LeaderElector`] with its lock type erased.
 pub(super) trait Elect: Send + Sync {
-    /// Whether the elector holds the lease; goes false when it stops renewing.
-    fn leading(&self) -> watch::Receiver<bool>;
+    /// The elector's status: `leading` goes false when it stops renewing.
+    fn status(&self) -> watch::Receiver<ElectorStatus>;
 
-    fn run_term<'a>(
+    /// [`LeaderElector::run_until_cancelled`]: `work` once per term led.
+    fn stand<'a>(
         &'a self,
         cancel: CancellationToken,
-        work: Box<dyn FnOnce(Leadership) -> BoxFuture<'a, TermEnd> + Send + 'a>,
-    ) -> BoxFuture<'a, Option<TermEnd>>;
+        work: Box<dyn FnMut(Leadership) -> BoxFuture<'a, ()> + Send + 'a>,
+    ) -> BoxFuture<'a, u64>;
 }
 
 impl<L: Lock> Elect for LeaderElector<L> {
-    fn leading(&self) -> watch::Receiver<bool> {
-        self.subscribe_leading()
+    fn status(&self) -> watch::Receiver<ElectorStatus> {
+        self.subscribe_status()
     }
 
-    fn run_term<'a>(
+    fn stand<'a>(
         &'a self,
         cancel: CancellationToken,
-        work: Box<dyn FnOnce(Leadership) -> BoxFuture<'a, TermEnd> + Send + 'a>,
-    ) -> BoxFuture<'a, Option<TermEnd>> {
-        Box::pin(self.run(cancel, work))
+        work: Box<dyn FnMut(Leadership) -> BoxFuture<'a, ()> + Send + 'a>,
+    ) -> BoxFuture<'a, u64> {
+        Box::pin(self.run_until_cancelled(cancel, work))
     }
 }

@@ -12,7 +12,7 @@ use futures::{Stream, StreamExt};
 use crate::key::Key;
 use crate::shard::{ShardFn, ShardKey, Sharding, shard_of};
 use crate::source::Subscribe;
-use crate::stats::Recorder;
+use crate::stats::Telemetry;
 use crate::term::{Hook, Policy, StartWorker, TermSettings};
 use crate::{Action, Context, ReconcileError};
 
@@ -100,7 +100,7 @@ pub struct Controller<K, E> {
     elector: Option<Arc<dyn Elect>>,
     sharding: Option<Box<dyn ShardPlan<K, E>>>,
     settings: TermSettings<K>,
-    recorder: Recorder,
+    telemetry: Telemetry,
 }
 
 impl<K: Key, E: Send + 'static> Controller<K, E> {
@@ -136,9 +136,9 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
                 limiter: None,
                 queue_metrics: None,
             },
-            recorder: Recorder {
+            telemetry: Telemetry {
                 name: name.clone(),
-                ..Recorder::default()
+                ..Telemetry::default()
             },
             name,
         }

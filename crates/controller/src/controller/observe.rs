@@ -56,7 +56,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
     #[must_use]
     pub fn metrics(mut self, metrics: Arc<crate::prometheus::ControllerMetrics>) -> Self {
-        self.recorder.prometheus = Some(metrics);
+        self.telemetry.prometheus = Some(metrics);
         self
     }
 }

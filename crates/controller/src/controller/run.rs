@@ -3,13 +3,14 @@
 use std::sync::Arc;
 
 use futures::FutureExt;
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span};
 
 use super::Controller;
 use crate::key::Key;
-use crate::source::Source;
-use crate::term::{Feed, Reconciler, TermEnd};
+use crate::source::{Source, pump_all};
+use crate::term::{Reconciler, TermEnd};
 use crate::{Drain, Summary};
 
 impl<K: Key, E: Send + 'static> Controller<K, E> {
@@ -33,13 +34,13 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             elector,
             sharding,
             settings,
-            recorder,
+            telemetry,
         } = self;
         let shared = Arc::new(Reconciler {
             reconcile,
             policy,
             hooks,
-            recorder,
+            telemetry,
         });
         let sources: Vec<_> = sources
             .into_iter()
@@ -53,36 +54,40 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
                     .run(&name, &settings, &shared, &sources, &shutdown)
                     .await;
             }
+            let feed = |queue: &_| pump_all(&sources, queue, &shared);
             let Some(elector) = elector else {
                 let finished = settings
-                    .term(&shared, Feed::Sources(&sources), None, &shutdown)
+                    .term(&shared, feed, None, &shutdown)
                     .await
                     .drained();
                 return Drain::ran(finished);
             };
-            loop {
-                let (s, sh, src) = (&settings, &shared, &sources[..]);
-                let cancel = shutdown.clone();
-                let shutdown = &shutdown;
-                let el = &elector;
-                let end = elector
-                    .run_term(
-                        cancel,
-                        Box::new(move |l| {
-                            s.term(sh, Feed::Sources(src), Some((l, el.leading())), shutdown)
-                                .boxed()
-                        }),
-                    )
-                    .await;
-                match end {
-                    None => return Drain::NotLeading,
-                    Some(TermEnd::Drained { finished }) => return Drain::ran(finished),
-                    Some(TermEnd::Lost) => debug!("lease lost; standing for election again"),
+            // How the last term led ended: a drain, or a loss after which no term was won
+            // before the shutdown.
+            let last = Mutex::new(None);
+            let (settings, shared, shutdown, last_end) = (&settings, &shared, &shutdown, &last);
+            let elector = &*elector;
+            let work = move |leadership| {
+                let status = elector.status();
+                async move {
+                    let end = settings
+                        .term(shared, feed, Some((leadership, status)), shutdown)
+                        .await;
+                    if end == TermEnd::Lost {
+                        debug!("lease lost; standing for election again");
+                    }
+                    *last_end.lock() = Some(end);
                 }
+                .boxed()
+            };
+            elector.stand(shutdown.clone(), Box::new(work)).await;
+            match last.into_inner() {
+                Some(TermEnd::Drained { finished }) => Drain::ran(finished),
+                Some(TermEnd::Lost) | None => Drain::NotLeading,
             }
         }
         .instrument(span)
         .await;
-        shared.recorder.summary(drain)
+        shared.telemetry.summary(drain)
     }
 }

@@ -9,6 +9,43 @@ use ctrlq_leader::{LeaderRecord, Lock, LockError};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+/// One replica's member record. The [`Lock`] stores every record as a [`LeaderRecord`] (the
+/// record type all its backends map, the Kubernetes Lease among them), so a member record is
+/// converted at the lock: the replica is the holder, and the shard count travels in the leader
+/// transitions, a field membership has no other use for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MemberRecord {
+    /// The replica; empty once blanked (resigned, or found stale by another member).
+    pub(crate) replica: String,
+    /// The replica's shard count: members with different counts refuse to split the keys.
+    pub(crate) shards: u32,
+    /// How long the record counts live without a change.
+    pub(crate) lease: Duration,
+}
+
+impl MemberRecord {
+    /// The record as the lock stores it, written now.
+    fn into_lock(self) -> LeaderRecord {
+        let now = SystemTime::now();
+        LeaderRecord {
+            holder_identity: self.replica,
+            lease_duration_seconds: u32::try_from(self.lease.as_secs()).unwrap_or(u32::MAX),
+            acquire_time: now,
+            renew_time: now,
+            leader_transitions: self.shards,
+        }
+    }
+
+    /// The member record a lock's record carries.
+    fn from_lock(record: &LeaderRecord) -> Self {
+        Self {
+            replica: record.holder_identity.clone(),
+            shards: record.leader_transitions,
+            lease: Duration::from_secs(u64::from(record.lease_duration_seconds)),
+        }
+    }
+}
+
 /// What one look at the members came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum View {
@@ -65,16 +102,14 @@ impl<L: Lock> Membership<L> {
         }
     }
 
-    fn record(&self, holder: &str) -> LeaderRecord {
-        let now = SystemTime::now();
-        LeaderRecord {
-            holder_identity: holder.to_owned(),
-            lease_duration_seconds: u32::try_from(self.lease.as_secs()).unwrap_or(u32::MAX),
-            acquire_time: now,
-            renew_time: now,
-            // A member record's transitions carry its replica's shard count.
-            leader_transitions: self.shards,
+    /// This replica's record naming `replica` (itself, or empty to blank), as the lock stores it.
+    fn record(&self, replica: &str) -> LeaderRecord {
+        MemberRecord {
+            replica: replica.to_owned(),
+            shards: self.shards,
+            lease: self.lease,
         }
+        .into_lock()
     }
 
     /// Renews this replica's record, reads the others', and says what it may hold.
@@ -109,7 +144,8 @@ impl<L: Lock> Membership<L> {
             // duration on this replica's clock (or another member blanked it).
             match self.lock.get().await {
                 Ok(v)
-                    if v.record.holder_identity.is_empty() || self.inherited_stale(&v.version) =>
+                    if MemberRecord::from_lock(&v.record).replica.is_empty()
+                        || self.inherited_stale(&v.version) =>
                 {
                     self.lock.update(record).await
                 }
@@ -171,8 +207,8 @@ impl<L: Lock> Membership<L> {
                     now
                 }
             };
-            let resigned = v.record.holder_identity.is_empty();
-            if resigned || id == self.identity {
+            let member = MemberRecord::from_lock(&v.record);
+            if member.replica.is_empty() || id == self.identity {
                 continue;
             }
             if first_seen + self.lease <= now {
@@ -180,7 +216,7 @@ impl<L: Lock> Membership<L> {
                 continue;
             }
             live.insert(id.to_owned());
-            counts.insert(v.record.leader_transitions);
+            counts.insert(member.shards);
         }
         self.seen.retain(|name, _| names.contains(name));
         (self.decide(live, counts), stale)
@@ -193,7 +229,10 @@ impl<L: Lock> Membership<L> {
     async fn blank(&self, name: &str, version: &str) {
         let lock = (self.locks)(name);
         match lock.get().await {
-            Ok(v) if v.version == version && !v.record.holder_identity.is_empty() => {
+            Ok(v)
+                if v.version == version
+                    && !MemberRecord::from_lock(&v.record).replica.is_empty() =>
+            {
                 match lock.update(self.record("")).await {
                     Ok(_) => debug!(member = name, "blanked a stale member record"),
                     Err(e) => debug!(member = name, error = %e, "blanking a member record failed"),
@@ -221,7 +260,7 @@ impl<L: Lock> Membership<L> {
 
     /// Whether this replica's record, read again, is blank (another member blanked it).
     async fn blanked(&self) -> bool {
-        matches!(self.lock.get().await, Ok(v) if v.record.holder_identity.is_empty())
+        matches!(self.lock.get().await, Ok(v) if MemberRecord::from_lock(&v.record).replica.is_empty())
     }
 
     /// Whether the live record of this identity found before the first write, now at

@@ -8,10 +8,12 @@
 //!   elector the controller uses for one lease: fencing tokens, drain and the timing budget are
 //!   per shard. A replica runs one term per held shard (a fresh queue and the configured
 //!   workers), so a key is never reconciled by two replicas at once.
-//! - **Membership**: each replica keeps a record `{prefix}{name}-member-{id}` renewed every
-//!   retry period (its `leaderTransitions` carries the replica's shard count), lists the members'
-//!   records ([`Lock::list`](ctrlq_leader::Lock::list)) and counts a member live while its record
+//! - **Membership**: each replica keeps a member record `{prefix}{name}-member-{id}` (its
+//!   identity and its shard count) renewed every retry period, lists the members' records
+//!   ([`Lock::list`](ctrlq_leader::Lock::list)) and counts a member live while its record
 //!   changed within a lease duration on its own clock. A replica shutting down blanks its record.
+//!   The lock stores a member record as a [`LeaderRecord`](ctrlq_leader::LeaderRecord): the
+//!   identity as the holder, the shard count as the leader transitions.
 //! - **Balance**: every replica assigns the shards over the live members by rendezvous hashing
 //!   with bounded load, so each holds ⌊n/m⌋ or ⌈n/m⌉ once settled, and a join or a leave moves
 //!   few shards. A replica stands for the shards assigned to it and hands back, after draining
@@ -90,5 +92,5 @@ pub(crate) mod run;
 mod sharding;
 
 pub use key::{ShardKey, shard_of};
-pub(crate) use router::{Router, ShardFn};
+pub(crate) use router::ShardFn;
 pub use sharding::{Sharding, ShardingError};

@@ -7,21 +7,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use ctrlq_leader::{LeaderElector, Lock};
+use ctrlq_queue_async::WorkQueue;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, warn};
+use tracing::{debug, warn};
 
 use super::assign::shards_of;
 use super::members::{Membership, View};
 use super::router::{Router, ShardFn};
 use super::sharding::Sharding;
 use crate::key::Key;
-use crate::source::Source;
-use crate::term::{Feed, Reconciler, TermEnd, TermSettings};
+use crate::source::{Source, pump_all};
+use crate::term::{Reconciler, TermEnd, TermSettings};
 use crate::{Drain, Event};
 
 /// What every shard's stand borrows.
@@ -54,11 +55,7 @@ where
     L: Lock,
 {
     let router = Arc::new(Router::new(shard_of));
-    let mut pumps = JoinSet::new();
-    for source in sources {
-        let pump = source.clone().pump(router.clone(), shared.clone());
-        pumps.spawn(pump.in_current_span());
-    }
+    let mut pumps = pump_all(sources, &router, shared);
     let timing = plan.config.timing();
     let member_prefix = format!("{}{name}-member-", plan.prefix);
     let member_lock = (plan.locks)(&format!("{member_prefix}{}", plan.identity));
@@ -171,8 +168,8 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
         }
     }
 
-    /// Stands for `shard` until `token` fires: each time the lease is won, runs a term on it;
-    /// after a loss, stands again. Returns the shard.
+    /// Stands for `shard` until `token` fires: each time the lease is won, runs a term on it
+    /// fed by the router; after a loss, stands again. Returns the shard.
     async fn stand(&self, shard: u32, token: CancellationToken) -> u32 {
         let record = format!("{}{}-shard-{shard}", self.plan.prefix, self.name);
         let lock = (self.plan.locks)(&record);
@@ -185,10 +182,12 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
                 return shard;
             }
         };
-        while !token.is_cancelled() {
-            let leading = elector.subscribe_leading();
-            let end = elector
-                .run(token.clone(), |leadership| async {
+        let router = self.router;
+        elector
+            .run_until_cancelled(token.clone(), |leadership| {
+                let status = elector.subscribe_status();
+                let token = &token;
+                async move {
                     let fencing_token = leadership.fencing_token();
                     self.shared.emit(&Event::ShardLeading {
                         shard,
@@ -197,28 +196,33 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
                     self.plan.held.send_modify(|held| {
                         held.insert(shard);
                     });
-                    self.shared.recorder.shard(true);
-                    let feed = Feed::Shard(shard, self.router);
+                    self.shared.telemetry.shard(true);
+                    // The replica's pumps route this shard's keys to the term's queue from now
+                    // on, and list again.
+                    let feed = |queue: &WorkQueue<K>| {
+                        router.attach(shard, queue.clone());
+                        JoinSet::new()
+                    };
                     let end = self
                         .settings
-                        .term(self.shared, feed, Some((leadership, leading)), &token)
+                        .term(self.shared, feed, Some((leadership, status)), token)
                         .await;
+                    router.detach(shard);
                     self.plan.held.send_modify(|held| {
                         held.remove(&shard);
                     });
-                    self.shared.recorder.shard(false);
+                    self.shared.telemetry.shard(false);
                     let lost = end == TermEnd::Lost;
                     self.shared.emit(&Event::ShardEnded { shard, lost });
-                    end
-                })
-                .await;
-            if let Some(TermEnd::Drained { finished }) = end {
-                self.drained_any.store(true, Relaxed);
-                if !finished {
-                    self.cut_short.store(true, Relaxed);
+                    if let TermEnd::Drained { finished } = end {
+                        self.drained_any.store(true, Relaxed);
+                        if !finished {
+                            self.cut_short.store(true, Relaxed);
+                        }
+                    }
                 }
-            }
-        }
+            })
+            .await;
         shard
     }
 }

@@ -1,12 +1,13 @@
-//! One term: a fresh queue, the sources pumping into it, the workers taking from it, and how it
-//! ends (drain on shutdown, drop on a lost lease). What every term shares (the reconcile
+//! One term: a fresh queue, whatever feeds it keys, the workers taking from it, and how it
+//! ends (drain on shutdown, drop on a lost lease). What feeds the queue is the caller's: the
+//! controller's sources, or a shard layer above that routes one shard's keys to it. What every term shares (the reconcile
 //! function, the error policy, the hooks) is in `reconciler`, one worker's loop in `worker`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use ctrlq_leader::{Leadership, LeadershipEnd};
+use ctrlq_leader::{ElectorStatus, Leadership, LeadershipEnd};
 use ctrlq_queue_async::WorkQueue;
 use ctrlq_queue_async::metrics::MetricsProvider;
 use ctrlq_ratelimit::RateLimiter;
@@ -17,8 +18,6 @@ use tracing::{Instrument, debug};
 
 use crate::Event;
 use crate::key::Key;
-use crate::shard::Router;
-use crate::source::Source;
 use crate::stats::WorkerSlot;
 
 mod reconciler;
@@ -50,23 +49,6 @@ impl TermEnd {
     }
 }
 
-/// Where a term's keys come from.
-pub(crate) enum Feed<'a, K: Key> {
-    /// The controller's sources, subscribed for this term.
-    Sources(&'a [Arc<Source<K>>]),
-    /// One shard of a sharded replica: its router sends the shard's keys to the term's queue
-    /// while the term runs (the term detaches it when it ends).
-    Shard(u32, &'a Router<K>),
-}
-
-impl<K: Key> Clone for Feed<'_, K> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<K: Key> Copy for Feed<'_, K> {}
-
 /// One term's queue and tokens, shared by its workers.
 pub(crate) struct Term<K: Key, E> {
     shared: Arc<Reconciler<K, E>>,
@@ -91,12 +73,14 @@ pub(crate) struct Term<K: Key, E> {
 }
 
 impl<K: Key> TermSettings<K> {
-    /// Runs one term until `shutdown` fires or `leadership` ends.
+    /// Runs one term until `shutdown` fires or `leadership` ends. `feed` starts filling the
+    /// term's fresh queue; the tasks it returns are aborted when the term stops taking keys
+    /// (a feed that keeps the queue elsewhere finds it shut down from then on).
     pub(crate) async fn term<E: Send + 'static>(
         &self,
         shared: &Arc<Reconciler<K, E>>,
-        feed: Feed<'_, K>,
-        leadership: Option<(Leadership, watch::Receiver<bool>)>,
+        feed: impl FnOnce(&WorkQueue<K>) -> JoinSet<()>,
+        leadership: Option<(Leadership, watch::Receiver<ElectorStatus>)>,
         shutdown: &CancellationToken,
     ) -> TermEnd {
         let (leadership, leading) = leadership.unzip();
@@ -116,13 +100,10 @@ impl<K: Key> TermSettings<K> {
         // In-flight reconciles may still finish, but what they requeue would go with the queue
         // at the end of the term anyway: the next term's sources bring their keys back.
         term.queue.shut_down();
-        if let Feed::Shard(shard, router) = feed {
-            router.detach(shard);
-        }
         pumps.abort_all();
         // A pump catches its source's panics; what is left to join is its cancellation.
         while pumps.join_next().await.is_some() {}
-        let before = shared.recorder.stats.aborted.load(Relaxed);
+        let before = shared.telemetry.stats.aborted.load(Relaxed);
         let lost = leadership
             .as_ref()
             .and_then(Leadership::end_reason)
@@ -136,21 +117,21 @@ impl<K: Key> TermSettings<K> {
         workers.abort_all();
         // Every worker's future is dropped by now, and its counts added.
         join_all(&mut workers).await;
-        let aborted = shared.recorder.stats.aborted.load(Relaxed) - before;
+        let aborted = shared.telemetry.stats.aborted.load(Relaxed) - before;
         shared.ended(end, aborted);
         end
     }
 
-    /// A fresh queue, the sources pumping into it and the workers taking from it.
+    /// A fresh queue, what feeds it and the workers taking from it.
     fn start<E: Send + 'static>(
         &self,
         shared: &Arc<Reconciler<K, E>>,
-        feed: Feed<'_, K>,
+        feed: impl FnOnce(&WorkQueue<K>) -> JoinSet<()>,
         grant: Option<Leadership>,
     ) -> (Arc<Term<K, E>>, JoinSet<()>, JoinSet<()>) {
         let fencing = grant.as_ref().map(Leadership::fencing_token);
-        shared.recorder.stats.terms.fetch_add(1, Relaxed);
-        shared.recorder.workers(self.workers);
+        shared.telemetry.stats.terms.fetch_add(1, Relaxed);
+        shared.telemetry.workers(self.workers);
         debug!(?fencing, "term started");
         shared.emit(&Event::Leading {
             fencing_token: fencing,
@@ -165,17 +146,7 @@ impl<K: Key> TermSettings<K> {
             failing: self.limiter.is_none().then(AtomicU64::default),
             workers: (0..self.workers).map(|_| WorkerSlot::default()).collect(),
         });
-        let mut pumps = JoinSet::new();
-        match feed {
-            Feed::Sources(sources) => {
-                for source in sources {
-                    let pump = source.clone().pump(term.queue.clone(), shared.clone());
-                    pumps.spawn(pump.in_current_span());
-                }
-            }
-            // The replica's pumps route this shard's keys here from now on, and list again.
-            Feed::Shard(shard, router) => router.attach(shard, term.queue.clone()),
-        }
+        let pumps = feed(&term.queue);
         let mut workers = JoinSet::new();
         for i in 0..self.workers {
             // Spawned tasks do not inherit the span: carry the controller's into each worker.
@@ -196,7 +167,7 @@ impl<K: Key> TermSettings<K> {
         &self,
         term: &Term<K, E>,
         workers: &mut JoinSet<()>,
-        mut leading: Option<watch::Receiver<bool>>,
+        mut leading: Option<watch::Receiver<ElectorStatus>>,
     ) -> bool {
         let in_flight = term
             .workers
@@ -207,7 +178,7 @@ impl<K: Key> TermSettings<K> {
         term.shared.emit(&Event::DrainStarted { in_flight });
         let stopped_leading = async {
             match &mut leading {
-                Some(rx) => drop(rx.wait_for(|leading| !*leading).await),
+                Some(rx) => drop(rx.wait_for(|status| !status.leading).await),
                 None => std::future::pending().await,
             }
         };

@@ -1,5 +1,5 @@
 //! What the workers of every term share: the reconcile function, type-erased once per worker,
-//! the error policy, the event hooks and the recorder.
+//! the error policy, the event hooks and the telemetry.
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -14,7 +14,7 @@ use tracing::{debug, warn};
 use super::{Term, TermEnd};
 use crate::key::Key;
 use crate::source::SourceReport;
-use crate::stats::Recorder;
+use crate::stats::Telemetry;
 use crate::{Action, Context, Event, ReconcileError, SourceFailure};
 
 /// The reconcile function, able to start one worker of a term. Its type is erased here, once
@@ -45,12 +45,12 @@ pub(crate) type Policy<K, E> = Arc<dyn Fn(&K, &ReconcileError<E>, u32) -> Action
 pub(crate) type Hook<K> = Arc<dyn Fn(&Event<'_, K>) + Send + Sync>;
 
 /// The reconcile function with what surrounds each call (the error policy, the event hooks,
-/// the recorder): what the workers of every term share.
+/// the telemetry): what the workers of every term share.
 pub(crate) struct Reconciler<K, E> {
     pub(crate) reconcile: Arc<dyn StartWorker<K, E>>,
     pub(crate) policy: Policy<K, E>,
     pub(crate) hooks: Vec<Hook<K>>,
-    pub(crate) recorder: Recorder,
+    pub(crate) telemetry: Telemetry,
 }
 
 impl<K, E> Reconciler<K, E> {
@@ -59,7 +59,7 @@ impl<K, E> Reconciler<K, E> {
         match end {
             TermEnd::Drained { .. } => self.emit(&Event::DrainFinished { aborted }),
             TermEnd::Lost => {
-                self.recorder.stats.leases_lost.fetch_add(1, Relaxed);
+                self.telemetry.stats.leases_lost.fetch_add(1, Relaxed);
                 self.emit(&Event::LeadershipLost { aborted });
             }
         }
@@ -80,7 +80,7 @@ impl<K, E> Reconciler<K, E> {
 
 impl<K: Key, E: 'static> SourceReport for Reconciler<K, E> {
     fn source_error(&self, index: usize, error: &str) {
-        self.recorder.stats.source_errors.fetch_add(1, Relaxed);
+        self.telemetry.stats.source_errors.fetch_add(1, Relaxed);
         warn!(source = index, error, "a source yielded an error");
         self.emit(&Event::SourceError {
             source: index,
@@ -89,7 +89,7 @@ impl<K: Key, E: 'static> SourceReport for Reconciler<K, E> {
     }
 
     fn source_failed(&self, index: usize, failure: &SourceFailure, retry_in: Duration) {
-        self.recorder.stats.source_failures.fetch_add(1, Relaxed);
+        self.telemetry.stats.source_failures.fetch_add(1, Relaxed);
         warn!(source = index, %failure, ?retry_in, "a source failed; subscribing again");
         self.emit(&Event::SourceFailed {
             source: index,

@@ -33,9 +33,9 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
         // What nobody reads is not built: the events without hooks, the reconcile's duration
         // without hooks or metrics (two clock reads are a measurable part of a fast reconcile).
         let hooked = !shared.hooks.is_empty();
-        let timed = hooked || shared.recorder.is_timed();
+        let timed = hooked || shared.telemetry.is_timed();
         let slot = &self.workers[index];
-        let mut counts = Counts::new(&shared.recorder.stats);
+        let mut counts = Counts::new(&shared.telemetry.stats);
         // The queue alone wakes a waiting worker, at a key or at its shutdown: a stop token in
         // a `select!` next to `get` would cost every key a poll of it and a copy of both futures.
         while let Some(item) = self.queue.get().await {
@@ -96,7 +96,7 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
                 }
             };
             drop(guard);
-            self.settle(attempts, action);
+            self.track_failing(attempts, action);
             apply(&self.queue, item, action);
             // A reconcile that finished without ever awaiting something pending kept the
             // thread for all of its run: give it back before the next key, so that the elector
@@ -131,7 +131,7 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
     /// Keeps [`failing`](Self::failing) up to date with what `action` is about to do to a key
     /// that had `attempts` failures on record. Done before the action: the key is handed out
     /// again only after it, so whoever takes it next reads a count that includes it.
-    fn settle(&self, attempts: u32, action: Action) {
+    fn track_failing(&self, attempts: u32, action: Action) {
         if let Some(failing) = &self.failing {
             match (action, attempts) {
                 (Action::RequeueRateLimited, 0) => {
@@ -159,7 +159,7 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
 
     /// Records a finished reconcile in the metrics and tells the hooks.
     fn report(&self, key: &K, outcome: Outcome, event: ReconcileOutcome, took: Duration) {
-        self.shared.recorder.finished(outcome, took);
+        self.shared.telemetry.finished(outcome, took);
         self.shared.emit(&Event::ReconcileFinished {
             key,
             outcome: event,
@@ -190,7 +190,7 @@ struct InFlight<'a, K: Key, E> {
 impl<'a, K: Key, E> InFlight<'a, K, E> {
     fn new(term: &'a Term<K, E>, slot: &'a WorkerSlot, key: &'a K, timed: bool) -> Self {
         slot.in_flight.store(true, Relaxed);
-        term.shared.recorder.active(1);
+        term.shared.telemetry.active(1);
         Self {
             term,
             slot,
@@ -203,7 +203,7 @@ impl<'a, K: Key, E> InFlight<'a, K, E> {
     fn finish(&mut self) -> Duration {
         self.armed = false;
         self.slot.in_flight.store(false, Relaxed);
-        self.term.shared.recorder.active(-1);
+        self.term.shared.telemetry.active(-1);
         self.start.map_or(Duration::ZERO, |start| start.elapsed())
     }
 }
@@ -212,7 +212,7 @@ impl<K: Key, E> Drop for InFlight<'_, K, E> {
     fn drop(&mut self) {
         if self.armed {
             let took = self.finish();
-            self.term.shared.recorder.aborted();
+            self.term.shared.telemetry.aborted();
             self.term.shared.emit(&Event::ReconcileFinished {
                 key: self.key,
                 outcome: ReconcileOutcome::Aborted,

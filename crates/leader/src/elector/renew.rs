@@ -1,0 +1,98 @@
+//! Keeping the lease while leading (renewing every retry period within the renew deadline),
+//! and giving it up on a stop when asked to.
+
+use std::time::{Duration, SystemTime};
+
+use tokio::time::{Instant, sleep_until, timeout_at};
+use tracing::debug;
+
+use super::LeaderElector;
+use super::acquire::Mode;
+use crate::{LeaderRecord, Leadership, LeadershipEnd, Lock, LockError};
+
+impl<L: Lock> LeaderElector<L> {
+    /// How long a grant holds after the acquire or renew that made it was sent: retry period +
+    /// renew deadline ([`crate::Leadership::valid_until`]).
+    pub(super) fn valid_for(&self) -> Duration {
+        self.config.retry_period + self.config.renew_deadline
+    }
+
+    /// Renews until a renew cannot succeed before `last_sent + retry period + renew deadline`
+    /// or a renew sees another holder; returns why it stopped. Each renew is sent a retry period
+    /// after the previous successful one was sent (at once if its answer came later), and moves
+    /// the leadership's [`valid_until`](crate::Leadership::valid_until) on.
+    pub(super) async fn renew(
+        &self,
+        mut last_sent: Instant,
+        leadership: &Leadership,
+    ) -> LeadershipEnd {
+        let rp = self.config.retry_period;
+        loop {
+            let deadline = last_sent + self.valid_for();
+            sleep_until(last_sent + rp).await;
+            loop {
+                let sent = Instant::now();
+                let ok = timeout_at(deadline, self.try_acquire_or_renew(Mode::Renew)).await;
+                self.report_leader();
+                match ok {
+                    Ok(true) => {
+                        last_sent = sent;
+                        leadership.extend(sent + self.valid_for());
+                        break;
+                    }
+                    Err(_) => {
+                        debug!("renew deadline passed");
+                        return LeadershipEnd::RenewDeadlinePassed;
+                    }
+                    Ok(false) if !self.holds_record() => {
+                        debug!(holder = %self.observed_record().holder_identity, "lost the lease");
+                        return LeadershipEnd::LostToOther;
+                    }
+                    Ok(false) => {}
+                }
+                sleep_until((sent + rp).min(deadline)).await;
+                if Instant::now() >= deadline {
+                    debug!("renew deadline passed");
+                    return LeadershipEnd::RenewDeadlinePassed;
+                }
+            }
+        }
+    }
+
+    /// Blanks the record if it still names this candidate, within a renew deadline.
+    pub(super) async fn release(&self) {
+        let deadline = Instant::now() + self.config.renew_deadline;
+        let attempt = async {
+            loop {
+                let old = match self.lock.get().await {
+                    Ok(old) => old,
+                    Err(e) => return debug!(error = %e, "release: get failed"),
+                };
+                if old.record.holder_identity != self.lock.identity() {
+                    return debug!("release: not the holder any more");
+                }
+                let wall = SystemTime::now();
+                let rec = LeaderRecord {
+                    holder_identity: String::new(),
+                    lease_duration_seconds: 1,
+                    acquire_time: wall,
+                    renew_time: wall,
+                    leader_transitions: old.record.leader_transitions,
+                };
+                match self.lock.update(rec.clone()).await {
+                    Ok(v) => {
+                        debug!("released");
+                        self.observe(rec, v, Instant::now());
+                        self.report_leader();
+                        return;
+                    }
+                    Err(LockError::Conflict) => continue,
+                    Err(e) => return debug!(error = %e, "release: update failed"),
+                }
+            }
+        };
+        if timeout_at(deadline, attempt).await.is_err() {
+            debug!("release timed out");
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! A term: acquire, run the work while renewing, stop (draining on a stop request), release
+//! when asked; and standing again after each term until cancelled.
+
+use std::future::Future;
+
+use tokio::time::sleep;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, debug_span};
+
+use super::LeaderElector;
+use crate::{Leadership, LeadershipEnd, Lock, Versioned};
+
+impl<L: Lock> LeaderElector<L> {
+    /// Acquires the lease, runs `work` while leading, then stops. Returns `None` if `cancel`
+    /// fired before the lease was acquired, else the work's output. Callable again after it
+    /// returns, to stand for election again.
+    ///
+    /// - On a lost lease (a renew saw another holder, or no renew succeeded before the renew
+    ///   deadline) the work's [`crate::Leadership::token`] fires at once and renewing stops.
+    /// - When `cancel` fires while leading, the token fires at once (the work drains), and the
+    ///   lease is renewed until the work returns, for at most the
+    ///   [grace period](crate::LeaderElectionConfig::grace_period); then renewing stops.
+    /// - When the work returns on its own, renewing stops.
+    ///
+    /// In every case the work is awaited to completion; then, if `cancel` fired and
+    /// [`release_on_cancel`](crate::LeaderElectionConfig::release_on_cancel) is set, the lease is
+    /// released, only if the fetched record still names this candidate.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping this future drops the work; the lease is not released and expires. A run
+    /// dropped while leading stops leading there and then: [`is_leader`](Self::is_leader) turns
+    /// false and the [leadership events](Self::subscribe_leadership) get its `Stopped`, with
+    /// [`LeadershipEnd::RunDropped`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, LeadershipEnd, MemoryStore};
+    /// use tokio_util::sync::CancellationToken;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let stop = CancellationToken::new();
+    /// let out = elector.run(stop.clone(), |l| async move {
+    ///     stop.cancel();
+    ///     l.token().cancelled().await;
+    ///     l.end_reason()
+    /// }).await;
+    /// assert_eq!(out, Some(Some(LeadershipEnd::StopRequested)));
+    /// # }
+    /// ```
+    pub async fn run<F, Fut>(&self, cancel: CancellationToken, work: F) -> Option<Fut::Output>
+    where
+        F: FnOnce(Leadership) -> Fut,
+        Fut: Future,
+    {
+        let span = debug_span!("leader_election", lock = %self.lock.describe());
+        async {
+            let sent = self.acquire(&cancel).await?;
+            let fencing = {
+                let s = self.lock_state();
+                self.lock.fencing_token(&Versioned {
+                    record: s.record.clone(),
+                    version: s.version.clone().unwrap_or_default(),
+                })
+            };
+            let leadership = Leadership::new(fencing, sent + self.valid_for());
+            self.set_leading(true, Some(fencing));
+            self.transitions.started(fencing);
+            // A dropped run stops leading too, and says so.
+            let mut leading = StopLeadingOnDrop {
+                elector: self,
+                leadership: &leadership,
+                stopped: false,
+            };
+            debug!(identity = self.lock.identity(), fencing, "started leading");
+            let work = work(leadership.clone());
+            tokio::pin!(work);
+            let renew = self.renew(sent, &leadership);
+            tokio::pin!(renew);
+            let out = tokio::select! {
+                out = &mut work => {
+                    leadership.end(LeadershipEnd::WorkFinished);
+                    Some(out)
+                }
+                reason = &mut renew => {
+                    debug!(?reason, "leadership lost");
+                    leadership.end(reason);
+                    None
+                }
+                () = cancel.cancelled() => {
+                    debug!(grace = ?self.config.grace_period, "stop requested; draining");
+                    leadership.end(LeadershipEnd::StopRequested);
+                    let grace = sleep(self.config.grace_period);
+                    tokio::select! {
+                        out = &mut work => Some(out),
+                        reason = &mut renew => {
+                            debug!(?reason, "leadership lost while draining");
+                            leadership.end(reason);
+                            None
+                        }
+                        () = grace => {
+                            debug!("grace period over; no longer renewing");
+                            None
+                        }
+                    }
+                }
+            };
+            leading.stop();
+            let out = match out {
+                Some(out) => out,
+                None => work.await,
+            };
+            debug!(identity = self.lock.identity(), "stopped leading");
+            if self.config.release_on_cancel && cancel.is_cancelled() {
+                self.release().await;
+            }
+            Some(out)
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Stands for election until `cancel` fires: [`run`](Self::run) in a loop, `work` called
+    /// once per term. Returns the number of terms led.
+    ///
+    /// After a lost lease it stands again at once (acquiring retries every retry period while
+    /// another candidate holds the lease). After a term whose work returned on its own it waits
+    /// one retry period first, so work that returns at once does not turn into a loop of
+    /// acquisitions. Each term has its own [`Leadership`] and a larger fencing token.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`run`](Self::run): dropping the future drops the current term's work.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let store = MemoryStore::new();
+    /// let elector = LeaderElector::new(store.lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let stop = CancellationToken::new();
+    /// let (mut tokens, stopper) = (Vec::new(), stop.clone());
+    /// let terms = elector
+    ///     .run_until_cancelled(stop, |leadership| {
+    ///         tokens.push(leadership.fencing_token());
+    ///         if tokens.len() == 3 {
+    ///             stopper.cancel();
+    ///         }
+    ///         async {} // the work returns: the next term comes a retry period later
+    ///     })
+    ///     .await;
+    /// assert_eq!((terms, tokens), (3, vec![0, 1, 2]));
+    /// # }
+    /// ```
+    pub async fn run_until_cancelled<F, Fut>(&self, cancel: CancellationToken, mut work: F) -> u64
+    where
+        F: FnMut(Leadership) -> Fut,
+        Fut: Future,
+    {
+        let mut terms = 0;
+        loop {
+            let mut term = None;
+            let led = self
+                .run(cancel.clone(), |leadership: Leadership| {
+                    term = Some(leadership.clone());
+                    work(leadership)
+                })
+                .await;
+            if led.is_none() {
+                return terms;
+            }
+            terms += 1;
+            if cancel.is_cancelled() {
+                return terms;
+            }
+            let reason = term.and_then(|l| l.end_reason());
+            if reason == Some(LeadershipEnd::WorkFinished) {
+                tokio::select! {
+                    () = cancel.cancelled() => return terms,
+                    () = sleep(self.config.retry_period) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Ends a term's leading: the status and the lossless events. A `run` dropped while leading
+/// stops renewing, so it must not go on saying it leads: dropped before [`stop`](Self::stop), it
+/// ends the leadership with [`LeadershipEnd::RunDropped`] and stops.
+struct StopLeadingOnDrop<'a, L: Lock> {
+    elector: &'a LeaderElector<L>,
+    leadership: &'a Leadership,
+    stopped: bool,
+}
+
+impl<L: Lock> StopLeadingOnDrop<'_, L> {
+    fn stop(&mut self) {
+        if !self.stopped {
+            self.stopped = true;
+            self.elector.set_leading(false, None);
+            self.elector.transitions.stopped(self.leadership);
+        }
+    }
+}
+
+impl<L: Lock> Drop for StopLeadingOnDrop<'_, L> {
+    fn drop(&mut self) {
+        if !self.stopped {
+            self.leadership.end(LeadershipEnd::RunDropped);
+            self.stop();
+        }
+    }
+}
