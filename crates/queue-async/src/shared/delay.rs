@@ -2,6 +2,7 @@
 //! ([`Timers`](super::timers::Timers)); the delay task, started by the first of them, takes the keys whose timer rang
 //! and adds them in deadline order (through `add_now_locked`, in `add`).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::task::Context;
 use std::time::Duration;
@@ -9,29 +10,30 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::machine::{Machine, Payload, QueueKey};
+use super::machine::QueueKey;
 use super::state::{Shared, TimerState, Wake};
 use crate::clock::MAX_DELAY;
 use crate::error::AddError;
 use crate::task::{Timed, start_timer_task};
 
-impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
+impl<K: QueueKey + 'static> Shared<K> {
     /// Adds `key` once `delay` has passed (see `WorkQueue::add_after`).
     pub(crate) fn add_after(
         self: &Arc<Self>,
         key: K,
-        p: P,
+        p: i32,
         delay: Duration,
     ) -> Result<(), AddError<K>> {
         let key = self.with_lock(|state, wake| {
             if state.machine.is_shut_down() {
                 return Err(Some(AddError::ShutDown(key)));
             }
-            if !delay.is_zero() || <P::Machine<K> as Machine<K>>::ZERO_DELAY_IS_RETRY {
+            // client-go counts every delayed add as a retry; controller-runtime only those delayed.
+            if !delay.is_zero() || !state.machine.has_priorities() {
                 state.recorder.retry();
             }
             if delay.is_zero() || state.machine.absorbs_delayed(&key) {
-                return match self.add_locked(state, key, p, wake) {
+                return match self.add_locked(state, Cow::Owned(key), p, wake) {
                     Ok(()) => Err(None),
                     Err(e) => Err(Some(e)),
                 };
@@ -47,7 +49,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     }
 
     /// Adds `key` after the rate limiter's delay for it.
-    pub(crate) fn add_rate_limited(self: &Arc<Self>, key: K, p: P) -> Result<(), AddError<K>> {
+    pub(crate) fn add_rate_limited(self: &Arc<Self>, key: K, p: i32) -> Result<(), AddError<K>> {
         if self.is_shutting_down() {
             return Err(AddError::ShutDown(key));
         }
@@ -64,7 +66,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Makes `key` wait `delay`, starting the delay task if it does not run. With no runtime
     /// to time the wait (none bound yet and none here, or the queue's runtime shut down), the
     /// key is added now rather than lost. Takes the timers' lock only.
-    fn wait(self: &Arc<Self>, key: K, p: P, delay: Duration) -> Result<(), AddError<K>> {
+    fn wait(self: &Arc<Self>, key: K, p: i32, delay: Duration) -> Result<(), AddError<K>> {
         let key = {
             let mut timers = self.lock_timers();
             if timers.shut_down {
@@ -88,12 +90,12 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
                 }
             }
         };
-        self.with_lock(|state, wake| self.add_now_locked(state, key, p, wake))
+        self.with_lock(|state, wake| self.add_now_locked(state, Cow::Owned(key), p, wake))
     }
 
     /// Starts the delay task on the queue's runtime (binding the queue to the calling one if
     /// it has none yet). Marks the runtime gone if it is shutting down.
-    fn start_delay_task(self: &Arc<Self>, timers: &mut TimerState<K, P>) {
+    fn start_delay_task(self: &Arc<Self>, timers: &mut TimerState<K>) {
         let Some(runtime) = self.clock.runtime() else {
             return;
         };
@@ -120,7 +122,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     }
 
     /// Adds keys whose wait is over, in the given order, under one hold of the lock.
-    fn add_due(&self, due: Vec<(K, P)>) {
+    fn add_due(&self, due: Vec<(K, i32)>) {
         if due.is_empty() {
             return;
         }
@@ -130,7 +132,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         for (key, p) in due {
             // Refused only after a shutdown that came after the keys were taken (waiting keys
             // are dropped at shutdown).
-            let _ = self.add_now_locked(&mut state, key, p, &mut wake);
+            let _ = self.add_now_locked(&mut state, Cow::Owned(key), p, &mut wake);
         }
         drop(state);
         self.wake(wake);
@@ -155,7 +157,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
 }
 
 /// The delay task ([`start_timer_task`]): adds each waiting key at its deadline.
-impl<K: QueueKey + 'static, P: Payload> Timed for Shared<K, P> {
+impl<K: QueueKey + 'static> Timed for Shared<K> {
     fn poll_timers(&self, cx: &mut Context<'_>) {
         self.poll_due(cx);
     }

@@ -13,7 +13,7 @@
 //! `Notify`s carry the wake-ups: `get_wake` (one waiting `get` per queued key), `stream_wake`
 //! (every waiting stream) and `idle_wake` (drains). The protocol is in the crate's design docs.
 //!
-//! One file per role, each using only those listed before it: `machine` (the two state
+//! One file per role, each using only those listed before it: `machine` (the enum over the two state
 //! machines under one trait) and `timers` (the waiting keys) know nothing of the handle;
 //! `state` holds [`Shared`] and its locks; `metrics_task` the gauge refresh; `add` the
 //! locked step every add ends in; `delay` the delayed adds and the delay task; `handout` the
@@ -29,6 +29,6 @@ mod state;
 mod stream;
 mod timers;
 
-pub(crate) use self::machine::{Payload, QueueKey};
+pub(crate) use self::machine::Machine;
 pub(crate) use self::state::{Options, Shared};
 pub(crate) use self::stream::StreamWait;

@@ -14,36 +14,40 @@ use hashbrown::HashMap;
 use tokio::time::Instant;
 use tokio_util::time::{DelayQueue, delay_queue};
 
-use super::machine::Payload;
-
 /// The waiting keys and their timers.
-pub(crate) struct Timers<K, P> {
-    waiting: HashMap<K, Waiting<P>>,
+pub(crate) struct Timers<K> {
+    waiting: HashMap<K, Waiting>,
     /// One timer per waiting key. Its `Sleep` belongs to the delay task's runtime: every call
     /// that may set it runs inside that runtime's context.
     timers: DelayQueue<K>,
     /// The order of delayed adds, to break ties between keys due at the same instant with the
-    /// same payload (see [`Payload::TIES_BY_ADD_COUNTER`]).
+    /// same priority.
     seq: u64,
+    /// How such ties are ordered. `true`: by the key's first delayed add or the last raise of
+    /// its priority, which a deadline move keeps (controller-runtime's priority queue).
+    /// `false`: by the delayed add that set its deadline (the work queue; client-go leaves
+    /// such ties unordered).
+    ties_by_add_counter: bool,
 }
 
 /// One key's wait.
-struct Waiting<P> {
+struct Waiting {
     at: Instant,
-    p: P,
+    p: i32,
     seq: u64,
     timer: delay_queue::Key,
 }
 
 /// A due key with what orders it among the keys due with it.
-type Due<K, P> = (Instant, Reverse<P>, u64, K);
+type Due<K> = (Instant, Reverse<i32>, u64, K);
 
-impl<K: Hash + Eq + Clone, P: Payload> Timers<K, P> {
-    pub(crate) fn new() -> Self {
+impl<K: Hash + Eq + Clone> Timers<K> {
+    pub(crate) fn new(ties_by_add_counter: bool) -> Self {
         Timers {
             waiting: HashMap::new(),
             timers: DelayQueue::new(),
             seq: 0,
+            ties_by_add_counter,
         }
     }
 
@@ -53,7 +57,7 @@ impl<K: Hash + Eq + Clone, P: Payload> Timers<K, P> {
 
     /// Makes `key` wait until `at`, keeping an earlier deadline it already has and the higher of
     /// the two payloads. Call inside the delay task's runtime.
-    pub(crate) fn wait_until(&mut self, key: K, p: P, at: Instant) {
+    pub(crate) fn wait_until(&mut self, key: K, p: i32, at: Instant) {
         self.seq += 1;
         if let Some(w) = self.waiting.get_mut(&key) {
             let (raised, moved) = (p > w.p, at < w.at);
@@ -64,7 +68,7 @@ impl<K: Hash + Eq + Clone, P: Payload> Timers<K, P> {
                 w.at = at;
                 self.timers.reset_at(&w.timer, at);
             }
-            if (P::TIES_BY_ADD_COUNTER && raised) || (!P::TIES_BY_ADD_COUNTER && moved) {
+            if (self.ties_by_add_counter && raised) || (!self.ties_by_add_counter && moved) {
                 w.seq = self.seq;
             }
             return;
@@ -76,7 +80,7 @@ impl<K: Hash + Eq + Clone, P: Payload> Timers<K, P> {
 
     /// Ends `key`'s wait, if it waits, and returns its payload. Call inside the delay task's
     /// runtime (removing a timer may set the `DelayQueue`'s sleep anew).
-    pub(crate) fn cancel(&mut self, key: &K) -> Option<P> {
+    pub(crate) fn cancel(&mut self, key: &K) -> Option<i32> {
         let w = self.waiting.remove(key)?;
         self.timers.remove(&w.timer);
         Some(w.p)
@@ -85,8 +89,8 @@ impl<K: Hash + Eq + Clone, P: Payload> Timers<K, P> {
     /// Takes every key whose timer rang, ordered by deadline, then higher payload, then the
     /// order of their delayed adds; `cx` is woken at the next timer (or when an add sets an
     /// earlier one). Call from the delay task.
-    pub(crate) fn poll_due(&mut self, cx: &mut Context<'_>) -> Vec<(K, P)> {
-        let mut due: Vec<Due<K, P>> = Vec::new();
+    pub(crate) fn poll_due(&mut self, cx: &mut Context<'_>) -> Vec<(K, i32)> {
+        let mut due: Vec<Due<K>> = Vec::new();
         while let Poll::Ready(Some(expired)) = self.timers.poll_expired(cx) {
             let key = expired.into_inner();
             // Every timer belongs to a waiting key: `cancel` and `clear` remove both.
@@ -101,7 +105,7 @@ impl<K: Hash + Eq + Clone, P: Payload> Timers<K, P> {
     /// [`poll_due`](Self::poll_due), whether or not its timer has rung. Call inside the delay
     /// task's runtime.
     #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
-    pub(crate) fn take_due(&mut self, now: Instant) -> Vec<(K, P)> {
+    pub(crate) fn take_due(&mut self, now: Instant) -> Vec<(K, i32)> {
         let keys: Vec<K> = self
             .waiting
             .iter()
@@ -132,7 +136,7 @@ impl<K: Hash + Eq + Clone, P: Payload> Timers<K, P> {
 
     /// Takes every waiting key, ordered as [`poll_due`](Self::poll_due) orders the keys due
     /// together, and drops their timers (their runtime is gone).
-    pub(crate) fn take_all(&mut self) -> Vec<(K, P)> {
+    pub(crate) fn take_all(&mut self) -> Vec<(K, i32)> {
         let due = self
             .waiting
             .drain()
@@ -149,7 +153,7 @@ impl<K: Hash + Eq + Clone, P: Payload> Timers<K, P> {
     }
 }
 
-fn sorted<K, P: Ord>(mut due: Vec<Due<K, P>>) -> Vec<(K, P)> {
+fn sorted<K>(mut due: Vec<Due<K>>) -> Vec<(K, i32)> {
     due.sort_unstable_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
     due.into_iter()
         .map(|(_, Reverse(p), _, k)| (k, p))
