@@ -241,8 +241,7 @@ where
 
     /// [`add`](Self::add), by reference: the key is cloned only if the queue keeps it. Adding a
     /// key that is already queued, the common case when events for one object come in bursts,
-    /// clones nothing; with `Arc` keys, no reference count is touched, which matters when
-    /// several producers add the same keys from different threads.
+    /// clones nothing (with `Arc` keys, no reference count changes).
     ///
     /// # Errors
     ///

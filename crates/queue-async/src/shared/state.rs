@@ -11,8 +11,8 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::delay::Timers;
 use super::machine::{Machine, QueueKey};
-use super::timers::Timers;
 use crate::clock::QueueClock;
 use crate::metrics::{Handles, MetricsProvider, Recorder};
 use crate::task::BackgroundTask;
