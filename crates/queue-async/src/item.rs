@@ -5,10 +5,11 @@ use std::hash::Hash;
 use std::ops::Deref;
 use std::time::Duration;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::AddError;
-use crate::shared::{Payload, Shared};
+use crate::shared::Shared;
 
 /// A key being processed by one worker: no other worker gets the same key until it is done.
 ///
@@ -44,24 +45,22 @@ use crate::shared::{Payload, Shared};
 /// assert_eq!(queue.num_requeues(&"ns/a"), 0);
 /// # }
 /// ```
-pub struct Item<K, P = ()>
+pub struct Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Payload,
 {
-    queue: Arc<Shared<K, P>>,
+    queue: Arc<Shared<K>>,
     /// The priority it was handed out at (`()` for the plain work queue).
-    p: P,
+    p: i32,
     /// `Some` until a consuming method or the drop takes it.
     key: Option<K>,
 }
 
-impl<K, P> Item<K, P>
+impl<K> Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Payload,
 {
-    pub(crate) fn new(queue: Arc<Shared<K, P>>, key: K, p: P) -> Self {
+    pub(crate) fn new(queue: Arc<Shared<K>>, key: K, p: i32) -> Self {
         Self {
             queue,
             p,
@@ -118,7 +117,7 @@ where
     /// [`AddError::ShutDown`] with a clone of the key if the queue is shutting down (the item is
     /// still marked done).
     pub fn requeue(self) -> Result<(), AddError<K>> {
-        let r = self.queue.add(self.key(), self.p);
+        let r = self.queue.add(Cow::Borrowed(self.key()), self.p);
         drop(self);
         r
     }
@@ -152,13 +151,9 @@ where
         self.queue.detach(&key);
         key
     }
-}
 
-impl<K> Item<K, i32>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
-    /// The priority the key was handed out at (priority queue).
+    /// The priority the key was handed out at: a priority queue's; 0 on a work queue, whose
+    /// keys carry none.
     ///
     /// # Examples
     ///
@@ -176,10 +171,9 @@ where
     }
 }
 
-impl<K, P> Deref for Item<K, P>
+impl<K> Deref for Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Payload,
 {
     type Target = K;
     fn deref(&self) -> &K {
@@ -187,10 +181,9 @@ where
     }
 }
 
-impl<K, P> Drop for Item<K, P>
+impl<K> Drop for Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Payload,
 {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
@@ -204,10 +197,9 @@ where
     }
 }
 
-impl<K, P> fmt::Debug for Item<K, P>
+impl<K> fmt::Debug for Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static,
-    P: Payload,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Item")
