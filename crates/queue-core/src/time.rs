@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 /// in an instant is put instead (a huge backoff, say), so adding to an instant never fails.
 /// tokio-util's `DelayQueue` panics about two years out; no work waits a year for a retry.
 ///
+/// `ctrlq-ratelimit` keeps the same value for its limiters; a test of `ctrlq-queue-async`, which
+/// sees both crates, checks that they agree.
+///
 /// # Examples
 ///
 /// ```
