@@ -71,7 +71,7 @@ mod item_bucket;
 mod limiter;
 mod max_of;
 mod max_wait;
-mod shards;
+mod stripes;
 
 pub use bucket::BucketRateLimiter;
 pub use defaults::{default_controller_rate_limiter, default_item_based_rate_limiter};
@@ -83,4 +83,4 @@ pub use item_bucket::ItemBucketRateLimiter;
 pub use limiter::RateLimiter;
 pub use max_of::MaxOfRateLimiter;
 pub use max_wait::WithMaxWaitRateLimiter;
-pub use shards::DEFAULT_MAX_KEYS;
+pub use stripes::DEFAULT_MAX_KEYS;
