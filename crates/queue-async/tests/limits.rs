@@ -1,5 +1,6 @@
 //! The workspace's one far-future limit: the delayed adds, the retry limiters and the
-//! scheduling state clamp at the same `MAX_DELAY`.
+//! scheduling state clamp at the same `MAX_DELAY`. `ctrlq-ratelimit` and `ctrlq-queue-core`
+//! each define it (neither depends on the other); this crate sees both and checks they agree.
 
 use std::time::Duration;
 

@@ -7,10 +7,11 @@
 //! - [`PriorityState`]: the state machine of a priority work queue.
 //! - [`AddOutcome`], [`PopOutcome`] and [`DoneOutcome`]: what a transition of either state
 //!   machine did, one vocabulary for both.
-//! - [`SchedulingState`]: the state machine of a scheduling queue (active, backoff and
-//!   unschedulable sub-queues, attempts, gates, hints and the move rules), in
-//!   [`scheduling`] with its parts. `queue-async`'s scheduling queue guards its two halves
-//!   with locks and adds wake-ups and one timer task.
+//! - [`MAX_DELAY`]: the workspace's one far-future limit.
+//!
+//! The scheduling queue's state machine is not here: its only user is `queue-async`'s
+//! scheduling queue, which splits it in two halves under two locks, so it lives there as a
+//! private module, as pure as the machines here.
 //!
 //! Everything that depends on time takes it as an argument, which keeps this crate
 //! deterministic and testable to the last branch.
@@ -34,7 +35,6 @@ mod compare;
 pub mod keyed_heap;
 mod outcome;
 mod priority_state;
-pub mod scheduling;
 mod time;
 mod work_state;
 
@@ -45,6 +45,5 @@ pub use compare::{Compare, MaxOrder, MinOrder};
 pub use keyed_heap::KeyedHeap;
 pub use outcome::{AddOutcome, DoneOutcome, PopOutcome};
 pub use priority_state::PriorityState;
-pub use scheduling::SchedulingState;
-pub use time::{MAX_DELAY, Moment};
+pub use time::MAX_DELAY;
 pub use work_state::WorkState;

@@ -4,7 +4,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use crate::gcra::Gcra;
-use crate::shards::DEFAULT_MAX_KEYS;
+use crate::stripes::DEFAULT_MAX_KEYS;
 use crate::{BucketRateLimiter, ExponentialRateLimiter, MaxOfRateLimiter};
 
 /// client-go's `DefaultControllerRateLimiter`: the maximum of per-item exponential backoff

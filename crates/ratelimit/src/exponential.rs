@@ -3,7 +3,7 @@
 use std::hash::Hash;
 use std::time::Duration;
 
-use crate::shards::{DEFAULT_MAX_KEYS, Shards};
+use crate::stripes::{DEFAULT_MAX_KEYS, Stripes};
 use crate::{ConfigError, RateLimiter};
 
 /// Per-item exponential backoff: client-go's `ItemExponentialFailureRateLimiter`.
@@ -16,7 +16,7 @@ use crate::{ConfigError, RateLimiter};
 /// Memory is bounded: at most about [`max_keys`](Self::with_max_keys) keys (default 2^20, about
 /// 34 bytes each beside the key's own heap data) are tracked. A full map evicts the least
 /// recently called of a sample of keys (it restarts at `base`), so keys that keep failing keep
-/// their backoff while keys that stopped failing go. Keys are spread over 16 locked shards, so
+/// their backoff while keys that stopped failing go. Keys are spread over 16 locked stripes, so
 /// threads working on different keys rarely contend.
 ///
 /// # Examples
@@ -38,7 +38,7 @@ use crate::{ConfigError, RateLimiter};
 pub struct ExponentialRateLimiter<K> {
     base_ns: u128,
     max_ns: u128,
-    failures: Shards<K, u32>,
+    failures: Stripes<K, u32>,
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
@@ -62,7 +62,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
     }
 
     /// Like [`new`](Self::new), tracking at most about `max_keys` keys (rounded up to a multiple
-    /// of 16); a full shard evicts a key not called for long, which then restarts at `base`.
+    /// of 16); a full stripe evicts a key not called for long, which then restarts at `base`.
     ///
     /// # Errors
     ///
@@ -100,7 +100,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
 
     /// The same limiter with a fixed hash seed for its per-key map, and no keys tracked: which
     /// keys a full map evicts is then the same on every run. For tests of eviction only: a seed
-    /// known outside the process lets crafted keys collide in one shard, so production code
+    /// known outside the process lets crafted keys collide in one stripe, so production code
     /// keeps the random seed every constructor picks. Affects this limiter alone.
     ///
     /// # Examples
@@ -132,7 +132,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
         Self {
             base_ns: base.as_nanos(),
             max_ns: max.as_nanos(),
-            failures: Shards::new(max_keys),
+            failures: Stripes::new(max_keys),
         }
     }
 

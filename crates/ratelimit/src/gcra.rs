@@ -20,8 +20,26 @@
 
 use std::time::Duration;
 
+use crate::ConfigError;
 use crate::clock::CLOCK_MAX_NS;
-use crate::{ConfigError, MAX_DELAY};
+
+/// The workspace's one far-future limit: a year. The longest delay a limiter returns (a bucket's
+/// reservation further out claims nothing and returns this), and the longest delay a queue's
+/// delayed add honours (longer ones are clamped to it). tokio-util's `DelayQueue` panics about
+/// two years out; no work waits a year for a retry.
+///
+/// `ctrlq-queue-core` keeps the same value for the queues; a test of `ctrlq-queue-async`, which
+/// sees both crates, checks that they agree.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ctrlq_ratelimit::MAX_DELAY;
+///
+/// assert_eq!(MAX_DELAY, Duration::from_secs(365 * 24 * 3600));
+/// ```
+pub const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// The longest refill period accepted (one token per day at least).
 pub const MAX_PERIOD: Duration = Duration::from_secs(24 * 3600);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::clock::TokioClock;
 use crate::gcra::{Gcra, claim_delay};
-use crate::shards::{DEFAULT_MAX_KEYS, Shards};
+use crate::stripes::{DEFAULT_MAX_KEYS, Stripes};
 use crate::{ConfigError, RateLimiter};
 
 /// One token bucket per key (client-go v0.18's `ItemBucketRateLimiter`), each with the semantics
@@ -39,7 +39,7 @@ pub struct ItemBucketRateLimiter<K> {
     gcra: Gcra,
     clock: TokioClock,
     /// Each key's theoretical arrival time, in clock nanoseconds.
-    buckets: Shards<K, u64>,
+    buckets: Stripes<K, u64>,
     calls: AtomicUsize,
     next_sweep: AtomicUsize,
 }
@@ -136,7 +136,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
 
     /// The same limiter with a fixed hash seed for its per-key map, and no keys tracked: which
     /// keys a full map evicts is then the same on every run. For tests of eviction only: a seed
-    /// known outside the process lets crafted keys collide in one shard, so production code
+    /// known outside the process lets crafted keys collide in one stripe, so production code
     /// keeps the random seed every constructor picks. Affects this limiter alone.
     ///
     /// # Examples
@@ -167,7 +167,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
         Self {
             gcra,
             clock: TokioClock::new(),
-            buckets: Shards::new(max_keys),
+            buckets: Stripes::new(max_keys),
             calls: AtomicUsize::new(0),
             next_sweep: AtomicUsize::new(MIN_SWEEP_INTERVAL),
         }

@@ -17,7 +17,7 @@
 //! from Go, all deliberate: bad parameters are a [`ConfigError`] instead of a hot loop or a panic
 //! (a zero rate too; Go's `rate.Inf` is [`BucketRateLimiter::unlimited`]); a bucket's shape must
 //! fit [`MAX_HORIZON`] and its reservations stop at [`MAX_DELAY`] (a year, the workspace's
-//! one far-future limit, from `ctrlq-queue-core`); per-item maps are
+//! one far-future limit); per-item maps are
 //! bounded (kubernetes/kubernetes#138743) and evict keys that stopped failing first; the buckets
 //! read `tokio::time::Instant`, never the wall clock.
 //!
@@ -71,17 +71,16 @@ mod item_bucket;
 mod limiter;
 mod max_of;
 mod max_wait;
-mod shards;
+mod stripes;
 
 pub use bucket::BucketRateLimiter;
-pub use ctrlq_queue_core::MAX_DELAY;
 pub use defaults::{default_controller_rate_limiter, default_item_based_rate_limiter};
 pub use error::ConfigError;
 pub use exponential::{ExponentialRateLimiter, capped_exponential};
 pub use fast_slow::FastSlowRateLimiter;
-pub use gcra::{MAX_HORIZON, MAX_PERIOD};
+pub use gcra::{MAX_DELAY, MAX_HORIZON, MAX_PERIOD};
 pub use item_bucket::ItemBucketRateLimiter;
 pub use limiter::RateLimiter;
 pub use max_of::MaxOfRateLimiter;
 pub use max_wait::WithMaxWaitRateLimiter;
-pub use shards::DEFAULT_MAX_KEYS;
+pub use stripes::DEFAULT_MAX_KEYS;

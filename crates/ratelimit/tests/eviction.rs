@@ -90,7 +90,7 @@ async fn item_bucket_keeps_keys_that_keep_failing() {
 
 #[test]
 fn a_full_map_evicts_keys_seen_once_before_keys_called_again() {
-    // 256 keys per shard; 64 keys called again every 256 new keys survive 20,000 new keys.
+    // 256 keys per stripe; 64 keys called again every 256 new keys survive 20,000 new keys.
     let l = ExponentialRateLimiter::with_max_keys(
         Duration::from_millis(1),
         Duration::from_secs(1),
@@ -166,7 +166,7 @@ fn with_a_hash_seed_eviction_is_reproducible() {
 
 #[test]
 fn the_bound_holds_at_every_call_while_the_hand_wraps() {
-    // One key per shard: an eviction's scan that starts near the end of a tiny table must wrap
+    // One key per stripe: an eviction's scan that starts near the end of a tiny table must wrap
     // to its start to find the one entry, on every sweep.
     let ms = Duration::from_millis;
     let exp = ExponentialRateLimiter::with_max_keys(ms(1), Duration::from_secs(1), 16).unwrap();

@@ -11,7 +11,7 @@ use std::time::Duration;
 use ctrlq_ratelimit::{ExponentialRateLimiter, ItemBucketRateLimiter, RateLimiter};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
-/// The maps' hash seed. How full a shard's table is when an eviction's tombstone makes it grow
+/// The maps' hash seed. How full a stripe's table is when an eviction's tombstone makes it grow
 /// depends on which keys hash to it, so the bytes per key do too; a fixed seed makes the figure
 /// the same on every run.
 const SEED: u64 = 1;

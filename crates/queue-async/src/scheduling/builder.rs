@@ -5,11 +5,10 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use ctrlq_queue_core::Compare;
-use tokio::time::Instant;
 
-use ctrlq_queue_core::scheduling::{
+use super::machine::{
     ClusterEvent, ConfigError, EventPayload, HintError, PluginId, PriorityOrder, QueueingHint,
-    SchedulingQueueConfig, SchedulingRules, SchedulingState,
+    SchedulingQueueConfig, SchedulingRules,
 };
 
 use super::QueuedItem;
@@ -39,7 +38,7 @@ use super::state::LockedScheduling;
 /// # }
 /// ```
 pub struct SchedulingQueueBuilder<K, T, C = PriorityOrder> {
-    rules: SchedulingRules<K, T, Instant>,
+    rules: SchedulingRules<K, T>,
     order: C,
 }
 
@@ -164,8 +163,9 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
         T: Send + 'static,
         C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
     {
-        let state = SchedulingState::with_order(self.rules, self.order)?;
-        let shared = Arc::new_cyclic(|me| LockedScheduling::new(state, me.clone()));
+        self.rules.config().validate()?;
+        let (rules, order) = (self.rules, self.order);
+        let shared = Arc::new_cyclic(|me| LockedScheduling::new(rules, order, me.clone()));
         Ok(SchedulingQueue::from_shared(shared))
     }
 }

@@ -9,7 +9,7 @@ use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
 use tracing::{debug, trace};
 
-use ctrlq_queue_core::scheduling::{ClusterEvent, EventPayload};
+use super::machine::{ClusterEvent, EventPayload};
 
 use super::QueuedItem;
 use super::state::{LockedScheduling, lock};

@@ -6,7 +6,7 @@ use std::hash::Hash;
 use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
 
-use ctrlq_queue_core::scheduling::{InFlightEntry, Pending, SubQueue};
+use super::machine::{InFlightEntry, Pending, SubQueue};
 
 use super::QueuedItem;
 use super::queue::SchedulingQueue;

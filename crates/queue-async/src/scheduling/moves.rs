@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
 
-use ctrlq_queue_core::scheduling::{ClusterEvent, EventPayload, Wake};
+use super::machine::{ClusterEvent, EventPayload, Wake};
 
 use super::QueuedItem;
 use super::queue::SchedulingQueue;

@@ -13,8 +13,7 @@ use tokio::sync::Notify;
 
 use crate::wait::{Source, Wait};
 
-use ctrlq_queue_core::scheduling::Flight;
-use tokio::time::Instant;
+use super::machine::Flight;
 
 use super::QueuedItem;
 use super::popped::Popped;
@@ -94,13 +93,13 @@ where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    type Output = Option<Flight<K, T, Instant>>;
+    type Output = Option<Flight<K, T>>;
 
     fn notify(&self) -> &Notify {
         &self.pop_wake
     }
 
-    fn try_take(&self) -> Option<Option<Flight<K, T, Instant>>> {
+    fn try_take(&self) -> Option<Option<Flight<K, T>>> {
         self.try_pop()
     }
 }
@@ -108,7 +107,7 @@ where
 /// Wraps a popped item in its guard.
 pub(crate) fn guard<K, T, C>(
     shared: &Arc<LockedScheduling<K, T, C>>,
-    flight: Flight<K, T, Instant>,
+    flight: Flight<K, T>,
 ) -> Popped<K, T>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,

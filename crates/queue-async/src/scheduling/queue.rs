@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 
 use ctrlq_queue_core::Compare;
 
-use ctrlq_queue_core::scheduling::{ClusterEvent, PriorityOrder};
+use super::machine::{ClusterEvent, PriorityOrder};
 
 use super::QueuedItem;
 use super::error::AlreadyQueuedError;

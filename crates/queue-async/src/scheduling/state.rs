@@ -1,4 +1,4 @@
-//! The scheduling queue's shared state: the pure state machine of `queue-core`, its two
+//! The scheduling queue's shared state: the pure state machine (`machine`), its two
 //! halves each under a lock, and the wake-ups and timer task around them. Moves on events and
 //! hand-backs are in `transfer`, the timed moves in `flush`, the timer in `timer`.
 //!
@@ -16,11 +16,10 @@ use std::hash::Hash;
 use std::sync::Weak;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
+use super::machine::{Flight, Parked, Ready, SchedulingRules, Wake};
 use ctrlq_queue_core::Compare;
-use ctrlq_queue_core::scheduling::{Flight, Parked, Ready, SchedulingRules, SchedulingState, Wake};
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
-use tokio::time::Instant;
 
 use crate::clock::QueueClock;
 
@@ -30,9 +29,9 @@ use super::timer::FlushTimer;
 /// The state behind a [`SchedulingQueue`](super::SchedulingQueue): the state machine's rules
 /// and halves under their locks, shared with the timer task.
 pub(crate) struct LockedScheduling<K, T, C> {
-    pub(crate) rules: SchedulingRules<K, T, Instant>,
-    pub(crate) main: Mutex<Parked<K, T, Instant>>,
-    pub(crate) hot: Mutex<Ready<K, T, C, Instant>>,
+    pub(crate) rules: SchedulingRules<K, T>,
+    pub(crate) main: Mutex<Parked<K, T>>,
+    pub(crate) hot: Mutex<Ready<K, T, C>>,
     /// Woken (all waiters) after an insertion `pop` could take.
     pub(crate) pop_wake: Notify,
     /// This state, for the timer task, which must not keep it alive.
@@ -58,12 +57,13 @@ where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    pub(crate) fn new(state: SchedulingState<K, T, C, Instant>, me: Weak<Self>) -> Self {
-        let (rules, parked, ready) = state.into_parts();
+    /// A state with `rules` (their settings already validated), the active sub-queue in
+    /// `order`.
+    pub(crate) fn new(rules: SchedulingRules<K, T>, order: C, me: Weak<Self>) -> Self {
         LockedScheduling {
             rules,
-            main: Mutex::new(parked),
-            hot: Mutex::new(ready),
+            main: Mutex::new(Parked::new()),
+            hot: Mutex::new(Ready::new(order)),
             pop_wake: Notify::new(),
             me,
             timer: Mutex::new(FlushTimer::new()),
@@ -73,7 +73,7 @@ where
     }
 
     /// One pop attempt: `None` if nothing to pop, `Some(None)` once closed.
-    pub(crate) fn try_pop(&self) -> Option<Option<Flight<K, T, Instant>>> {
+    pub(crate) fn try_pop(&self) -> Option<Option<Flight<K, T>>> {
         let mut hot = lock(&self.hot);
         if hot.is_closed() {
             return Some(None);

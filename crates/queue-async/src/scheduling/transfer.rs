@@ -2,12 +2,12 @@
 //! in chunks under the hot lock) or a failed item handed back (`hand_back`). The decisions
 //! are the state machine's ([`SchedulingRules`]); this file holds the lock scopes.
 //!
-//! [`SchedulingRules`]: ctrlq_queue_core::scheduling::SchedulingRules
+//! [`SchedulingRules`]: super::machine::SchedulingRules
 
 use std::hash::Hash;
 
+use super::machine::{ClusterEvent, EventPayload, Parked, Placement, Return, Wake};
 use ctrlq_queue_core::Compare;
-use ctrlq_queue_core::scheduling::{ClusterEvent, EventPayload, Parked, Placement, Return, Wake};
 use tokio::time::Instant;
 use tracing::debug;
 
@@ -30,7 +30,7 @@ where
     event: &'a ClusterEvent,
     payload: &'a EventPayload,
     now: Instant,
-    pending: Vec<Placement<K, T, Instant>>,
+    pending: Vec<Placement<K, T>>,
     /// The unschedulable items before the scan, to estimate how many will move.
     candidates: usize,
     /// Whether the event has been recorded for the items in flight (at the first commit).
@@ -43,7 +43,7 @@ where
     T: Send + 'static,
     C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
-    fn push(&mut self, placement: Placement<K, T, Instant>, scanned: usize) {
+    fn push(&mut self, placement: Placement<K, T>, scanned: usize) {
         self.pending.push(placement);
         if self.pending.len() == CHUNK {
             self.commit(Some(scanned));
@@ -157,14 +157,11 @@ where
     /// `event` for the items in flight. Returns how many moved.
     pub(crate) fn move_with(
         &self,
-        main: &mut Parked<K, T, Instant>,
+        main: &mut Parked<K, T>,
         event: &ClusterEvent,
         payload: &EventPayload,
         now: Instant,
-        scan: impl FnOnce(
-            &mut Parked<K, T, Instant>,
-            &mut dyn FnMut(Placement<K, T, Instant>, usize),
-        ) -> usize,
+        scan: impl FnOnce(&mut Parked<K, T>, &mut dyn FnMut(Placement<K, T>, usize)) -> usize,
     ) -> usize {
         let candidates = main.len();
         let mut mover = Mover {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_core::scheduling::{ActionType, ClusterEvent};
+/// use ctrlq_queue_async::scheduling::{ActionType, ClusterEvent};
 ///
 /// let node_update = ClusterEvent::new("Node", ActionType::UPDATE);
 /// let label_change = ClusterEvent::new("Node", ActionType::update_kind(0));
@@ -39,7 +39,7 @@ pub struct ClusterEvent {
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_core::scheduling::ActionType;
+/// use ctrlq_queue_async::scheduling::ActionType;
 ///
 /// let both = ActionType::ADD | ActionType::DELETE;
 /// assert!(both.contains(ActionType::ADD));
@@ -60,9 +60,9 @@ pub struct ActionType(u32);
 /// "Does the added node have room for this item": the item's data is the room it needs.
 ///
 /// ```
-/// use ctrlq_queue_core::scheduling::{
-///     ActionType, ClusterEvent, EventPayload, HintError, QueueingHint, SchedulingQueueConfig,
-///     SchedulingRules, SchedulingState, SubQueue,
+/// use ctrlq_queue_async::scheduling::{
+///     ActionType, ClusterEvent, EventPayload, HintError, QueueingHint, SchedulingQueue,
+///     SchedulingQueueConfig, SubQueue,
 /// };
 ///
 /// struct Node {
@@ -70,23 +70,26 @@ pub struct ActionType(u32);
 /// }
 /// const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
 ///
-/// let rules = SchedulingRules::new(SchedulingQueueConfig::default())
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let queue = SchedulingQueue::<&str, u32>::builder(SchedulingQueueConfig::default())
 ///     .hint(NODE_ADD, "Fit", |item, _event, payload| {
 ///         let node = payload.get::<Node>().ok_or_else(|| HintError::new("no node"))?;
 ///         Ok(if node.room >= *item.data() { QueueingHint::Queue } else { QueueingHint::Skip })
-///     });
-/// let mut state = SchedulingState::<&str, u32>::with_rules(rules).unwrap();
-/// let now = std::time::Instant::now();
-/// state.add("pod", 4, now).unwrap();
-/// let mut pod = state.pop(now).unwrap();
-/// pod.item.set_rejectors(["Fit"]);
-/// state.hand_back(pod.item, Some(pod.id), pod.cycle, now).unwrap();
+///     })
+///     .build()
+///     .unwrap();
+/// queue.add("pod", 4).unwrap();
+/// let mut pod = queue.pop().await.unwrap();
+/// pod.set_rejectors(["Fit"]);
+/// queue.add_unschedulable_if_not_present(pod, queue.scheduling_cycle()).unwrap();
 ///
 /// let small = EventPayload::new(Node { room: 2 });
-/// assert_eq!(state.move_matching(&NODE_ADD, small, now, |_| true), 0);
+/// assert_eq!(queue.move_matching_with(&NODE_ADD, small, |_| true), 0);
 /// let large = EventPayload::new(Node { room: 8 });
-/// assert_eq!(state.move_matching(&NODE_ADD, large, now, |_| true), 1);
-/// assert_ne!(state.where_is(&"pod"), Some(SubQueue::Unschedulable));
+/// assert_eq!(queue.move_matching_with(&NODE_ADD, large, |_| true), 1);
+/// assert_ne!(queue.where_is(&"pod"), Some(SubQueue::Unschedulable));
+/// # }
 /// ```
 #[derive(Clone, Default)]
 pub struct EventPayload(Option<Arc<dyn Any + Send + Sync>>);
@@ -103,7 +106,7 @@ impl ClusterEvent {
 
     /// The wildcard [`activate`] records for an item that is in flight (targeted at it).
     ///
-    /// [`activate`]: super::SchedulingState::activate
+    /// [`activate`]: crate::scheduling::SchedulingQueue::activate
     pub const FORCE_ACTIVATE: ClusterEvent = ClusterEvent {
         resource: "*",
         actions: ActionType::ALL,

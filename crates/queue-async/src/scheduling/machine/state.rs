@@ -1,8 +1,9 @@
 //! [`SchedulingState`]: the scheduling queue's state machine in one value, every operation one
-//! call over both halves.
+//! call over both halves: the single-owner harness the model tests drive (the queue holds the
+//! halves under its own locks and calls the same steps of [`SchedulingRules`]).
 
 use std::hash::Hash;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use super::active::InFlightEntry;
 use super::config::{ConfigError, SchedulingQueueConfig};
@@ -11,8 +12,7 @@ use super::item::{Priority, PriorityOrder, QueuedItem};
 use super::parts::{Parked, Ready};
 use super::pending::{Pending, SubQueue};
 use super::rules::{Flight, Return, SchedulingRules, Wake};
-use crate::Compare;
-use crate::Moment;
+use ctrlq_queue_core::Compare;
 
 /// The state machine of kube-scheduler's scheduling queue, for any keyed item: the active,
 /// backoff and unschedulable sub-queues, the in-flight record with the events seen meanwhile,
@@ -21,68 +21,35 @@ use crate::Moment;
 ///
 /// Every queued key is in exactly one sub-queue; a popped key is in flight until
 /// [`done`](Self::done) or [`hand_back`](Self::hand_back), and a key in flight is never popped
-/// again. A concurrent queue takes it apart ([`into_parts`](Self::into_parts)) and guards each
-/// half with its own lock; [`SchedulingRules`] holds the steps both use.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::{Duration, Instant};
-/// use ctrlq_queue_core::scheduling::{
-///     ActionType, ClusterEvent, QueueingHint, SchedulingQueueConfig, SchedulingRules,
-///     SchedulingState, SubQueue,
-/// };
-///
-/// const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
-///
-/// let rules = SchedulingRules::new(SchedulingQueueConfig::default())
-///     .hint(NODE_ADD, "Fit", |_item, _event, _payload| Ok(QueueingHint::Queue));
-/// let mut state = SchedulingState::<&str, i64>::with_rules(rules).unwrap();
-/// let t0 = Instant::now();
-///
-/// state.add("pod-a", 10, t0).unwrap();
-/// let mut flight = state.pop(t0).unwrap();
-/// flight.item.set_rejectors(["Fit"]); // the attempt failed
-/// state.hand_back(flight.item, Some(flight.id), flight.cycle, t0).unwrap();
-/// assert_eq!(state.where_is(&"pod-a"), Some(SubQueue::Unschedulable));
-///
-/// state.move_all(&NODE_ADD, t0); // backoff (1 s) not over yet
-/// assert_eq!(state.where_is(&"pod-a"), Some(SubQueue::Backoff));
-/// assert_eq!(state.next_deadline(), Some(t0 + Duration::from_secs(1)));
-/// assert_eq!(state.flush_backoff_completed(t0 + Duration::from_secs(1)), 1);
-/// assert_eq!(state.where_is(&"pod-a"), Some(SubQueue::Active));
-/// ```
+/// again. The queue guards each half with its own lock instead; [`SchedulingRules`] holds the
+/// steps both use.
 #[derive(Debug)]
-pub struct SchedulingState<K, T, C = PriorityOrder, I = Instant> {
-    rules: SchedulingRules<K, T, I>,
-    parked: Parked<K, T, I>,
-    ready: Ready<K, T, C, I>,
+pub(crate) struct SchedulingState<K, T, C = PriorityOrder> {
+    rules: SchedulingRules<K, T>,
+    parked: Parked<K, T>,
+    ready: Ready<K, T, C>,
 }
 
-/// The rules and the two halves of a state.
-type Parts<K, T, C, I> = (SchedulingRules<K, T, I>, Parked<K, T, I>, Ready<K, T, C, I>);
-
 /// The rules and the two halves of a state, borrowed.
-type PartsMut<'a, K, T, C, I> = (
-    &'a SchedulingRules<K, T, I>,
-    &'a mut Parked<K, T, I>,
-    &'a mut Ready<K, T, C, I>,
+type PartsMut<'a, K, T, C> = (
+    &'a SchedulingRules<K, T>,
+    &'a mut Parked<K, T>,
+    &'a mut Ready<K, T, C>,
 );
 
 // ===== impl SchedulingState =====
 
-impl<K, T, I> SchedulingState<K, T, PriorityOrder, I>
+impl<K, T> SchedulingState<K, T, PriorityOrder>
 where
     K: Hash + Eq + Clone,
     T: Priority,
-    I: Moment,
 {
     /// An empty state with `config`, no hints, no gates, in [`PriorityOrder`].
     ///
     /// # Errors
     ///
     /// [`ConfigError`] when the settings are inconsistent.
-    pub fn new(config: SchedulingQueueConfig) -> Result<Self, ConfigError> {
+    pub(crate) fn new(config: SchedulingQueueConfig) -> Result<Self, ConfigError> {
         Self::with_rules(SchedulingRules::new(config))
     }
 
@@ -91,16 +58,15 @@ where
     /// # Errors
     ///
     /// [`ConfigError`] when the settings are inconsistent.
-    pub fn with_rules(rules: SchedulingRules<K, T, I>) -> Result<Self, ConfigError> {
+    pub(crate) fn with_rules(rules: SchedulingRules<K, T>) -> Result<Self, ConfigError> {
         Self::with_order(rules, PriorityOrder)
     }
 }
 
-impl<K, T, C, I> SchedulingState<K, T, C, I>
+impl<K, T, C> SchedulingState<K, T, C>
 where
     K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T, I>>,
-    I: Moment,
+    C: Compare<QueuedItem<K, T>>,
 {
     /// An empty state with `rules`, the active sub-queue ordered by `order` (`Less` pops
     /// first; equal items in queueing order).
@@ -108,7 +74,7 @@ where
     /// # Errors
     ///
     /// [`ConfigError`] when the settings are inconsistent.
-    pub fn with_order(rules: SchedulingRules<K, T, I>, order: C) -> Result<Self, ConfigError> {
+    pub(crate) fn with_order(rules: SchedulingRules<K, T>, order: C) -> Result<Self, ConfigError> {
         rules.config().validate()?;
         Ok(SchedulingState {
             rules,
@@ -118,13 +84,8 @@ where
     }
 
     /// The rules and the two halves, borrowed for a step of [`SchedulingRules`].
-    pub fn parts_mut(&mut self) -> PartsMut<'_, K, T, C, I> {
+    pub(crate) fn parts_mut(&mut self) -> PartsMut<'_, K, T, C> {
         (&self.rules, &mut self.parked, &mut self.ready)
-    }
-
-    /// The rules and the two halves, for a concurrent queue to guard each half on its own.
-    pub fn into_parts(self) -> Parts<K, T, C, I> {
-        (self.rules, self.parked, self.ready)
     }
 
     /// Queues an item: to active, unless a gate refuses it (then to unschedulable). A queued
@@ -134,7 +95,7 @@ where
     /// # Errors
     ///
     /// The key and data, once closed.
-    pub fn add(&mut self, key: K, data: T, now: I) -> Result<Wake, (K, T)> {
+    pub(crate) fn add(&mut self, key: K, data: T, now: Instant) -> Result<Wake, (K, T)> {
         if self.ready.is_closed() {
             return Err((key, data));
         }
@@ -149,12 +110,12 @@ where
 
     /// Pops the most important item (see [`SchedulingRules::pop`]); `None` if nothing can be
     /// popped at `now` or once closed.
-    pub fn pop(&mut self, now: I) -> Option<Flight<K, T, I>> {
+    pub(crate) fn pop(&mut self, now: Instant) -> Option<Flight<K, T>> {
         self.rules.pop(&mut self.ready, || now)
     }
 
     /// Ends the flight of `key` after a successful attempt; false if it was not in flight.
-    pub fn done(&mut self, key: &K) -> bool {
+    pub(crate) fn done(&mut self, key: &K) -> bool {
         self.ready.done(key)
     }
 
@@ -164,13 +125,13 @@ where
     /// # Errors
     ///
     /// The item, changing nothing else, if its key is queued.
-    pub fn hand_back(
+    pub(crate) fn hand_back(
         &mut self,
-        item: QueuedItem<K, T, I>,
+        item: QueuedItem<K, T>,
         flight: Option<u64>,
         cycle: u64,
-        now: I,
-    ) -> Result<Wake, QueuedItem<K, T, I>> {
+        now: Instant,
+    ) -> Result<Wake, QueuedItem<K, T>> {
         let (rules, parked, ready) = (&self.rules, &mut self.parked, &mut self.ready);
         match rules.claim_return(parked, ready, item, flight, false) {
             Return::Accepted(returned) => {
@@ -184,7 +145,7 @@ where
 
     /// Moves `keys` from backoff or unschedulable to active at once (see
     /// [`SchedulingRules::activate`]); how many moved.
-    pub fn activate(&mut self, keys: impl IntoIterator<Item = K>, now: I) -> usize {
+    pub(crate) fn activate(&mut self, keys: impl IntoIterator<Item = K>, now: Instant) -> usize {
         let (rules, parked, ready) = (&self.rules, &mut self.parked, &mut self.ready);
         let mut wake = Wake::default();
         let cycle = ready.cycle();
@@ -196,18 +157,18 @@ where
 
     /// [`move_matching`](Self::move_matching) with every unschedulable item as a candidate and
     /// no payload.
-    pub fn move_all(&mut self, event: &ClusterEvent, now: I) -> usize {
+    pub(crate) fn move_all(&mut self, event: &ClusterEvent, now: Instant) -> usize {
         self.move_matching(event, EventPayload::none(), now, |_| true)
     }
 
     /// Tells the state `event` happened (see [`SchedulingRules::move_matching`]): records a
     /// move request and the event for the items in flight, and moves what the hints say.
-    pub fn move_matching(
+    pub(crate) fn move_matching(
         &mut self,
         event: &ClusterEvent,
         payload: EventPayload,
-        now: I,
-        pre_check: impl FnMut(&QueuedItem<K, T, I>) -> bool,
+        now: Instant,
+        pre_check: impl FnMut(&QueuedItem<K, T>) -> bool,
     ) -> usize {
         if !self.rules.is_of_interest(event) {
             return 0;
@@ -226,7 +187,13 @@ where
     /// events are recorded for it and the data is handed back. In active or backoff: replaced
     /// in place. In unschedulable: replaced, and the events judged as a move targeted at it.
     /// Not queued: added; once closed, the data is handed back.
-    pub fn update(&mut self, key: K, data: T, events: &[ClusterEvent], now: I) -> Option<T> {
+    pub(crate) fn update(
+        &mut self,
+        key: K,
+        data: T,
+        events: &[ClusterEvent],
+        now: Instant,
+    ) -> Option<T> {
         let (rules, parked, ready) = (&self.rules, &mut self.parked, &mut self.ready);
         let (key, data) = match rules.update_ready(ready, key, data, events) {
             Ok(handed_back) => return handed_back,
@@ -243,53 +210,25 @@ where
 
     /// Removes `key` from whichever sub-queue holds it and returns its data. The in-flight
     /// record is not touched.
-    pub fn delete(&mut self, key: &K) -> Option<T> {
+    pub(crate) fn delete(&mut self, key: &K) -> Option<T> {
         let item = self.rules.take(&mut self.parked, &mut self.ready, key);
         item.map(|item| item.data)
     }
 
     /// Moves every backoff item whose expiry is at or before `now` to active; how many.
-    pub fn flush_backoff_completed(&mut self, now: I) -> usize {
+    pub(crate) fn flush_backoff_completed(&mut self, now: Instant) -> usize {
         self.rules.flush_backoff_completed(&mut self.ready, now)
     }
 
     /// Moves every backoff item to active, stamped `now`, its expiry past or not (see
     /// [`SchedulingRules::flush_backoff_all`]); how many.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::{Duration, Instant};
-    /// use ctrlq_queue_core::scheduling::{
-    ///     ActionType, ClusterEvent, QueueingHint, SchedulingQueueConfig, SchedulingRules,
-    ///     SchedulingState, SubQueue,
-    /// };
-    ///
-    /// const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
-    ///
-    /// let rules = SchedulingRules::new(SchedulingQueueConfig::default())
-    ///     .hint(NODE_ADD, "Fit", |_item, _event, _payload| Ok(QueueingHint::Queue));
-    /// let mut state = SchedulingState::<&str, i64>::with_rules(rules).unwrap();
-    /// let t0 = Instant::now();
-    /// state.add("pod-a", 10, t0).unwrap();
-    /// let mut flight = state.pop(t0).unwrap();
-    /// flight.item.set_rejectors(["Fit"]);
-    /// state.hand_back(flight.item, Some(flight.id), flight.cycle, t0).unwrap();
-    /// state.move_all(&NODE_ADD, t0); // into backoff until t0 + 1 s
-    ///
-    /// let now = t0 + Duration::from_millis(1);
-    /// assert_eq!(state.flush_backoff_completed(now), 0, "its backoff is not over");
-    /// assert_eq!(state.flush_backoff_all(now), 1, "moved all the same");
-    /// assert_eq!(state.where_is(&"pod-a"), Some(SubQueue::Active));
-    /// assert_eq!(state.flush_backoff_all(now), 0, "nothing left in backoff");
-    /// ```
-    pub fn flush_backoff_all(&mut self, now: I) -> usize {
+    pub(crate) fn flush_backoff_all(&mut self, now: Instant) -> usize {
         self.rules.flush_backoff_all(&mut self.ready, now)
     }
 
     /// Moves the unschedulable items past their leftover deadline at `now` (see
     /// [`SchedulingRules::move_leftover`]); how many.
-    pub fn flush_unschedulable_leftover(&mut self, now: I) -> usize {
+    pub(crate) fn flush_unschedulable_leftover(&mut self, now: Instant) -> usize {
         let (rules, parked, ready) = (&self.rules, &mut self.parked, &mut self.ready);
         let due = rules.any_leftover_due(parked, now);
         let sink = |placement, _| {
@@ -305,7 +244,7 @@ where
 
     /// When the state next moves an item by itself: the earlier of the backoff head's expiry
     /// and the next leftover deadline (never late, maybe early).
-    pub fn next_deadline(&self) -> Option<I> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         match (self.parked.next_leftover(), self.ready.next_expiry()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -314,18 +253,18 @@ where
 
     /// Closes the state: nothing pops and adds are refused; every flight ends. Queued items
     /// stay.
-    pub fn shut_down(&mut self) {
+    pub(crate) fn shut_down(&mut self) {
         self.ready.close();
     }
 
     /// Which sub-queue holds `key`, if any.
-    pub fn where_is(&self, key: &K) -> Option<SubQueue> {
+    pub(crate) fn where_is(&self, key: &K) -> Option<SubQueue> {
         let parked = self.parked.contains(key).then_some(SubQueue::Unschedulable);
         self.ready.where_is(key).or(parked)
     }
 
     /// The keys in each sub-queue.
-    pub fn pending(&self) -> Pending<K> {
+    pub(crate) fn pending(&self) -> Pending<K> {
         Pending {
             active: self.ready.active_keys().cloned().collect(),
             backoff: self.ready.backoff_keys().cloned().collect(),
@@ -334,27 +273,27 @@ where
     }
 
     /// Whether `key` is in flight.
-    pub fn is_in_flight(&self, key: &K) -> bool {
+    pub(crate) fn is_in_flight(&self, key: &K) -> bool {
         self.ready.is_in_flight(key)
     }
 
     /// The in-flight list: markers and the events recorded after them, in order.
-    pub fn in_flight_events(&self) -> Vec<InFlightEntry<K>> {
+    pub(crate) fn in_flight_events(&self) -> Vec<InFlightEntry<K>> {
         self.ready.in_flight_entries()
     }
 
     /// The scheduling cycle: how many items were popped.
-    pub fn scheduling_cycle(&self) -> u64 {
+    pub(crate) fn scheduling_cycle(&self) -> u64 {
         self.ready.cycle()
     }
 
     /// How many items are queued in the three sub-queues.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.ready.active_len() + self.ready.backoff_len() + self.parked.len()
     }
 
     /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

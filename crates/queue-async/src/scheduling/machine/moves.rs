@@ -3,25 +3,24 @@
 
 use std::cell::Cell;
 use std::hash::Hash;
+use tokio::time::Instant;
 
 use super::event::{ClusterEvent, EventPayload};
 use super::hints::Strategy;
 use super::item::QueuedItem;
 use super::parts::{Parked, Ready};
 use super::rules::{Placement, SchedulingRules};
-use crate::Compare;
-use crate::Moment;
+use ctrlq_queue_core::Compare;
 
-impl<K, T, I> SchedulingRules<K, T, I>
+impl<K, T> SchedulingRules<K, T>
 where
     K: Hash + Eq + Clone,
-    I: Moment,
 {
     /// Moves every backoff item whose expiry is at or before `now` to active; how many.
-    pub fn flush_backoff_completed<C: Compare<QueuedItem<K, T, I>>>(
+    pub(crate) fn flush_backoff_completed<C: Compare<QueuedItem<K, T>>>(
         &self,
-        ready: &mut Ready<K, T, C, I>,
-        now: I,
+        ready: &mut Ready<K, T, C>,
+        now: Instant,
     ) -> usize {
         let mut count = 0;
         while let Some(item) = ready.backoff.pop_completed(now) {
@@ -34,10 +33,10 @@ where
     /// Moves every item in backoff to active, stamped `now`, whether its backoff is over or
     /// not: for a queue whose timer can no longer ring (the runtime that timed it is gone), so
     /// that no item waits for an expiry nothing will act on. Returns how many moved.
-    pub fn flush_backoff_all<C: Compare<QueuedItem<K, T, I>>>(
+    pub(crate) fn flush_backoff_all<C: Compare<QueuedItem<K, T>>>(
         &self,
-        ready: &mut Ready<K, T, C, I>,
-        now: I,
+        ready: &mut Ready<K, T, C>,
+        now: Instant,
     ) -> usize {
         let mut count = 0;
         while let Some(item) = ready
@@ -58,20 +57,20 @@ where
     /// registered for, and only if the gates then let them in; a refused one stays, stamped
     /// `now`. Returns how many moved. The caller records the move request and the event for
     /// the items in flight.
-    pub fn move_matching(
+    pub(crate) fn move_matching(
         &self,
-        parked: &mut Parked<K, T, I>,
+        parked: &mut Parked<K, T>,
         event: &ClusterEvent,
         payload: &EventPayload,
-        now: I,
-        mut pre_check: impl FnMut(&QueuedItem<K, T, I>) -> bool,
-        sink: impl FnMut(Placement<K, T, I>, usize),
+        now: Instant,
+        mut pre_check: impl FnMut(&QueuedItem<K, T>) -> bool,
+        sink: impl FnMut(Placement<K, T>, usize),
     ) -> usize {
         if !self.hooks.is_of_interest(event) {
             return 0;
         }
         let hints = self.hooks.hints_for(event);
-        let select = |item: &QueuedItem<K, T, I>| {
+        let select = |item: &QueuedItem<K, T>| {
             pre_check(item).then(|| self.hooks.strategy_with(&hints, item, event, payload, None))
         };
         self.move_where(parked, now, select, sink)
@@ -83,14 +82,14 @@ where
     /// deadline from the items left. Returns how many moved.
     ///
     /// [`move_matching`]: Self::move_matching
-    pub fn move_leftover(
+    pub(crate) fn move_leftover(
         &self,
-        parked: &mut Parked<K, T, I>,
-        now: I,
-        sink: impl FnMut(Placement<K, T, I>, usize),
+        parked: &mut Parked<K, T>,
+        now: Instant,
+        sink: impl FnMut(Placement<K, T>, usize),
     ) -> usize {
         let moved = if self.any_leftover_due(parked, now) {
-            let due = |item: &QueuedItem<K, T, I>| {
+            let due = |item: &QueuedItem<K, T>| {
                 let due = self.leftover_deadline(item).is_some_and(|d| d <= now);
                 due.then_some(Strategy::AfterBackoff)
             };
@@ -109,10 +108,10 @@ where
     /// others go to `sink` as the scan goes on, with how many candidates it has seen.
     fn move_where(
         &self,
-        parked: &mut Parked<K, T, I>,
-        now: I,
-        mut select: impl FnMut(&QueuedItem<K, T, I>) -> Option<Strategy>,
-        mut sink: impl FnMut(Placement<K, T, I>, usize),
+        parked: &mut Parked<K, T>,
+        now: Instant,
+        mut select: impl FnMut(&QueuedItem<K, T>) -> Option<Strategy>,
+        mut sink: impl FnMut(Placement<K, T>, usize),
     ) -> usize {
         let scanned = Cell::new(0usize);
         let chosen = Cell::new(Strategy::Skip);

@@ -3,6 +3,7 @@
 //! the backoff and leftover deadlines).
 
 use std::hash::Hash;
+use tokio::time::Instant;
 
 use super::active::RecordedEvent;
 use super::event::{ClusterEvent, EventPayload};
@@ -10,21 +11,19 @@ use super::hints::{Hooks, Strategy};
 use super::item::QueuedItem;
 use super::parts::{Parked, Ready};
 use super::rules::{Flight, Placement, Return, Returned, SchedulingRules, Wake};
-use crate::Compare;
-use crate::Moment;
+use ctrlq_queue_core::Compare;
 
-impl<K, T, I> SchedulingRules<K, T, I>
+impl<K, T> SchedulingRules<K, T>
 where
     K: Hash + Eq + Clone,
-    I: Moment,
 {
     /// Inserts a placed item: an unschedulable one into `parked`, the others into `ready`.
-    pub fn commit<C: Compare<QueuedItem<K, T, I>>>(
+    pub(crate) fn commit<C: Compare<QueuedItem<K, T>>>(
         &self,
-        parked: &mut Parked<K, T, I>,
-        ready: &mut Ready<K, T, C, I>,
-        placement: Placement<K, T, I>,
-        now: I,
+        parked: &mut Parked<K, T>,
+        ready: &mut Ready<K, T, C>,
+        placement: Placement<K, T>,
+        now: Instant,
     ) -> Wake {
         match placement {
             Placement::Unschedulable(item) => self.park(parked, item),
@@ -38,12 +37,12 @@ where
     ///
     /// An unschedulable placement is handed back: it belongs in [`Parked`] (see
     /// [`commit`](Self::commit)).
-    pub fn commit_ready<C: Compare<QueuedItem<K, T, I>>>(
+    pub(crate) fn commit_ready<C: Compare<QueuedItem<K, T>>>(
         &self,
-        ready: &mut Ready<K, T, C, I>,
-        placement: Placement<K, T, I>,
-        now: I,
-    ) -> Result<Wake, QueuedItem<K, T, I>> {
+        ready: &mut Ready<K, T, C>,
+        placement: Placement<K, T>,
+        now: Instant,
+    ) -> Result<Wake, QueuedItem<K, T>> {
         match placement {
             Placement::Active(item) => {
                 ready.active.push(item, now);
@@ -62,7 +61,7 @@ where
     }
 
     /// Inserts an unschedulable item, moving the next leftover deadline earlier if it is.
-    fn park(&self, parked: &mut Parked<K, T, I>, item: QueuedItem<K, T, I>) -> Wake {
+    fn park(&self, parked: &mut Parked<K, T>, item: QueuedItem<K, T>) -> Wake {
         let mut wake = Wake {
             flush: true,
             ..Wake::default()
@@ -78,12 +77,12 @@ where
     }
 
     /// Removes `key` from whichever sub-queue holds it. The in-flight record is not touched.
-    pub fn take<C: Compare<QueuedItem<K, T, I>>>(
+    pub(crate) fn take<C: Compare<QueuedItem<K, T>>>(
         &self,
-        parked: &mut Parked<K, T, I>,
-        ready: &mut Ready<K, T, C, I>,
+        parked: &mut Parked<K, T>,
+        ready: &mut Ready<K, T, C>,
         key: &K,
-    ) -> Option<QueuedItem<K, T, I>> {
+    ) -> Option<QueuedItem<K, T>> {
         if let Some((_, item)) = ready.active.heap.delete(key) {
             return Some(item);
         }
@@ -97,11 +96,11 @@ where
     /// first when active is empty (then `now` is asked, for its initial attempt time). `None`
     /// when closed or when nothing can be popped. A stale copy of a key already in flight is
     /// discarded (kubernetes/kubernetes#118226: a second marker would leak the first).
-    pub fn pop<C: Compare<QueuedItem<K, T, I>>>(
+    pub(crate) fn pop<C: Compare<QueuedItem<K, T>>>(
         &self,
-        ready: &mut Ready<K, T, C, I>,
-        now: impl Fn() -> I,
-    ) -> Option<Flight<K, T, I>> {
+        ready: &mut Ready<K, T, C>,
+        now: impl Fn() -> Instant,
+    ) -> Option<Flight<K, T>> {
         if ready.closed {
             return None;
         }
@@ -133,14 +132,14 @@ where
     /// (if that is still the key's current flight; `None`: popped elsewhere) and collects the
     /// events it missed. With `only_in_flight` (a guard dropped without a verdict), an item
     /// whose flight already ended is not taken back.
-    pub fn claim_return<C: Compare<QueuedItem<K, T, I>>>(
+    pub(crate) fn claim_return<C: Compare<QueuedItem<K, T>>>(
         &self,
-        parked: &Parked<K, T, I>,
-        ready: &mut Ready<K, T, C, I>,
-        item: QueuedItem<K, T, I>,
+        parked: &Parked<K, T>,
+        ready: &mut Ready<K, T, C>,
+        item: QueuedItem<K, T>,
         flight: Option<u64>,
         only_in_flight: bool,
-    ) -> Return<K, T, I> {
+    ) -> Return<K, T> {
         let key = &item.key;
         let current = flight.is_some_and(|f| ready.active.in_flight.is_current(key, f));
         if !current && only_in_flight {
@@ -167,13 +166,13 @@ where
     /// with neither counts as an error and waits out its backoff. The missed events are
     /// replayed through the hints; an item that was not in flight goes to backoff if a move
     /// was requested in or after `cycle`, else to unschedulable.
-    pub fn requeue(
+    pub(crate) fn requeue(
         &self,
-        parked: &mut Parked<K, T, I>,
-        returned: Returned<K, T, I>,
+        parked: &mut Parked<K, T>,
+        returned: Returned<K, T>,
         cycle: u64,
-        now: I,
-    ) -> Placement<K, T, I> {
+        now: Instant,
+    ) -> Placement<K, T> {
         let (mut item, missed) = returned.into_parts();
         let errored = item.has_no_rejectors();
         let marks = item.marks_mut();
@@ -200,13 +199,13 @@ where
     /// Moves `key` to active at once: from backoff, or from unschedulable if the gates let it
     /// in. A key in flight gets a `FORCE_ACTIVATE` event targeted at it and a move request in
     /// `cycle`, so it goes back to active if it fails. Returns whether it moved.
-    pub fn activate<C: Compare<QueuedItem<K, T, I>>>(
+    pub(crate) fn activate<C: Compare<QueuedItem<K, T>>>(
         &self,
-        parked: &mut Parked<K, T, I>,
-        ready: &mut Ready<K, T, C, I>,
+        parked: &mut Parked<K, T>,
+        ready: &mut Ready<K, T, C>,
         key: K,
         cycle: u64,
-        now: I,
+        now: Instant,
         wake: &mut Wake,
     ) -> bool {
         if let Some(item) = ready.backoff.delete(&key) {
@@ -238,9 +237,9 @@ where
     ///
     /// The key and data, if `ready` does not hold the key (see
     /// [`update_parked`](Self::update_parked)).
-    pub fn update_ready<C: Compare<QueuedItem<K, T, I>>>(
+    pub(crate) fn update_ready<C: Compare<QueuedItem<K, T>>>(
         &self,
-        ready: &mut Ready<K, T, C, I>,
+        ready: &mut Ready<K, T, C>,
         key: K,
         data: T,
         events: &[ClusterEvent],
@@ -267,14 +266,14 @@ where
     /// # Errors
     ///
     /// The key and data, if `key` is not unschedulable.
-    pub fn update_parked(
+    pub(crate) fn update_parked(
         &self,
-        parked: &mut Parked<K, T, I>,
+        parked: &mut Parked<K, T>,
         key: K,
         data: T,
         events: &[ClusterEvent],
-        now: I,
-    ) -> Result<Placement<K, T, I>, (K, T)> {
+        now: Instant,
+    ) -> Result<Placement<K, T>, (K, T)> {
         let Some(mut item) = parked.unschedulable.remove(&key) else {
             return Err((key, data));
         };
@@ -290,9 +289,9 @@ where
 }
 
 /// The strongest strategy the recorded `events` give `item` (stops at "immediately").
-fn replay<K: PartialEq, T, I: Moment>(
-    hooks: &Hooks<K, T, I>,
-    item: &QueuedItem<K, T, I>,
+fn replay<K: PartialEq, T>(
+    hooks: &Hooks<K, T>,
+    item: &QueuedItem<K, T>,
     events: &[RecordedEvent<K>],
 ) -> Strategy {
     let mut best = Strategy::Skip;

@@ -3,7 +3,9 @@
 use std::fmt;
 use std::time::Duration;
 
-/// Settings of a scheduling queue ([`SchedulingState`]); `Default` has kube-scheduler's values.
+use ctrlq_ratelimit::capped_exponential;
+
+/// Settings of a [`SchedulingQueue`]; `Default` has kube-scheduler's values.
 ///
 /// | Setting | Default |
 /// |---|---|
@@ -22,7 +24,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use ctrlq_queue_core::scheduling::SchedulingQueueConfig;
+/// use ctrlq_queue_async::scheduling::SchedulingQueueConfig;
 ///
 /// let config = SchedulingQueueConfig::default()
 ///     .initial_backoff(Duration::from_secs(2))
@@ -32,7 +34,7 @@ use std::time::Duration;
 /// assert_eq!(config.backoff_duration(60), Duration::from_secs(20));
 /// ```
 ///
-/// [`SchedulingState`]: super::SchedulingState
+/// [`SchedulingQueue`]: crate::scheduling::SchedulingQueue
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SchedulingQueueConfig {
     pub(crate) initial_backoff: Duration,
@@ -77,33 +79,28 @@ impl SchedulingQueueConfig {
     }
 
     /// The backoff after `count` failures: `initial · 2^(count − 1)` capped at the max; zero
-    /// for a count of zero or a zero max. Never overflows.
+    /// for a count of zero or a zero max. Never overflows: this is the retry limiters'
+    /// [`capped_exponential`] with exponent `count − 1`.
+    ///
+    /// [`capped_exponential`]: ctrlq_ratelimit::capped_exponential
     pub fn backoff_duration(&self, count: u32) -> Duration {
         if count == 0 || self.max_backoff.is_zero() {
             return Duration::ZERO;
         }
-        let initial = self.initial_backoff.as_nanos();
-        let max = self.max_backoff.as_nanos();
-        let shift = count - 1;
-        // `max >> shift` is zero for shift >= 128, so any non-zero initial caps at max.
-        if initial > max.checked_shr(shift).unwrap_or(0) {
-            return self.max_backoff;
-        }
-        let nanos = initial << shift; // cannot overflow: initial <= max >> shift
-        Duration::from_nanos_u128_saturating(nanos)
+        capped_exponential(self.initial_backoff, self.max_backoff, count - 1)
     }
 }
 
-/// A [`SchedulingQueueConfig`] the state refuses, from [`SchedulingQueueConfig::validate`].
+/// A [`SchedulingQueueConfig`] a queue refuses to be built with.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use ctrlq_queue_core::scheduling::{ConfigError, SchedulingQueueConfig, SchedulingState};
+/// use ctrlq_queue_async::scheduling::{ConfigError, SchedulingQueue, SchedulingQueueConfig};
 ///
 /// let config = SchedulingQueueConfig::default().max_in_unschedulable(Duration::ZERO);
-/// let refused = SchedulingState::<&str, i64>::new(config).unwrap_err();
+/// let refused = SchedulingQueue::<&str, i64>::new(config).unwrap_err();
 /// assert_eq!(refused, ConfigError::ZeroMaxInUnschedulable);
 /// assert_eq!(refused.to_string(), "the maximum time in unschedulable must be positive");
 /// ```
@@ -141,15 +138,12 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl SchedulingQueueConfig {
-    /// Checks the settings; [`SchedulingState::new`] calls this, so a state never runs with
-    /// bad ones.
+    /// Checks the settings; building a queue calls this, so a queue never runs with bad ones.
     ///
     /// # Errors
     ///
     /// The first [`ConfigError`] rule the settings break.
-    ///
-    /// [`SchedulingState::new`]: super::SchedulingState::new
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if !self.max_backoff.is_zero() {
             if self.initial_backoff.is_zero() {
                 return Err(ConfigError::ZeroInitialBackoff);
@@ -176,22 +170,6 @@ impl Default for SchedulingQueueConfig {
             max_in_unschedulable: Duration::from_secs(5 * 60),
             pop_from_backoff: true,
         }
-    }
-}
-
-trait FromNanosU128 {
-    fn from_nanos_u128_saturating(nanos: u128) -> Duration;
-}
-
-impl FromNanosU128 for Duration {
-    fn from_nanos_u128_saturating(nanos: u128) -> Duration {
-        // Below 2^64 ns (584 years), dividing by the constant compiles to a multiply; a 128-bit
-        // division calls a software routine, once per item a move places.
-        if let Ok(nanos) = u64::try_from(nanos) {
-            return Duration::from_nanos(nanos);
-        }
-        let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
-        Duration::new(secs, (nanos % 1_000_000_000) as u32)
     }
 }
 

@@ -3,10 +3,13 @@
 use std::cmp::Ordering;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::time::Duration;
+
+use ctrlq_queue_core::MAX_DELAY;
+use tokio::time::Instant;
 
 use super::item::QueuedItem;
-use crate::Moment;
-use crate::{Compare, KeyedHeap};
+use ctrlq_queue_core::{Compare, KeyedHeap};
 
 /// Earlier expiry first; equal expiries in the active order, then FIFO.
 #[derive(Debug)]
@@ -17,9 +20,9 @@ pub(crate) struct BackoffOrder<C>(pub(crate) Arc<C>);
 /// The expiry lives here, not in the item, so the active heap's entries (which never need it)
 /// stay 16 bytes smaller: a pop there reads fewer cache lines per level.
 #[derive(Debug)]
-pub(crate) struct Waiting<K, T, I> {
-    expiry: I,
-    item: QueuedItem<K, T, I>,
+pub(crate) struct Waiting<K, T> {
+    expiry: Instant,
+    item: QueuedItem<K, T>,
 }
 
 /// Items waiting out their backoff; guarded by the queue's hot lock.
@@ -34,13 +37,13 @@ pub(crate) struct Waiting<K, T, I> {
 /// 1. A key is in at most one of the two heaps.
 /// 2. An item is in `errors` exactly when it has no rejectors and no pending plugins.
 #[derive(Debug)]
-pub(crate) struct BackoffQueue<K, T, C, I> {
-    rejected: KeyedHeap<K, Waiting<K, T, I>, BackoffOrder<C>>,
-    errors: KeyedHeap<K, Waiting<K, T, I>, BackoffOrder<C>>,
+pub(crate) struct BackoffQueue<K, T, C> {
+    rejected: KeyedHeap<K, Waiting<K, T>, BackoffOrder<C>>,
+    errors: KeyedHeap<K, Waiting<K, T>, BackoffOrder<C>>,
 }
 
-impl<K, T, I: Ord, C: Compare<QueuedItem<K, T, I>>> Compare<Waiting<K, T, I>> for BackoffOrder<C> {
-    fn compare(&self, a: &Waiting<K, T, I>, b: &Waiting<K, T, I>) -> Ordering {
+impl<K, T, C: Compare<QueuedItem<K, T>>> Compare<Waiting<K, T>> for BackoffOrder<C> {
+    fn compare(&self, a: &Waiting<K, T>, b: &Waiting<K, T>) -> Ordering {
         a.expiry
             .cmp(&b.expiry)
             .then_with(|| self.0.compare(&a.item, &b.item))
@@ -48,17 +51,16 @@ impl<K, T, I: Ord, C: Compare<QueuedItem<K, T, I>>> Compare<Waiting<K, T, I>> fo
     }
 }
 
-impl<K, T, C, I> BackoffQueue<K, T, C, I> {
+impl<K, T, C> BackoffQueue<K, T, C> {
     pub(crate) fn len(&self) -> usize {
         self.rejected.len() + self.errors.len()
     }
 }
 
-impl<K, T, C, I> BackoffQueue<K, T, C, I>
+impl<K, T, C> BackoffQueue<K, T, C>
 where
     K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T, I>>,
-    I: Moment,
+    C: Compare<QueuedItem<K, T>>,
 {
     pub(crate) fn new(order: Arc<C>) -> Self {
         BackoffQueue {
@@ -79,7 +81,7 @@ where
 
     /// Inserts an item that waits until `expiry`, in the heap its last attempt's outcome
     /// chooses; true if the earliest expiry got earlier.
-    pub(crate) fn push(&mut self, item: QueuedItem<K, T, I>, expiry: I) -> bool {
+    pub(crate) fn push(&mut self, item: QueuedItem<K, T>, expiry: Instant) -> bool {
         let earliest = self.next_expiry();
         let heap = if item.has_no_rejectors() {
             &mut self.errors
@@ -92,7 +94,7 @@ where
 
     /// Changes `key`'s item in place and re-orders it (the caller's order may read what
     /// changed); false if `key` is not here. `f` must not change the item's plugin sets.
-    pub(crate) fn update(&mut self, key: &K, f: impl FnOnce(&mut QueuedItem<K, T, I>)) -> bool {
+    pub(crate) fn update(&mut self, key: &K, f: impl FnOnce(&mut QueuedItem<K, T>)) -> bool {
         if self.rejected.contains_key(key) {
             self.rejected.update(key, |w| f(&mut w.item))
         } else {
@@ -101,7 +103,7 @@ where
     }
 
     /// Removes `key`'s item, whatever its expiry.
-    pub(crate) fn delete(&mut self, key: &K) -> Option<QueuedItem<K, T, I>> {
+    pub(crate) fn delete(&mut self, key: &K) -> Option<QueuedItem<K, T>> {
         self.rejected
             .delete(key)
             .or_else(|| self.errors.delete(key))
@@ -110,7 +112,7 @@ where
 
     /// Removes the rejected item whose backoff ends first, over or not, with the heap's copy
     /// of its key (pop-from-backoff). Items that failed with an error are never taken here.
-    pub(crate) fn pop_rejected(&mut self) -> Option<(K, QueuedItem<K, T, I>)> {
+    pub(crate) fn pop_rejected(&mut self) -> Option<(K, QueuedItem<K, T>)> {
         self.rejected.pop().map(|(k, w)| (k, w.item))
     }
 
@@ -121,7 +123,7 @@ where
     }
 
     /// The earliest expiry, for the flush timer.
-    pub(crate) fn next_expiry(&self) -> Option<I> {
+    pub(crate) fn next_expiry(&self) -> Option<Instant> {
         let rejected = self.rejected.peek().map(|(_, w)| w.expiry);
         let errors = self.errors.peek().map(|(_, w)| w.expiry);
         match (rejected, errors) {
@@ -131,7 +133,7 @@ where
     }
 
     /// Pops the earliest head of the two heaps if its backoff is over at `now` (expiry <= now).
-    pub(crate) fn pop_completed(&mut self, now: I) -> Option<QueuedItem<K, T, I>> {
+    pub(crate) fn pop_completed(&mut self, now: Instant) -> Option<QueuedItem<K, T>> {
         let rejected = self.rejected.peek().map(|(_, w)| w.expiry);
         let errors = self.errors.peek().map(|(_, w)| w.expiry);
         let heap = match (rejected, errors) {
@@ -148,7 +150,11 @@ where
     }
 }
 
-/// `timestamp + backoff`, saturating far in the future instead of overflowing.
-pub(crate) fn expiry<I: Moment>(timestamp: I, backoff: std::time::Duration) -> I {
-    timestamp.saturating_add(backoff)
+/// `timestamp + backoff`; where that does not fit in an instant, [`MAX_DELAY`] after
+/// `timestamp` (or `timestamp` itself if even that does not fit). Never overflows.
+pub(crate) fn expiry(timestamp: Instant, backoff: Duration) -> Instant {
+    timestamp
+        .checked_add(backoff)
+        .or_else(|| timestamp.checked_add(MAX_DELAY))
+        .unwrap_or(timestamp)
 }

@@ -7,11 +7,11 @@ use std::fmt;
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_core::scheduling::{SchedulingQueueConfig, SchedulingState, SubQueue};
+/// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig, SubQueue};
 ///
-/// let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
-/// state.add("a", 1, std::time::Instant::now()).unwrap();
-/// assert_eq!(state.where_is(&"a"), Some(SubQueue::Active));
+/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+/// queue.add("a", 1).unwrap();
+/// assert_eq!(queue.where_is(&"a"), Some(SubQueue::Active));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubQueue {
@@ -29,11 +29,11 @@ pub enum SubQueue {
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_core::scheduling::{SchedulingQueueConfig, SchedulingState};
+/// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
 ///
-/// let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
-/// state.add("a", 1, std::time::Instant::now()).unwrap();
-/// assert_eq!(state.pending().to_string(), "activeQ:1; backoffQ:0; unschedulablePods:0");
+/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+/// queue.add("a", 1).unwrap();
+/// assert_eq!(queue.pending().to_string(), "activeQ:1; backoffQ:0; unschedulablePods:0");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pending<K> {

@@ -28,27 +28,26 @@ use std::hint::black_box;
 use hashbrown::{DefaultHashBuilder, HashTable};
 
 use super::item::QueuedItem;
-use crate::Moment;
 
 /// How many items the scan reads ahead in one pass (their misses overlap; see the module docs).
 const BATCH: usize = 16;
 
 /// Items rejected or gated, by key; guarded by the queue's main lock.
 #[derive(Debug)]
-pub(crate) struct Unschedulable<K, T, I> {
-    slots: Vec<Slot<K, T, I>>,
+pub(crate) struct Unschedulable<K, T> {
+    slots: Vec<Slot<K, T>>,
     index: HashTable<usize>,
     hasher: DefaultHashBuilder,
 }
 
 #[derive(Debug)]
-struct Slot<K, T, I> {
+struct Slot<K, T> {
     hash: u64,
     /// `None` only between an `Extract` taking the item and the end of that scan.
-    item: Option<QueuedItem<K, T, I>>,
+    item: Option<QueuedItem<K, T>>,
 }
 
-impl<K, T, I> Unschedulable<K, T, I> {
+impl<K, T> Unschedulable<K, T> {
     pub(crate) fn len(&self) -> usize {
         self.slots.len()
     }
@@ -59,7 +58,7 @@ impl<K, T, I> Unschedulable<K, T, I> {
     }
 
     /// The items, in unspecified order.
-    pub(crate) fn items(&self) -> impl Iterator<Item = &QueuedItem<K, T, I>> {
+    pub(crate) fn items(&self) -> impl Iterator<Item = &QueuedItem<K, T>> {
         // Outside an `Extract`, no slot is empty.
         self.slots.iter().filter_map(|s| s.item.as_ref())
     }
@@ -72,13 +71,13 @@ impl<K, T, I> Unschedulable<K, T, I> {
 
     /// Removes the slot at `pos` and its index entry; the last slot takes its place, and its
     /// index entry follows it.
-    fn swap_remove(&mut self, pos: usize) -> Option<QueuedItem<K, T, I>> {
+    fn swap_remove(&mut self, pos: usize) -> Option<QueuedItem<K, T>> {
         self.unindex(self.slots[pos].hash, pos);
         self.swap_remove_unindexed(pos)
     }
 
     /// [`swap_remove`](Self::swap_remove) of a slot whose index entry is already gone.
-    fn swap_remove_unindexed(&mut self, pos: usize) -> Option<QueuedItem<K, T, I>> {
+    fn swap_remove_unindexed(&mut self, pos: usize) -> Option<QueuedItem<K, T>> {
         let removed = self.slots.swap_remove(pos);
         let from = self.slots.len();
         if let Some(moved) = self.slots.get(pos)
@@ -115,7 +114,7 @@ impl<K, T, I> Unschedulable<K, T, I> {
     }
 }
 
-impl<K: Hash + Eq, T, I> Unschedulable<K, T, I> {
+impl<K: Hash + Eq, T> Unschedulable<K, T> {
     pub(crate) fn new() -> Self {
         Unschedulable {
             slots: Vec::new(),
@@ -138,7 +137,7 @@ impl<K: Hash + Eq, T, I> Unschedulable<K, T, I> {
     }
 
     /// Inserts `item`, replacing an item with the same key.
-    pub(crate) fn insert(&mut self, item: QueuedItem<K, T, I>) {
+    pub(crate) fn insert(&mut self, item: QueuedItem<K, T>) {
         let hash = self.hasher.hash_one(&item.key);
         if let Some(pos) = self.find(hash, &item.key) {
             self.slots[pos].item = Some(item);
@@ -153,7 +152,7 @@ impl<K: Hash + Eq, T, I> Unschedulable<K, T, I> {
         });
     }
 
-    pub(crate) fn remove(&mut self, key: &K) -> Option<QueuedItem<K, T, I>> {
+    pub(crate) fn remove(&mut self, key: &K) -> Option<QueuedItem<K, T>> {
         let hash = self.hasher.hash_one(key);
         let slots = &self.slots;
         let found = self.index.find_entry(hash, |&p| {
@@ -165,9 +164,9 @@ impl<K: Hash + Eq, T, I> Unschedulable<K, T, I> {
 
     /// Removes the items `take` selects, lazily: each is taken out as the iterator reaches it,
     /// and items not yet reached stay if the iterator is dropped.
-    pub(crate) fn extract<F>(&mut self, take: F) -> Extract<'_, K, T, I, F>
+    pub(crate) fn extract<F>(&mut self, take: F) -> Extract<'_, K, T, F>
     where
-        F: FnMut(&mut QueuedItem<K, T, I>) -> bool,
+        F: FnMut(&mut QueuedItem<K, T>) -> bool,
     {
         Extract {
             queue: self,
@@ -183,8 +182,8 @@ impl<K: Hash + Eq, T, I> Unschedulable<K, T, I> {
 /// in order of their timestamps reach the destination heaps in that order, and each insertion
 /// stays at the bottom of the heap). A taken item leaves a hole; the holes are closed when the
 /// scan ends or is dropped (also by a panicking `take`), before anything else can see them.
-pub(crate) struct Extract<'a, K, T, I, F> {
-    queue: &'a mut Unschedulable<K, T, I>,
+pub(crate) struct Extract<'a, K, T, F> {
+    queue: &'a mut Unschedulable<K, T>,
     take: F,
     /// Slots below `next` have been seen.
     next: usize,
@@ -193,7 +192,7 @@ pub(crate) struct Extract<'a, K, T, I, F> {
     holes: usize,
 }
 
-impl<K: Hash + Eq, T, I: Moment, F> Extract<'_, K, T, I, F> {
+impl<K: Hash + Eq, T, F> Extract<'_, K, T, F> {
     /// Reads the bookkeeping and the key of the next [`BATCH`] slots in one pass, so their
     /// cache misses overlap instead of following one another. The loads are independent and
     /// the result goes to `black_box`, so they are issued together and not optimised away.
@@ -217,13 +216,13 @@ impl<K: Hash + Eq, T, I: Moment, F> Extract<'_, K, T, I, F> {
     }
 }
 
-impl<K: Hash + Eq, T, I: Moment, F> Iterator for Extract<'_, K, T, I, F>
+impl<K: Hash + Eq, T, F> Iterator for Extract<'_, K, T, F>
 where
-    F: FnMut(&mut QueuedItem<K, T, I>) -> bool,
+    F: FnMut(&mut QueuedItem<K, T>) -> bool,
 {
-    type Item = QueuedItem<K, T, I>;
+    type Item = QueuedItem<K, T>;
 
-    fn next(&mut self) -> Option<QueuedItem<K, T, I>> {
+    fn next(&mut self) -> Option<QueuedItem<K, T>> {
         while self.next < self.queue.slots.len() {
             if self.read_ahead <= self.next {
                 self.read_ahead();
@@ -239,7 +238,7 @@ where
     }
 }
 
-impl<K, T, I, F> Drop for Extract<'_, K, T, I, F> {
+impl<K, T, F> Drop for Extract<'_, K, T, F> {
     fn drop(&mut self) {
         if self.holes > 0 {
             self.queue.close_holes(self.holes);
@@ -253,7 +252,7 @@ mod tests {
     use std::panic::{AssertUnwindSafe, catch_unwind};
 
     use proptest::prelude::*;
-    use std::time::Instant;
+    use tokio::time::Instant;
 
     use super::*;
 
@@ -287,7 +286,7 @@ mod tests {
         ]
     }
 
-    fn check(q: &Unschedulable<u8, u32, Instant>, model: &BTreeMap<u8, u32>) {
+    fn check(q: &Unschedulable<u8, u32>, model: &BTreeMap<u8, u32>) {
         assert_eq!(q.index.len(), q.slots.len());
         for (pos, slot) in q.slots.iter().enumerate() {
             let item = slot.item.as_ref().expect("no hole outside a scan");
@@ -303,7 +302,7 @@ mod tests {
             rng_seed: proptest::test_runner::RngSeed::Fixed(0x0005_c4ed),
             failure_persistence: Some(Box::new(
                 proptest::test_runner::FileFailurePersistence::Direct(
-                    "proptest-regressions/unschedulable.txt",
+                    "proptest-regressions/scheduling/unschedulable.txt",
                 ),
             )),
             ..ProptestConfig::default()

@@ -14,31 +14,33 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use hashbrown::HashMap;
+use tokio::time::Instant;
 
 use super::event::{ClusterEvent, EventPayload};
 use super::item::QueuedItem;
-use crate::Moment;
-use crate::{Compare, KeyedHeap};
+use ctrlq_queue_core::{Compare, KeyedHeap};
 
 /// The active order: the caller's comparison, then the queueing sequence (FIFO among equals).
 #[derive(Debug)]
 pub(crate) struct ActiveOrder<C>(pub(crate) Arc<C>);
 
-/// One entry of the in-flight list, as [`SchedulingState::in_flight_events`] reports it.
+/// One entry of the in-flight list, as [`SchedulingQueue::in_flight_events`] reports it.
 ///
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_core::scheduling::{InFlightEntry, SchedulingQueueConfig, SchedulingState};
+/// use ctrlq_queue_async::scheduling::{InFlightEntry, SchedulingQueue, SchedulingQueueConfig};
 ///
-/// let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
-/// let now = std::time::Instant::now();
-/// state.add("a", 1, now).unwrap();
-/// let _flight = state.pop(now).unwrap();
-/// assert_eq!(state.in_flight_events(), vec![InFlightEntry::Item("a")]);
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+/// queue.add("a", 1).unwrap();
+/// let _item = queue.pop().await.unwrap();
+/// assert_eq!(queue.in_flight_events(), vec![InFlightEntry::Item("a")]);
+/// # }
 /// ```
 ///
-/// [`SchedulingState::in_flight_events`]: super::SchedulingState::in_flight_events
+/// [`SchedulingQueue::in_flight_events`]: crate::scheduling::SchedulingQueue::in_flight_events
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InFlightEntry<K> {
     /// The marker of an item popped and not yet done.
@@ -71,15 +73,15 @@ pub(crate) struct InFlight<K> {
 
 /// The active heap and the in-flight record; guarded by the queue's hot lock.
 #[derive(Debug)]
-pub(crate) struct ActiveQueue<K, T, C, I> {
-    pub(crate) heap: KeyedHeap<K, QueuedItem<K, T, I>, ActiveOrder<C>>,
+pub(crate) struct ActiveQueue<K, T, C> {
+    pub(crate) heap: KeyedHeap<K, QueuedItem<K, T>, ActiveOrder<C>>,
     pub(crate) in_flight: InFlight<K>,
 }
 
 // ===== impl ActiveOrder =====
 
-impl<K, T, I, C: Compare<QueuedItem<K, T, I>>> Compare<QueuedItem<K, T, I>> for ActiveOrder<C> {
-    fn compare(&self, a: &QueuedItem<K, T, I>, b: &QueuedItem<K, T, I>) -> Ordering {
+impl<K, T, C: Compare<QueuedItem<K, T>>> Compare<QueuedItem<K, T>> for ActiveOrder<C> {
+    fn compare(&self, a: &QueuedItem<K, T>, b: &QueuedItem<K, T>) -> Ordering {
         let ord = self.0.compare(a, b);
         debug_assert_eq!(
             ord,
@@ -92,11 +94,10 @@ impl<K, T, I, C: Compare<QueuedItem<K, T, I>>> Compare<QueuedItem<K, T, I>> for 
 
 // ===== impl ActiveQueue =====
 
-impl<K, T, C, I> ActiveQueue<K, T, C, I>
+impl<K, T, C> ActiveQueue<K, T, C>
 where
     K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T, I>>,
-    I: Moment,
+    C: Compare<QueuedItem<K, T>>,
 {
     pub(crate) fn new(order: Arc<C>) -> Self {
         ActiveQueue {
@@ -111,7 +112,7 @@ where
     }
 
     /// Inserts (or replaces) an item; the first entry sets its initial attempt time.
-    pub(crate) fn push(&mut self, mut item: QueuedItem<K, T, I>, now: I) {
+    pub(crate) fn push(&mut self, mut item: QueuedItem<K, T>, now: Instant) {
         item.enter_active(now);
         self.heap.add(item.key.clone(), item);
     }

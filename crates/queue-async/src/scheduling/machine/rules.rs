@@ -11,7 +11,9 @@
 
 use std::hash::Hash;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::active::RecordedEvent;
 use super::backoff;
@@ -21,143 +23,69 @@ use super::hints::{HintError, Hooks, QueueingHint, Strategy};
 use super::item::QueuedItem;
 use super::parts::Parked;
 use super::plugins::PluginId;
-use crate::Moment;
 
 /// The settings, hints and gates of a scheduling queue, and its transitions.
 ///
-/// A [`SchedulingState`] owns one with both halves and offers every operation in one call;
-/// a concurrent queue keeps the rules shared and read-only, guards [`Parked`] and [`Ready`]
-/// with locks of its own, and calls the steps here in between. No step reads a clock:
-/// each takes `now`.
+/// The queue keeps the rules shared and read-only, guards [`Parked`] and [`Ready`] with locks
+/// of its own, and calls the steps here in between. No step reads a clock: each takes `now`.
 ///
-/// # Examples
-///
-/// ```
-/// use ctrlq_queue_core::scheduling::{
-///     ActionType, ClusterEvent, QueueingHint, SchedulingQueueConfig, SchedulingRules,
-/// };
-///
-/// const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
-///
-/// let rules = SchedulingRules::<&str, i64>::new(SchedulingQueueConfig::default())
-///     .hint(NODE_ADD, "Fit", |_item, _event, _payload| Ok(QueueingHint::Queue))
-///     .gate("Quota", [NODE_ADD], |item| *item.data() < 100);
-/// assert!(rules.is_of_interest(&NODE_ADD));
-/// assert!(!rules.is_of_interest(&ClusterEvent::new("Pv", ActionType::ADD)));
-/// ```
-///
-/// [`SchedulingState`]: super::SchedulingState
 /// [`Ready`]: super::Ready
-pub struct SchedulingRules<K, T, I = Instant> {
+pub(crate) struct SchedulingRules<K, T> {
     pub(crate) config: SchedulingQueueConfig,
-    pub(crate) hooks: Hooks<K, T, I>,
+    pub(crate) hooks: Hooks<K, T>,
 }
 
 /// Where an item goes once its gates and backoff are known: what [`SchedulingRules::commit`]
 /// inserts.
-///
-/// # Examples
-///
-/// ```
-/// use ctrlq_queue_core::scheduling::{Placement, SchedulingQueueConfig, SchedulingState};
-///
-/// let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
-/// let now = std::time::Instant::now();
-/// let (rules, mut parked, mut ready) = state.parts_mut();
-/// let item = rules.new_item(&mut parked, "a", 1, now);
-/// let placement = rules.admit(item, now);
-/// assert!(matches!(placement, Placement::Active(_)));
-/// assert!(rules.commit(&mut parked, &mut ready, placement, now).pop);
-/// ```
 #[derive(Debug)]
-pub enum Placement<K, T, I = Instant> {
+pub(crate) enum Placement<K, T> {
     /// Ready to pop.
-    Active(QueuedItem<K, T, I>),
+    Active(QueuedItem<K, T>),
     /// Waiting out its backoff, until the instant given.
-    Backoff(QueuedItem<K, T, I>, I),
+    Backoff(QueuedItem<K, T>, Instant),
     /// Waiting for an event (rejected or gated).
-    Unschedulable(QueuedItem<K, T, I>),
+    Unschedulable(QueuedItem<K, T>),
 }
 
 /// Whom a transition asks the caller to wake, once its locks are released.
-///
-/// # Examples
-///
-/// ```
-/// use ctrlq_queue_core::scheduling::Wake;
-///
-/// let mut wake = Wake::default();
-/// wake |= Wake { pop: true, ..Wake::default() };
-/// assert!(wake.pop && !wake.timer && !wake.flush);
-/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Wake {
+pub(crate) struct Wake {
     /// An item went to active (or to backoff with pop-from-backoff on): a waiting pop can
     /// take it.
-    pub pop: bool,
+    pub(crate) pop: bool,
     /// The earliest deadline (backoff expiry or leftover) got earlier: re-arm the timer.
-    pub timer: bool,
+    pub(crate) timer: bool,
     /// An item went where only a timed move takes it out (backoff, unschedulable).
-    pub flush: bool,
+    pub(crate) flush: bool,
 }
 
 /// An item popped: it, its flight id (never reused) and the scheduling cycle it was popped in.
-///
-/// # Examples
-///
-/// ```
-/// use ctrlq_queue_core::scheduling::{SchedulingQueueConfig, SchedulingState};
-///
-/// let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
-/// let now = std::time::Instant::now();
-/// state.add("a", 1, now).unwrap();
-/// let flight = state.pop(now).unwrap();
-/// assert_eq!((*flight.item.key(), flight.cycle), ("a", 1));
-/// ```
 #[derive(Debug)]
-pub struct Flight<K, T, I = Instant> {
+pub(crate) struct Flight<K, T> {
     /// The item, outside the state until it is done or handed back.
-    pub item: QueuedItem<K, T, I>,
+    pub(crate) item: QueuedItem<K, T>,
     /// The flight's id: handing the item back with it ends this flight and no later one.
-    pub id: u64,
+    pub(crate) id: u64,
     /// The scheduling cycle the item was popped in.
-    pub cycle: u64,
+    pub(crate) cycle: u64,
 }
 
 /// What [`SchedulingRules::claim_return`] found about an item handed back.
-///
-/// # Examples
-///
-/// ```
-/// use ctrlq_queue_core::scheduling::{Return, SchedulingQueueConfig, SchedulingState};
-///
-/// let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
-/// let now = std::time::Instant::now();
-/// state.add("a", 1, now).unwrap();
-/// let flight = state.pop(now).unwrap();
-/// let (rules, parked, ready) = state.parts_mut();
-/// let claim = rules.claim_return(parked, ready, flight.item, Some(flight.id), false);
-/// assert!(matches!(claim, Return::Accepted(_)));
-/// ```
 #[derive(Debug)]
-pub enum Return<K, T, I = Instant> {
+pub(crate) enum Return<K, T> {
     /// Taken back: place it with [`SchedulingRules::requeue`].
-    Accepted(Returned<K, T, I>),
+    Accepted(Returned<K, T>),
     /// Its key is queued already: the item is handed back and nothing changed.
-    AlreadyQueued(QueuedItem<K, T, I>),
+    AlreadyQueued(QueuedItem<K, T>),
     /// Its flight had already ended (a guard dropped after `done`, or a close): nothing to do.
     Ended,
 }
 
 /// An item taken back after a failed attempt, with the events it missed while in flight (if
 /// it was in flight here); [`SchedulingRules::requeue`] places it.
-///
-/// # Examples
-///
-/// See [`Return`].
 #[derive(Debug)]
-pub struct Returned<K, T, I = Instant> {
-    item: QueuedItem<K, T, I>,
+pub(crate) struct Returned<K, T> {
+    item: QueuedItem<K, T>,
     missed: Missed<K>,
 }
 
@@ -166,10 +94,10 @@ type Missed<K> = Option<Vec<RecordedEvent<K>>>;
 
 // ===== impl SchedulingRules =====
 
-impl<K, T, I> SchedulingRules<K, T, I> {
+impl<K, T> SchedulingRules<K, T> {
     /// Rules with `config`, no hints and no gates. [`SchedulingQueueConfig::validate`] is
     /// checked when a state is built from them.
-    pub fn new(config: SchedulingQueueConfig) -> Self {
+    pub(crate) fn new(config: SchedulingQueueConfig) -> Self {
         SchedulingRules {
             config,
             hooks: Hooks::new(),
@@ -177,7 +105,7 @@ impl<K, T, I> SchedulingRules<K, T, I> {
     }
 
     /// The settings.
-    pub fn config(&self) -> &SchedulingQueueConfig {
+    pub(crate) fn config(&self) -> &SchedulingQueueConfig {
         &self.config
     }
 
@@ -185,13 +113,9 @@ impl<K, T, I> SchedulingRules<K, T, I> {
     /// sees a matching event, `hint` says whether the event may help. Hints run in
     /// registration order.
     #[must_use]
-    pub fn hint<F>(mut self, event: ClusterEvent, plugin: PluginId, hint: F) -> Self
+    pub(crate) fn hint<F>(mut self, event: ClusterEvent, plugin: PluginId, hint: F) -> Self
     where
-        F: Fn(
-                &QueuedItem<K, T, I>,
-                &ClusterEvent,
-                &EventPayload,
-            ) -> Result<QueueingHint, HintError>
+        F: Fn(&QueuedItem<K, T>, &ClusterEvent, &EventPayload) -> Result<QueueingHint, HintError>
             + Send
             + Sync
             + 'static,
@@ -204,14 +128,14 @@ impl<K, T, I> SchedulingRules<K, T, I> {
     /// one of `events` (or the leftover flush) lets the gates run again. Gates run in
     /// registration order, the one that refused an item last going first.
     #[must_use]
-    pub fn gate<F>(
+    pub(crate) fn gate<F>(
         mut self,
         plugin: PluginId,
         events: impl IntoIterator<Item = ClusterEvent>,
         gate: F,
     ) -> Self
     where
-        F: Fn(&QueuedItem<K, T, I>) -> bool + Send + Sync + 'static,
+        F: Fn(&QueuedItem<K, T>) -> bool + Send + Sync + 'static,
     {
         self.hooks
             .add_gate(plugin, events.into_iter().collect(), Arc::new(gate));
@@ -220,38 +144,37 @@ impl<K, T, I> SchedulingRules<K, T, I> {
 
     /// Whether any hint or gate could care about `event`; a move on any other event changes
     /// nothing and need not scan.
-    pub fn is_of_interest(&self, event: &ClusterEvent) -> bool {
+    pub(crate) fn is_of_interest(&self, event: &ClusterEvent) -> bool {
         self.hooks.is_of_interest(event)
     }
 }
 
-impl<K, T, I> SchedulingRules<K, T, I>
+impl<K, T> SchedulingRules<K, T>
 where
     K: Hash + Eq + Clone,
-    I: Moment,
 {
     /// A fresh item for `key`, or the queued one of `existing` refreshed: its data replaced,
     /// its timestamp set to `now`, its counters kept (an add of a queued key). Takes the next
     /// insertion number from `parked`.
-    pub fn new_item(
+    pub(crate) fn new_item(
         &self,
-        parked: &mut Parked<K, T, I>,
+        parked: &mut Parked<K, T>,
         key: K,
         data: T,
-        now: I,
-    ) -> QueuedItem<K, T, I> {
+        now: Instant,
+    ) -> QueuedItem<K, T> {
         QueuedItem::new(key, data, now, parked.next_seq())
     }
 
     /// [`new_item`](Self::new_item) for a key that was queued: `existing` with `data` and a
     /// fresh timestamp and number.
-    pub fn refresh_item(
+    pub(crate) fn refresh_item(
         &self,
-        parked: &mut Parked<K, T, I>,
-        mut existing: QueuedItem<K, T, I>,
+        parked: &mut Parked<K, T>,
+        mut existing: QueuedItem<K, T>,
         data: T,
-        now: I,
-    ) -> QueuedItem<K, T, I> {
+        now: Instant,
+    ) -> QueuedItem<K, T> {
         existing.data = data;
         existing.set_timestamp(now);
         existing.seq = parked.next_seq();
@@ -259,18 +182,18 @@ where
     }
 
     /// Where an added or activated item goes: active, unless a gate refuses it.
-    pub fn admit(&self, item: QueuedItem<K, T, I>, now: I) -> Placement<K, T, I> {
+    pub(crate) fn admit(&self, item: QueuedItem<K, T>, now: Instant) -> Placement<K, T> {
         self.prepare(item, Strategy::Immediately, now, true)
     }
 
     /// Runs the gates (if asked) and the backoff check: where `item` goes under `strategy`.
     pub(crate) fn prepare(
         &self,
-        mut item: QueuedItem<K, T, I>,
+        mut item: QueuedItem<K, T>,
         strategy: Strategy,
-        now: I,
+        now: Instant,
         run_gates: bool,
-    ) -> Placement<K, T, I> {
+    ) -> Placement<K, T> {
         if strategy == Strategy::Skip || (run_gates && self.gate_in_place(&mut item)) {
             return Placement::Unschedulable(item);
         }
@@ -278,7 +201,7 @@ where
     }
 
     /// Asks the gates about `item` and records the answer in it; true if a gate refused.
-    pub(crate) fn gate_in_place(&self, item: &mut QueuedItem<K, T, I>) -> bool {
+    pub(crate) fn gate_in_place(&self, item: &mut QueuedItem<K, T>) -> bool {
         match self.hooks.gate(item) {
             Some(plugin) => {
                 let marks = item.marks_mut();
@@ -299,10 +222,10 @@ where
     /// lasts, active otherwise.
     pub(crate) fn place(
         &self,
-        item: QueuedItem<K, T, I>,
+        item: QueuedItem<K, T>,
         strategy: Strategy,
-        now: I,
-    ) -> Placement<K, T, I> {
+        now: Instant,
+    ) -> Placement<K, T> {
         if strategy == Strategy::AfterBackoff {
             let wait = self.config.backoff_duration(item.backoff_count());
             let expiry = backoff::expiry(item.timestamp, wait);
@@ -320,17 +243,18 @@ where
     ///
     /// The strict rule is kube-scheduler's (`flushUnschedulablePodsLeftover`); as an instant it
     /// is 1 ns past `since + max`, so a timer and the check agree on one value.
-    pub fn leftover_deadline(&self, item: &QueuedItem<K, T, I>) -> Option<I> {
+    pub(crate) fn leftover_deadline(&self, item: &QueuedItem<K, T>) -> Option<Instant> {
         let since = match item.info().gating {
             Some(_) => item.flushed_at().unwrap_or(item.timestamp),
             None => item.timestamp,
         };
-        Moment::checked_add(since, self.config.max_in_unschedulable)
-            .and_then(|t| Moment::checked_add(t, Duration::from_nanos(1)))
+        since
+            .checked_add(self.config.max_in_unschedulable)
+            .and_then(|t| t.checked_add(Duration::from_nanos(1)))
     }
 
     /// Sets [`Parked::next_leftover`] from the items there now.
-    pub fn refresh_next_leftover(&self, parked: &mut Parked<K, T, I>) {
+    pub(crate) fn refresh_next_leftover(&self, parked: &mut Parked<K, T>) {
         parked.next_leftover = parked
             .unschedulable
             .items()
@@ -339,13 +263,13 @@ where
     }
 
     /// Whether an unschedulable item is past its leftover deadline at `now`.
-    pub fn any_leftover_due(&self, parked: &Parked<K, T, I>, now: I) -> bool {
+    pub(crate) fn any_leftover_due(&self, parked: &Parked<K, T>, now: Instant) -> bool {
         let due = |item| self.leftover_deadline(item).is_some_and(|d| d <= now);
         parked.unschedulable.items().any(due)
     }
 }
 
-impl<K, T, I> std::fmt::Debug for SchedulingRules<K, T, I> {
+impl<K, T> std::fmt::Debug for SchedulingRules<K, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SchedulingRules")
             .field("config", &self.config)
@@ -364,12 +288,12 @@ impl std::ops::BitOrAssign for Wake {
     }
 }
 
-impl<K, T, I> Returned<K, T, I> {
-    pub(crate) fn new(item: QueuedItem<K, T, I>, missed: Missed<K>) -> Self {
+impl<K, T> Returned<K, T> {
+    pub(crate) fn new(item: QueuedItem<K, T>, missed: Missed<K>) -> Self {
         Returned { item, missed }
     }
 
-    pub(crate) fn into_parts(self) -> (QueuedItem<K, T, I>, Missed<K>) {
+    pub(crate) fn into_parts(self) -> (QueuedItem<K, T>, Missed<K>) {
         (self.item, self.missed)
     }
 }

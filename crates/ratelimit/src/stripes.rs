@@ -1,18 +1,18 @@
-//! A sharded, bounded hash map for the per-item limiters.
+//! A striped, bounded hash map for the per-item limiters.
 //!
-//! Keys hash (foldhash, once per call) to one of [`SHARDS`] mutex-protected tables, so two
-//! threads working on different keys rarely contend; each shard sits on its own cache lines so
+//! Keys hash (foldhash, once per call) to one of [`STRIPES`] mutex-protected tables, so two
+//! threads working on different keys rarely contend; each stripe sits on its own cache lines so
 //! locking one does not slow the others. The total number of keys is bounded
 //! (kubernetes/kubernetes#138743: client-go's failure maps grow forever when callers never
 //! `forget`).
 //!
-//! # Which key a full shard evicts
+//! # Which key a full stripe evicts
 //!
 //! The least recently called of a sample (sampled LRU, as Redis evicts). Every call stamps its
-//! entry with the shard's call count. A full shard looks at the next [`SAMPLE`] entries from a
+//! entry with the stripe's call count. A full stripe looks at the next [`SAMPLE`] entries from a
 //! hand that moves on over the table's buckets, and evicts the one called longest ago. Buckets
 //! are laid out by hash, so the sample is a random one with respect to age: a key among the most
-//! recently called fraction `f` of the shard's keys is evicted only if the three others sampled
+//! recently called fraction `f` of the stripe's keys is evicted only if the three others sampled
 //! were called more recently still (about `f³` each time it is sampled: 1 in 64 for the most
 //! recent quarter, 1 in a million for the most recent hundredth), so keys that keep failing keep
 //! their state while keys seen once go. The hand resumes where it stopped, so each bucket is
@@ -23,13 +23,14 @@
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
+use crossbeam_utils::CachePadded;
 use foldhash::SharedSeed;
 use foldhash::fast::SeedableRandomState;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 
-/// Number of shards (a power of two).
-const SHARDS: usize = 16;
+/// Number of stripes (a power of two).
+const STRIPES: usize = 16;
 
 /// Entries compared by one eviction.
 const SAMPLE: usize = 4;
@@ -37,12 +38,10 @@ const SAMPLE: usize = 4;
 /// The default bound on tracked keys per limiter.
 pub const DEFAULT_MAX_KEYS: usize = 1 << 20;
 
-/// One shard, aligned so that neighbouring locks do not share a cache line.
-#[derive(Debug)]
-#[repr(align(128))]
-struct Shard<K, V>(Mutex<Table<K, V>>);
+/// One stripe, padded so that neighbouring locks do not share a cache line.
+type Stripe<K, V> = CachePadded<Mutex<Table<K, V>>>;
 
-/// A shard's table, its call count and its eviction hand.
+/// A stripe's table, its call count and its eviction hand.
 #[derive(Debug)]
 struct Table<K, V> {
     entries: HashTable<Entry<K, V>>,
@@ -56,27 +55,27 @@ struct Table<K, V> {
 struct Entry<K, V> {
     key: K,
     value: V,
-    /// The shard's call count at this key's last call.
+    /// The stripe's call count at this key's last call.
     stamp: u32,
 }
 
 #[derive(Debug)]
-pub(crate) struct Shards<K, V> {
+pub(crate) struct Stripes<K, V> {
     hasher: SeedableRandomState,
-    shards: Box<[Shard<K, V>]>,
-    per_shard: usize,
-    /// Keys tracked over all shards. Reads and forgets of a key find nothing to do while it is
+    stripes: Box<[Stripe<K, V>]>,
+    per_stripe: usize,
+    /// Keys tracked over all stripes. Reads and forgets of a key find nothing to do while it is
     /// 0, the common case of a controller whose keys succeed, and return without hashing or
     /// locking.
     len: AtomicUsize,
 }
 
-impl<K: Hash + Eq + Clone, V> Shards<K, V> {
-    /// A map holding at most about `max_keys` keys (rounded up to a multiple of the shard count).
+impl<K: Hash + Eq + Clone, V> Stripes<K, V> {
+    /// A map holding at most about `max_keys` keys (rounded up to a multiple of the stripe count).
     pub(crate) fn new(max_keys: usize) -> Self {
-        let shards = (0..SHARDS)
+        let stripes = (0..STRIPES)
             .map(|_| {
-                Shard(Mutex::new(Table {
+                CachePadded::new(Mutex::new(Table {
                     entries: HashTable::new(),
                     calls: 0,
                     hand: 0,
@@ -86,8 +85,8 @@ impl<K: Hash + Eq + Clone, V> Shards<K, V> {
         Self {
             // Random per process and per map: crafted keys cannot collide on purpose.
             hasher: SeedableRandomState::random(),
-            shards,
-            per_shard: max_keys.div_ceil(SHARDS).max(1),
+            stripes,
+            per_stripe: max_keys.div_ceil(STRIPES).max(1),
             len: AtomicUsize::new(0),
         }
     }
@@ -95,24 +94,23 @@ impl<K: Hash + Eq + Clone, V> Shards<K, V> {
     /// The same map with a fixed hash seed and no keys: which keys a full map evicts is then the
     /// same on every run, which tests of eviction need.
     pub(crate) fn with_hash_seed(self, seed: u64) -> Self {
-        let max_keys = self.per_shard * SHARDS;
+        let max_keys = self.per_stripe * STRIPES;
         Self {
             hasher: SeedableRandomState::with_seed(seed, SharedSeed::global_fixed()),
             ..Self::new(max_keys)
         }
     }
 
-    /// The hash of `key` and its shard, locked. A poisoned lock is recovered: the tables hold
-    /// plain values that are never left half-updated.
+    /// The hash of `key` and its stripe, locked.
     fn lock(&self, key: &K) -> (u64, MutexGuard<'_, Table<K, V>>) {
         let h = self.hasher.hash_one(key);
-        // The top bits pick the shard; hashbrown uses the low and the top 7 bits inside it.
-        let idx = (h >> 32) as usize % SHARDS;
-        (h, lock(&self.shards[idx]))
+        // The top bits pick the stripe; hashbrown uses the low and the top 7 bits inside it.
+        let idx = (h >> 32) as usize % STRIPES;
+        (h, lock(&self.stripes[idx]))
     }
 
     /// Runs `f` on the value of `key`, inserting `init()` first if absent (evicting a key of a
-    /// full shard, see the module docs).
+    /// full stripe, see the module docs).
     pub(crate) fn with_entry<R>(
         &self,
         key: &K,
@@ -126,9 +124,9 @@ impl<K: Hash + Eq + Clone, V> Shards<K, V> {
             e.stamp = stamp;
             return f(&mut e.value);
         }
-        // A full shard's evicted entry is reused: `clone_from` keeps the old key's allocation
+        // A full stripe's evicted entry is reused: `clone_from` keeps the old key's allocation
         // where the key type can (a `String` does), so churn at capacity allocates nothing.
-        let entry = match table.evict_if_full(self.per_shard) {
+        let entry = match table.evict_if_full(self.per_stripe) {
             Some(mut old) => {
                 old.key.clone_from(key);
                 old.value = init();
@@ -176,8 +174,8 @@ impl<K: Hash + Eq + Clone, V> Shards<K, V> {
 
     /// Keeps only the entries for which `keep` holds.
     pub(crate) fn retain(&self, mut keep: impl FnMut(&V) -> bool) {
-        for shard in self.shards.iter() {
-            let mut table = lock(shard);
+        for stripe in self.stripes.iter() {
+            let mut table = lock(stripe);
             let before = table.entries.len();
             table.entries.retain(|e| keep(&e.value));
             self.len.fetch_sub(before - table.entries.len(), Relaxed);
@@ -237,8 +235,8 @@ impl<K, V> Table<K, V> {
     }
 }
 
-/// Locks a shard. A poisoned lock is recovered: the tables hold plain values that are never left
-/// half-updated.
-fn lock<K, V>(shard: &Shard<K, V>) -> MutexGuard<'_, Table<K, V>> {
-    shard.0.lock()
+/// Locks a stripe (the lock does not poison: the tables hold plain values that are never left
+/// half-updated).
+fn lock<K, V>(stripe: &Stripe<K, V>) -> MutexGuard<'_, Table<K, V>> {
+    stripe.lock()
 }

@@ -2,48 +2,50 @@
 
 use std::cmp::Ordering;
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use super::plugins::{PluginId, PluginSet};
-use crate::Compare;
-use crate::Moment;
+use ctrlq_queue_core::Compare;
 
-/// An item of a scheduling queue ([`SchedulingState`]): the caller's key and data, and the
-/// queue's bookkeeping, timed in instants of type `I` (see [`Moment`]).
+/// An item of a [`SchedulingQueue`]: the caller's key and data, and the queue's bookkeeping,
+/// timed by tokio's clock.
 ///
-/// [`pop`] hands one out; the caller tries it and, on failure, records who rejected it
-/// ([`set_rejectors`], [`set_pending`]) and hands it back with [`hand_back`].
+/// [`pop`] hands one out (inside a [`Popped`] guard); the caller tries it and, on failure,
+/// records who rejected it ([`set_rejectors`], [`set_pending`]) and hands it back with
+/// [`add_unschedulable_if_not_present`].
 ///
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_core::scheduling::{SchedulingQueueConfig, SchedulingState, SubQueue};
+/// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig, SubQueue};
 ///
-/// let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
-/// let now = std::time::Instant::now();
-/// state.add("pod-a", 10, now).unwrap();
-/// let mut flight = state.pop(now).expect("the state is open");
-/// let item = &mut flight.item;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+/// queue.add("pod-a", 10).unwrap();
+/// let mut item = queue.pop().await.expect("the queue is open");
 /// assert_eq!((*item.key(), *item.data(), item.attempts()), ("pod-a", 10, 1));
 /// item.set_rejectors(["NodeResourcesFit"]);
-/// state.hand_back(flight.item, Some(flight.id), flight.cycle, now).unwrap();
-/// assert_eq!(state.where_is(&"pod-a"), Some(SubQueue::Unschedulable));
+/// queue.add_unschedulable_if_not_present(item, queue.scheduling_cycle()).unwrap();
+/// assert_eq!(queue.where_is(&"pod-a"), Some(SubQueue::Unschedulable));
+/// # }
 /// ```
 ///
-/// [`SchedulingState`]: super::SchedulingState
-/// [`pop`]: super::SchedulingState::pop
+/// [`SchedulingQueue`]: crate::scheduling::SchedulingQueue
+/// [`pop`]: crate::scheduling::SchedulingQueue::pop
+/// [`Popped`]: crate::scheduling::Popped
 /// [`set_rejectors`]: QueuedItem::set_rejectors
 /// [`set_pending`]: QueuedItem::set_pending
-/// [`hand_back`]: super::SchedulingState::hand_back
+/// [`add_unschedulable_if_not_present`]: crate::scheduling::SchedulingQueue::add_unschedulable_if_not_present
 #[derive(Debug, Clone)]
-pub struct QueuedItem<K, T, I = Instant> {
+pub struct QueuedItem<K, T> {
     // What the orderings and a pop read stays inline (heap sifts compare without a pointer
     // chase); the rest is boxed, so the heaps move a small entry, and the box is made only when
     // first needed.
     pub(crate) key: K,
     pub(crate) data: T,
     /// When the item was last queued (add, or requeue after a failure).
-    pub(crate) timestamp: I,
+    pub(crate) timestamp: Instant,
     /// Insertion sequence: the last tiebreak of every ordering, so ties are FIFO and deterministic.
     pub(crate) seq: u64,
     /// Inline, not in `inner`: every pop increments it, and a pop should not pay a cache miss
@@ -55,7 +57,7 @@ pub struct QueuedItem<K, T, I = Instant> {
     /// The rest of the bookkeeping, boxed on the first failure or gate: an item added and
     /// scheduled at its first attempt allocates nothing (no malloc on add, no free when the
     /// caller drops it, no cache miss on the box in between). `None` reads as [`Inner::EMPTY`].
-    inner: Option<Box<Inner<I>>>,
+    inner: Option<Box<Inner>>,
 }
 
 /// The bookkeeping of a [`QueuedItem`] that no ordering reads.
@@ -65,11 +67,11 @@ pub struct QueuedItem<K, T, I = Instant> {
 /// not four.
 #[derive(Debug, Clone)]
 #[repr(C)]
-pub(crate) struct Inner<I> {
+pub(crate) struct Inner {
     pub(crate) marks: Marks,
-    pub(crate) initial_attempt: Option<I>,
+    pub(crate) initial_attempt: Option<Instant>,
     /// Last time the leftover flush re-evaluated this gated item.
-    pub(crate) flushed_at: Option<I>,
+    pub(crate) flushed_at: Option<Instant>,
 }
 
 /// What a move reads of an item's bookkeeping: no instants, so one static serves every
@@ -92,7 +94,7 @@ static NO_MARKS: Marks = Marks::EMPTY;
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_core::scheduling::Priority;
+/// use ctrlq_queue_async::scheduling::Priority;
 ///
 /// struct Pod { priority: i32 }
 /// impl Priority for Pod {
@@ -112,22 +114,24 @@ pub trait Priority {
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_core::scheduling::{PriorityOrder, SchedulingQueueConfig, SchedulingState};
+/// use ctrlq_queue_async::scheduling::{PriorityOrder, SchedulingQueue, SchedulingQueueConfig};
 ///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
 /// let config = SchedulingQueueConfig::default();
-/// let mut state = SchedulingState::<&str, i64, PriorityOrder>::new(config).unwrap();
-/// let now = std::time::Instant::now();
-/// state.add("low", 1, now).unwrap();
-/// state.add("high", 100, now).unwrap();
-/// assert_eq!(*state.pop(now).unwrap().item.key(), "high");
+/// let queue = SchedulingQueue::<&str, i64, PriorityOrder>::new(config).unwrap();
+/// queue.add("low", 1).unwrap();
+/// queue.add("high", 100).unwrap();
+/// assert_eq!(*queue.pop().await.unwrap().key(), "high");
+/// # }
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PriorityOrder;
 
 // ===== impl QueuedItem =====
 
-impl<K, T, I: Moment> QueuedItem<K, T, I> {
-    pub(crate) fn new(key: K, data: T, now: I, seq: u64) -> Self {
+impl<K, T> QueuedItem<K, T> {
+    pub(crate) fn new(key: K, data: T, now: Instant, seq: u64) -> Self {
         QueuedItem {
             key,
             data,
@@ -147,12 +151,12 @@ impl<K, T, I: Moment> QueuedItem<K, T, I> {
     }
 
     /// When the leftover flush last asked this gated item's gates.
-    pub(crate) fn flushed_at(&self) -> Option<I> {
+    pub(crate) fn flushed_at(&self) -> Option<Instant> {
         self.inner.as_deref().and_then(|inner| inner.flushed_at)
     }
 
     /// The boxed bookkeeping, making the box if there is none yet.
-    pub(crate) fn inner_mut(&mut self) -> &mut Inner<I> {
+    pub(crate) fn inner_mut(&mut self) -> &mut Inner {
         let initial_attempt = self.initial_is_timestamp.then_some(self.timestamp);
         self.initial_is_timestamp = false;
         self.inner.get_or_insert_with(|| {
@@ -171,7 +175,7 @@ impl<K, T, I: Moment> QueuedItem<K, T, I> {
 
     /// Sets when the item was last queued (keeping an initial attempt time that was implied by
     /// the old value).
-    pub(crate) fn set_timestamp(&mut self, now: I) {
+    pub(crate) fn set_timestamp(&mut self, now: Instant) {
         if self.initial_is_timestamp && now != self.timestamp {
             self.inner_mut();
         }
@@ -179,7 +183,7 @@ impl<K, T, I: Moment> QueuedItem<K, T, I> {
     }
 
     /// Records that the item enters active at `now`: the first time sets its initial attempt.
-    pub(crate) fn enter_active(&mut self, now: I) {
+    pub(crate) fn enter_active(&mut self, now: Instant) {
         match &mut self.inner {
             Some(inner) => {
                 inner.initial_attempt.get_or_insert(now);
@@ -211,7 +215,7 @@ impl<K, T, I: Moment> QueuedItem<K, T, I> {
     }
 
     /// When the item was last queued: on `add`, and again on every requeue after a failure.
-    pub fn timestamp(&self) -> I {
+    pub fn timestamp(&self) -> Instant {
         self.timestamp
     }
 
@@ -231,7 +235,7 @@ impl<K, T, I: Moment> QueuedItem<K, T, I> {
     }
 
     /// When the item first entered the active sub-queue (not while it was gated).
-    pub fn initial_attempt(&self) -> Option<I> {
+    pub fn initial_attempt(&self) -> Option<Instant> {
         if self.initial_is_timestamp {
             Some(self.timestamp)
         } else {
@@ -310,8 +314,8 @@ impl Marks {
 
 // ===== impl PriorityOrder =====
 
-impl<K, T: Priority, I: Ord> Compare<QueuedItem<K, T, I>> for PriorityOrder {
-    fn compare(&self, a: &QueuedItem<K, T, I>, b: &QueuedItem<K, T, I>) -> Ordering {
+impl<K, T: Priority> Compare<QueuedItem<K, T>> for PriorityOrder {
+    fn compare(&self, a: &QueuedItem<K, T>, b: &QueuedItem<K, T>) -> Ordering {
         b.data
             .priority()
             .cmp(&a.data.priority())
@@ -337,7 +341,7 @@ mod tests {
     #[test]
     fn the_fields_a_move_reads_fit_in_128_bytes() {
         assert_eq!(size_of::<PluginSet>(), 48);
-        let marks = std::mem::offset_of!(Inner<Instant>, marks);
+        let marks = std::mem::offset_of!(Inner, marks);
         assert!(marks + std::mem::offset_of!(Marks, pending) + size_of::<PluginSet>() <= 128);
     }
 

@@ -7,7 +7,9 @@
 //! except those a gate holds: none is lost or wedged in flight. Seeded; 10,000 cases.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
@@ -332,7 +334,7 @@ proptest! {
             .unwrap_or(10_000),
         rng_seed: RngSeed::Fixed(0x5c4e_d01e),
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "proptest-regressions/scheduling_state.txt",
+            "proptest-regressions/scheduling/machine.txt",
         ))),
         ..Config::default()
     })]
@@ -764,4 +766,128 @@ fn the_halves_report_what_they_hold() {
     assert!(!ready.is_in_flight(&2));
     assert_eq!(parked.remove(&1).map(|item| *item.data()), Some(GATED));
     assert!(parked.is_empty() && parked.remove(&1).is_none());
+}
+
+// ===== the steps of the rules and the halves, one at a time =====
+
+#[test]
+fn a_rejected_item_waits_for_an_event_then_for_its_backoff() {
+    let rules = SchedulingRules::new(SchedulingQueueConfig::default()).hint(
+        NODE_ADD,
+        "Fit",
+        |_item, _event, _payload| Ok(QueueingHint::Queue),
+    );
+    let mut state = SchedulingState::<&str, i64>::with_rules(rules).unwrap();
+    let t0 = Instant::now();
+
+    state.add("pod-a", 10, t0).unwrap();
+    let mut flight = state.pop(t0).unwrap();
+    flight.item.set_rejectors(["Fit"]); // the attempt failed
+    state
+        .hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+        .unwrap();
+    assert_eq!(state.where_is(&"pod-a"), Some(SubQueue::Unschedulable));
+
+    state.move_all(&NODE_ADD, t0); // backoff (1 s) not over yet
+    assert_eq!(state.where_is(&"pod-a"), Some(SubQueue::Backoff));
+    assert_eq!(state.next_deadline(), Some(t0 + Duration::from_secs(1)));
+    assert_eq!(
+        state.flush_backoff_completed(t0 + Duration::from_secs(1)),
+        1
+    );
+    assert_eq!(state.where_is(&"pod-a"), Some(SubQueue::Active));
+}
+
+#[test]
+fn flush_backoff_all_moves_items_whose_backoff_is_not_over() {
+    let rules = SchedulingRules::new(SchedulingQueueConfig::default()).hint(
+        NODE_ADD,
+        "Fit",
+        |_item, _event, _payload| Ok(QueueingHint::Queue),
+    );
+    let mut state = SchedulingState::<&str, i64>::with_rules(rules).unwrap();
+    let t0 = Instant::now();
+    state.add("pod-a", 10, t0).unwrap();
+    let mut flight = state.pop(t0).unwrap();
+    flight.item.set_rejectors(["Fit"]);
+    state
+        .hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+        .unwrap();
+    state.move_all(&NODE_ADD, t0); // into backoff until t0 + 1 s
+
+    let now = t0 + Duration::from_millis(1);
+    assert_eq!(
+        state.flush_backoff_completed(now),
+        0,
+        "its backoff is not over"
+    );
+    assert_eq!(state.flush_backoff_all(now), 1, "moved all the same");
+    assert_eq!(state.where_is(&"pod-a"), Some(SubQueue::Active));
+    assert_eq!(state.flush_backoff_all(now), 0, "nothing left in backoff");
+}
+
+#[test]
+fn new_halves_are_empty_and_open() {
+    let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+    let (_rules, parked, _ready) = state.parts_mut();
+    assert_eq!((parked.len(), parked.move_request_cycle()), (0, None));
+
+    state.add("a", 1, Instant::now()).unwrap();
+    let (_rules, _parked, ready) = state.parts_mut();
+    assert_eq!(
+        (ready.active_len(), ready.cycle(), ready.is_closed()),
+        (1, 0, false)
+    );
+}
+
+#[test]
+fn rules_care_only_for_the_events_of_their_hints_and_gates() {
+    let rules = SchedulingRules::<&str, i64>::new(SchedulingQueueConfig::default())
+        .hint(NODE_ADD, "Fit", |_item, _event, _payload| {
+            Ok(QueueingHint::Queue)
+        })
+        .gate("Quota", [NODE_ADD], |item| *item.data() < 100);
+    assert!(rules.is_of_interest(&NODE_ADD));
+    assert!(!rules.is_of_interest(&ClusterEvent::new("Pv", ActionType::ADD)));
+}
+
+#[test]
+fn an_admitted_item_is_placed_in_active_and_wakes_a_pop() {
+    let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+    let now = Instant::now();
+    let (rules, parked, ready) = state.parts_mut();
+    let item = rules.new_item(parked, "a", 1, now);
+    let placement = rules.admit(item, now);
+    assert!(matches!(placement, Placement::Active(_)));
+    assert!(rules.commit(parked, ready, placement, now).pop);
+}
+
+#[test]
+fn wakes_accumulate() {
+    let mut wake = Wake::default();
+    wake |= Wake {
+        pop: true,
+        ..Wake::default()
+    };
+    assert!(wake.pop && !wake.timer && !wake.flush);
+}
+
+#[test]
+fn a_flight_carries_its_item_and_cycle() {
+    let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+    let now = Instant::now();
+    state.add("a", 1, now).unwrap();
+    let flight = state.pop(now).unwrap();
+    assert_eq!((*flight.item.key(), flight.cycle), ("a", 1));
+}
+
+#[test]
+fn an_item_in_flight_is_taken_back() {
+    let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+    let now = Instant::now();
+    state.add("a", 1, now).unwrap();
+    let flight = state.pop(now).unwrap();
+    let (rules, parked, ready) = state.parts_mut();
+    let claim = rules.claim_return(parked, ready, flight.item, Some(flight.id), false);
+    assert!(matches!(claim, Return::Accepted(_)));
 }

@@ -3,21 +3,19 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
 
 use hashbrown::HashMap;
 
 use super::event::{ClusterEvent, EventPayload};
 use super::item::QueuedItem;
 use super::plugins::PluginId;
-use crate::Moment;
 
 /// The answer of a hint about one item and one event.
 ///
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_core::scheduling::QueueingHint;
+/// use ctrlq_queue_async::scheduling::QueueingHint;
 /// assert_ne!(QueueingHint::Queue, QueueingHint::Skip);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +33,7 @@ pub enum QueueingHint {
 /// # Examples
 ///
 /// ```
-/// use ctrlq_queue_core::scheduling::HintError;
+/// use ctrlq_queue_async::scheduling::HintError;
 /// assert_eq!(HintError::new("cache miss").to_string(), "queueing hint failed: cache miss");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,14 +41,14 @@ pub struct HintError(String);
 
 /// A queueing hint: may `event`, with its `payload`, help `item` (rejected by the hint's
 /// plugin) to succeed?
-pub type HintFn<K, T, I = Instant> = Arc<
-    dyn Fn(&QueuedItem<K, T, I>, &ClusterEvent, &EventPayload) -> Result<QueueingHint, HintError>
+pub type HintFn<K, T> = Arc<
+    dyn Fn(&QueuedItem<K, T>, &ClusterEvent, &EventPayload) -> Result<QueueingHint, HintError>
         + Send
         + Sync,
 >;
 
 /// A pre-enqueue gate: `true` lets the item into the active or backoff sub-queue.
-pub type GateFn<K, T, I = Instant> = Arc<dyn Fn(&QueuedItem<K, T, I>) -> bool + Send + Sync>;
+pub type GateFn<K, T> = Arc<dyn Fn(&QueuedItem<K, T>) -> bool + Send + Sync>;
 
 /// Where a failed or moved item should go; ordered from weakest to strongest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -61,13 +59,13 @@ pub(crate) enum Strategy {
 }
 
 /// The registry of hints and gates a queue consults, in registration order (deterministic).
-pub(crate) struct Hooks<K, T, I> {
-    hints: Vec<(ClusterEvent, PluginId, HintFn<K, T, I>)>,
-    gates: Vec<Gate<K, T, I>>,
+pub(crate) struct Hooks<K, T> {
+    hints: Vec<(ClusterEvent, PluginId, HintFn<K, T>)>,
+    gates: Vec<Gate<K, T>>,
 }
 
 /// A registered gate: its plugin, the events that let it run again, and the gate.
-type Gate<K, T, I> = (PluginId, Vec<ClusterEvent>, GateFn<K, T, I>);
+type Gate<K, T> = (PluginId, Vec<ClusterEvent>, GateFn<K, T>);
 
 // ===== impl HintError =====
 
@@ -88,7 +86,7 @@ impl std::error::Error for HintError {}
 
 // ===== impl Hooks =====
 
-impl<K, T, I> Hooks<K, T, I> {
+impl<K, T> Hooks<K, T> {
     pub(crate) fn new() -> Self {
         Hooks {
             hints: Vec::new(),
@@ -96,12 +94,7 @@ impl<K, T, I> Hooks<K, T, I> {
         }
     }
 
-    pub(crate) fn add_hint(
-        &mut self,
-        event: ClusterEvent,
-        plugin: PluginId,
-        hint: HintFn<K, T, I>,
-    ) {
+    pub(crate) fn add_hint(&mut self, event: ClusterEvent, plugin: PluginId, hint: HintFn<K, T>) {
         self.hints.push((event, plugin, hint));
     }
 
@@ -109,7 +102,7 @@ impl<K, T, I> Hooks<K, T, I> {
         &mut self,
         plugin: PluginId,
         events: Vec<ClusterEvent>,
-        gate: GateFn<K, T, I>,
+        gate: GateFn<K, T>,
     ) {
         self.gates.push((plugin, events, gate));
     }
@@ -134,9 +127,9 @@ impl<K, T, I> Hooks<K, T, I> {
     }
 }
 
-impl<K, T, I: Moment> Hooks<K, T, I> {
+impl<K, T> Hooks<K, T> {
     /// Runs the gates (the one that held the item last goes first); the first that refuses.
-    pub(crate) fn gate(&self, item: &QueuedItem<K, T, I>) -> Option<PluginId> {
+    pub(crate) fn gate(&self, item: &QueuedItem<K, T>) -> Option<PluginId> {
         if let Some(last) = item.info().gating {
             let refused = self
                 .gates
@@ -160,7 +153,7 @@ impl<K, T, I: Moment> Hooks<K, T, I> {
     /// again or let in: hints are not asked.
     pub(crate) fn strategy(
         &self,
-        item: &QueuedItem<K, T, I>,
+        item: &QueuedItem<K, T>,
         event: &ClusterEvent,
         payload: &EventPayload,
         target: Option<&K>,
@@ -174,7 +167,7 @@ impl<K, T, I: Moment> Hooks<K, T, I> {
     /// The hints registered for events matching `event`, indexed by plugin; computed once per
     /// event so a move over many items looks up each item's few plugins instead of scanning
     /// every registration per item.
-    pub(crate) fn hints_for(&self, event: &ClusterEvent) -> EventHints<'_, K, T, I> {
+    pub(crate) fn hints_for(&self, event: &ClusterEvent) -> EventHints<'_, K, T> {
         let list: Vec<_> = self
             .hints
             .iter()
@@ -191,8 +184,8 @@ impl<K, T, I: Moment> Hooks<K, T, I> {
     /// [`strategy`](Self::strategy) with the matching hints already selected.
     pub(crate) fn strategy_with(
         &self,
-        hints: &EventHints<'_, K, T, I>,
-        item: &QueuedItem<K, T, I>,
+        hints: &EventHints<'_, K, T>,
+        item: &QueuedItem<K, T>,
         event: &ClusterEvent,
         payload: &EventPayload,
         target: Option<&K>,
@@ -218,15 +211,15 @@ impl<K, T, I: Moment> Hooks<K, T, I> {
 }
 
 /// The hints matching one event, in registration order, and their positions by plugin.
-pub(crate) struct EventHints<'a, K, T, I> {
-    list: Vec<(PluginId, &'a HintFn<K, T, I>)>,
+pub(crate) struct EventHints<'a, K, T> {
+    list: Vec<(PluginId, &'a HintFn<K, T>)>,
     by_plugin: HashMap<PluginId, Vec<usize>>,
 }
 
 /// Asks the rejectors' hints in registration order; the strongest answer wins.
-fn ask_hints<K, T, I: Moment>(
-    hints: &EventHints<'_, K, T, I>,
-    item: &QueuedItem<K, T, I>,
+fn ask_hints<K, T>(
+    hints: &EventHints<'_, K, T>,
+    item: &QueuedItem<K, T>,
     event: &ClusterEvent,
     payload: &EventPayload,
 ) -> Strategy {
@@ -269,7 +262,7 @@ fn ask_hints<K, T, I: Moment>(
     found
 }
 
-impl<K, T, I> fmt::Debug for Hooks<K, T, I> {
+impl<K, T> fmt::Debug for Hooks<K, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Hooks")
             .field("hints", &self.hints.len())
