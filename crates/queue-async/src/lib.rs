@@ -43,10 +43,10 @@
 //!
 //! A five-minute tour of how the work queue and the priority queue work inside; the scheduling
 //! queue follows the same rules with its own sub-queues. Each queue's transitions are a pure
-//! state machine in `ctrlq-queue-core` (`WorkState`, `PriorityState`, `SchedulingState`); this
-//! crate adds the locks, the wake-ups and the timer task. The scheduling queue keeps the two
-//! halves of its state machine under two locks, so a `pop` never waits behind a scan of the
-//! unschedulable items.
+//! state machine: `WorkState` and `PriorityState` in `ctrlq-queue-core`, and the scheduling
+//! queue's in this crate's private `scheduling::machine` module; this crate adds the locks, the
+//! wake-ups and the timer task. The scheduling queue keeps the two halves of its state machine
+//! under two locks, so a `pop` never waits behind a scan of the unschedulable items.
 //!
 //! ## Vocabulary
 //!
