@@ -169,13 +169,14 @@ async fn lock_should_map_each_api_error() {
         b.update(record("b", 1)).await,
         Err(LockError::Conflict)
     ));
-    // 404 on replace of a deleted Lease.
+    // A replace of a deleted Lease (with its uid, as last read): 409, a conflict.
     b.get().await.unwrap();
     assert!(server.delete(NS, NAME));
     assert!(matches!(
         b.update(record("b", 1)).await,
-        Err(LockError::NotFound)
+        Err(LockError::Conflict)
     ));
+    assert!(matches!(b.get().await, Err(LockError::NotFound)));
     // 500: the backend error with kube's status as its source.
     server.fail_next("a", &[Fault::InternalError]);
     let err = a.get().await.unwrap_err();

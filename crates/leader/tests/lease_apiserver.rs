@@ -118,16 +118,41 @@ async fn lock_should_create_get_and_replace_with_the_resource_version() {
     assert_eq!(managers(&lease), ["ctrlq-leader", "my-controller"]);
     assert_eq!(a.get().await.unwrap().record, record("b", 2));
 
-    // A deleted Lease: the replace, with the deleted object's resourceVersion, is a 409
-    // conflict (the emulation answers 404); read again, the Lease is missing and is created.
+    // A deleted Lease. Leases allow create on update, but a replace carrying the deleted
+    // object's uid (as the lock's does: it sends the Lease it last read) fails the uid
+    // precondition: 409, so the lock's update is a conflict, and read again the Lease is missing.
     let api = kube::Api::<Lease>::namespaced(admin.clone(), ns);
+    let deleted = stored(&admin, ns, NAME).await;
     api.delete(NAME, &Default::default()).await.unwrap();
+    match api.replace(NAME, &Default::default(), &deleted).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+            assert!(
+                status
+                    .message
+                    .contains("Precondition failed: UID in precondition"),
+                "{status:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(matches!(
         b.update(record("b", 3)).await,
         Err(LockError::Conflict)
     ));
     assert!(matches!(b.get().await, Err(LockError::NotFound)));
     b.create(record("b", 3)).await.unwrap();
+    assert_eq!(a.get().await.unwrap().record, record("b", 3));
+    // Without a uid, the same replace creates the Lease again, whatever its resourceVersion.
+    let current = stored(&admin, ns, NAME).await;
+    api.delete(NAME, &Default::default()).await.unwrap();
+    let mut no_uid = current.clone();
+    no_uid.metadata.uid = None;
+    let created = api
+        .replace(NAME, &Default::default(), &no_uid)
+        .await
+        .unwrap();
+    assert_ne!(created.metadata.uid, current.metadata.uid);
     assert_eq!(a.get().await.unwrap().record, record("b", 3));
     assert_eq!(a.describe(), format!("{ns}/{NAME}"));
 }
