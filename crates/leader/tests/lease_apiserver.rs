@@ -475,3 +475,87 @@ async fn an_identity_without_update_should_never_lead() {
     let err = nobody.get().await.unwrap_err();
     assert_eq!(api_status(&err), Some((403, "Forbidden".into())), "{err:?}");
 }
+
+/// An update rewrites only the record's fields: what else the Lease carries (labels,
+/// annotations, and whatever of `spec.strategy` and `spec.preferredHolder` the server kept) stays.
+#[tokio::test]
+async fn update_should_keep_the_fields_the_lock_does_not_own() {
+    let ns = "lock-keep";
+    let (plane, admin) = setup(ns).await;
+    let lease: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": NAME,
+            "labels": {"app": "my-controller"},
+            "annotations": {"example.com/note": "kept"},
+        },
+        "spec": {
+            "holderIdentity": "go-controller",
+            "leaseDurationSeconds": 15,
+            "acquireTime": "2026-01-01T00:00:00.000001Z",
+            "renewTime": "2026-01-01T00:00:05.000001Z",
+            "leaseTransitions": 4,
+            "strategy": "OldestEmulationVersion",
+            "preferredHolder": "go-controller-2",
+        },
+    }))
+    .unwrap();
+    let api = kube::Api::<Lease>::namespaced(admin.clone(), ns);
+    let before = api.create(&Default::default(), &lease).await.unwrap();
+
+    let lock = LeaseLock::new(plane.client(ADMIN), ns, NAME, "a");
+    let got = lock.get().await.unwrap();
+    assert_eq!(got.record.holder_identity, "go-controller");
+    assert_eq!(got.record.leader_transitions, 4);
+    assert_eq!(got.record.renew_time, at(1_767_225_605, 1));
+    lock.update(record("a", 5)).await.unwrap();
+
+    let after = stored(&admin, ns, NAME).await;
+    assert_eq!(after.metadata.labels, before.metadata.labels);
+    assert_eq!(after.metadata.annotations, before.metadata.annotations);
+    assert_eq!(after.metadata.uid, before.metadata.uid);
+    let (spec, old) = (after.spec.unwrap(), before.spec.unwrap());
+    assert_eq!(
+        (spec.strategy, spec.preferred_holder),
+        (old.strategy, old.preferred_holder)
+    );
+    assert_eq!(spec.holder_identity.as_deref(), Some("a"));
+    assert_eq!(spec.lease_transitions, Some(5));
+}
+
+/// Two electors on one Lease: one leads, the other follows it; on cancel the leader releases
+/// the Lease and the other takes it at its next retry (not after the lease duration), with a
+/// larger fencing token.
+#[tokio::test]
+async fn a_released_lease_should_pass_to_the_waiting_candidate() {
+    let ns = "elector-handover";
+    let (plane, _admin) = setup(ns).await;
+    let elector = |id: &str| {
+        let lock = LeaseLock::new(plane.client(ADMIN), ns, NAME, id);
+        Arc::new(LeaderElector::new(lock, config().release_on_cancel(true)).unwrap())
+    };
+    let (a, b) = (elector("a"), elector("b"));
+    let (cancel_a, cancel_b) = (CancellationToken::new(), CancellationToken::new());
+    let (a_led, a_task) = run(&a, &cancel_a);
+    let a_status = wait_status(&a, "a leading", |s| s.leading).await;
+    let (b_led, b_task) = run(&b, &cancel_b);
+    wait_status(&b, "b following a", |s| s.leader == "a").await;
+    assert!(!b.is_leader());
+
+    cancel_a.cancel();
+    timeout(Duration::from_secs(30), a_task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(a_led.load(Ordering::SeqCst));
+    let b_status = wait_status(&b, "b leading", |s| s.leading).await;
+    assert!(b_led.load(Ordering::SeqCst));
+    assert!(
+        b_status.fencing_token > a_status.fencing_token,
+        "{a_status:?} {b_status:?}"
+    );
+    cancel_b.cancel();
+    timeout(Duration::from_secs(30), b_task)
+        .await
+        .unwrap()
+        .unwrap();
+}

@@ -137,6 +137,11 @@ impl ControlPlane {
             tokens.push_str(&format!("{},{user},{user}\n", token(user)));
         }
         std::fs::write(dir.join("tokens.csv"), tokens).expect("the token file");
+        // Each identity's token in a file of its own, for the clients (`token_file`: kube-rs
+        // reads it on requests, so it is written once, here, never while clients use it).
+        for user in std::iter::once(ADMIN).chain(USERS) {
+            std::fs::write(dir.join(format!("{user}.token")), token(user)).expect("a token file");
+        }
         // The service-account token signing key (kube-apiserver refuses to start without one).
         let key = dir.join("sa.key");
         let openssl = Command::new("openssl")
@@ -286,7 +291,6 @@ impl ControlPlane {
         let mut config = kube::Config::new(self.url.parse().expect("a URL"));
         config.root_cert_file = Some(self.ca_file());
         let token_file = self.dir.join(format!("{user}.token"));
-        std::fs::write(&token_file, token(user)).expect("the token file");
         config.auth_info.token_file = Some(token_file.display().to_string());
         config.default_namespace = "default".into();
         config
