@@ -559,3 +559,28 @@ async fn a_released_lease_should_pass_to_the_waiting_candidate() {
         .unwrap()
         .unwrap();
 }
+
+/// The starter's own promise: a control plane of a test's own is stopped and its directory
+/// removed when dropped, also when the test panics.
+#[tokio::test]
+async fn a_control_plane_should_stop_and_clean_up_when_dropped() {
+    let started = tokio::spawn(async {
+        let plane = ControlPlane::start().await;
+        let seen = (plane.dir().to_owned(), plane.url().to_owned());
+        // The server answers before the panic.
+        let admin = plane.client(ADMIN);
+        let request = http::Request::get("/readyz").body(Vec::new()).unwrap();
+        assert_eq!(admin.request_text(request).await.unwrap(), "ok");
+        std::panic::panic_any(seen);
+    });
+    let payload = started.await.unwrap_err().into_panic();
+    let (dir, url) = *payload.downcast::<(std::path::PathBuf, String)>().unwrap();
+    assert!(!dir.exists(), "{} left behind", dir.display());
+    let port = url.rsplit_once(':').unwrap().1;
+    assert!(
+        tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
+            .await
+            .is_err(),
+        "kube-apiserver still listens at {url}"
+    );
+}

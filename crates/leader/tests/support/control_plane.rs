@@ -267,6 +267,11 @@ impl ControlPlane {
         )
     }
 
+    /// The temporary directory: etcd's data, the certificates, the token files, both logs.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The API server's URL, `https://127.0.0.1:<port>`.
     pub(crate) fn url(&self) -> &str {
         &self.url
