@@ -1,10 +1,10 @@
 //! The Lease lock against an in-process emulation of the Kubernetes API server's Lease
 //! endpoints (`ctrlq_leader::lease_emulation`).
 //!
-//! No kube-apiserver can run here (no Kubernetes binaries or sources on these machines), so the
-//! emulation stands in for it: real HTTP on 127.0.0.1, real `kube::Client`s, the API server's
-//! answers for Leases (resource versions, 409 / 404 / 400 / 422 with `Status` bodies) and
-//! injected faults. The record fixtures under `tests/fixtures` are Leases as client-go writes
+//! The emulation serves what a real server cannot: injected faults (partitions, latency, 5xx,
+//! dropped connections) and paused time. Real HTTP on 127.0.0.1, real `kube::Client`s, the API
+//! server's answers for Leases (resource versions, 409 / 404 / 400 / 422 with `Status` bodies).
+//! `tests/lease_apiserver.rs` makes the same kinds of checks against a real kube-apiserver. The record fixtures under `tests/fixtures` are Leases as client-go writes
 //! them. Runs on paused time in a current-thread runtime shared by the server and the clients:
 //! loopback delivers each write to the peer before the send returns, so the runtime always has
 //! work while a request is in flight and the paused clock does not jump (the tests that check
@@ -169,13 +169,14 @@ async fn lock_should_map_each_api_error() {
         b.update(record("b", 1)).await,
         Err(LockError::Conflict)
     ));
-    // 404 on replace of a deleted Lease.
+    // A replace of a deleted Lease (with its uid, as last read): 409, a conflict.
     b.get().await.unwrap();
     assert!(server.delete(NS, NAME));
     assert!(matches!(
         b.update(record("b", 1)).await,
-        Err(LockError::NotFound)
+        Err(LockError::Conflict)
     ));
+    assert!(matches!(b.get().await, Err(LockError::NotFound)));
     // 500: the backend error with kube's status as its source.
     server.fail_next("a", &[Fault::InternalError]);
     let err = a.get().await.unwrap_err();

@@ -209,12 +209,26 @@ fn replace(s: &mut State, ns: &str, name: &str, mut lease: Value) -> Response<Fu
         .filter(|v| !v.is_empty())
         .map(str::to_owned);
     let Some(current) = s.leases.get(&key).cloned() else {
-        // Leases allow create on update, but only without a resourceVersion.
-        return if sent_rv.is_some() {
-            not_found(name)
-        } else {
-            create(s, ns, lease)
-        };
+        // Leases allow create on update. kube-apiserver takes a sent uid as a precondition,
+        // which a missing object fails (a replace of a deleted Lease as last read); without one
+        // the Lease is created, whatever resourceVersion was sent.
+        if let Some(uid) = lease["metadata"]["uid"].as_str().filter(|u| !u.is_empty()) {
+            return status_response(
+                StatusCode::CONFLICT,
+                "Conflict",
+                &format!(
+                    "Operation cannot be fulfilled on leases.coordination.k8s.io \"{name}\": \
+                     StorageError: invalid object, Code: 4, Key: /registry/leases/{ns}/{name}, \
+                     ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in \
+                     precondition: {uid}, UID in object meta: "
+                ),
+                Some(lease_details(name)),
+            );
+        }
+        if let Some(meta) = lease["metadata"].as_object_mut() {
+            meta.remove("resourceVersion");
+        }
+        return create(s, ns, lease);
     };
     let Some(sent_rv) = sent_rv else {
         return status_response(

@@ -9,8 +9,10 @@
 //!   string from one counter) that changes on every write that changes the object, and `uid`
 //!   and `creationTimestamp` on create;
 //! - a `PUT` with a stale `resourceVersion` answers 409 `Conflict`; one without it answers 422
-//!   `Invalid` if the Lease exists and creates it (201) if not; a `PUT` with a
-//!   `resourceVersion` of a missing Lease answers 404; a `POST` of an existing name answers 409
+//!   `Invalid` if the Lease exists; a `PUT` of a missing Lease creates it (201), whatever
+//!   `resourceVersion` it carries, unless it carries a `uid` (a replace of a deleted Lease as
+//!   last read), which answers 409 `Conflict` as kube-apiserver's uid precondition does; a
+//!   `POST` of an existing name answers 409
 //!   `AlreadyExists`; a missing name answers 404 `NotFound`; every error with a `Status` body
 //!   worded as the API server words it;
 //! - a body that cannot be decoded (not a Lease object, wrong JSON types, a `MicroTime`
