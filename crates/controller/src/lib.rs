@@ -92,6 +92,7 @@ mod term;
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod testing;
+mod warm;
 
 pub use action::{Action, ReconcileError};
 pub use context::Context;
