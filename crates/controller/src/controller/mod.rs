@@ -159,16 +159,16 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// called once per run, and the stream's keys are kept in the warm view and added to the
     /// running term's queue; otherwise it is called at the start of every term and the stream's
     /// keys are added to that term's queue. The stream should begin with every key that
-    /// currently needs reconciling (a watch's initial list does), since the first term starts
-    /// with nothing else. Several sources are merged. The keys a stream has ready at once (a relist, a burst of
-    /// events; up to 64) are added together, with one `add_all`.
+    /// currently needs reconciling (a watch's initial list does): what the streams yield is all
+    /// a term's queue is filled with. Several sources are merged. The keys a stream has ready at
+    /// once (a relist, a burst of events; up to 64) are added together, with one `add_all`.
     ///
     /// Every key a stream yields is queued, whatever it does next. A stream that panics (or a
-    /// `subscribe` that panics) is reported ([`Event::SourceFailed`](crate::Event::SourceFailed), a `warn!`, the summary's
-    /// `source_failures`) and subscribed again after a backoff: 1 s, doubling at each failure in
-    /// a row up to 30 s, whether this replica leads or follows. A stream that ends is done (for
-    /// the run, or for the term with a cold standby); with a warm standby its keys stay in the
-    /// view. For a stream of `Result`s,
+    /// `subscribe` that panics) is reported ([`Event::SourceFailed`](crate::Event::SourceFailed),
+    /// a `warn!`, the summary's `source_failures`) and subscribed again after a backoff: 1 s,
+    /// doubling at each failure in a row up to 30 s, whether this replica leads or follows. A
+    /// stream that ends is done (for the run, or for the term with a cold standby); with a warm
+    /// standby its keys stay in the view. For a stream of `Result`s,
     /// whose errors should be reported rather than end it, use [`try_source`](Self::try_source).
     ///
     /// # Examples
