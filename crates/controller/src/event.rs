@@ -22,11 +22,31 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event<'a, K> {
-    /// A term began: the sources are subscribed and the workers run. Without an elector there is
-    /// one term, with no fencing token.
+    /// A term began: its queue is filled (from the warm view, or by subscribing the sources)
+    /// and the workers run. Without an elector there is one term, with no fencing token.
     Leading {
         /// The term's fencing token.
         fencing_token: Option<u64>,
+    },
+    /// A term's queue was filled from the warm view as the term began: `keys` keys the
+    /// replica's sources had yielded (those of the shard, when sharded), queued at once,
+    /// without subscribing any source again. See
+    /// [`Controller::warm_standby`](crate::Controller::warm_standby).
+    WarmStart {
+        /// The shard whose term it is; `None` without sharding.
+        shard: Option<u32>,
+        /// The keys the queue was filled with.
+        keys: usize,
+    },
+    /// A term's first reconcile is about to start (before its
+    /// [`ReconcileStarted`](Self::ReconcileStarted)): `after` is how long since the term began,
+    /// that is since the lease (or the shard's lease) was won. Also in
+    /// [`Summary::slowest_first_reconcile`].
+    FirstReconcile {
+        /// The shard whose term it is; `None` without sharding.
+        shard: Option<u32>,
+        /// The time from the term's start to this reconcile's.
+        after: Duration,
     },
     /// A reconcile of `key` is about to start.
     ReconcileStarted {
@@ -200,6 +220,10 @@ pub struct Summary {
     pub source_errors: u64,
     /// Times a source failed and was subscribed again ([`Event::SourceFailed`]).
     pub source_failures: u64,
+    /// The longest time from a term's start (a lease or a shard's lease won) to its first
+    /// reconcile, over the terms that started one ([`Event::FirstReconcile`]); `None` if none
+    /// did.
+    pub slowest_first_reconcile: Option<Duration>,
     /// How the run's shutdown drain went: finished, cut short, or none at all because the
     /// replica was not leading when the run ended (a follower that never led is not a failed
     /// drain).

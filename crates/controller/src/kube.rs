@@ -8,8 +8,10 @@
 //! `InitDone` yield none; watcher errors are logged and skipped, since the watcher retries by
 //! itself (give it a backoff, for example `default_backoff()`).
 //!
-//! The controller subscribes its sources at the start of every term, so give it a closure that
-//! starts a new watcher: its initial list fills the term's fresh queue. An [`ObjectRef`] key works
+//! The controller subscribes a source once per run (a warm standby) or at the start of every term
+//! (a cold one, see [`Controller::warm_standby`](crate::Controller::warm_standby)), and again
+//! after it failed, so give it a closure that starts a new watcher: its initial list fills the
+//! warm view, or the term's fresh queue. An [`ObjectRef`] key works
 //! with a [`reflector`](::kube::runtime::reflector()) store, from which reconcile reads the object.
 //!
 //! # Examples

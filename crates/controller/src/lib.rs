@@ -9,13 +9,72 @@
 //! - each reconcile returns an [`Action`]; failures and panics go to an error policy (by default
 //!   a rate-limited requeue), and a panic never loses the key;
 //! - with a [`LeaderElector`](ctrlq_leader::LeaderElector), workers run only while leading; a lost
-//!   lease cancels at once, and the controller stands again with a fresh queue, which its sources
-//!   fill anew: a source is a function returning a stream, called at the start of every term,
-//!   as a watch is re-listed (no key set is kept between terms);
+//!   lease cancels at once, and the controller stands again with a fresh queue;
+//! - a follower stands warm: its sources run while it follows, and the keys they yielded fill a
+//!   new term's queue at once, without listing again (see [Warm standby](#warm-standby));
 //! - a shutdown drains: no new keys, in-flight reconciles finish within a grace period while the
 //!   lease is kept, then [`Controller::run`] returns a [`Summary`];
 //! - controller-runtime's metric names ([`prometheus`], feature `prometheus`), a `tracing` span per
 //!   reconcile carrying the key, and [`Event`]s as they happen.
+//!
+//! # Warm standby
+//!
+//! With an elector (unless [`Controller::warm_standby`] turns it off) or sharded, each replica
+//! subscribes its sources once per run and keeps every key they yield in a warm view: a set of
+//! keys, one entry per distinct key for the run (`size_of::<K>()` + 1 bytes times 8/7 to 16/7,
+//! plus what the key owns on the heap). A follower reconciles nothing and writes nothing; a
+//! source that fails while it follows is reported and subscribed again after the backoff, as
+//! while leading. When a term begins (a lease or a shard won), its queue is filled from the
+//! view at once ([`Event::WarmStart`]), and the sources' later keys go to it as they come; the
+//! time from winning to the first reconcile is reported ([`Event::FirstReconcile`],
+//! [`Summary::slowest_first_reconcile`]). A source's own relist (a watch restarted after a
+//! failure) adds its keys to the view and to the running term's queue again (a key waiting there
+//! is not queued twice).
+//!
+//! A leader crashes; the follower, whose view holds every key, reconciles as soon as it wins:
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//! use ctrlq_controller::{Action, Context, Controller, Event};
+//! use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+//! use futures::StreamExt;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let store = MemoryStore::new();
+//! let events = Arc::new(Mutex::new(Vec::new()));
+//! let replica = |id: &str| {
+//!     let elector = LeaderElector::new(store.lock(id), LeaderElectionConfig::default()).unwrap();
+//!     let (log, id) = (events.clone(), id.to_owned());
+//!     Controller::new("objects", |_key: u32, _ctx: Context| async {
+//!         Ok::<_, std::io::Error>(Action::Done)
+//!     })
+//!     .source(|| futures::stream::iter(0..1000).chain(futures::stream::pending()))
+//!     .leader_elector(Arc::new(elector))
+//!     .on_event(move |e| {
+//!         let line = match e {
+//!             Event::WarmStart { keys, .. } => format!("{id}: {keys} keys"),
+//!             Event::FirstReconcile { after, .. } => format!("{id}: {after:?}"),
+//!             _ => return,
+//!         };
+//!         log.lock().unwrap().push(line);
+//!     })
+//! };
+//! let shutdown = CancellationToken::new();
+//! let a = tokio::spawn(replica("a").run(shutdown.clone()));
+//! tokio::time::sleep(Duration::from_secs(1)).await;
+//! let b = tokio::spawn(replica("b").run(shutdown.clone()));
+//! tokio::time::sleep(Duration::from_secs(1)).await;
+//! a.abort(); // a crash: nothing drained, nothing released
+//! tokio::time::sleep(Duration::from_secs(30)).await; // the lease expires; b wins
+//! shutdown.cancel();
+//! assert_eq!(b.await.unwrap().reconciles, 1000);
+//! let events = events.lock().unwrap();
+//! assert!(events.ends_with(&["b: 1000 keys".to_owned(), "b: 0ns".to_owned()]), "{events:?}");
+//! # }
+//! ```
 //!
 //! # Locks
 //!
@@ -92,6 +151,7 @@ mod term;
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod testing;
+mod warm;
 
 pub use action::{Action, ReconcileError};
 pub use context::Context;

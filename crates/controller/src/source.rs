@@ -1,6 +1,7 @@
-//! Key sources: subscribed at the start of every term and pumped into the term's queue (with
-//! shards: subscribed once per replica and pumped into its router), resubscribed with backoff
-//! when they fail.
+//! Key sources: subscribed once per run and pumped into the replica's warm view, which sends
+//! each key on to the queue of the term running for it (without an elector, or with a cold
+//! standby: subscribed at the start of every term and pumped into the term's queue),
+//! resubscribed with backoff when they fail.
 //!
 //! A pump polls its stream for the keys it has ready at once (up to [`PUMP_BATCH`]) and adds
 //! them with one `add_all`. Every poll is guarded: a stream that panics has the
@@ -8,9 +9,8 @@
 //! (from a [`try_source`](crate::Controller::try_source)) is reported and the stream polled on;
 //! a stream that panics, or ends right after an error, is reported and subscribed again after a
 //! backoff (1 s, doubling up to 30 s, back to 1 s once a new subscription yields a key), as
-//! kube-runtime re-lists a failed watch. A stream that ends after a key ends for the term. A
-//! sharded replica's router asks for a relist when it gains a shard; gains within
-//! [`RELIST_DEBOUNCE`] of each other share one listing.
+//! kube-runtime re-lists a failed watch. A stream that ends after a key is done: its keys
+//! stay in the warm view.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -21,7 +21,6 @@ use ctrlq_queue_async::WorkQueue;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use parking_lot::Mutex;
-use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
@@ -62,8 +61,6 @@ enum Step {
     Ended,
     /// Polling the stream (or making it) panicked.
     Panicked(String),
-    /// A relist was asked for.
-    Relist,
 }
 
 impl<K: Key> Source<K> {
@@ -81,33 +78,18 @@ impl<K: Key> Source<K> {
     }
 
     /// Adds this source's keys to `sink` until the stream ends after a key or the sink closes;
-    /// a failed stream is reported and subscribed again after a backoff, and a relist the sink
-    /// asks for subscribes again at once.
+    /// a failed stream is reported and subscribed again after a backoff.
     pub(crate) async fn pump(self: Arc<Self>, sink: impl Sink<K>, report: Arc<impl SourceReport>) {
         let mut backoff = INITIAL_BACKOFF;
-        let mut relist = sink.relists();
         loop {
             let failure = match self.subscribe() {
-                Ok(stream) => {
-                    match self
-                        .pump_stream(stream, &sink, &*report, &mut backoff, &mut relist)
-                        .await
-                    {
-                        // A stream that ended is subscribed again at the next relist (a shard
-                        // gained by a sharded replica); with a term's queue, it is done.
-                        StreamEnd::Done if relist.is_some() => {
-                            relist_asked(&mut relist).await;
-                            debounce_relists(&mut relist).await;
-                            continue;
-                        }
-                        StreamEnd::Done => return,
-                        StreamEnd::Relist => {
-                            debounce_relists(&mut relist).await;
-                            continue;
-                        }
-                        StreamEnd::Failed(failure) => failure,
-                    }
-                }
+                Ok(stream) => match self
+                    .pump_stream(stream, &sink, &*report, &mut backoff)
+                    .await
+                {
+                    StreamEnd::Done => return,
+                    StreamEnd::Failed(failure) => failure,
+                },
                 Err(panic) => SourceFailure::Panicked(panic),
             };
             report.source_failed(self.index, &failure, backoff);
@@ -116,26 +98,21 @@ impl<K: Key> Source<K> {
         }
     }
 
-    /// Pumps one stream until it ends, fails, or a relist is asked for.
+    /// Pumps one stream until it ends or fails.
     async fn pump_stream(
         &self,
         mut stream: BoxStream<'static, Result<K, SourceError>>,
         sink: &impl Sink<K>,
         report: &impl SourceReport,
         backoff: &mut Duration,
-        relist: &mut Option<watch::Receiver<u64>>,
     ) -> StreamEnd {
         let mut keys = Vec::with_capacity(PUMP_BATCH);
         let mut last_error = None;
         loop {
-            let step = tokio::select! {
-                biased;
-                () = relist_asked(relist) => Step::Relist,
-                step = std::future::poll_fn(|cx| poll_ready_keys(&mut stream, cx, &mut keys)) => step,
-            };
+            let step = std::future::poll_fn(|cx| poll_ready_keys(&mut stream, cx, &mut keys)).await;
             if !keys.is_empty() {
-                // Added before the step is acted on: the keys yielded before an error, an end,
-                // a panic or a relist are queued whatever comes next.
+                // Added before the step is acted on: the keys yielded before an error, an end
+                // or a panic are queued whatever comes next.
                 *backoff = INITIAL_BACKOFF;
                 last_error = None;
                 if !sink.add(&mut keys) {
@@ -154,7 +131,6 @@ impl<K: Key> Source<K> {
                     });
                 }
                 Step::Panicked(panic) => return StreamEnd::Failed(SourceFailure::Panicked(panic)),
-                Step::Relist => return StreamEnd::Relist,
             }
             // A source that always has keys ready must not keep the thread.
             tokio::task::coop::consume_budget().await;
@@ -190,46 +166,16 @@ pub(crate) trait SourceReport: Send + Sync + 'static {
 
 /// How one stream's pumping ended.
 enum StreamEnd {
-    /// It ended after a key, or the sink closed: done for the term.
+    /// It ended after a key, or the sink closed: done.
     Done,
     /// It failed: subscribe again after the backoff.
     Failed(SourceFailure),
-    /// The sink asked for a relist: subscribe again now.
-    Relist,
 }
 
-/// Shards gained together (a replica's first shards, a join's hand-overs) are won within a
-/// moment of each other; one listing serves all those won within this long of the first.
-const RELIST_DEBOUNCE: Duration = Duration::from_millis(250);
-
-/// Waits out [`RELIST_DEBOUNCE`], then takes every relist asked meanwhile as served by the
-/// listing about to start.
-async fn debounce_relists(relist: &mut Option<watch::Receiver<u64>>) {
-    tokio::time::sleep(RELIST_DEBOUNCE).await;
-    if let Some(rx) = relist {
-        rx.borrow_and_update();
-    }
-}
-
-/// Resolves when `relist` changes; never without one, or once its sender is gone.
-async fn relist_asked(relist: &mut Option<watch::Receiver<u64>>) {
-    if let Some(rx) = relist
-        && rx.changed().await.is_ok()
-    {
-        return;
-    }
-    std::future::pending().await
-}
-
-/// Where a pump puts the keys: a term's queue, or a sharded replica's router.
+/// Where a pump puts the keys: a term's queue, or a replica's warm view.
 pub(crate) trait Sink<K>: Send + Sync {
     /// Adds (and takes) `keys`; `false` once the sink takes no more.
     fn add(&self, keys: &mut Vec<K>) -> bool;
-
-    /// A watch that changes whenever the sink wants the sources listed again.
-    fn relists(&self) -> Option<watch::Receiver<u64>> {
-        None
-    }
 }
 
 impl<K: Key> Sink<K> for WorkQueue<K> {

@@ -19,6 +19,9 @@ pub(crate) struct Stats {
     pub(crate) leases_lost: AtomicU64,
     pub(crate) source_errors: AtomicU64,
     pub(crate) source_failures: AtomicU64,
+    /// The longest time from a term's start to its first reconcile, in nanoseconds plus one;
+    /// 0 while no term has reconciled.
+    pub(crate) slowest_first_reconcile: AtomicU64,
 }
 
 /// Whether one worker runs a reconcile: written by that worker alone, on a cache line of its
@@ -115,6 +118,14 @@ impl Telemetry {
         let _ = gained;
     }
 
+    /// Records how long after its start a term began its first reconcile.
+    pub(crate) fn first_reconcile(&self, after: Duration) {
+        let nanos = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX - 1);
+        self.stats
+            .slowest_first_reconcile
+            .fetch_max(nanos + 1, Relaxed);
+    }
+
     pub(crate) fn aborted(&self) {
         self.stats.aborted.fetch_add(1, Relaxed);
     }
@@ -138,6 +149,10 @@ impl Telemetry {
             leases_lost: s.leases_lost.load(Relaxed),
             source_errors: s.source_errors.load(Relaxed),
             source_failures: s.source_failures.load(Relaxed),
+            slowest_first_reconcile: match s.slowest_first_reconcile.load(Relaxed) {
+                0 => None,
+                n => Some(Duration::from_nanos(n - 1)),
+            },
             drain,
         }
     }

@@ -114,6 +114,7 @@ struct Objects<K> {
     generations: HashMap<K, u64>,
     next: u64,
     watchers: Vec<mpsc::UnboundedSender<K>>,
+    subscriptions: usize,
 }
 
 impl<K: Key> ScriptedSource<K> {
@@ -125,6 +126,7 @@ impl<K: Key> ScriptedSource<K> {
                 generations: HashMap::new(),
                 next: 1,
                 watchers: Vec::new(),
+                subscriptions: 0,
             })),
         }
     }
@@ -169,8 +171,25 @@ impl<K: Key> ScriptedSource<K> {
             let _ = tx.send(k.clone());
         }
         o.watchers.push(tx);
+        o.subscriptions += 1;
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|k| (k, rx)) })
             .boxed()
+    }
+
+    /// How many times [`subscribe`](Self::subscribe) was called (on this source or a clone):
+    /// each is a full listing, as a watch's initial list is.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_controller::testing::ScriptedSource;
+    /// let api = ScriptedSource::<u32>::new();
+    /// let _watch = api.clone().subscribe();
+    /// assert_eq!(api.subscriptions(), 1);
+    /// ```
+    #[must_use]
+    pub fn subscriptions(&self) -> usize {
+        self.lock().subscriptions
     }
 
     fn lock(&self) -> MutexGuard<'_, Objects<K>> {
@@ -211,6 +230,28 @@ pub enum Record<K> {
         replica: String,
         /// The term's fencing token.
         fencing_token: Option<u64>,
+        /// When.
+        at: Instant,
+    },
+    /// A term's queue was filled from the warm view ([`Event::WarmStart`]).
+    WarmStart {
+        /// The replica.
+        replica: String,
+        /// The shard whose term it is; `None` without sharding.
+        shard: Option<u32>,
+        /// The keys the queue was filled with.
+        keys: usize,
+        /// When.
+        at: Instant,
+    },
+    /// A term's first reconcile is about to start ([`Event::FirstReconcile`]).
+    FirstReconcile {
+        /// The replica.
+        replica: String,
+        /// The shard whose term it is; `None` without sharding.
+        shard: Option<u32>,
+        /// The time since the term began.
+        after: Duration,
         /// When.
         at: Instant,
     },
@@ -417,6 +458,18 @@ impl<K: Key> Observations<K> {
             Event::ShardingRefused { reason } => Record::ShardingRefused {
                 replica,
                 reason: reason.to_owned(),
+                at,
+            },
+            Event::WarmStart { shard, keys } => Record::WarmStart {
+                replica,
+                shard,
+                keys,
+                at,
+            },
+            Event::FirstReconcile { shard, after } => Record::FirstReconcile {
+                replica,
+                shard,
+                after,
                 at,
             },
             Event::ShardsAssigned { .. } => return,

@@ -113,7 +113,7 @@ async fn no_two_replicas_reconcile_at_once_under_kills_partitions_and_stops() {
                 }
             }
         }
-        // Let the last failover and the relist settle, then stop everyone.
+        // Let the last failover and its reconciles settle, then stop everyone.
         sleep(Duration::from_secs(60)).await;
         let summaries = bounded(LIMIT, harness.stop_all()).await;
         assert_eq!(summaries.len(), 3);
@@ -156,7 +156,7 @@ async fn no_two_replicas_reconcile_at_once_under_kills_partitions_and_stops() {
 }
 
 /// A lone replica partitioned from the lock loses the lease, drops its in-flight reconciles at
-/// once, and once healed stands again: a new term whose fresh queue the source's relist fills.
+/// once, and once healed stands again: a new term whose fresh queue the warm view fills.
 #[tokio::test(start_paused = true)]
 async fn after_a_lost_lease_the_replica_stands_again_with_a_fresh_queue() {
     let api = ScriptedSource::new();
@@ -209,7 +209,7 @@ async fn after_a_lost_lease_the_replica_stands_again_with_a_fresh_queue() {
     assert_eq!(
         after,
         [0, 1, 2, 3, 4],
-        "the relist refilled the new term's queue"
+        "the warm view refilled the new term's queue"
     );
     let _ = seen;
 }

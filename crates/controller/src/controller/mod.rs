@@ -35,11 +35,17 @@ pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 ///   rate-limited requeue with [`ctrlq_ratelimit::default_controller_rate_limiter`]); a panic is
 ///   caught and counted, the key is kept.
 /// - **Terms**: without an elector the controller runs one term until shutdown. With one,
-///   workers run only while leading; each term has a fresh work queue, and the sources are
-///   subscribed anew (each source is a function returning a stream, called once per term, as a
-///   watch is re-listed). On a lost lease the term ends at once: in-flight reconciles are
-///   dropped, the queue with them, and the controller stands for election again; the next term's
-///   queue is filled by the sources' next listing.
+///   workers run only while leading, and each term has a fresh work queue. On a lost lease the
+///   term ends at once: in-flight reconciles are dropped, the queue with them, and the
+///   controller stands for election again.
+/// - **Warm standby** (with an elector or sharded; on by default, see
+///   [`warm_standby`](Self::warm_standby)): the sources are subscribed once per run, leading or
+///   not, and every key they yield is kept in the replica's warm view. A follower only keeps
+///   the keys: it reconciles nothing and writes nothing. When a term begins, its queue is filled
+///   from the view at once ([`Event::WarmStart`](crate::Event::WarmStart)), without subscribing
+///   again, and the sources' later keys go to the term's queue as they come (and into the view).
+///   So a new leader's first reconcile follows its election at once
+///   ([`Event::FirstReconcile`](crate::Event::FirstReconcile)), with no listing in between.
 /// - **Shutdown**: when `shutdown` fires, workers stop taking keys, the [`Context`] tokens fire,
 ///   in-flight reconciles get the grace period to finish (while leading, the elector keeps the
 ///   lease until they have), and [`run`](Self::run) returns a [`Summary`](crate::Summary).
@@ -99,6 +105,9 @@ pub struct Controller<K, E> {
     sources: Vec<Subscribe<K>>,
     elector: Option<Arc<dyn Elect>>,
     sharding: Option<Box<dyn ShardPlan<K, E>>>,
+    /// With an elector: whether the sources run once per run into a warm view (else once per
+    /// term).
+    warm: bool,
     settings: TermSettings<K>,
     telemetry: Telemetry,
 }
@@ -129,6 +138,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             sources: Vec::new(),
             elector: None,
             sharding: None,
+            warm: true,
             settings: TermSettings {
                 name: name.clone(),
                 workers: 1,
@@ -144,16 +154,21 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
         }
     }
 
-    /// Adds a source: `subscribe` is called at the start of every term and its stream's keys are
-    /// added to that term's queue. The stream should begin with every key that currently needs
-    /// reconciling (a watch's initial list does), since each term starts with an empty queue.
-    /// Several sources are merged. The keys a stream has ready at once (a relist, a burst of
-    /// events; up to 64) are added together, with one `add_all`.
+    /// Adds a source: a function returning a stream of keys. With a warm standby (the default
+    /// with an elector or sharded; see [`warm_standby`](Self::warm_standby)) `subscribe` is
+    /// called once per run, and the stream's keys are kept in the warm view and added to the
+    /// running term's queue; otherwise it is called at the start of every term and the stream's
+    /// keys are added to that term's queue. The stream should begin with every key that
+    /// currently needs reconciling (a watch's initial list does): what the streams yield is all
+    /// a term's queue is filled with. Several sources are merged. The keys a stream has ready at
+    /// once (a relist, a burst of events; up to 64) are added together, with one `add_all`.
     ///
     /// Every key a stream yields is queued, whatever it does next. A stream that panics (or a
-    /// `subscribe` that panics) is reported ([`Event::SourceFailed`](crate::Event::SourceFailed), a `warn!`, the summary's
-    /// `source_failures`) and subscribed again after a backoff: 1 s, doubling at each failure in
-    /// a row up to 30 s. A stream that ends is done for the term. For a stream of `Result`s,
+    /// `subscribe` that panics) is reported ([`Event::SourceFailed`](crate::Event::SourceFailed),
+    /// a `warn!`, the summary's `source_failures`) and subscribed again after a backoff: 1 s,
+    /// doubling at each failure in a row up to 30 s, whether this replica leads or follows. A
+    /// stream that ends is done (for the run, or for the term with a cold standby); with a warm
+    /// standby its keys stay in the view. For a stream of `Result`s,
     /// whose errors should be reported rather than end it, use [`try_source`](Self::try_source).
     ///
     /// # Examples
@@ -289,6 +304,85 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     #[must_use]
     pub fn leader_elector<L: Lock>(mut self, elector: Arc<LeaderElector<L>>) -> Self {
         self.elector = Some(elector);
+        self
+    }
+
+    /// Sets whether a replica keeps a warm view of its sources while it follows; `true` by
+    /// default. Applies with a [`leader_elector`](Self::leader_elector); a
+    /// [`sharded`](Self::sharded) controller always keeps one (its sources run once per replica
+    /// anyway), and without either there is one term and nothing to keep warm.
+    ///
+    /// **Warm** (`true`): the sources are subscribed once per run, and every key they yield is
+    /// kept in the replica's warm view, leading or following. A term's queue starts with every
+    /// key in the view ([`Event::WarmStart`](crate::Event::WarmStart)), so a failover costs the
+    /// election alone: no listing against the API server before the first reconcile. A follower
+    /// reconciles nothing and writes nothing; its failing source is reported and subscribed
+    /// again after the backoff, as a leader's is. The view holds each distinct key once for the
+    /// run (a deleted object's key too: a reconcile finds the object gone): `size_of::<K>()` + 1
+    /// bytes times 8/7 to 16/7 (a hash set's spare capacity), plus what the key owns on the heap
+    /// (a `String`'s text); each follower also holds its sources' watches open.
+    ///
+    /// **Cold** (`false`): a follower runs no source; each term subscribes the sources anew and
+    /// their listing fills its queue, as a watch is re-listed.
+    ///
+    /// On by default because a failover is when a controller is needed at once (the keys that
+    /// changed while the leader died are waiting), and a listing of every object then, against
+    /// an API server that may be what failed, is the slowest part of it. Turn it off when a
+    /// watch per follower costs more than a cold start.
+    ///
+    /// # Examples
+    ///
+    /// Two replicas; the follower's view fills the term it leads after the leader stops, without
+    /// a second subscription.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::time::Duration;
+    /// use ctrlq_controller::{Action, Context, Controller, Event};
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let store = MemoryStore::new();
+    /// let subscriptions = Arc::new(AtomicUsize::new(0));
+    /// let warm_starts = Arc::new(AtomicUsize::new(0));
+    /// let replica = |id: &str| {
+    ///     let config = LeaderElectionConfig::default().release_on_cancel(true);
+    ///     let elector = Arc::new(LeaderElector::new(store.lock(id), config).unwrap());
+    ///     let (subs, starts) = (subscriptions.clone(), warm_starts.clone());
+    ///     Controller::new("objects", |_key: u32, _ctx: Context| async {
+    ///         Ok::<_, std::io::Error>(Action::Done)
+    ///     })
+    ///     .source(move || {
+    ///         subs.fetch_add(1, Ordering::SeqCst);
+    ///         futures::stream::iter(0..100).chain(futures::stream::pending())
+    ///     })
+    ///     .warm_standby(true)
+    ///     .leader_elector(elector)
+    ///     .on_event(move |e| if let Event::WarmStart { keys, .. } = e {
+    ///         starts.fetch_add(*keys, Ordering::SeqCst);
+    ///     })
+    /// };
+    /// # use futures::StreamExt;
+    /// let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
+    /// let a = tokio::spawn(replica("a").run(stop_a.clone()));
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// let b = tokio::spawn(replica("b").run(stop_b.clone()));
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// stop_a.cancel(); // a drains and releases; b leads, its queue filled from its view
+    /// assert_eq!(a.await.unwrap().reconciles, 100);
+    /// tokio::time::sleep(Duration::from_secs(10)).await;
+    /// stop_b.cancel();
+    /// assert_eq!(b.await.unwrap().reconciles, 100);
+    /// assert_eq!(warm_starts.load(Ordering::SeqCst), 100, "b's term began with every key");
+    /// assert_eq!(subscriptions.load(Ordering::SeqCst), 2, "once per replica");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn warm_standby(mut self, warm: bool) -> Self {
+        self.warm = warm;
         self
     }
 

@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 
+use ctrlq_queue_async::WorkQueue;
 use futures::FutureExt;
 use parking_lot::Mutex;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span};
 
@@ -11,6 +13,7 @@ use super::Controller;
 use crate::key::Key;
 use crate::source::{Source, pump_all};
 use crate::term::{Reconciler, TermEnd};
+use crate::warm::WarmView;
 use crate::{Drain, Summary};
 
 impl<K: Key, E: Send + 'static> Controller<K, E> {
@@ -33,6 +36,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             sources,
             elector,
             sharding,
+            warm,
             settings,
             telemetry,
         } = self;
@@ -54,25 +58,39 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
                     .run(&name, &settings, &shared, &sources, &shutdown)
                     .await;
             }
-            let feed = |queue: &_| pump_all(&sources, queue, &shared);
             let Some(elector) = elector else {
+                let feed = |queue: &_| pump_all(&sources, queue, &shared);
                 let finished = settings
-                    .term(&shared, feed, None, &shutdown)
+                    .term(&shared, feed, None, None, &shutdown)
                     .await
                     .drained();
                 return Drain::ran(finished);
             };
+            // A warm standby: the sources run for the whole run, into the view.
+            let view = Arc::new(WarmView::new());
+            let _pumps = warm.then(|| pump_all(&sources, &view, &shared));
+            let view = &*view;
             // How the last term led ended: a drain, or a loss after which no term was won
             // before the shutdown.
             let last = Mutex::new(None);
             let (settings, shared, shutdown, last_end) = (&settings, &shared, &shutdown, &last);
             let elector = &*elector;
+            let sources = &sources;
             let work = move |leadership| {
                 let status = elector.status();
                 async move {
-                    let end = settings
-                        .term(shared, feed, Some((leadership, status)), shutdown)
-                        .await;
+                    // Warm: the queue starts with the view's keys and gets the sources' next
+                    // ones. Cold: the sources are subscribed for this term.
+                    let feed = |queue: &WorkQueue<K>| {
+                        if !warm {
+                            return pump_all(sources, queue, shared);
+                        }
+                        shared.warm_start(None, view.attach(0, queue.clone()));
+                        JoinSet::new()
+                    };
+                    let lease = Some((leadership, status));
+                    let end = settings.term(shared, feed, lease, None, shutdown).await;
+                    view.detach(0);
                     if end == TermEnd::Lost {
                         debug!("lease lost; standing for election again");
                     }

@@ -19,10 +19,12 @@
 //!   few shards. A replica stands for the shards assigned to it and hands back, after draining
 //!   (the lease is released once the term's reconciles finished), those no longer assigned to
 //!   it. It never takes a shard whose lease is still held: its elector waits for the lease.
-//! - **Keys**: the sources run once per replica; each key goes to its shard's queue while this
-//!   replica holds that shard, and is dropped otherwise (another replica holds it). When a shard
-//!   is gained, the sources are subscribed again so that the shard's keys are listed; keys of
-//!   shards already held may then be reconciled once more.
+//! - **Keys**: the sources run once per replica, and the replica keeps every key they yield in
+//!   its warm view (see [`Controller::warm_standby`](crate::Controller::warm_standby) for what
+//!   that costs), by shard; each key also goes to its shard's queue while this replica holds
+//!   that shard. When a shard is gained, its term's queue is filled from the view's keys of that
+//!   shard at once ([`Event::WarmStart`](crate::Event::WarmStart)): no source is subscribed
+//!   again, and the keys of shards already held are not queued again.
 //! - **Refusals**: a replica takes no shard while a live member announces another shard count
 //!   (both sides stop rather than split the keys twice), or while another process writes its
 //!   member record (an identity used twice); both are reported
@@ -87,10 +89,9 @@
 mod assign;
 mod key;
 mod members;
-mod router;
 pub(crate) mod run;
 mod sharding;
 
+pub(crate) use key::ShardFn;
 pub use key::{ShardKey, shard_of};
-pub(crate) use router::ShardFn;
 pub use sharding::{Sharding, ShardingError};

@@ -1,5 +1,5 @@
 //! The sharded run: membership, the shards assigned to this replica, one elector and one term
-//! per held shard, and the replica's sources pumped once into its router.
+//! per held shard, and the replica's sources pumped once into its warm view.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
@@ -16,13 +16,14 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use super::ShardFn;
 use super::assign::shards_of;
 use super::members::{Membership, View};
-use super::router::{Router, ShardFn};
 use super::sharding::Sharding;
 use crate::key::Key;
 use crate::source::{Source, pump_all};
 use crate::term::{Reconciler, TermEnd, TermSettings};
+use crate::warm::WarmView;
 use crate::{Drain, Event};
 
 /// What every shard's stand borrows.
@@ -31,7 +32,7 @@ struct Ctx<'a, K: Key, E, L> {
     name: &'a str,
     settings: &'a TermSettings<K>,
     shared: &'a Arc<Reconciler<K, E>>,
-    router: &'a Router<K>,
+    view: &'a WarmView<K>,
     /// Set when a shard's term ended with a drain (a hand-back or the shutdown).
     drained_any: &'a AtomicBool,
     /// Set when a shard's drain was cut short (its grace period ran out).
@@ -54,8 +55,8 @@ where
     E: Send + 'static,
     L: Lock,
 {
-    let router = Arc::new(Router::new(shard_of));
-    let mut pumps = pump_all(sources, &router, shared);
+    let view = Arc::new(WarmView::sharded(shard_of));
+    let mut pumps = pump_all(sources, &view, shared);
     let timing = plan.config.timing();
     let member_prefix = format!("{}{name}-member-", plan.prefix);
     let member_lock = (plan.locks)(&format!("{member_prefix}{}", plan.identity));
@@ -74,7 +75,7 @@ where
         name,
         settings,
         shared,
-        router: &router,
+        view: &view,
         drained_any: &drained_any,
         cut_short: &cut_short,
     };
@@ -169,7 +170,7 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
     }
 
     /// Stands for `shard` until `token` fires: each time the lease is won, runs a term on it
-    /// fed by the router; after a loss, stands again. Returns the shard.
+    /// filled from the warm view; after a loss, stands again. Returns the shard.
     async fn stand(&self, shard: u32, token: CancellationToken) -> u32 {
         let record = format!("{}{}-shard-{shard}", self.plan.prefix, self.name);
         let lock = (self.plan.locks)(&record);
@@ -182,7 +183,7 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
                 return shard;
             }
         };
-        let router = self.router;
+        let view = self.view;
         elector
             .run_until_cancelled(token.clone(), |leadership| {
                 let status = elector.subscribe_status();
@@ -197,17 +198,19 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
                         held.insert(shard);
                     });
                     self.shared.telemetry.shard(true);
-                    // The replica's pumps route this shard's keys to the term's queue from now
-                    // on, and list again.
+                    // The term's queue starts with the shard's keys in the warm view, and the
+                    // replica's pumps send it the shard's keys from now on.
                     let feed = |queue: &WorkQueue<K>| {
-                        router.attach(shard, queue.clone());
+                        let keys = view.attach(shard, queue.clone());
+                        self.shared.warm_start(Some(shard), keys);
                         JoinSet::new()
                     };
+                    let lease = Some((leadership, status));
                     let end = self
                         .settings
-                        .term(self.shared, feed, Some((leadership, status)), token)
+                        .term(self.shared, feed, lease, Some(shard), token)
                         .await;
-                    router.detach(shard);
+                    view.detach(shard);
                     self.plan.held.send_modify(|held| {
                         held.remove(&shard);
                     });

@@ -13,6 +13,7 @@ use ctrlq_queue_async::metrics::MetricsProvider;
 use ctrlq_ratelimit::RateLimiter;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug};
 
@@ -70,21 +71,28 @@ pub(crate) struct Term<K: Key, E> {
     failing: Option<AtomicU64>,
     /// One per worker.
     workers: Box<[WorkerSlot]>,
+    /// When the term began, and the shard it runs on: what its first reconcile reports.
+    began: Instant,
+    shard: Option<u32>,
+    /// Set by the worker that starts the term's first reconcile.
+    reconciled: AtomicBool,
 }
 
 impl<K: Key> TermSettings<K> {
     /// Runs one term until `shutdown` fires or `leadership` ends. `feed` starts filling the
     /// term's fresh queue; the tasks it returns are aborted when the term stops taking keys
-    /// (a feed that keeps the queue elsewhere finds it shut down from then on).
+    /// (a feed that keeps the queue elsewhere finds it shut down from then on). `shard` only
+    /// labels what the term reports.
     pub(crate) async fn term<E: Send + 'static>(
         &self,
         shared: &Arc<Reconciler<K, E>>,
         feed: impl FnOnce(&WorkQueue<K>) -> JoinSet<()>,
         leadership: Option<(Leadership, watch::Receiver<ElectorStatus>)>,
+        shard: Option<u32>,
         shutdown: &CancellationToken,
     ) -> TermEnd {
         let (leadership, leading) = leadership.unzip();
-        let (term, mut pumps, mut workers) = self.start(shared, feed, leadership.clone());
+        let (term, mut pumps, mut workers) = self.start(shared, feed, leadership.clone(), shard);
         let lost = async {
             match &leadership {
                 Some(l) => l.token().cancelled().await,
@@ -98,7 +106,8 @@ impl<K: Key> TermSettings<K> {
         term.ctx_token.cancel();
         term.stopping.store(true, Relaxed);
         // In-flight reconciles may still finish, but what they requeue would go with the queue
-        // at the end of the term anyway: the next term's sources bring their keys back.
+        // at the end of the term anyway: the next term's queue starts with every key the
+        // sources yielded (the warm view), or with their next listing.
         term.queue.shut_down();
         pumps.abort_all();
         // A pump catches its source's panics; what is left to join is its cancellation.
@@ -128,6 +137,7 @@ impl<K: Key> TermSettings<K> {
         shared: &Arc<Reconciler<K, E>>,
         feed: impl FnOnce(&WorkQueue<K>) -> JoinSet<()>,
         grant: Option<Leadership>,
+        shard: Option<u32>,
     ) -> (Arc<Term<K, E>>, JoinSet<()>, JoinSet<()>) {
         let fencing = grant.as_ref().map(Leadership::fencing_token);
         shared.telemetry.stats.terms.fetch_add(1, Relaxed);
@@ -145,6 +155,9 @@ impl<K: Key> TermSettings<K> {
             grant,
             failing: self.limiter.is_none().then(AtomicU64::default),
             workers: (0..self.workers).map(|_| WorkerSlot::default()).collect(),
+            began: Instant::now(),
+            shard,
+            reconciled: AtomicBool::new(false),
         });
         let pumps = feed(&term.queue);
         let mut workers = JoinSet::new();

@@ -66,6 +66,12 @@ impl<K, E> Reconciler<K, E> {
         debug!(?end, aborted, "term ended");
     }
 
+    /// Reports a term's queue filled with `keys` keys from the warm view.
+    pub(crate) fn warm_start(&self, shard: Option<u32>, keys: usize) {
+        debug!(keys, shard, "queue filled from the warm view");
+        self.emit(&Event::WarmStart { shard, keys });
+    }
+
     pub(crate) fn emit(&self, event: &Event<'_, K>) {
         for hook in &self.hooks {
             hook(event);

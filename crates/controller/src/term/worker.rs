@@ -51,6 +51,9 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             // at every key.
             let key = item.key();
             let attempts = self.attempts(key);
+            if !self.reconciled.load(Relaxed) && !self.reconciled.swap(true, Relaxed) {
+                self.first_reconcile();
+            }
             if hooked {
                 shared.emit(&Event::ReconcileStarted { key, attempts });
             }
@@ -118,6 +121,17 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             }
             _ => true,
         }
+    }
+
+    /// Reports the term's first reconcile: how long after the term began it starts.
+    fn first_reconcile(&self) {
+        let after = self.began.elapsed();
+        self.shared.telemetry.first_reconcile(after);
+        debug!(?after, shard = self.shard, "first reconcile of the term");
+        self.shared.emit(&Event::FirstReconcile {
+            shard: self.shard,
+            after,
+        });
     }
 
     /// The key's failures in a row so far.

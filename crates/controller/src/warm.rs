@@ -1,0 +1,163 @@
+//! The warm view: every key a replica's sources yielded, kept for the whole run whether the
+//! replica leads or follows, so that a term (or a shard's term) starts with its queue filled
+//! from it instead of subscribing the sources again.
+//!
+//! The replica's pumps add into the view once per run. The view keeps each key in the set of
+//! its shard (one shard, 0, without sharding) and sends it on to the queue attached for that
+//! shard, if any. Attaching a queue fills it with the shard's keys and routes the shard's later
+//! keys to it under one lock, so a key yielded meanwhile is in the fill or sent on, never
+//! neither.
+//!
+//! # Memory
+//!
+//! One entry of a `HashSet<K>` per distinct key: `size_of::<K>()` + 1 bytes, times 8/7 to
+//! 16/7 for the table's spare capacity, plus what the key owns on the heap (a `String`'s
+//! text). A key stays until the run ends, its object's deletion included: a source yields a
+//! deleted object's key too, and a reconcile finds the object gone.
+
+use std::collections::{HashMap, HashSet};
+
+use ctrlq_queue_async::WorkQueue;
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::key::Key;
+use crate::shard::ShardFn;
+use crate::source::Sink;
+
+/// A replica's warm view of its sources' keys, by shard, and the queues of the terms it runs.
+pub(crate) struct WarmView<K: Key> {
+    /// The shard of a key; `None` without sharding (every key in shard 0).
+    shard_of: Option<ShardFn<K>>,
+    state: Mutex<State<K>>,
+}
+
+struct State<K: Key> {
+    /// Every key the sources yielded, by shard.
+    keys: HashMap<u32, HashSet<K>>,
+    /// The queue of each shard's running term.
+    queues: HashMap<u32, WorkQueue<K>>,
+}
+
+impl<K: Key> WarmView<K> {
+    /// A view of one shard (a controller with one lease, or none).
+    pub(crate) fn new() -> Self {
+        Self::with_shards(None)
+    }
+
+    /// A view by shard, `shard_of` telling each key's.
+    pub(crate) fn sharded(shard_of: ShardFn<K>) -> Self {
+        Self::with_shards(Some(shard_of))
+    }
+
+    fn with_shards(shard_of: Option<ShardFn<K>>) -> Self {
+        Self {
+            shard_of,
+            state: Mutex::new(State {
+                keys: HashMap::new(),
+                queues: HashMap::new(),
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State<K>> {
+        self.state.lock()
+    }
+
+    fn shard(&self, key: &K) -> u32 {
+        self.shard_of.as_ref().map_or(0, |f| f(key))
+    }
+
+    /// Fills `queue` with `shard`'s keys and sends it the shard's keys from now on; returns how
+    /// many keys it was filled with.
+    pub(crate) fn attach(&self, shard: u32, queue: WorkQueue<K>) -> usize {
+        let mut state = self.state();
+        let filled = state.keys.get(&shard).map_or(0, |keys| {
+            // Refused only by a queue already shut down: its term is over.
+            let _ = queue.add_all(keys.iter().cloned());
+            keys.len()
+        });
+        state.queues.insert(shard, queue);
+        filled
+    }
+
+    /// Stops sending `shard`'s keys anywhere; the view keeps them.
+    pub(crate) fn detach(&self, shard: u32) {
+        self.state().queues.remove(&shard);
+    }
+
+    /// How many keys the view holds.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.state().keys.values().map(HashSet::len).sum()
+    }
+}
+
+impl<K: Key> Sink<K> for &WarmView<K> {
+    fn add(&self, keys: &mut Vec<K>) -> bool {
+        let mut state = self.state();
+        let State { keys: view, queues } = &mut *state;
+        if self.shard_of.is_none() {
+            let set = view.entry(0).or_default();
+            for key in keys.iter() {
+                if !set.contains(key) {
+                    set.insert(key.clone());
+                }
+            }
+            if let Some(queue) = queues.get(&0) {
+                // Refused only once the term's queue shuts down: the view keeps the keys.
+                let _ = queue.add_all(keys.drain(..));
+            }
+            keys.clear();
+            return true;
+        }
+        for key in keys.drain(..) {
+            let shard = self.shard(&key);
+            if let Some(queue) = queues.get(&shard) {
+                let _ = queue.add(key.clone());
+            }
+            view.entry(shard).or_default().insert(key);
+        }
+        true
+    }
+}
+
+impl<K: Key> Sink<K> for std::sync::Arc<WarmView<K>> {
+    fn add(&self, keys: &mut Vec<K>) -> bool {
+        (&**self).add(keys)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_queue_attached_is_filled_then_sent_its_shards_keys_only() {
+        let view = WarmView::sharded(Arc::new(|k: &u32| k % 2));
+        (&view).add(&mut vec![1, 2, 3, 3]);
+        assert_eq!(view.len(), 3);
+        let odd = WorkQueue::new();
+        assert_eq!(view.attach(1, odd.clone()), 2);
+        (&view).add(&mut vec![4, 5, 7]);
+        assert_eq!(odd.len(), 4, "1 and 3 filled, 5 and 7 sent on");
+        view.detach(1);
+        (&view).add(&mut vec![9]);
+        assert_eq!(odd.len(), 4);
+        assert_eq!(view.len(), 7);
+    }
+
+    #[tokio::test]
+    async fn without_shards_every_key_goes_to_the_one_queue() {
+        let view = WarmView::new();
+        (&view).add(&mut vec!["a", "b"]);
+        let queue = WorkQueue::new();
+        assert_eq!(view.attach(0, queue.clone()), 2);
+        (&view).add(&mut vec!["b", "c"]);
+        assert_eq!(queue.len(), 3, "b is queued once");
+        queue.shut_down();
+        (&view).add(&mut vec!["d"]);
+        assert_eq!(view.len(), 4, "kept after the queue shut down");
+    }
+}
