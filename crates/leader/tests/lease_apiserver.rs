@@ -264,7 +264,7 @@ async fn wait_status<L: Lock>(
 /// its status.
 async fn wait_errors<L: Lock>(elector: &LeaderElector<L>, n: u64) -> ctrlq_leader::ElectorStatus {
     timeout(Duration::from_secs(60), async {
-        while elector.lock_error_count() < n {
+        while elector.subscribe_status().borrow().lock_errors < n {
             sleep(Duration::from_millis(100)).await;
         }
     })
