@@ -6,13 +6,14 @@
 //! `tokio_util::time::DelayQueue`, and a map from the key to its wait (deadline, priority and
 //! the `DelayQueue` key of its timer), as kube-runtime's `scheduler.rs`. A delayed add sets its
 //! timer directly, and `DelayQueue` wakes the delay task when that timer is earlier than the
-//! one it sleeps on. The task's loop is the crate's timer task (`crate::task`), which calls
-//! [`Timed::poll_timers`] here each time it wakes.
+//! one it sleeps on. The task's loop is [`delay_task`]; when it ends, `end_waits` adds the keys
+//! still waiting (none after a shutdown), so a runtime that shuts down loses no key.
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
+use std::future::poll_fn;
 use std::hash::Hash;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -22,10 +23,10 @@ use tokio_util::time::{DelayQueue, delay_queue};
 use tracing::debug;
 
 use super::machine::QueueKey;
-use super::state::{Shared, TimerState, Wake};
+use super::state::{Shared, Wake};
 use crate::clock::MAX_DELAY;
 use crate::error::AddError;
-use crate::task::{Timed, start_timer_task};
+use crate::task::BackgroundTask;
 
 impl<K: QueueKey + 'static> Shared<K> {
     /// Adds `key` once `delay` has passed (see `WorkQueue::add_after`).
@@ -74,20 +75,23 @@ impl<K: QueueKey + 'static> Shared<K> {
         self.clock.in_runtime(|| self.limiter.when(key))
     }
 
-    /// Makes `key` wait `delay`, starting the delay task if it does not run. With no runtime
-    /// to time the wait (none bound yet and none here, or the queue's runtime shut down), the
-    /// key is added now rather than lost. Takes the timers' lock only.
+    /// Makes `key` wait `delay`, starting the delay task if it has not started. With no
+    /// runtime to time the wait (none bound yet and none here, or the queue's runtime shut
+    /// down, which ended the delay task), the key is added now rather than lost.
     fn wait(self: &Arc<Self>, key: K, p: i32, delay: Duration) -> Result<(), AddError<K>> {
+        if !self.lock_timers().delay_task.started() {
+            self.start_delay_task();
+        }
         let key = {
             let mut timers = self.lock_timers();
             if timers.shut_down {
                 return Err(AddError::ShutDown(key));
             }
-            if !timers.runtime_gone && !timers.delay_task.running() {
-                self.start_delay_task(&mut timers);
-            }
+            // Checked under the timers' lock, which the task's end takes to add the waiting
+            // keys after it stops running: a key that waits here is either added by the task
+            // at its deadline or by its end.
             match self.clock.runtime() {
-                Some(runtime) if timers.delay_task.running() && !timers.runtime_gone => {
+                Some(runtime) if timers.delay_task.running() => {
                     // The timer's `Sleep` binds to the runtime in context, and the deadline is
                     // read by its clock (paused, in tests), whatever thread this add comes from.
                     let _runtime = runtime.enter();
@@ -105,19 +109,48 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 
     /// Starts the delay task on the queue's runtime (binding the queue to the calling one if
-    /// it has none yet). Marks the runtime gone if it is shutting down.
-    fn start_delay_task(self: &Arc<Self>, timers: &mut TimerState<K>) {
+    /// it has none yet), once: a task that ended is not started again. Takes no lock of the
+    /// state while spawning, since a runtime that is shutting down drops the task at once,
+    /// and its end takes the timers' and the state's locks.
+    fn start_delay_task(self: &Arc<Self>) {
         let Some(runtime) = self.clock.runtime() else {
             return;
         };
+        let _one_start = self.delay_start.lock();
         {
+            let mut timers = self.lock_timers();
+            if timers.delay_task.started() || timers.shut_down {
+                return;
+            }
             let _runtime = runtime.enter();
             timers.timers.start_here();
         }
-        if !start_timer_task(&mut timers.delay_task, runtime, Arc::downgrade(self)) {
+        let mut task = BackgroundTask::default();
+        let ended = Arc::downgrade(self);
+        if !task.start(runtime, delay_task(Arc::downgrade(self)), move || {
+            if let Some(shared) = ended.upgrade() {
+                shared.end_waits();
+            }
+        }) {
             debug!(queue = %self.name, "the queue's runtime has shut down: delays end at once");
-            timers.runtime_gone = true;
         }
+        self.lock_timers().delay_task = task;
+    }
+
+    /// The delay task ended: if its runtime dropped it (it shut down), every waiting key is
+    /// added now, in deadline order, rather than left with timers that will never ring, and
+    /// later delayed adds are added at once. After a shutdown no key waits: nothing happens.
+    fn end_waits(&self) {
+        let due = {
+            let mut timers = self.lock_timers();
+            let due = timers.timers.take_all();
+            self.count_waiting(&timers);
+            due
+        };
+        if !due.is_empty() {
+            debug!(queue = %self.name, waiting = due.len(), "the queue's runtime shut down: waits end now");
+        }
+        self.add_due(due);
     }
 
     /// Takes every waiting key whose timer rang under the timers' lock, then adds them in
@@ -167,27 +200,19 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 }
 
-/// The delay task ([`start_timer_task`]): adds each waiting key at its deadline.
-impl<K: QueueKey + 'static> Timed for Shared<K> {
-    fn poll_timers(&self, cx: &mut Context<'_>) {
-        self.poll_due(cx);
-    }
-
-    /// The queue's runtime shut down: every waiting key is added now, in deadline order,
-    /// rather than left with timers that will never ring; later delayed adds are added at once.
-    fn timers_gone(&self) {
-        let due = {
-            let mut timers = self.lock_timers();
-            timers.runtime_gone = true;
-            let due = timers.timers.take_all();
-            self.count_waiting(&timers);
-            due
-        };
-        if !due.is_empty() {
-            debug!(queue = %self.name, waiting = due.len(), "the queue's runtime shut down: waits end now");
+/// The delay task: each time it is woken (a timer rang, or an add set an earlier one), it adds
+/// the keys whose timer rang, until the queue is gone or the task is stopped.
+async fn delay_task<K: QueueKey + 'static>(shared: Weak<Shared<K>>) {
+    // Unconstrained: the keys due at one instant are added in one batch, in order, rather than
+    // cut where tokio's cooperative budget runs out.
+    tokio::task::unconstrained(poll_fn(|cx| match shared.upgrade() {
+        Some(shared) => {
+            shared.poll_due(cx);
+            Poll::Pending
         }
-        self.add_due(due);
-    }
+        None => Poll::Ready(()),
+    }))
+    .await;
 }
 
 /// The waiting keys and their timers.

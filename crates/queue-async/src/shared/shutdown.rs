@@ -23,7 +23,7 @@ impl<K: QueueKey + 'static> Shared<K> {
             timers.delay_task.stop();
             self.count_waiting(&timers);
         }
-        self.metrics_task.lock().0.stop();
+        self.metrics_task.lock().stop();
         if first {
             debug!(queue = %self.name, drain, "shutting down");
         }
