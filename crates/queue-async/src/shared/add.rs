@@ -63,7 +63,7 @@ impl<K: QueueKey + 'static> Shared<K> {
             // A key waits only while the delay task runs on the queue's runtime: removing its
             // timer happens there.
             let _runtime = self.clock.runtime().map(|runtime| runtime.enter());
-            if let Some(waiting) = timers.timers.cancel(&key) {
+            if let Some(waiting) = timers.cancel(&key) {
                 p = p.max(waiting);
                 self.count_waiting(&timers);
             }

@@ -215,8 +215,48 @@ async fn delay_task<K: QueueKey + 'static>(shared: Weak<Shared<K>>) {
     .await;
 }
 
+/// The waiting keys and the delay task, guarded by `Shared::timers`.
+pub(super) struct TimerState<K> {
+    timers: Timers<K>,
+    /// Polls `timers` and adds the keys that are due.
+    delay_task: BackgroundTask,
+    /// Set by the queue's shutdown: no key waits after it. A delay task that ended while this
+    /// is unset was dropped by its runtime: no key waits then either (it is added at once),
+    /// since the queue is bound to that runtime.
+    shut_down: bool,
+}
+
+impl<K: Hash + Eq + Clone> TimerState<K> {
+    pub(super) fn new(ties_by_add_counter: bool) -> Self {
+        TimerState {
+            timers: Timers::new(ties_by_add_counter),
+            delay_task: BackgroundTask::default(),
+            shut_down: false,
+        }
+    }
+
+    /// How many keys wait.
+    pub(super) fn len(&self) -> usize {
+        self.timers.len()
+    }
+
+    /// Ends `key`'s wait, if it waits, and returns its payload. Call inside the delay task's
+    /// runtime.
+    pub(super) fn cancel(&mut self, key: &K) -> Option<i32> {
+        self.timers.cancel(key)
+    }
+
+    /// The queue's shutdown: drops the waiting keys and their timers, stops the delay task,
+    /// and refuses later waits.
+    pub(super) fn shut_down(&mut self) {
+        self.shut_down = true;
+        self.timers.clear();
+        self.delay_task.stop();
+    }
+}
+
 /// The waiting keys and their timers.
-pub(super) struct Timers<K> {
+struct Timers<K> {
     waiting: HashMap<K, Waiting>,
     /// One timer per waiting key. Its `Sleep` belongs to the delay task's runtime: every call
     /// that may set it runs inside that runtime's context.
@@ -243,7 +283,7 @@ struct Waiting {
 type Due<K> = (Instant, Reverse<i32>, u64, K);
 
 impl<K: Hash + Eq + Clone> Timers<K> {
-    pub(super) fn new(ties_by_add_counter: bool) -> Self {
+    fn new(ties_by_add_counter: bool) -> Self {
         Timers {
             waiting: HashMap::new(),
             timers: DelayQueue::new(),
@@ -252,13 +292,13 @@ impl<K: Hash + Eq + Clone> Timers<K> {
         }
     }
 
-    pub(super) fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.waiting.len()
     }
 
     /// Makes `key` wait until `at`, keeping an earlier deadline it already has and the higher of
     /// the two payloads. Call inside the delay task's runtime.
-    pub(super) fn wait_until(&mut self, key: K, p: i32, at: Instant) {
+    fn wait_until(&mut self, key: K, p: i32, at: Instant) {
         self.seq += 1;
         if let Some(w) = self.waiting.get_mut(&key) {
             let (raised, moved) = (p > w.p, at < w.at);
@@ -281,7 +321,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
 
     /// Ends `key`'s wait, if it waits, and returns its payload. Call inside the delay task's
     /// runtime (removing a timer may set the `DelayQueue`'s sleep anew).
-    pub(super) fn cancel(&mut self, key: &K) -> Option<i32> {
+    fn cancel(&mut self, key: &K) -> Option<i32> {
         let w = self.waiting.remove(key)?;
         self.timers.remove(&w.timer);
         Some(w.p)
@@ -290,7 +330,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     /// Takes every key whose timer rang, ordered by deadline, then higher payload, then the
     /// order of their delayed adds; `cx` is woken at the next timer (or when an add sets an
     /// earlier one). Call from the delay task.
-    pub(super) fn poll_due(&mut self, cx: &mut Context<'_>) -> Vec<(K, i32)> {
+    fn poll_due(&mut self, cx: &mut Context<'_>) -> Vec<(K, i32)> {
         let mut due: Vec<Due<K>> = Vec::new();
         while let Poll::Ready(Some(expired)) = self.timers.poll_expired(cx) {
             let key = expired.into_inner();
@@ -306,7 +346,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     /// [`poll_due`](Self::poll_due), whether or not its timer has rung. Call inside the delay
     /// task's runtime.
     #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
-    pub(super) fn take_due(&mut self, now: Instant) -> Vec<(K, i32)> {
+    fn take_due(&mut self, now: Instant) -> Vec<(K, i32)> {
         let keys: Vec<K> = self
             .waiting
             .iter()
@@ -327,7 +367,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     /// from the instant it was made, which must be read from the runtime that times them (a
     /// queue built on a plain thread would otherwise start from the real clock). Call inside
     /// the delay task's runtime before the first key waits.
-    pub(super) fn start_here(&mut self) {
+    fn start_here(&mut self) {
         debug_assert!(
             self.waiting.is_empty(),
             "no key waits before the delay task runs"
@@ -337,7 +377,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
 
     /// Takes every waiting key, ordered as [`poll_due`](Self::poll_due) orders the keys due
     /// together, and drops their timers (their runtime is gone).
-    pub(super) fn take_all(&mut self) -> Vec<(K, i32)> {
+    fn take_all(&mut self) -> Vec<(K, i32)> {
         let due = self
             .waiting
             .drain()
@@ -348,7 +388,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     }
 
     /// Drops every waiting key and its timer.
-    pub(super) fn clear(&mut self) {
+    fn clear(&mut self) {
         self.waiting = HashMap::new();
         self.timers = DelayQueue::new();
     }

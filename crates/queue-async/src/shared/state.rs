@@ -11,7 +11,7 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::delay::Timers;
+use super::delay::TimerState;
 use super::machine::{Machine, QueueKey};
 use crate::clock::QueueClock;
 use crate::metrics::{Handles, MetricsProvider, Recorder};
@@ -94,17 +94,6 @@ pub(super) struct State<K> {
     pub(super) detached: HashSet<K>,
 }
 
-/// Guarded by [`Shared::timers`].
-pub(super) struct TimerState<K> {
-    pub(super) timers: Timers<K>,
-    /// Polls `timers` and adds the keys that are due.
-    pub(super) delay_task: BackgroundTask,
-    /// Set by the queue's shutdown: no key waits after it. A delay task that ended while this
-    /// is unset was dropped by its runtime: no key waits then either (it is added at once),
-    /// since the queue is bound to that runtime.
-    pub(super) shut_down: bool,
-}
-
 /// What to wake once the lock is released.
 #[derive(Default)]
 #[must_use]
@@ -126,7 +115,7 @@ impl<K: QueueKey> Shared<K> {
 
     /// Publishes how many keys wait; call before releasing the timers' lock after a change.
     pub(super) fn count_waiting(&self, timers: &TimerState<K>) {
-        self.waiting.store(timers.timers.len(), Ordering::Release);
+        self.waiting.store(timers.len(), Ordering::Release);
     }
 
     /// After a transition that may end the last hand-out: a drain is woken if the queue is
@@ -159,11 +148,7 @@ impl<K: QueueKey + 'static> Shared<K> {
                 recorder: Recorder::shared(handles.as_ref()),
                 detached: HashSet::new(),
             }),
-            timers: Mutex::new(TimerState {
-                timers: Timers::new(ties_by_add_counter),
-                delay_task: BackgroundTask::default(),
-                shut_down: false,
-            }),
+            timers: Mutex::new(TimerState::new(ties_by_add_counter)),
             delay_start: Mutex::new(()),
             waiting: AtomicUsize::new(0),
             get_wake: Notify::new(),
@@ -230,7 +215,7 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 
     pub(crate) fn waiting_len(&self) -> usize {
-        self.lock_timers().timers.len()
+        self.lock_timers().len()
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {
@@ -238,7 +223,7 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 
     pub(crate) fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let waiting = self.lock_timers().timers.len();
+        let waiting = self.lock_timers().len();
         let kind = self.lock().machine.type_name();
         f.debug_struct(kind)
             .field("name", &self.name)
