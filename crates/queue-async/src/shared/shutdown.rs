@@ -18,12 +18,10 @@ impl<K: QueueKey + 'static> Shared<K> {
         // Waiting keys are never added now: drop them, their timers and the tasks.
         {
             let mut timers = self.lock_timers();
-            timers.shut_down = true;
-            timers.timers.clear();
-            timers.delay_task.stop();
+            timers.shut_down();
             self.count_waiting(&timers);
         }
-        self.metrics_task.lock().0.stop();
+        self.metrics_task.lock().stop();
         if first {
             debug!(queue = %self.name, drain, "shutting down");
         }
