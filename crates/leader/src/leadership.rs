@@ -275,3 +275,79 @@ pub struct ElectorStatus {
     /// this slow for this candidate shows here.
     pub late_acquires: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::{Instant, advance, timeout};
+
+    use super::{Leadership, LeadershipEnd};
+
+    const S: Duration = Duration::from_secs(1);
+
+    /// The grant holds strictly before `valid_until`, not at it, whatever the elector does.
+    #[tokio::test(start_paused = true)]
+    async fn a_grant_is_current_strictly_before_valid_until() {
+        let l = Leadership::new(3, Instant::now() + S);
+        assert!(l.is_current());
+        advance(S - Duration::from_nanos(1)).await;
+        assert!(l.is_current());
+        advance(Duration::from_nanos(1)).await;
+        assert!(!l.is_current(), "at valid_until the grant no longer holds");
+        l.end(LeadershipEnd::StopRequested);
+        l.extend(Instant::now() + S);
+        assert!(
+            !l.is_current(),
+            "a fired token ends it whatever the instant"
+        );
+    }
+
+    /// `extend` only moves the instant on, and tells a waiting `current` only then.
+    #[tokio::test(start_paused = true)]
+    async fn extend_moves_valid_until_on_only() {
+        let start = Instant::now();
+        let l = Leadership::new(0, start + S);
+        l.extend(start + S / 2);
+        assert_eq!(l.valid_until(), start + S);
+        let seen = l.until.subscribe();
+        l.extend(start + S);
+        assert!(
+            !seen.has_changed().unwrap(),
+            "the same instant is no change"
+        );
+        l.extend(start + S * 2);
+        assert_eq!(l.valid_until(), start + S * 2);
+        assert!(seen.has_changed().unwrap());
+    }
+
+    /// `current` answers at once while the grant holds; once it lapsed, it waits for a renew
+    /// (then `true`) or for the token (then `false`).
+    #[tokio::test(start_paused = true)]
+    async fn current_waits_for_a_renew_or_the_end() {
+        let l = Leadership::new(0, Instant::now() + S);
+        assert!(l.current().await);
+        advance(S).await;
+        let waiting = timeout(S, l.current()).await;
+        assert!(
+            waiting.is_err(),
+            "lapsed and neither renewed nor ended: it waits"
+        );
+        let renewer = l.clone();
+        let renew = async move {
+            tokio::time::sleep(S / 2).await;
+            renewer.extend(Instant::now() + S);
+        };
+        let (current, ()) = tokio::join!(l.current(), renew);
+        assert!(current, "a renew made it current again");
+        advance(S).await;
+        let ender = l.clone();
+        let end = async move {
+            tokio::time::sleep(S / 2).await;
+            ender.end(LeadershipEnd::LostToOther);
+        };
+        let (current, ()) = tokio::join!(l.current(), end);
+        assert!(!current, "the token fired");
+        assert_eq!(l.fencing_token(), 0);
+    }
+}
