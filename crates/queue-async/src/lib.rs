@@ -90,9 +90,8 @@
 //! ## The timer task
 //!
 //! Every deadline of every queue kind is a tokio timer that the queue's state owns, served by
-//! one background task per queue, the timer task, which makes what is due whenever a timer
-//! rings or the state wakes it. Each kind's loop is in one file: the delay task in
-//! `shared/delay.rs`, the scheduling queue's in `scheduling/timer.rs`.
+//! one background task per queue, the timer task (the same code for every kind: it polls the
+//! state's timers whenever a timer rings or the state wakes it).
 //!
 //! In a work or priority queue, every waiting key has one timer, and a map from the key
 //! to its wait (deadline, priority, and the timer's `delay_queue::Key`), as kube-runtime's
@@ -119,15 +118,11 @@
 //!
 //! ## Background tasks
 //!
-//! The timer tasks and the metrics ticker share one lifecycle (`task.rs`): a task starts once,
-//! when first needed, on the queue's runtime (see [Time](#time)); it holds the queue's state
-//! weakly, so it ends when the last handle is dropped, and shutdown stops it. A timer task's
-//! future holds a guard that runs when the future is dropped, even by a runtime that shuts
-//! down: it adds a work queue's waiting keys, in deadline order, and ends a scheduling queue's
-//! backoffs (see [Time](#time)). A timer task that has ended while its queue is not shut down
-//! thus says that the runtime is gone: a later delayed add is added at once, and a scheduling
-//! queue makes its timed moves when a `pop` looks. The task is spawned holding none of the
-//! locks the guard takes, since a runtime that is shutting down drops it inside the spawn.
+//! The timer tasks and the metrics ticker share one lifecycle: a task starts when first
+//! needed, on the queue's runtime (see [Time](#time)); it holds the queue's state weakly, so it
+//! ends when the last handle is dropped, and shutdown stops it. If the runtime drops the timer
+//! task (it shuts down), the task's last act is to tell the state, which ends every wait then
+//! (see [Time](#time)); no task of the queue starts again.
 //!
 //! ## Wake-ups
 //!

@@ -1,31 +1,37 @@
-//! [`BackgroundTask`]: the lifecycle every background task of the crate shares (each queue's
-//! timer task and the metrics ticker).
+//! The lifecycle every background task of the crate shares (the timer tasks and the metrics
+//! ticker), and the timer task itself.
 //!
-//! A queue keeps one [`BackgroundTask`] per task in its state:
+//! A queue keeps one [`BackgroundTask`] per task in its state, under its lock:
 //!
-//! - [`start`](BackgroundTask::start) spawns it on the queue's runtime when first needed. A
-//!   queue is bound to its runtime (see [`QueueClock`](crate::clock)), so a task starts at
-//!   most once: one that has ended is not started again;
+//! - [`running`](BackgroundTask::running) says whether the task is alive;
+//! - [`start`](BackgroundTask::start) spawns it on the queue's runtime when first needed;
 //! - the task ends when [`stop`](BackgroundTask::stop) is called (shutdown), when the
-//!   `BackgroundTask` is dropped (the queue's last handle is gone, since the state owns it),
-//!   when its own future returns (its `Weak` to the queue no longer upgrades), or when the
-//!   runtime drops its future (the runtime shuts down, or was shutting down at the start);
-//! - [`has_ended`](BackgroundTask::has_ended) then reads `true`, and the task's `on_end` runs,
-//!   whatever ended it, even before its first poll. A task that ended while its queue is not
-//!   shut down says that the queue's runtime is gone: no task of the queue times anything any
-//!   more.
+//!   `BackgroundTask` is dropped (the queue's last handle is gone, since the state owns it), or
+//!   when its own future returns (its `Weak` to the queue no longer upgrades);
+//! - if the queue's runtime shuts down, the runtime drops the task's future and `running`
+//!   turns `false`. A queue is bound to its runtime (see [`QueueClock`](crate::clock)), so no
+//!   task of it starts again.
 //!
 //! The task's future must hold the queue's state weakly (a `Weak`), so that the handles alone
 //! keep the queue alive. One `oneshot` channel carries both signals: the sender is kept here,
 //! the receiver lives in the task, so dropping the sender stops the task and the task's end
-//! closes the sender. The receiver is closed before `on_end` runs, so a caller that sees the
-//! task running, under a lock that `on_end` takes, acts before `on_end` does.
+//! closes the sender.
 //!
-//! `on_end` may run inside `start` (a runtime that is shutting down drops the future there), on
-//! the thread that drops the runtime, or on the runtime: `start` must be called holding no lock
-//! that `on_end` takes.
+//! # The timer task
+//!
+//! Every deadline of every queue kind (delayed adds, backoff expiries, unschedulable
+//! leftovers) is a tokio timer that the queue's state owns: a work or priority queue's
+//! `tokio_util::time::DelayQueue`, which wakes the task when a timer is set earlier than the
+//! one it sleeps on, or a scheduling queue's one sleep, which the state resets through the task
+//! (see the crate's docs). [`start_timer_task`] starts the one task that serves them, for any [`Timed`]
+//! state: each time it is woken it has the state poll its timers, and when the runtime drops
+//! it, it tells the state, which then serves its deadlines without timers (see
+//! [`Timed::timers_gone`]).
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
+use std::sync::atomic::{AtomicU8, Ordering as AtomicOrdering};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
 
 use futures::future;
 use tokio::runtime::Handle;
@@ -38,51 +44,34 @@ pub(crate) struct BackgroundTask {
     stop: Option<oneshot::Sender<()>>,
 }
 
-/// Lives in the task's future: when the future is dropped, closes the task's channel, then
-/// runs `on_end`.
-struct OnEnd<E: FnOnce()> {
-    stopped: oneshot::Receiver<()>,
-    on_end: Option<E>,
-}
-
 impl BackgroundTask {
-    /// Whether the task was started (it may have ended since).
-    pub(crate) fn started(&self) -> bool {
-        self.stop.is_some()
-    }
-
     /// Whether the task runs.
     pub(crate) fn running(&self) -> bool {
         self.stop.as_ref().is_some_and(|stop| !stop.is_closed())
     }
 
-    /// Whether it was started and is no longer running.
+    /// Whether it was started once and is no longer running (its runtime went away, or it
+    /// ended).
     pub(crate) fn has_ended(&self) -> bool {
         self.stop.as_ref().is_some_and(oneshot::Sender::is_closed)
     }
 
     /// Spawns `task` on `runtime`, replacing a previous task (which is stopped). It runs until
-    /// it returns, [`stop`](Self::stop) is called, `self` is dropped, or the runtime drops it;
-    /// then `on_end` runs. Returns `false` if `runtime` is shutting down: then `on_end` has run
-    /// already and nothing runs.
-    pub(crate) fn start<F, E>(&mut self, runtime: &Handle, task: F, on_end: E) -> bool
+    /// it returns, [`stop`](Self::stop) is called, or `self` is dropped. Returns `false` if
+    /// `runtime` is shutting down: then nothing runs.
+    pub(crate) fn start<F>(&mut self, runtime: &Handle, task: F) -> bool
     where
         F: Future<Output = ()> + Send + 'static,
-        E: FnOnce() + Send + 'static,
     {
-        let (stop, stopped) = oneshot::channel::<()>();
-        let end = OnEnd {
-            stopped,
-            on_end: Some(on_end),
-        };
+        let (stop, mut stopped) = oneshot::channel::<()>();
         runtime.spawn(async move {
-            let mut end = end;
             // The stop signal is polled first: a stopped task does not run one more step.
-            let _ = future::select(&mut end.stopped, std::pin::pin!(task)).await;
+            let _ = future::select(&mut stopped, std::pin::pin!(task)).await;
         });
         // A runtime that is shutting down drops a spawned future at once, closing `stop`.
         let started = !stop.is_closed();
-        // Kept even if closed: `has_ended` then says the runtime is gone.
+        // Kept even if closed: `has_ended` then says the runtime is gone, and no caller tries
+        // to spawn there again.
         self.stop = Some(stop);
         started
     }
@@ -93,21 +82,83 @@ impl BackgroundTask {
     }
 }
 
-impl<E: FnOnce()> Drop for OnEnd<E> {
+/// A queue state whose deadlines are timers served by [`timer_task`].
+pub(crate) trait Timed: Send + Sync + 'static {
+    /// Takes what is due and acts on it; `cx` is woken at the next timer, and when a timer is
+    /// set earlier (the state's timers keep the waker).
+    fn poll_timers(&self, cx: &mut Context<'_>);
+
+    /// The task's future was dropped, by its runtime's shutdown or by [`BackgroundTask::stop`]
+    /// (the queue's shutdown): no timer will ring any more. Called from the dropping thread,
+    /// holding no lock of the state.
+    fn timers_gone(&self);
+}
+
+/// Starts the timer task of `state` on `runtime`: it serves the state's timers until the
+/// state is gone or the task is stopped, and tells the state (see [`Timed::timers_gone`]) if
+/// its future is dropped after this returned `true`, even before its first poll. Returns
+/// `false`, having told nothing, if the runtime dropped it already (it is shutting down).
+pub(crate) fn start_timer_task<S: Timed>(
+    task: &mut BackgroundTask,
+    runtime: &Handle,
+    state: Weak<S>,
+) -> bool {
+    let armed = Arc::new(AtomicU8::new(UNARMED));
+    let gone = Gone {
+        state: state.clone(),
+        armed: armed.clone(),
+    };
+    let serve = async move {
+        let _gone = gone;
+        // Unconstrained: the deadlines due at one instant are served in one batch, in order,
+        // rather than cut where tokio's cooperative budget runs out.
+        tokio::task::unconstrained(poll_fn(|cx| match state.upgrade() {
+            Some(state) => {
+                state.poll_timers(cx);
+                Poll::Pending
+            }
+            None => Poll::Ready(()),
+        }))
+        .await;
+    };
+    // A runtime that is shutting down drops the future inside `spawn`, where the caller holds
+    // the state's lock: `Gone` is armed only after, and whichever of arming and dropping comes
+    // second sees the other.
+    task.start(runtime, serve)
+        && armed
+            .compare_exchange(
+                UNARMED,
+                ARMED,
+                AtomicOrdering::AcqRel,
+                AtomicOrdering::Acquire,
+            )
+            .is_ok()
+}
+
+const UNARMED: u8 = 0;
+const ARMED: u8 = 1;
+const DROPPED: u8 = 2;
+
+/// Tells the state when the timer task's future is dropped, once armed.
+struct Gone<S: Timed> {
+    state: Weak<S>,
+    armed: Arc<AtomicU8>,
+}
+
+impl<S: Timed> Drop for Gone<S> {
     fn drop(&mut self) {
-        self.stopped.close();
-        if let Some(on_end) = self.on_end.take() {
-            on_end();
+        if self.armed.swap(DROPPED, AtomicOrdering::AcqRel) == ARMED
+            && let Some(state) = self.state.upgrade()
+        {
+            state.timers_gone();
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::future::poll_fn;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Poll;
     use std::time::Duration;
 
     use super::*;
@@ -119,14 +170,10 @@ mod tests {
         assert!(!task.running());
         assert!(!task.has_ended(), "never started");
         let h = held.clone();
-        assert!(task.start(
-            &Handle::current(),
-            async move {
-                let _h = h;
-                std::future::pending::<()>().await;
-            },
-            || {}
-        ));
+        assert!(task.start(&Handle::current(), async move {
+            let _h = h;
+            std::future::pending::<()>().await;
+        }));
         tokio::task::yield_now().await;
         assert!(task.running());
         assert!(!task.has_ended(), "running");
@@ -142,8 +189,7 @@ mod tests {
         let mut task = BackgroundTask::default();
         assert!(task.start(
             &Handle::current(),
-            tokio::time::sleep(Duration::from_millis(1)),
-            || {}
+            tokio::time::sleep(Duration::from_millis(1))
         ));
         tokio::time::sleep(Duration::from_millis(2)).await;
         assert!(!task.running());
@@ -157,76 +203,78 @@ mod tests {
             .expect("a runtime");
         let handle = runtime.handle().clone();
         let mut task = BackgroundTask::default();
-        assert!(task.start(&handle, std::future::pending(), || {}));
+        assert!(task.start(&handle, std::future::pending()));
         assert!(task.running());
         drop(runtime);
         assert!(!task.running());
         assert!(task.has_ended());
         assert!(
-            !task.start(&handle, std::future::pending(), || {}),
+            !task.start(&handle, std::future::pending()),
             "dropped at once"
         );
         assert!(!task.running());
         assert!(task.has_ended(), "so that no caller tries there again");
     }
 
-    /// Counts the polls of a task's future and the runs of its `on_end`.
+    /// Counts its polls and how often it was told its timers are gone.
     #[derive(Default)]
     struct Counting {
         polls: AtomicUsize,
-        ended: AtomicUsize,
+        gone: AtomicUsize,
     }
 
-    /// Starts a task on `runtime` that counts its polls in `state` and never returns.
-    fn start_counting(task: &mut BackgroundTask, runtime: &Handle, state: &Arc<Counting>) -> bool {
-        let (polled, ended) = (state.clone(), state.clone());
-        task.start(
-            runtime,
-            poll_fn(move |_| {
-                polled.polls.fetch_add(1, Ordering::SeqCst);
-                Poll::Pending
-            }),
-            move || {
-                ended.ended.fetch_add(1, Ordering::SeqCst);
-            },
-        )
+    impl Timed for Counting {
+        fn poll_timers(&self, _cx: &mut Context<'_>) {
+            self.polls.fetch_add(1, Ordering::SeqCst);
+        }
+        fn timers_gone(&self) {
+            self.gone.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     #[test]
-    fn on_end_runs_when_the_runtime_drops_the_task() {
+    fn the_timer_task_tells_its_state_when_the_runtime_drops_it() {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime");
         let state = Arc::new(Counting::default());
         let mut task = BackgroundTask::default();
-        assert!(start_counting(&mut task, runtime.handle(), &state));
+        assert!(start_timer_task(
+            &mut task,
+            runtime.handle(),
+            Arc::downgrade(&state)
+        ));
         runtime.block_on(tokio::task::yield_now());
         assert_eq!(
             state.polls.load(Ordering::SeqCst),
             1,
             "polled once, then pending"
         );
-        assert_eq!(state.ended.load(Ordering::SeqCst), 0);
+        assert_eq!(state.gone.load(Ordering::SeqCst), 0);
         drop(runtime);
-        assert_eq!(state.ended.load(Ordering::SeqCst), 1, "run once");
+        assert_eq!(state.gone.load(Ordering::SeqCst), 1, "told once");
         assert!(!task.running());
     }
 
     #[test]
-    fn on_end_runs_when_the_task_is_dropped_before_its_first_poll() {
+    fn a_timer_task_dropped_before_its_first_poll_tells_its_state() {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime");
         let state = Arc::new(Counting::default());
         let mut task = BackgroundTask::default();
-        assert!(start_counting(&mut task, runtime.handle(), &state));
+        assert!(start_timer_task(
+            &mut task,
+            runtime.handle(),
+            Arc::downgrade(&state)
+        ));
         drop(runtime);
         assert_eq!(state.polls.load(Ordering::SeqCst), 0, "it never ran");
-        assert_eq!(state.ended.load(Ordering::SeqCst), 1, "run all the same");
+        assert_eq!(state.gone.load(Ordering::SeqCst), 1, "told all the same");
     }
 
     #[test]
-    fn a_task_started_on_a_shut_down_runtime_fails_and_has_run_on_end() {
+    fn a_timer_task_started_on_a_shut_down_runtime_fails_and_tells_nothing() {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime");
@@ -234,21 +282,28 @@ mod tests {
         drop(runtime);
         let state = Arc::new(Counting::default());
         let mut task = BackgroundTask::default();
-        assert!(!start_counting(&mut task, &handle, &state));
-        assert_eq!(state.ended.load(Ordering::SeqCst), 1, "inside `start`");
+        assert!(!start_timer_task(
+            &mut task,
+            &handle,
+            Arc::downgrade(&state)
+        ));
+        assert_eq!(state.gone.load(Ordering::SeqCst), 0);
         assert!(!task.running());
-        assert!(task.has_ended());
     }
 
     #[tokio::test(start_paused = true)]
-    async fn on_end_runs_when_the_task_is_stopped_too() {
+    async fn a_stopped_timer_task_tells_its_state_too() {
         let state = Arc::new(Counting::default());
         let mut task = BackgroundTask::default();
-        assert!(start_counting(&mut task, &Handle::current(), &state));
+        assert!(start_timer_task(
+            &mut task,
+            &Handle::current(),
+            Arc::downgrade(&state)
+        ));
         tokio::task::yield_now().await;
         task.stop();
         tokio::task::yield_now().await;
-        assert_eq!(state.ended.load(Ordering::SeqCst), 1);
+        assert_eq!(state.gone.load(Ordering::SeqCst), 1);
         assert!(!task.running());
     }
 }

@@ -1,8 +1,9 @@
 //! Queue metrics: client-go's seven work-queue metrics behind a per-queue provider.
 //!
 //! A queue built with a name and a [`MetricsProvider`] asks the provider once for one handle per
-//! metric (at construction; depth at the first add), then reports through those handles. Without
-//! a provider nothing is recorded and no per-key bookkeeping is kept.
+//! metric (at construction; depth at the first add), then reports through those handles from all
+//! its shards. Without a provider nothing is
+//! recorded and no per-key bookkeeping is kept (the default costs one branch per operation).
 //!
 //! | Metric | Kind | Semantics (as client-go's) |
 //! |---|---|---|
@@ -131,11 +132,11 @@ impl Handles {
     }
 }
 
-/// The recorder of a queue, called under the queue's lock: client-go's
+/// The recorder of one shard of a queue, called under the shard's lock: client-go's
 /// `queueMetrics`, reporting through the queue's shared [`Handles`].
 ///
-/// Disabled (no provider) it keeps nothing and every call does nothing. Enabled it keeps, per
-/// key, when it became dirty and when it was handed out, and drops both at `done`, so no
+/// Disabled (no provider) it keeps nothing and every call is one branch. Enabled it keeps, per key
+/// of its shard, when it became dirty and when it was handed out, and drops both at `done`, so no
 /// clone of a key outlives its processing.
 pub(crate) struct Recorder<K> {
     inner: Option<Box<Enabled<K>>>,

@@ -24,10 +24,11 @@ impl<K: QueueKey + 'static> Shared<K> {
         r
     }
 
-    /// Starts the gauge refresh loop at an add if the queue has metrics and the loop has not
-    /// started (it runs on the queue's runtime, and ends with it).
+    /// Starts the gauge refresh loop at an add if the queue has metrics and the loop does not
+    /// run (it ends with its runtime, and restarts in the next one that adds).
+    #[inline]
     pub(super) fn keep_metrics_task(self: &Arc<Self>) {
-        if self.metrics && !self.metrics_started.load(Ordering::Acquire) {
+        if self.metrics && self.metrics_live.load(Ordering::Acquire) == 0 {
             self.start_metrics_task();
         }
     }
@@ -63,7 +64,7 @@ impl<K: QueueKey + 'static> Shared<K> {
             // A key waits only while the delay task runs on the queue's runtime: removing its
             // timer happens there.
             let _runtime = self.clock.runtime().map(|runtime| runtime.enter());
-            if let Some(waiting) = timers.cancel(&key) {
+            if let Some(waiting) = timers.timers.cancel(&key) {
                 p = p.max(waiting);
                 self.count_waiting(&timers);
             }

@@ -6,14 +6,13 @@
 //! `tokio_util::time::DelayQueue`, and a map from the key to its wait (deadline, priority and
 //! the `DelayQueue` key of its timer), as kube-runtime's `scheduler.rs`. A delayed add sets its
 //! timer directly, and `DelayQueue` wakes the delay task when that timer is earlier than the
-//! one it sleeps on. The task's loop is [`delay_task`]; when it ends, `end_waits` adds the keys
-//! still waiting (none after a shutdown), so a runtime that shuts down loses no key.
+//! one it sleeps on. The task's loop is the crate's timer task (`crate::task`), which calls
+//! [`Timed::poll_timers`] here each time it wakes.
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::future::poll_fn;
 use std::hash::Hash;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -23,10 +22,10 @@ use tokio_util::time::{DelayQueue, delay_queue};
 use tracing::debug;
 
 use super::machine::QueueKey;
-use super::state::{Shared, Wake};
+use super::state::{Shared, TimerState, Wake};
 use crate::clock::MAX_DELAY;
 use crate::error::AddError;
-use crate::task::BackgroundTask;
+use crate::task::{Timed, start_timer_task};
 
 impl<K: QueueKey + 'static> Shared<K> {
     /// Adds `key` once `delay` has passed (see `WorkQueue::add_after`).
@@ -75,23 +74,20 @@ impl<K: QueueKey + 'static> Shared<K> {
         self.clock.in_runtime(|| self.limiter.when(key))
     }
 
-    /// Makes `key` wait `delay`, starting the delay task if it has not started. With no
-    /// runtime to time the wait (none bound yet and none here, or the queue's runtime shut
-    /// down, which ended the delay task), the key is added now rather than lost.
+    /// Makes `key` wait `delay`, starting the delay task if it does not run. With no runtime
+    /// to time the wait (none bound yet and none here, or the queue's runtime shut down), the
+    /// key is added now rather than lost. Takes the timers' lock only.
     fn wait(self: &Arc<Self>, key: K, p: i32, delay: Duration) -> Result<(), AddError<K>> {
-        if !self.lock_timers().delay_task.started() {
-            self.start_delay_task();
-        }
         let key = {
             let mut timers = self.lock_timers();
             if timers.shut_down {
                 return Err(AddError::ShutDown(key));
             }
-            // Checked under the timers' lock, which the task's end takes to add the waiting
-            // keys after it stops running: a key that waits here is either added by the task
-            // at its deadline or by its end.
+            if !timers.runtime_gone && !timers.delay_task.running() {
+                self.start_delay_task(&mut timers);
+            }
             match self.clock.runtime() {
-                Some(runtime) if timers.delay_task.running() => {
+                Some(runtime) if timers.delay_task.running() && !timers.runtime_gone => {
                     // The timer's `Sleep` binds to the runtime in context, and the deadline is
                     // read by its clock (paused, in tests), whatever thread this add comes from.
                     let _runtime = runtime.enter();
@@ -109,48 +105,19 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 
     /// Starts the delay task on the queue's runtime (binding the queue to the calling one if
-    /// it has none yet), once: a task that ended is not started again. Takes no lock of the
-    /// state while spawning, since a runtime that is shutting down drops the task at once,
-    /// and its end takes the timers' and the state's locks.
-    fn start_delay_task(self: &Arc<Self>) {
+    /// it has none yet). Marks the runtime gone if it is shutting down.
+    fn start_delay_task(self: &Arc<Self>, timers: &mut TimerState<K>) {
         let Some(runtime) = self.clock.runtime() else {
             return;
         };
-        let _one_start = self.delay_start.lock();
         {
-            let mut timers = self.lock_timers();
-            if timers.delay_task.started() || timers.shut_down {
-                return;
-            }
             let _runtime = runtime.enter();
             timers.timers.start_here();
         }
-        let mut task = BackgroundTask::default();
-        let ended = Arc::downgrade(self);
-        if !task.start(runtime, delay_task(Arc::downgrade(self)), move || {
-            if let Some(shared) = ended.upgrade() {
-                shared.end_waits();
-            }
-        }) {
+        if !start_timer_task(&mut timers.delay_task, runtime, Arc::downgrade(self)) {
             debug!(queue = %self.name, "the queue's runtime has shut down: delays end at once");
+            timers.runtime_gone = true;
         }
-        self.lock_timers().delay_task = task;
-    }
-
-    /// The delay task ended: if its runtime dropped it (it shut down), every waiting key is
-    /// added now, in deadline order, rather than left with timers that will never ring, and
-    /// later delayed adds are added at once. After a shutdown no key waits: nothing happens.
-    fn end_waits(&self) {
-        let due = {
-            let mut timers = self.lock_timers();
-            let due = timers.timers.take_all();
-            self.count_waiting(&timers);
-            due
-        };
-        if !due.is_empty() {
-            debug!(queue = %self.name, waiting = due.len(), "the queue's runtime shut down: waits end now");
-        }
-        self.add_due(due);
     }
 
     /// Takes every waiting key whose timer rang under the timers' lock, then adds them in
@@ -200,63 +167,31 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 }
 
-/// The delay task: each time it is woken (a timer rang, or an add set an earlier one), it adds
-/// the keys whose timer rang, until the queue is gone or the task is stopped.
-async fn delay_task<K: QueueKey + 'static>(shared: Weak<Shared<K>>) {
-    // Unconstrained: the keys due at one instant are added in one batch, in order, rather than
-    // cut where tokio's cooperative budget runs out.
-    tokio::task::unconstrained(poll_fn(|cx| match shared.upgrade() {
-        Some(shared) => {
-            shared.poll_due(cx);
-            Poll::Pending
+/// The delay task ([`start_timer_task`]): adds each waiting key at its deadline.
+impl<K: QueueKey + 'static> Timed for Shared<K> {
+    fn poll_timers(&self, cx: &mut Context<'_>) {
+        self.poll_due(cx);
+    }
+
+    /// The queue's runtime shut down: every waiting key is added now, in deadline order,
+    /// rather than left with timers that will never ring; later delayed adds are added at once.
+    fn timers_gone(&self) {
+        let due = {
+            let mut timers = self.lock_timers();
+            timers.runtime_gone = true;
+            let due = timers.timers.take_all();
+            self.count_waiting(&timers);
+            due
+        };
+        if !due.is_empty() {
+            debug!(queue = %self.name, waiting = due.len(), "the queue's runtime shut down: waits end now");
         }
-        None => Poll::Ready(()),
-    }))
-    .await;
-}
-
-/// The waiting keys and the delay task, guarded by `Shared::timers`.
-pub(super) struct TimerState<K> {
-    timers: Timers<K>,
-    /// Polls `timers` and adds the keys that are due.
-    delay_task: BackgroundTask,
-    /// Set by the queue's shutdown: no key waits after it. A delay task that ended while this
-    /// is unset was dropped by its runtime: no key waits then either (it is added at once),
-    /// since the queue is bound to that runtime.
-    shut_down: bool,
-}
-
-impl<K: Hash + Eq + Clone> TimerState<K> {
-    pub(super) fn new(ties_by_add_counter: bool) -> Self {
-        TimerState {
-            timers: Timers::new(ties_by_add_counter),
-            delay_task: BackgroundTask::default(),
-            shut_down: false,
-        }
-    }
-
-    /// How many keys wait.
-    pub(super) fn len(&self) -> usize {
-        self.timers.len()
-    }
-
-    /// Ends `key`'s wait, if it waits, and returns its payload. Call inside the delay task's
-    /// runtime.
-    pub(super) fn cancel(&mut self, key: &K) -> Option<i32> {
-        self.timers.cancel(key)
-    }
-
-    /// The queue's shutdown: drops the waiting keys and their timers, stops the delay task,
-    /// and refuses later waits.
-    pub(super) fn shut_down(&mut self) {
-        self.shut_down = true;
-        self.timers.clear();
-        self.delay_task.stop();
+        self.add_due(due);
     }
 }
 
 /// The waiting keys and their timers.
-struct Timers<K> {
+pub(super) struct Timers<K> {
     waiting: HashMap<K, Waiting>,
     /// One timer per waiting key. Its `Sleep` belongs to the delay task's runtime: every call
     /// that may set it runs inside that runtime's context.
@@ -283,7 +218,7 @@ struct Waiting {
 type Due<K> = (Instant, Reverse<i32>, u64, K);
 
 impl<K: Hash + Eq + Clone> Timers<K> {
-    fn new(ties_by_add_counter: bool) -> Self {
+    pub(super) fn new(ties_by_add_counter: bool) -> Self {
         Timers {
             waiting: HashMap::new(),
             timers: DelayQueue::new(),
@@ -292,13 +227,13 @@ impl<K: Hash + Eq + Clone> Timers<K> {
         }
     }
 
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.waiting.len()
     }
 
     /// Makes `key` wait until `at`, keeping an earlier deadline it already has and the higher of
     /// the two payloads. Call inside the delay task's runtime.
-    fn wait_until(&mut self, key: K, p: i32, at: Instant) {
+    pub(super) fn wait_until(&mut self, key: K, p: i32, at: Instant) {
         self.seq += 1;
         if let Some(w) = self.waiting.get_mut(&key) {
             let (raised, moved) = (p > w.p, at < w.at);
@@ -321,7 +256,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
 
     /// Ends `key`'s wait, if it waits, and returns its payload. Call inside the delay task's
     /// runtime (removing a timer may set the `DelayQueue`'s sleep anew).
-    fn cancel(&mut self, key: &K) -> Option<i32> {
+    pub(super) fn cancel(&mut self, key: &K) -> Option<i32> {
         let w = self.waiting.remove(key)?;
         self.timers.remove(&w.timer);
         Some(w.p)
@@ -330,7 +265,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     /// Takes every key whose timer rang, ordered by deadline, then higher payload, then the
     /// order of their delayed adds; `cx` is woken at the next timer (or when an add sets an
     /// earlier one). Call from the delay task.
-    fn poll_due(&mut self, cx: &mut Context<'_>) -> Vec<(K, i32)> {
+    pub(super) fn poll_due(&mut self, cx: &mut Context<'_>) -> Vec<(K, i32)> {
         let mut due: Vec<Due<K>> = Vec::new();
         while let Poll::Ready(Some(expired)) = self.timers.poll_expired(cx) {
             let key = expired.into_inner();
@@ -346,7 +281,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     /// [`poll_due`](Self::poll_due), whether or not its timer has rung. Call inside the delay
     /// task's runtime.
     #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
-    fn take_due(&mut self, now: Instant) -> Vec<(K, i32)> {
+    pub(super) fn take_due(&mut self, now: Instant) -> Vec<(K, i32)> {
         let keys: Vec<K> = self
             .waiting
             .iter()
@@ -367,7 +302,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     /// from the instant it was made, which must be read from the runtime that times them (a
     /// queue built on a plain thread would otherwise start from the real clock). Call inside
     /// the delay task's runtime before the first key waits.
-    fn start_here(&mut self) {
+    pub(super) fn start_here(&mut self) {
         debug_assert!(
             self.waiting.is_empty(),
             "no key waits before the delay task runs"
@@ -377,7 +312,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
 
     /// Takes every waiting key, ordered as [`poll_due`](Self::poll_due) orders the keys due
     /// together, and drops their timers (their runtime is gone).
-    fn take_all(&mut self) -> Vec<(K, i32)> {
+    pub(super) fn take_all(&mut self) -> Vec<(K, i32)> {
         let due = self
             .waiting
             .drain()
@@ -388,7 +323,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     }
 
     /// Drops every waiting key and its timer.
-    fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.waiting = HashMap::new();
         self.timers = DelayQueue::new();
     }

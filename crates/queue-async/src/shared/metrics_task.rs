@@ -1,7 +1,7 @@
 //! The metrics task: refreshes the unfinished-work gauges on the crate's
 //! [`BackgroundTask`](crate::task::BackgroundTask) helper, started by the first add.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use tracing::debug;
@@ -12,22 +12,25 @@ use crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD;
 
 impl<K: QueueKey + 'static> Shared<K> {
     /// Starts the gauge refresh loop on the queue's runtime (binding the queue to the calling
-    /// one if it has none yet), once. It does not start after shutdown.
+    /// one if it has none yet). It does not start after shutdown, nor again once the queue's
+    /// runtime has shut down.
     pub(super) fn start_metrics_task(self: &Arc<Self>) {
         if self.is_shutting_down() {
             return;
         }
-        let mut task = self.metrics_task.lock();
-        if task.started() {
+        let mut guard = self.metrics_task.lock();
+        let (task, starts) = &mut *guard;
+        if task.running() || task.has_ended() {
             return;
         }
         let Some(runtime) = self.clock.runtime() else {
             return;
         };
-        if !task.start(runtime, metrics_loop(Arc::downgrade(self)), || {}) {
+        *starts += 1;
+        let live = Live::new(self.metrics_live.clone(), *starts);
+        if !task.start(runtime, metrics_loop(Arc::downgrade(self), live)) {
             debug!(queue = %self.name, "the queue's runtime has shut down: no metrics task");
         }
-        self.metrics_started.store(true, Ordering::Release);
     }
 
     /// Sets the unfinished-work gauges from the items in progress.
@@ -39,9 +42,33 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 }
 
+/// Says which start of the task runs while its future lives: its number is set when made and
+/// cleared when the future is dropped (stopped, or dropped by its runtime's shutdown), unless
+/// a later start replaced it already.
+struct Live {
+    flag: Arc<AtomicU64>,
+    start: u64,
+}
+
+impl Live {
+    fn new(flag: Arc<AtomicU64>, start: u64) -> Self {
+        flag.store(start, Ordering::Release);
+        Live { flag, start }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let _ = self
+            .flag
+            .compare_exchange(self.start, 0, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
 /// Refreshes the unfinished-work gauges every period until the queue is gone (or the task is
 /// stopped).
-async fn metrics_loop<K: QueueKey + 'static>(shared: Weak<Shared<K>>) {
+async fn metrics_loop<K: QueueKey + 'static>(shared: Weak<Shared<K>>, live: Live) {
+    let _live = live;
     let mut tick = tokio::time::interval(UNFINISHED_WORK_UPDATE_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
@@ -51,5 +78,35 @@ async fn metrics_loop<K: QueueKey + 'static>(shared: Weak<Shared<K>>) {
             return;
         };
         shared.update_unfinished_work();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use crate::WorkQueue;
+    use crate::metrics::testing::RecordingProvider;
+
+    /// While the metrics task runs, adds see it through the live flag alone (no lock); each
+    /// start is numbered, and the flag is cleared when the running one ends.
+    #[tokio::test(start_paused = true)]
+    async fn the_live_flag_names_the_running_start_and_clears_when_it_ends() {
+        let provider = Arc::new(RecordingProvider::default());
+        let queue: WorkQueue<u32> = WorkQueue::builder().name("q").metrics(provider).build();
+        let inner = Arc::clone(&queue.inner);
+        assert_eq!(inner.metrics_live.load(Ordering::Acquire), 0, "not started");
+        queue.add(1).unwrap();
+        assert_eq!(
+            inner.metrics_live.load(Ordering::Acquire),
+            1,
+            "the first start"
+        );
+        queue.add(2).unwrap();
+        assert_eq!(inner.metrics_task.lock().1, 1, "started once");
+        queue.shut_down();
+        tokio::task::yield_now().await;
+        assert_eq!(inner.metrics_live.load(Ordering::Acquire), 0, "ended");
     }
 }

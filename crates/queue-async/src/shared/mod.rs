@@ -7,10 +7,6 @@
 //! - `timers` guards the waiting keys, their timers (`delay::Timers`) and the delay
 //!   task: delayed adds and the delay task take it.
 //!
-//! - `delay_start` is held while the delay task starts, so that it starts once; it is taken
-//!   before the others, and the spawn happens holding neither of them (the runtime may drop
-//!   the task there, and its end takes both).
-//!
 //! A delayed add sets its timer without holding `state`, and the delay task takes the due keys
 //! under `timers` alone, then adds them under `state`. When both are held, `state` is taken
 //! first. Three

@@ -18,10 +18,12 @@ impl<K: QueueKey + 'static> Shared<K> {
         // Waiting keys are never added now: drop them, their timers and the tasks.
         {
             let mut timers = self.lock_timers();
-            timers.shut_down();
+            timers.shut_down = true;
+            timers.timers.clear();
+            timers.delay_task.stop();
             self.count_waiting(&timers);
         }
-        self.metrics_task.lock().stop();
+        self.metrics_task.lock().0.stop();
         if first {
             debug!(queue = %self.name, drain, "shutting down");
         }

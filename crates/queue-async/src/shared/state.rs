@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use ctrlq_ratelimit::RateLimiter;
 use hashbrown::HashSet;
@@ -11,7 +11,7 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::delay::TimerState;
+use super::delay::Timers;
 use super::machine::{Machine, QueueKey};
 use crate::clock::QueueClock;
 use crate::metrics::{Handles, MetricsProvider, Recorder};
@@ -52,8 +52,6 @@ pub(crate) struct Shared<K> {
     pub(super) state: Mutex<State<K>>,
     /// Taken after `state` when both are held.
     pub(super) timers: Mutex<TimerState<K>>,
-    /// Held while the delay task starts, so that it starts once; taken before the others.
-    pub(super) delay_start: Mutex<()>,
     /// How many keys wait (mirrors `timers`), so that an add skips the timers' lock when none
     /// does.
     pub(super) waiting: AtomicUsize,
@@ -72,10 +70,10 @@ pub(crate) struct Shared<K> {
     pub(super) draining: AtomicBool,
     /// Whether the queue reports metrics.
     pub(super) metrics: bool,
-    /// Refreshes the unfinished-work gauges.
-    pub(super) metrics_task: Mutex<BackgroundTask>,
-    /// Set once the metrics task has started (it starts once), read by adds without its lock.
-    pub(super) metrics_started: AtomicBool,
+    /// Refreshes the unfinished-work gauges; with how many times it was started.
+    pub(super) metrics_task: Mutex<(BackgroundTask, u64)>,
+    /// Which start of the metrics task runs (0: none), read by adds without its lock.
+    pub(super) metrics_live: Arc<AtomicU64>,
     /// Keys handed out and not done, counted only with metrics (to zero their gauges).
     pub(super) in_progress: AtomicUsize,
     /// Read for priority aging, the metrics and deadlines, so that calls from any thread share
@@ -92,6 +90,18 @@ pub(super) struct State<K> {
     /// handle's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
     /// ends a later hand-out of the same key.
     pub(super) detached: HashSet<K>,
+}
+
+/// Guarded by [`Shared::timers`].
+pub(super) struct TimerState<K> {
+    pub(super) timers: Timers<K>,
+    /// Polls `timers` and adds the keys that are due.
+    pub(super) delay_task: BackgroundTask,
+    /// Set by the queue's shutdown: no key waits after it.
+    pub(super) shut_down: bool,
+    /// Set when the runtime dropped the delay task: no key waits after it either (it is added
+    /// at once), since the queue is bound to that runtime.
+    pub(super) runtime_gone: bool,
 }
 
 /// What to wake once the lock is released.
@@ -115,7 +125,7 @@ impl<K: QueueKey> Shared<K> {
 
     /// Publishes how many keys wait; call before releasing the timers' lock after a change.
     pub(super) fn count_waiting(&self, timers: &TimerState<K>) {
-        self.waiting.store(timers.len(), Ordering::Release);
+        self.waiting.store(timers.timers.len(), Ordering::Release);
     }
 
     /// After a transition that may end the last hand-out: a drain is woken if the queue is
@@ -148,8 +158,12 @@ impl<K: QueueKey + 'static> Shared<K> {
                 recorder: Recorder::shared(handles.as_ref()),
                 detached: HashSet::new(),
             }),
-            timers: Mutex::new(TimerState::new(ties_by_add_counter)),
-            delay_start: Mutex::new(()),
+            timers: Mutex::new(TimerState {
+                timers: Timers::new(ties_by_add_counter),
+                delay_task: BackgroundTask::default(),
+                shut_down: false,
+                runtime_gone: false,
+            }),
             waiting: AtomicUsize::new(0),
             get_wake: Notify::new(),
             stream_wake: Notify::new(),
@@ -159,8 +173,8 @@ impl<K: QueueKey + 'static> Shared<K> {
             shutting_down: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             metrics: has_metrics,
-            metrics_task: Mutex::new(BackgroundTask::default()),
-            metrics_started: AtomicBool::new(false),
+            metrics_task: Mutex::new((BackgroundTask::default(), 0)),
+            metrics_live: Arc::new(AtomicU64::new(0)),
             in_progress: AtomicUsize::new(0),
             origin: clock.now(),
             clock,
@@ -215,7 +229,7 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 
     pub(crate) fn waiting_len(&self) -> usize {
-        self.lock_timers().len()
+        self.lock_timers().timers.len()
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {
@@ -223,7 +237,7 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 
     pub(crate) fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let waiting = self.lock_timers().len();
+        let waiting = self.lock_timers().timers.len();
         let kind = self.lock().machine.type_name();
         f.debug_struct(kind)
             .field("name", &self.name)
