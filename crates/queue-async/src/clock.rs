@@ -45,7 +45,8 @@ impl QueueClock {
     /// Runs `f` (which reads tokio's clock, say a rate limiter) in the calling task's runtime;
     /// outside any runtime, inside the queue's runtime (as is, if it is not bound yet).
     pub(crate) fn in_runtime<R>(&self, f: impl FnOnce() -> R) -> R {
-        // Inside a task or a runtime, tokio's clock is already the caller's runtime's.
+        // Inside a task (the usual caller), `try_id` is a thread-local read; the fallback
+        // clones a handle, so it comes second.
         if tokio::task::try_id().is_some() || Handle::try_current().is_ok() {
             return f();
         }

@@ -10,14 +10,14 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 
 use crate::item::Item;
-use crate::shared::Shared;
+use crate::shared::{Payload, QueueKey, Shared};
 use crate::wait::Wait;
 
 pin_project! {
     /// Future of [`WorkQueue::get`] and [`PriorityQueue::get`]: the next key as an [`Item`], or
     /// `None` once the queue is shut down and empty.
     ///
-    /// Equivalent to `async fn get(&self) -> Option<Item<K>>`.
+    /// Equivalent to `async fn get(&self) -> Option<Item<K, P>>`.
     ///
     /// # Cancel safety
     ///
@@ -40,7 +40,7 @@ pin_project! {
     /// [`WorkQueue::get`]: crate::WorkQueue::get
     /// [`PriorityQueue::get`]: crate::PriorityQueue::get
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct Get<'a, K>
+    pub struct Get<'a, K, P = ()>
     where
         K: Hash,
         K: Eq,
@@ -48,15 +48,16 @@ pin_project! {
         K: Send,
         K: Sync,
         K: 'static,
+        P: Payload,
     {
-        queue: &'a Arc<Shared<K>>,
+        queue: &'a Arc<Shared<K, P>>,
         #[pin]
-        wait: Wait<'a, Shared<K>>,
+        wait: Wait<'a, Shared<K, P>>,
     }
 }
 
-impl<'a, K: Hash + Eq + Clone + Send + Sync> Get<'a, K> {
-    pub(crate) fn new(queue: &'a Arc<Shared<K>>) -> Self {
+impl<'a, K: QueueKey, P: Payload> Get<'a, K, P> {
+    pub(crate) fn new(queue: &'a Arc<Shared<K, P>>) -> Self {
         Get {
             queue,
             wait: Wait::new(queue),
@@ -64,8 +65,8 @@ impl<'a, K: Hash + Eq + Clone + Send + Sync> Get<'a, K> {
     }
 }
 
-impl<K: Hash + Eq + Clone + Send + Sync> Future for Get<'_, K> {
-    type Output = Option<Item<K>>;
+impl<K: QueueKey, P: Payload> Future for Get<'_, K, P> {
+    type Output = Option<Item<K, P>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -74,7 +75,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> Future for Get<'_, K> {
     }
 }
 
-impl<K: Hash + Eq + Clone + Send + Sync> fmt::Debug for Get<'_, K> {
+impl<K: QueueKey, P: Payload> fmt::Debug for Get<'_, K, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Get").finish_non_exhaustive()
     }

@@ -5,11 +5,10 @@ use std::hash::Hash;
 use std::ops::Deref;
 use std::time::Duration;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::AddError;
-use crate::shared::Shared;
+use crate::shared::{Payload, Shared};
 
 /// A key being processed by one worker: no other worker gets the same key until it is done.
 ///
@@ -45,22 +44,24 @@ use crate::shared::Shared;
 /// assert_eq!(queue.num_requeues(&"ns/a"), 0);
 /// # }
 /// ```
-pub struct Item<K>
+pub struct Item<K, P = ()>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
+    P: Payload,
 {
-    queue: Arc<Shared<K>>,
+    queue: Arc<Shared<K, P>>,
     /// The priority it was handed out at (`()` for the plain work queue).
-    p: i32,
+    p: P,
     /// `Some` until a consuming method or the drop takes it.
     key: Option<K>,
 }
 
-impl<K> Item<K>
+impl<K, P> Item<K, P>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
+    P: Payload,
 {
-    pub(crate) fn new(queue: Arc<Shared<K>>, key: K, p: i32) -> Self {
+    pub(crate) fn new(queue: Arc<Shared<K, P>>, key: K, p: P) -> Self {
         Self {
             queue,
             p,
@@ -117,7 +118,7 @@ where
     /// [`AddError::ShutDown`] with a clone of the key if the queue is shutting down (the item is
     /// still marked done).
     pub fn requeue(self) -> Result<(), AddError<K>> {
-        let r = self.queue.add(Cow::Borrowed(self.key()), self.p);
+        let r = self.queue.add(self.key(), self.p);
         drop(self);
         r
     }
@@ -151,9 +152,13 @@ where
         self.queue.detach(&key);
         key
     }
+}
 
-    /// The priority the key was handed out at: a priority queue's; 0 on a work queue, whose
-    /// keys carry none.
+impl<K> Item<K, i32>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    /// The priority the key was handed out at (priority queue).
     ///
     /// # Examples
     ///
@@ -171,9 +176,10 @@ where
     }
 }
 
-impl<K> Deref for Item<K>
+impl<K, P> Deref for Item<K, P>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
+    P: Payload,
 {
     type Target = K;
     fn deref(&self) -> &K {
@@ -181,9 +187,10 @@ where
     }
 }
 
-impl<K> Drop for Item<K>
+impl<K, P> Drop for Item<K, P>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
+    P: Payload,
 {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
@@ -197,9 +204,10 @@ where
     }
 }
 
-impl<K> fmt::Debug for Item<K>
+impl<K, P> fmt::Debug for Item<K, P>
 where
     K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static,
+    P: Payload,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Item")

@@ -83,9 +83,9 @@
 //! takes, and the timers' lock (the waiting keys, their timers, the delay task), which only
 //! delayed adds, the delay task and an add of a waiting key take. Where both are held, the
 //! state's lock comes first.
-//! [`WorkQueue`] and [`PriorityQueue`] are two handles over that one shared state, which holds
-//! either state machine; every rule in which the two queues differ is in one place, the
-//! private `Machine` enum (`shared/machine.rs`). A work queue's keys carry priority 0.
+//! [`WorkQueue`] and [`PriorityQueue`] are one generic handle, [`Queue`], over that state,
+//! differing only in what an add carries besides the key (nothing, or a priority): every
+//! method they share is written once, on [`Queue`].
 //!
 //! ## The timer task
 //!
@@ -161,6 +161,7 @@ pub mod priority;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
+mod queue;
 pub mod scheduling;
 mod shared;
 mod task;
@@ -172,5 +173,6 @@ pub use get::Get;
 pub use item::Item;
 pub use parallelize::{ParallelizeError, parallelize_until};
 pub use priority::{PriorityQueue, PriorityQueueBuilder};
+pub use queue::{Queue, QueueBuilder};
 pub use scheduling::SchedulingQueue;
 pub use workqueue::{WorkQueue, WorkQueueBuilder};

@@ -2,19 +2,19 @@
 //! ends in (also the delayed adds, in `delay`): end the key's wait if it has one, then hand
 //! the key to the state machine, and count it.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use ctrlq_queue_core::AddOutcome;
 
-use super::machine::QueueKey;
+use super::machine::{AddKey, Machine, Payload, QueueKey};
 use super::state::{Shared, State, Wake};
 use crate::error::AddError;
 
-impl<K: QueueKey + 'static> Shared<K> {
+impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Adds `key` now; a borrowed key (`&K`) is cloned only if the queue keeps it.
-    pub(crate) fn add(self: &Arc<Self>, key: Cow<'_, K>, p: i32) -> Result<(), AddError<K>> {
+    #[inline(always)]
+    pub(crate) fn add(self: &Arc<Self>, key: impl AddKey<K>, p: P) -> Result<(), AddError<K>> {
         let mut wake = Wake::default();
         let mut state = self.lock();
         let r = self.add_locked(&mut state, key, p, &mut wake);
@@ -34,7 +34,7 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 
     /// Adds `keys` now, in order (see `WorkQueue::add_all`).
-    pub(crate) fn add_all(self: &Arc<Self>, keys: Vec<K>) -> Result<(), AddError<Vec<K>>> {
+    pub(crate) fn add_all(self: &Arc<Self>, keys: Vec<K>, p: P) -> Result<(), AddError<Vec<K>>> {
         let mut wake = Wake::default();
         let mut state = self.lock();
         if state.machine.is_shut_down() {
@@ -42,7 +42,7 @@ impl<K: QueueKey + 'static> Shared<K> {
         }
         for key in keys {
             // The state is open under this hold of the lock: every add succeeds.
-            let _ = self.add_locked(&mut state, Cow::Owned(key), 0, &mut wake);
+            let _ = self.add_locked(&mut state, key, p, &mut wake);
         }
         drop(state);
         self.keep_metrics_task();
@@ -52,11 +52,12 @@ impl<K: QueueKey + 'static> Shared<K> {
 
     /// Adds `key` now, under the lock; a wait of the key ends (its payload is kept if
     /// higher).
+    #[inline(always)]
     pub(super) fn add_locked(
         &self,
-        state: &mut State<K>,
-        key: Cow<'_, K>,
-        mut p: i32,
+        state: &mut State<K, P>,
+        key: impl AddKey<K>,
+        mut p: P,
         wake: &mut Wake,
     ) -> Result<(), AddError<K>> {
         if self.waiting.load(Ordering::Acquire) > 0 {
@@ -64,7 +65,7 @@ impl<K: QueueKey + 'static> Shared<K> {
             // A key waits only while the delay task runs on the queue's runtime: removing its
             // timer happens there.
             let _runtime = self.clock.runtime().map(|runtime| runtime.enter());
-            if let Some(waiting) = timers.timers.cancel(&key) {
+            if let Some(waiting) = timers.timers.cancel(key.key()) {
                 p = p.max(waiting);
                 self.count_waiting(&timers);
             }
@@ -73,18 +74,19 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 
     /// Adds `key` now, under the lock, when it does not wait (the delay task's adds).
+    #[inline(always)]
     pub(super) fn add_now_locked(
         &self,
-        state: &mut State<K>,
-        key: Cow<'_, K>,
-        p: i32,
+        state: &mut State<K, P>,
+        key: impl AddKey<K>,
+        p: P,
         wake: &mut Wake,
     ) -> Result<(), AddError<K>> {
         // The recorder needs the key after the machine took it: clone only when metrics are on.
-        let metric_key = state.recorder.is_enabled().then(|| K::clone(&key));
-        let now = self.now_nanos(&state.machine);
-        let added = state.machine.add(key, p, now);
-        let priority = state.machine.has_priorities().then_some(p);
+        let metric_key = state.recorder.is_enabled().then(|| key.key().clone());
+        let now = self.now_nanos();
+        let added = key.add_to(&mut state.machine, p, now);
+        let priority = <P::Machine<K> as Machine<K>>::metric_priority(p);
         match added {
             AddOutcome::Queued => {
                 if let Some(k) = &metric_key {
@@ -112,6 +114,7 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 
     /// A key was queued (an add, or a done that requeues it): one getter is woken.
+    #[inline(always)]
     pub(super) fn queued(&self, wake: &mut Wake) {
         wake.getters += 1;
     }

@@ -1,50 +1,37 @@
-//! The delay task and everything it serves: `add_after` and `add_rate_limited` set a key's
-//! timer under the timers' lock; the delay task, started by the first of them, takes the keys
-//! whose timer rang and adds them in deadline order (through `add_now_locked`, in `add`).
-//!
-//! The waiting keys are [`Timers`]: each key has its own timer in one
-//! `tokio_util::time::DelayQueue`, and a map from the key to its wait (deadline, priority and
-//! the `DelayQueue` key of its timer), as kube-runtime's `scheduler.rs`. A delayed add sets its
-//! timer directly, and `DelayQueue` wakes the delay task when that timer is earlier than the
-//! one it sleeps on. The task's loop is the crate's timer task (`crate::task`), which calls
-//! [`Timed::poll_timers`] here each time it wakes.
+//! Delayed adds: `add_after` and `add_rate_limited` set a key's timer under the timers' lock
+//! ([`Timers`](super::timers::Timers)); the delay task, started by the first of them, takes the keys whose timer rang
+//! and adds them in deadline order (through `add_now_locked`, in `add`).
 
-use std::borrow::Cow;
-use std::cmp::Reverse;
-use std::hash::Hash;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Context;
 use std::time::Duration;
 
-use hashbrown::HashMap;
 use tokio::time::Instant;
-use tokio_util::time::{DelayQueue, delay_queue};
 use tracing::debug;
 
-use super::machine::QueueKey;
+use super::machine::{Machine, Payload, QueueKey};
 use super::state::{Shared, TimerState, Wake};
 use crate::clock::MAX_DELAY;
 use crate::error::AddError;
 use crate::task::{Timed, start_timer_task};
 
-impl<K: QueueKey + 'static> Shared<K> {
+impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Adds `key` once `delay` has passed (see `WorkQueue::add_after`).
     pub(crate) fn add_after(
         self: &Arc<Self>,
         key: K,
-        p: i32,
+        p: P,
         delay: Duration,
     ) -> Result<(), AddError<K>> {
         let key = self.with_lock(|state, wake| {
             if state.machine.is_shut_down() {
                 return Err(Some(AddError::ShutDown(key)));
             }
-            // client-go counts every delayed add as a retry; controller-runtime only those delayed.
-            if !delay.is_zero() || !state.machine.has_priorities() {
+            if !delay.is_zero() || <P::Machine<K> as Machine<K>>::ZERO_DELAY_IS_RETRY {
                 state.recorder.retry();
             }
             if delay.is_zero() || state.machine.absorbs_delayed(&key) {
-                return match self.add_locked(state, Cow::Owned(key), p, wake) {
+                return match self.add_locked(state, key, p, wake) {
                     Ok(()) => Err(None),
                     Err(e) => Err(Some(e)),
                 };
@@ -60,7 +47,7 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 
     /// Adds `key` after the rate limiter's delay for it.
-    pub(crate) fn add_rate_limited(self: &Arc<Self>, key: K, p: i32) -> Result<(), AddError<K>> {
+    pub(crate) fn add_rate_limited(self: &Arc<Self>, key: K, p: P) -> Result<(), AddError<K>> {
         if self.is_shutting_down() {
             return Err(AddError::ShutDown(key));
         }
@@ -77,7 +64,7 @@ impl<K: QueueKey + 'static> Shared<K> {
     /// Makes `key` wait `delay`, starting the delay task if it does not run. With no runtime
     /// to time the wait (none bound yet and none here, or the queue's runtime shut down), the
     /// key is added now rather than lost. Takes the timers' lock only.
-    fn wait(self: &Arc<Self>, key: K, p: i32, delay: Duration) -> Result<(), AddError<K>> {
+    fn wait(self: &Arc<Self>, key: K, p: P, delay: Duration) -> Result<(), AddError<K>> {
         let key = {
             let mut timers = self.lock_timers();
             if timers.shut_down {
@@ -101,12 +88,12 @@ impl<K: QueueKey + 'static> Shared<K> {
                 }
             }
         };
-        self.with_lock(|state, wake| self.add_now_locked(state, Cow::Owned(key), p, wake))
+        self.with_lock(|state, wake| self.add_now_locked(state, key, p, wake))
     }
 
     /// Starts the delay task on the queue's runtime (binding the queue to the calling one if
     /// it has none yet). Marks the runtime gone if it is shutting down.
-    fn start_delay_task(self: &Arc<Self>, timers: &mut TimerState<K>) {
+    fn start_delay_task(self: &Arc<Self>, timers: &mut TimerState<K, P>) {
         let Some(runtime) = self.clock.runtime() else {
             return;
         };
@@ -133,7 +120,7 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 
     /// Adds keys whose wait is over, in the given order, under one hold of the lock.
-    fn add_due(&self, due: Vec<(K, i32)>) {
+    fn add_due(&self, due: Vec<(K, P)>) {
         if due.is_empty() {
             return;
         }
@@ -143,7 +130,7 @@ impl<K: QueueKey + 'static> Shared<K> {
         for (key, p) in due {
             // Refused only after a shutdown that came after the keys were taken (waiting keys
             // are dropped at shutdown).
-            let _ = self.add_now_locked(&mut state, Cow::Owned(key), p, &mut wake);
+            let _ = self.add_now_locked(&mut state, key, p, &mut wake);
         }
         drop(state);
         self.wake(wake);
@@ -168,7 +155,7 @@ impl<K: QueueKey + 'static> Shared<K> {
 }
 
 /// The delay task ([`start_timer_task`]): adds each waiting key at its deadline.
-impl<K: QueueKey + 'static> Timed for Shared<K> {
+impl<K: QueueKey + 'static, P: Payload> Timed for Shared<K, P> {
     fn poll_timers(&self, cx: &mut Context<'_>) {
         self.poll_due(cx);
     }
@@ -188,150 +175,4 @@ impl<K: QueueKey + 'static> Timed for Shared<K> {
         }
         self.add_due(due);
     }
-}
-
-/// The waiting keys and their timers.
-pub(super) struct Timers<K> {
-    waiting: HashMap<K, Waiting>,
-    /// One timer per waiting key. Its `Sleep` belongs to the delay task's runtime: every call
-    /// that may set it runs inside that runtime's context.
-    timers: DelayQueue<K>,
-    /// The order of delayed adds, to break ties between keys due at the same instant with the
-    /// same priority.
-    seq: u64,
-    /// How such ties are ordered. `true`: by the key's first delayed add or the last raise of
-    /// its priority, which a deadline move keeps (controller-runtime's priority queue).
-    /// `false`: by the delayed add that set its deadline (the work queue; client-go leaves
-    /// such ties unordered).
-    ties_by_add_counter: bool,
-}
-
-/// One key's wait.
-struct Waiting {
-    at: Instant,
-    p: i32,
-    seq: u64,
-    timer: delay_queue::Key,
-}
-
-/// A due key with what orders it among the keys due with it.
-type Due<K> = (Instant, Reverse<i32>, u64, K);
-
-impl<K: Hash + Eq + Clone> Timers<K> {
-    pub(super) fn new(ties_by_add_counter: bool) -> Self {
-        Timers {
-            waiting: HashMap::new(),
-            timers: DelayQueue::new(),
-            seq: 0,
-            ties_by_add_counter,
-        }
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.waiting.len()
-    }
-
-    /// Makes `key` wait until `at`, keeping an earlier deadline it already has and the higher of
-    /// the two payloads. Call inside the delay task's runtime.
-    pub(super) fn wait_until(&mut self, key: K, p: i32, at: Instant) {
-        self.seq += 1;
-        if let Some(w) = self.waiting.get_mut(&key) {
-            let (raised, moved) = (p > w.p, at < w.at);
-            if raised {
-                w.p = p;
-            }
-            if moved {
-                w.at = at;
-                self.timers.reset_at(&w.timer, at);
-            }
-            if (self.ties_by_add_counter && raised) || (!self.ties_by_add_counter && moved) {
-                w.seq = self.seq;
-            }
-            return;
-        }
-        let timer = self.timers.insert_at(key.clone(), at);
-        let seq = self.seq;
-        self.waiting.insert(key, Waiting { at, p, seq, timer });
-    }
-
-    /// Ends `key`'s wait, if it waits, and returns its payload. Call inside the delay task's
-    /// runtime (removing a timer may set the `DelayQueue`'s sleep anew).
-    pub(super) fn cancel(&mut self, key: &K) -> Option<i32> {
-        let w = self.waiting.remove(key)?;
-        self.timers.remove(&w.timer);
-        Some(w.p)
-    }
-
-    /// Takes every key whose timer rang, ordered by deadline, then higher payload, then the
-    /// order of their delayed adds; `cx` is woken at the next timer (or when an add sets an
-    /// earlier one). Call from the delay task.
-    pub(super) fn poll_due(&mut self, cx: &mut Context<'_>) -> Vec<(K, i32)> {
-        let mut due: Vec<Due<K>> = Vec::new();
-        while let Poll::Ready(Some(expired)) = self.timers.poll_expired(cx) {
-            let key = expired.into_inner();
-            // Every timer belongs to a waiting key: `cancel` and `clear` remove both.
-            if let Some(w) = self.waiting.remove(&key) {
-                due.push((w.at, Reverse(w.p), w.seq, key));
-            }
-        }
-        sorted(due)
-    }
-
-    /// Takes every key whose deadline is at or before `now`, in the order of
-    /// [`poll_due`](Self::poll_due), whether or not its timer has rung. Call inside the delay
-    /// task's runtime.
-    #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
-    pub(super) fn take_due(&mut self, now: Instant) -> Vec<(K, i32)> {
-        let keys: Vec<K> = self
-            .waiting
-            .iter()
-            .filter(|(_, w)| w.at <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        let mut due = Vec::with_capacity(keys.len());
-        for key in keys {
-            if let Some(w) = self.waiting.remove(&key) {
-                self.timers.remove(&w.timer);
-                due.push((w.at, Reverse(w.p), w.seq, key));
-            }
-        }
-        sorted(due)
-    }
-
-    /// Starts the timers on the calling runtime's clock: a `DelayQueue` measures its deadlines
-    /// from the instant it was made, which must be read from the runtime that times them (a
-    /// queue built on a plain thread would otherwise start from the real clock). Call inside
-    /// the delay task's runtime before the first key waits.
-    pub(super) fn start_here(&mut self) {
-        debug_assert!(
-            self.waiting.is_empty(),
-            "no key waits before the delay task runs"
-        );
-        self.timers = DelayQueue::new();
-    }
-
-    /// Takes every waiting key, ordered as [`poll_due`](Self::poll_due) orders the keys due
-    /// together, and drops their timers (their runtime is gone).
-    pub(super) fn take_all(&mut self) -> Vec<(K, i32)> {
-        let due = self
-            .waiting
-            .drain()
-            .map(|(key, w)| (w.at, Reverse(w.p), w.seq, key))
-            .collect();
-        self.timers = DelayQueue::new();
-        sorted(due)
-    }
-
-    /// Drops every waiting key and its timer.
-    pub(super) fn clear(&mut self) {
-        self.waiting = HashMap::new();
-        self.timers = DelayQueue::new();
-    }
-}
-
-fn sorted<K>(mut due: Vec<Due<K>>) -> Vec<(K, i32)> {
-    due.sort_unstable_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
-    due.into_iter()
-        .map(|(_, Reverse(p), _, k)| (k, p))
-        .collect()
 }

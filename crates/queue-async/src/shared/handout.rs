@@ -4,26 +4,26 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use ctrlq_queue_core::PopOutcome;
+use ctrlq_queue_core::{DoneOutcome, PopOutcome};
 use tokio::sync::Notify;
 use tracing::debug;
 
-use super::machine::QueueKey;
+use super::machine::{Machine, Payload, QueueKey};
 use super::state::{Shared, State, Wake};
 use crate::wait::Source;
 
-impl<K: QueueKey + 'static> Shared<K> {
+impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Hands out the next key, `Empty` to wait, or `ShutDown` once shut down and empty.
-    pub(super) fn try_pop(&self) -> PopOutcome<(K, i32)> {
+    pub(super) fn try_pop(&self) -> PopOutcome<(K, P)> {
         self.pop_locked(&mut self.lock())
     }
 
-    fn pop_locked(&self, state: &mut State<K>) -> PopOutcome<(K, i32)> {
+    fn pop_locked(&self, state: &mut State<K, P>) -> PopOutcome<(K, P)> {
         let out = state.machine.pop();
         if let PopOutcome::Item((key, p)) = &out
             && state.recorder.is_enabled()
         {
-            let priority = state.machine.has_priorities().then_some(*p);
+            let priority = <P::Machine<K> as Machine<K>>::metric_priority(*p);
             state.recorder.get_at_priority(key, priority, &self.clock);
             self.in_progress.fetch_add(1, Ordering::SeqCst);
         }
@@ -55,7 +55,7 @@ impl<K: QueueKey + 'static> Shared<K> {
         self.lock().detached.insert(key.clone());
     }
 
-    fn finish_locked(&self, state: &mut State<K>, key: &K, wake: &mut Wake) {
+    fn finish_locked(&self, state: &mut State<K, P>, key: &K, wake: &mut Wake) {
         if state.recorder.done(key, &self.clock)
             && self.in_progress.fetch_sub(1, Ordering::SeqCst) == 1
         {
@@ -63,18 +63,17 @@ impl<K: QueueKey + 'static> Shared<K> {
             // which never comes once the queue is shut down.
             state.recorder.zero_unfinished_work();
         }
-        let now = self.now_nanos(&state.machine);
-        if state.machine.done(key, now) {
+        let now = self.now_nanos();
+        match state.machine.done(key, now) {
             // Counted by the metrics when it became dirty, not again here (as the original).
-            self.queued(wake);
-        } else {
-            self.note_idle(state, wake);
+            DoneOutcome::Requeued(_) => self.queued(wake),
+            DoneOutcome::Finished | DoneOutcome::NotProcessing => self.note_idle(state, wake),
         }
     }
 
     /// A worker panicked holding `key` in an item: adds it back rate limited (a failure), then
     /// ends the item's hand-out. After shutdown the add is refused and the hand-out only ended.
-    pub(crate) fn requeue_after_panic(self: &Arc<Self>, key: K, p: i32) {
+    pub(crate) fn requeue_after_panic(self: &Arc<Self>, key: K, p: P) {
         debug!(queue = %self.name, "a worker panicked holding a key; requeued rate limited");
         let _ = self.add_rate_limited(key.clone(), p);
         self.done_item(&key);
@@ -82,14 +81,14 @@ impl<K: QueueKey + 'static> Shared<K> {
 }
 
 /// `get`: one waiting `get` per queued key is woken.
-impl<K: QueueKey + 'static> Source for Shared<K> {
-    type Output = Option<(K, i32)>;
+impl<K: QueueKey + 'static, P: Payload> Source for Shared<K, P> {
+    type Output = Option<(K, P)>;
 
     fn notify(&self) -> &Notify {
         &self.get_wake
     }
 
-    fn try_take(&self) -> Option<Option<(K, i32)>> {
+    fn try_take(&self) -> Option<Option<(K, P)>> {
         match self.try_pop() {
             PopOutcome::Item(out) => Some(Some(out)),
             PopOutcome::ShutDown => Some(None),

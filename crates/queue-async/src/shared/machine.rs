@@ -1,112 +1,199 @@
-//! [`Machine`]: the state machine behind a work queue ([`WorkState`]) or a priority queue
-//! ([`PriorityState`]), and every rule in which the two queues differ.
+//! The two state machines behind the work queues ([`WorkState`] and [`PriorityState`] from
+//! `queue-core`) under one interface, chosen by what an add carries besides the key: nothing
+//! (`()`, the work queue) or a priority (`i32`, the priority queue).
+//!
+//! The traits are `pub` in this private module (sealed): public types bound on [`Payload`], and
+//! nobody outside the crate can name or implement them.
 
-use std::borrow::Cow;
+#![allow(unreachable_pub)]
+
+use std::fmt;
 use std::hash::Hash;
 
 use ctrlq_queue_core::{AddOutcome, DoneOutcome, PopOutcome, PriorityState, WorkState};
 
 /// The bounds every queue key meets.
-pub(crate) trait QueueKey: Hash + Eq + Clone + Send + Sync {}
+pub trait QueueKey: Hash + Eq + Clone + Send + Sync {}
 impl<K: Hash + Eq + Clone + Send + Sync> QueueKey for K {}
 
-/// The state machine of a queue. A work queue's adds carry no priority: it is given 0 and
-/// hands out 0.
-pub(crate) enum Machine<K> {
-    /// FIFO: client-go's work queue.
-    Work(WorkState<K>),
-    /// Higher priority first: controller-runtime's priority queue.
-    Priority(PriorityState<K>),
+/// What an add carries besides the key (`()` or a priority), and so which state machine the
+/// queue runs. Sealed: the module is private, so only this crate names or implements it.
+pub trait Payload: Copy + Ord + Default + Send + Sync + fmt::Debug + 'static {
+    /// The name of a queue whose adds carry `Self` (in its `Debug`).
+    const QUEUE_NAME: &'static str;
+    /// The name of that queue's builder (in its `Debug`).
+    const BUILDER_NAME: &'static str;
+    /// The state machine of a queue whose adds carry `Self`.
+    type Machine<K: QueueKey>: Machine<K, P = Self>;
+    /// How keys due at one instant with one payload are ordered. `true`: by their add counter,
+    /// which a key's first delayed add and each raise of its payload set, and a deadline move
+    /// keeps (controller-runtime's priority queue). `false`: by the delayed add that set their
+    /// deadline (the work queue; client-go leaves such ties unordered).
+    const TIES_BY_ADD_COUNTER: bool;
 }
 
-impl<K: QueueKey> Machine<K> {
-    /// The queue's type name, for its `Debug`.
-    pub(crate) fn type_name(&self) -> &'static str {
-        match self {
-            Machine::Work(_) => "WorkQueue",
-            Machine::Priority(_) => "PriorityQueue",
-        }
-    }
+impl Payload for () {
+    const QUEUE_NAME: &'static str = "WorkQueue";
+    const BUILDER_NAME: &'static str = "WorkQueueBuilder";
+    type Machine<K: QueueKey> = WorkState<K>;
+    const TIES_BY_ADD_COUNTER: bool = false;
+}
 
-    /// Whether adds carry a priority. A priority queue reads the clock for aging, labels its
-    /// depth metric by priority, absorbs the delayed add of a key that will be handed out anyway
-    /// and counts a retry only for a delay above zero (controller-runtime's rules); the work
-    /// queue does none of these (client-go's).
-    pub(crate) fn has_priorities(&self) -> bool {
-        matches!(self, Machine::Priority(_))
-    }
+impl Payload for i32 {
+    const QUEUE_NAME: &'static str = "PriorityQueue";
+    const BUILDER_NAME: &'static str = "PriorityQueueBuilder";
+    type Machine<K: QueueKey> = PriorityState<K>;
+    const TIES_BY_ADD_COUNTER: bool = true;
+}
 
-    /// Adds `key`; a borrowed key is cloned only if the machine keeps it.
-    pub(crate) fn add(&mut self, key: Cow<'_, K>, p: i32, now: u64) -> AddOutcome<K> {
-        match (self, key) {
-            (Machine::Work(m), Cow::Owned(key)) => m.add(key),
-            (Machine::Work(m), Cow::Borrowed(key)) => m.add_ref(key),
-            (Machine::Priority(m), Cow::Owned(key)) => m.add(key, p, now),
-            (Machine::Priority(m), Cow::Borrowed(key)) => m.add_ref(key, p, now),
-        }
-    }
+/// A key given to an add: owned (`K`), or borrowed (`&K`) and cloned only if the queue keeps
+/// it.
+pub trait AddKey<K>: Sized {
+    /// The key.
+    fn key(&self) -> &K;
+    /// Hands the key to `machine`'s add of its form.
+    fn add_to<M: Machine<K>>(self, machine: &mut M, p: M::P, now: u64) -> AddOutcome<K>;
+}
 
-    pub(crate) fn pop(&mut self) -> PopOutcome<(K, i32)> {
-        match self {
-            Machine::Work(m) => match m.pop() {
-                PopOutcome::Item(key) => PopOutcome::Item((key, 0)),
-                PopOutcome::Empty => PopOutcome::Empty,
-                PopOutcome::ShutDown => PopOutcome::ShutDown,
-            },
-            Machine::Priority(m) => m.pop(),
-        }
+impl<K: QueueKey> AddKey<K> for K {
+    #[inline(always)]
+    fn key(&self) -> &K {
+        self
     }
-
-    /// Ends the hand-out of `key`; whether it was queued again (added while processing).
-    pub(crate) fn done(&mut self, key: &K, now: u64) -> bool {
-        match self {
-            Machine::Work(m) => matches!(m.done(key), DoneOutcome::Requeued(())),
-            Machine::Priority(m) => matches!(m.done(key, now), DoneOutcome::Requeued(_)),
-        }
+    #[inline(always)]
+    fn add_to<M: Machine<K>>(self, machine: &mut M, p: M::P, now: u64) -> AddOutcome<K> {
+        machine.add(self, p, now)
     }
+}
 
+impl<K: QueueKey> AddKey<K> for &K {
+    #[inline(always)]
+    fn key(&self) -> &K {
+        self
+    }
+    #[inline(always)]
+    fn add_to<M: Machine<K>>(self, machine: &mut M, p: M::P, now: u64) -> AddOutcome<K> {
+        machine.add_ref(self, p, now)
+    }
+}
+
+/// A queue's state machine: `P` is what an add carries besides the key.
+pub trait Machine<K>: Send {
+    /// What an add carries besides the key.
+    type P: Payload;
+    /// Whether `now` must be read for adds and dones (priority aging).
+    const NEEDS_TIME: bool;
+    /// Whether a delayed add with a zero delay counts as a retry: client-go's delaying queue
+    /// counts every `AddAfter`, controller-runtime's priority queue only delays above zero.
+    const ZERO_DELAY_IS_RETRY: bool;
+    /// An empty machine; `aging` (nanoseconds per priority step) is the priority queue's.
+    fn new(aging: Option<u64>) -> Self;
+    fn add(&mut self, key: K, p: Self::P, now: u64) -> AddOutcome<K>;
+    /// [`add`](Machine::add) by reference, cloning the key only if the machine keeps it.
+    fn add_ref(&mut self, key: &K, p: Self::P, now: u64) -> AddOutcome<K>;
+    fn pop(&mut self) -> PopOutcome<(K, Self::P)>;
+    fn done(&mut self, key: &K, now: u64) -> DoneOutcome<Self::P>;
+    fn shut_down(&mut self) -> bool;
+    fn is_shut_down(&self) -> bool;
+    fn len(&self) -> usize;
+    fn processing_len(&self) -> usize;
+    fn is_idle(&self) -> bool;
     /// Whether a delayed add of `key` is absorbed because the key will be handed out without
-    /// it: ready, or re-added while processing (controller-runtime's rule; client-go's
-    /// delaying queue always waits).
-    pub(crate) fn absorbs_delayed(&self, key: &K) -> bool {
-        match self {
-            Machine::Work(_) => false,
-            Machine::Priority(m) => m.is_dirty(key),
+    /// it: ready, or re-added while processing (the priority queue's rule, controller-runtime's;
+    /// the plain work queue always waits, as client-go's delaying queue).
+    fn absorbs_delayed(&self, key: &K) -> bool;
+    /// The priority label of the depth metric, if the queue has priorities.
+    fn metric_priority(p: Self::P) -> Option<i32>;
+}
+
+impl<K: QueueKey> Machine<K> for WorkState<K> {
+    type P = ();
+    const NEEDS_TIME: bool = false;
+    const ZERO_DELAY_IS_RETRY: bool = true;
+    fn new(_aging: Option<u64>) -> Self {
+        WorkState::new()
+    }
+    #[inline(always)]
+    fn add(&mut self, key: K, (): (), _now: u64) -> AddOutcome<K> {
+        WorkState::add(self, key)
+    }
+    #[inline(always)]
+    fn add_ref(&mut self, key: &K, (): (), _now: u64) -> AddOutcome<K> {
+        WorkState::add_ref(self, key)
+    }
+    fn pop(&mut self) -> PopOutcome<(K, ())> {
+        match WorkState::pop(self) {
+            PopOutcome::Item(k) => PopOutcome::Item((k, ())),
+            PopOutcome::Empty => PopOutcome::Empty,
+            PopOutcome::ShutDown => PopOutcome::ShutDown,
         }
     }
-
-    pub(crate) fn shut_down(&mut self) -> bool {
-        match self {
-            Machine::Work(m) => m.shut_down(),
-            Machine::Priority(m) => m.shut_down(),
-        }
+    fn done(&mut self, key: &K, _now: u64) -> DoneOutcome {
+        WorkState::done(self, key)
     }
-
-    pub(crate) fn is_shut_down(&self) -> bool {
-        match self {
-            Machine::Work(m) => m.is_shut_down(),
-            Machine::Priority(m) => m.is_shut_down(),
-        }
+    fn shut_down(&mut self) -> bool {
+        WorkState::shut_down(self)
     }
-
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Machine::Work(m) => m.len(),
-            Machine::Priority(m) => m.len(),
-        }
+    fn is_shut_down(&self) -> bool {
+        WorkState::is_shut_down(self)
     }
-
-    pub(crate) fn processing_len(&self) -> usize {
-        match self {
-            Machine::Work(m) => m.processing_len(),
-            Machine::Priority(m) => m.processing_len(),
-        }
+    fn len(&self) -> usize {
+        WorkState::len(self)
     }
+    fn processing_len(&self) -> usize {
+        WorkState::processing_len(self)
+    }
+    fn is_idle(&self) -> bool {
+        WorkState::is_idle(self)
+    }
+    fn absorbs_delayed(&self, _key: &K) -> bool {
+        false
+    }
+    fn metric_priority((): ()) -> Option<i32> {
+        None
+    }
+}
 
-    pub(crate) fn is_idle(&self) -> bool {
-        match self {
-            Machine::Work(m) => m.is_idle(),
-            Machine::Priority(m) => m.is_idle(),
-        }
+impl<K: QueueKey> Machine<K> for PriorityState<K> {
+    type P = i32;
+    const NEEDS_TIME: bool = true;
+    const ZERO_DELAY_IS_RETRY: bool = false;
+    fn new(aging: Option<u64>) -> Self {
+        PriorityState::new(aging)
+    }
+    #[inline(always)]
+    fn add(&mut self, key: K, p: i32, now: u64) -> AddOutcome<K> {
+        PriorityState::add(self, key, p, now)
+    }
+    #[inline(always)]
+    fn add_ref(&mut self, key: &K, p: i32, now: u64) -> AddOutcome<K> {
+        PriorityState::add_ref(self, key, p, now)
+    }
+    fn pop(&mut self) -> PopOutcome<(K, i32)> {
+        PriorityState::pop(self)
+    }
+    fn done(&mut self, key: &K, now: u64) -> DoneOutcome<i32> {
+        PriorityState::done(self, key, now)
+    }
+    fn shut_down(&mut self) -> bool {
+        PriorityState::shut_down(self)
+    }
+    fn is_shut_down(&self) -> bool {
+        PriorityState::is_shut_down(self)
+    }
+    fn len(&self) -> usize {
+        PriorityState::len(self)
+    }
+    fn processing_len(&self) -> usize {
+        PriorityState::processing_len(self)
+    }
+    fn is_idle(&self) -> bool {
+        PriorityState::is_idle(self)
+    }
+    fn absorbs_delayed(&self, key: &K) -> bool {
+        self.is_dirty(key)
+    }
+    fn metric_priority(p: i32) -> Option<i32> {
+        Some(p)
     }
 }

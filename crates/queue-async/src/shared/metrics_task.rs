@@ -6,11 +6,11 @@ use std::sync::{Arc, Weak};
 
 use tracing::debug;
 
-use super::machine::QueueKey;
+use super::machine::{Payload, QueueKey};
 use super::state::Shared;
 use crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD;
 
-impl<K: QueueKey + 'static> Shared<K> {
+impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Starts the gauge refresh loop on the queue's runtime (binding the queue to the calling
     /// one if it has none yet). It does not start after shutdown, nor again once the queue's
     /// runtime has shut down.
@@ -67,7 +67,7 @@ impl Drop for Live {
 
 /// Refreshes the unfinished-work gauges every period until the queue is gone (or the task is
 /// stopped).
-async fn metrics_loop<K: QueueKey + 'static>(shared: Weak<Shared<K>>, live: Live) {
+async fn metrics_loop<K: QueueKey + 'static, P: Payload>(shared: Weak<Shared<K, P>>, live: Live) {
     let _live = live;
     let mut tick = tokio::time::interval(UNFINISHED_WORK_UPDATE_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -4,7 +4,7 @@
 //!
 //! - `state` guards the state machine and the metrics recorder: every add, get and done takes
 //!   it;
-//! - `timers` guards the waiting keys, their timers (`delay::Timers`) and the delay
+//! - `timers` guards the waiting keys, their timers ([`Timers`](timers::Timers)) and the delay
 //!   task: delayed adds and the delay task take it.
 //!
 //! A delayed add sets its timer without holding `state`, and the delay task takes the due keys
@@ -13,11 +13,11 @@
 //! `Notify`s carry the wake-ups: `get_wake` (one waiting `get` per queued key), `stream_wake`
 //! (every waiting stream) and `idle_wake` (drains). The protocol is in the crate's design docs.
 //!
-//! One file per role: `machine` (the enum over the two state machines: every rule in which
-//! the work and the priority queue differ); `state` ([`Shared`], its locks and queries);
-//! `add` (the locked step every add ends in); `delay` (the delayed adds, the waiting keys and
-//! the delay task); `handout` (gets, dones and a panic's requeue); `metrics_task` (the gauge
-//! refresh); `shutdown` and `stream`.
+//! One file per role, each using only those listed before it: `machine` (the two state
+//! machines under one trait) and `timers` (the waiting keys) know nothing of the handle;
+//! `state` holds [`Shared`] and its locks; `metrics_task` the gauge refresh; `add` the
+//! locked step every add ends in; `delay` the delayed adds and the delay task; `handout` the
+//! gets, the dones and a panic's requeue; `shutdown` and `stream`.
 
 mod add;
 mod delay;
@@ -27,7 +27,8 @@ mod metrics_task;
 mod shutdown;
 mod state;
 mod stream;
+mod timers;
 
-pub(crate) use self::machine::Machine;
+pub(crate) use self::machine::{Payload, QueueKey};
 pub(crate) use self::state::{Options, Shared};
 pub(crate) use self::stream::StreamWait;

@@ -5,10 +5,10 @@ use std::sync::atomic::Ordering;
 
 use tracing::debug;
 
-use super::machine::QueueKey;
+use super::machine::{Machine, Payload, QueueKey};
 use super::state::Shared;
 
-impl<K: QueueKey + 'static> Shared<K> {
+impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
     /// Shuts down: adds refused, waiting keys and their timers dropped, background tasks
     /// stopped, every waiting `get` and stream woken. With `drain`, a drain starts.
     pub(crate) fn shut_down(&self, drain: bool) {

@@ -11,8 +11,8 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::delay::Timers;
-use super::machine::{Machine, QueueKey};
+use super::machine::{Machine, Payload, QueueKey};
+use super::timers::Timers;
 use crate::clock::QueueClock;
 use crate::metrics::{Handles, MetricsProvider, Recorder};
 use crate::task::BackgroundTask;
@@ -44,14 +44,14 @@ impl<K> fmt::Debug for Options<K> {
     }
 }
 
-/// The state behind a [`WorkQueue`](crate::WorkQueue) or a
-/// [`PriorityQueue`](crate::PriorityQueue). See the module docs of `shared`.
-pub(crate) struct Shared<K> {
+/// The state behind a [`WorkQueue`](crate::WorkQueue) (`P = ()`) or a
+/// [`PriorityQueue`](crate::PriorityQueue) (`P = i32`). See the module docs of `shared`.
+pub(crate) struct Shared<K: QueueKey, P: Payload> {
     pub(super) name: String,
     /// The state machine and what goes with it: every add, get and done takes this lock.
-    pub(super) state: Mutex<State<K>>,
+    pub(super) state: Mutex<State<K, P>>,
     /// Taken after `state` when both are held.
-    pub(super) timers: Mutex<TimerState<K>>,
+    pub(super) timers: Mutex<TimerState<K, P>>,
     /// How many keys wait (mirrors `timers`), so that an add skips the timers' lock when none
     /// does.
     pub(super) waiting: AtomicUsize,
@@ -83,8 +83,8 @@ pub(crate) struct Shared<K> {
 }
 
 /// Guarded by [`Shared::state`].
-pub(super) struct State<K> {
-    pub(super) machine: Machine<K>,
+pub(super) struct State<K: QueueKey, P: Payload> {
+    pub(super) machine: P::Machine<K>,
     pub(super) recorder: Recorder<K>,
     /// Keys handed out and taken out of their item with `into_key`: the only hand-outs the
     /// handle's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
@@ -93,8 +93,8 @@ pub(super) struct State<K> {
 }
 
 /// Guarded by [`Shared::timers`].
-pub(super) struct TimerState<K> {
-    pub(super) timers: Timers<K>,
+pub(super) struct TimerState<K: QueueKey, P: Payload> {
+    pub(super) timers: Timers<K, P>,
     /// Polls `timers` and adds the keys that are due.
     pub(super) delay_task: BackgroundTask,
     /// Set by the queue's shutdown: no key waits after it.
@@ -112,34 +112,33 @@ pub(super) struct Wake {
     pub(super) idle: bool,
 }
 
-impl<K: QueueKey> Shared<K> {
-    pub(super) fn lock(&self) -> MutexGuard<'_, State<K>> {
+impl<K: QueueKey, P: Payload> Shared<K, P> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State<K, P>> {
         // parking_lot's lock does not poison; every transition completes or changes nothing
         // before a user's Hash/Eq could panic under it.
         self.state.lock()
     }
 
-    pub(super) fn lock_timers(&self) -> MutexGuard<'_, TimerState<K>> {
+    pub(super) fn lock_timers(&self) -> MutexGuard<'_, TimerState<K, P>> {
         self.timers.lock()
     }
 
     /// Publishes how many keys wait; call before releasing the timers' lock after a change.
-    pub(super) fn count_waiting(&self, timers: &TimerState<K>) {
+    pub(super) fn count_waiting(&self, timers: &TimerState<K, P>) {
         self.waiting.store(timers.timers.len(), Ordering::Release);
     }
 
     /// After a transition that may end the last hand-out: a drain is woken if the queue is
     /// idle.
-    pub(super) fn note_idle(&self, state: &State<K>, wake: &mut Wake) {
+    pub(super) fn note_idle(&self, state: &State<K, P>, wake: &mut Wake) {
         if state.machine.is_idle() {
             wake.idle = self.draining.load(Ordering::SeqCst);
         }
     }
 }
 
-impl<K: QueueKey + 'static> Shared<K> {
-    /// A queue over `machine`, bound to the current runtime if there is one.
-    pub(crate) fn new(machine: Machine<K>, options: Options<K>) -> Arc<Self> {
+impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
+    pub(crate) fn new(aging: Option<u64>, options: Options<K>) -> Arc<Self> {
         let Options {
             name,
             metrics,
@@ -150,16 +149,15 @@ impl<K: QueueKey + 'static> Shared<K> {
         let limiter =
             limiter.unwrap_or_else(|| Arc::new(ctrlq_ratelimit::default_controller_rate_limiter()));
         let clock = QueueClock::new();
-        let ties_by_add_counter = machine.has_priorities();
         Arc::new(Shared {
             name,
             state: Mutex::new(State {
-                machine,
+                machine: <P::Machine<K> as Machine<K>>::new(aging),
                 recorder: Recorder::shared(handles.as_ref()),
                 detached: HashSet::new(),
             }),
             timers: Mutex::new(TimerState {
-                timers: Timers::new(ties_by_add_counter),
+                timers: Timers::new(),
                 delay_task: BackgroundTask::default(),
                 shut_down: false,
                 runtime_gone: false,
@@ -181,9 +179,8 @@ impl<K: QueueKey + 'static> Shared<K> {
         })
     }
 
-    /// Now, for a priority queue's aging (0 for a work queue, which has none).
-    pub(super) fn now_nanos(&self, machine: &Machine<K>) -> u64 {
-        if machine.has_priorities() {
+    pub(super) fn now_nanos(&self) -> u64 {
+        if <P::Machine<K> as Machine<K>>::NEEDS_TIME {
             let since = self.clock.now().saturating_duration_since(self.origin);
             u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
         } else {
@@ -205,7 +202,7 @@ impl<K: QueueKey + 'static> Shared<K> {
     }
 
     /// Runs `f` under the lock, then wakes what it asked for.
-    pub(super) fn with_lock<R>(&self, f: impl FnOnce(&mut State<K>, &mut Wake) -> R) -> R {
+    pub(super) fn with_lock<R>(&self, f: impl FnOnce(&mut State<K, P>, &mut Wake) -> R) -> R {
         let mut wake = Wake::default();
         let r = f(&mut self.lock(), &mut wake);
         self.wake(wake);
@@ -236,9 +233,8 @@ impl<K: QueueKey + 'static> Shared<K> {
         self.shutting_down.load(Ordering::Acquire)
     }
 
-    pub(crate) fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    pub(crate) fn describe(&self, f: &mut fmt::Formatter<'_>, kind: &str) -> fmt::Result {
         let waiting = self.lock_timers().timers.len();
-        let kind = self.lock().machine.type_name();
         f.debug_struct(kind)
             .field("name", &self.name)
             .field("len", &self.len())

@@ -39,8 +39,8 @@ where
     /// ```
     pub fn stream(&self) -> impl Stream<Item = Item<K>> + Send + 'static {
         futures::stream::unfold(self.inner.clone(), |queue| async move {
-            let (key, p) = Wait::new(&StreamWait::new(&queue)).await?;
-            Some((Item::new(queue.clone(), key, p), queue))
+            let (key, ()) = Wait::new(&StreamWait::new(&queue)).await?;
+            Some((Item::new(queue.clone(), key, ()), queue))
         })
     }
 }
