@@ -379,6 +379,18 @@ mod tests {
         assert_eq!(a.look().await, members(&["a", "b", "c"]));
     }
 
+    /// A replica that could never write its record is refused as not renewed, not as one
+    /// waiting for a record of its identity left by another process.
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_that_never_wrote_its_record_is_refused_as_not_renewed() {
+        let store = MemoryStore::new();
+        let mut a = member(&store, "a", 4);
+        store.partition("a", true);
+        assert!(matches!(a.look().await, View::Refused(r) if r.contains("not renewed")));
+        store.partition("a", false);
+        assert_eq!(a.look().await, members(&["a"]));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_member_that_resigns_leaves_at_once() {
         let store = MemoryStore::new();
