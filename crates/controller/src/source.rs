@@ -24,6 +24,8 @@ use parking_lot::Mutex;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+use ctrlq_ratelimit::capped_exponential;
+
 use crate::SourceFailure;
 use crate::action::panic_message;
 use crate::key::Key;
@@ -80,11 +82,12 @@ impl<K: Key> Source<K> {
     /// Adds this source's keys to `sink` until the stream ends after a key or the sink closes;
     /// a failed stream is reported and subscribed again after a backoff.
     pub(crate) async fn pump(self: Arc<Self>, sink: impl Sink<K>, report: Arc<impl SourceReport>) {
-        let mut backoff = INITIAL_BACKOFF;
+        // Failures in a row since a subscription last yielded a key.
+        let mut failures = 0;
         loop {
             let failure = match self.subscribe() {
                 Ok(stream) => match self
-                    .pump_stream(stream, &sink, &*report, &mut backoff)
+                    .pump_stream(stream, &sink, &*report, &mut failures)
                     .await
                 {
                     StreamEnd::Done => return,
@@ -92,9 +95,10 @@ impl<K: Key> Source<K> {
                 },
                 Err(panic) => SourceFailure::Panicked(panic),
             };
+            let backoff = capped_exponential(INITIAL_BACKOFF, MAX_BACKOFF, failures);
             report.source_failed(self.index, &failure, backoff);
             tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            failures = failures.saturating_add(1);
         }
     }
 
@@ -104,7 +108,7 @@ impl<K: Key> Source<K> {
         mut stream: BoxStream<'static, Result<K, SourceError>>,
         sink: &impl Sink<K>,
         report: &impl SourceReport,
-        backoff: &mut Duration,
+        failures: &mut u32,
     ) -> StreamEnd {
         let mut keys = Vec::with_capacity(PUMP_BATCH);
         let mut last_error = None;
@@ -113,7 +117,7 @@ impl<K: Key> Source<K> {
             if !keys.is_empty() {
                 // Added before the step is acted on: the keys yielded before an error, an end
                 // or a panic are queued whatever comes next.
-                *backoff = INITIAL_BACKOFF;
+                *failures = 0;
                 last_error = None;
                 if !sink.add(&mut keys) {
                     return StreamEnd::Done;
