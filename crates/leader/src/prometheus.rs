@@ -71,6 +71,14 @@ const LOCK_ERRORS_HELP: &str = "Total number of failed lock operations (the stor
 
 /// The content type of the exposition `prometheus_client::encoding::text::encode` writes:
 /// OpenMetrics text 1.0.0, in UTF-8.
+///
+/// # Examples
+///
+/// ```
+/// // The header an HTTP handler serving the exposition sets.
+/// let header = ("content-type", ctrlq_leader::prometheus::CONTENT_TYPE);
+/// assert!(header.1.starts_with("application/openmetrics-text; version=1.0.0"));
+/// ```
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The metric families, registered once; every elector given them reports under its own `name`

@@ -95,6 +95,14 @@ use crate::metrics::{
 };
 
 /// The content type of the exposition [`encode`] writes: OpenMetrics text 1.0.0, in UTF-8.
+///
+/// # Examples
+///
+/// ```
+/// // The header an HTTP handler serving the exposition sets.
+/// let header = ("content-type", ctrlq_queue_async::prometheus::CONTENT_TYPE);
+/// assert!(header.1.starts_with("application/openmetrics-text; version=1.0.0"));
+/// ```
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Writes every metric of `registry` in the OpenMetrics text format, ending with `# EOF`, as
