@@ -183,9 +183,10 @@ where
         lock(&cluster).apply(k);
     }
     let timing = o.election.timing();
-    // Settling after a death: 2 × lease duration + 4.2 × retry period (the `shard` module's
-    // bound), doubled for a loaded machine.
-    let death_bound = (timing.lease_duration * 2 + timing.retry_period.mul_f64(4.2)) * 2;
+    // Settling after a death: lease duration + 4.2 × retry period + grace (the `shard` module's
+    // bound; the replicas' grace is 1 s), doubled for a loaded machine.
+    let death_bound =
+        (timing.lease_duration + timing.retry_period.mul_f64(4.2) + Duration::from_secs(1)) * 2;
     let settle_bound = timing.lease_duration * 4 + timing.retry_period * 10;
     let mut replicas = Vec::new();
     for i in 0..o.replicas {

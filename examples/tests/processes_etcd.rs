@@ -257,7 +257,7 @@ async fn a_replica_resumed_after_a_freeze_starts_nothing_on_lost_leases() {
     c.signal("-STOP");
     // After the signal was sent: whatever c started before this is in flight at the freeze.
     let stopped_at = now_ns();
-    // Past the settle bound after a death (2 × 2 s + 4.2 × 0.3 s = 5.26 s).
+    // Past the settle bound after a death for c's shards (2 s + 4.2 × 0.3 s = 3.26 s).
     wait_until(Duration::from_secs(10), "a and b hold every shard", || {
         settled(&[&a, &b], 3)
     })

@@ -4,8 +4,8 @@
 //!   Kubernetes' timing (15 s / 10 s / 2 s) and a 2 s grace period: 3 replicas and 12 shards
 //!   settle at 4/4/4; at a seeded moment a seeded replica is killed (virtual seconds until the
 //!   other two hold 6/6); then a replica joins (virtual seconds until 4/4/4 again). p50 / p99 /
-//!   max of both against the bounds the `shard` module states: 2 × LD + 4.2 × RP after a death,
-//!   grace + 4.2 × RP after a join.
+//!   max of both against the bounds the `shard` module states: LD + 4.2 × RP + grace after a
+//!   death, grace + 4.2 × RP after a join.
 //! - `shard-spread`: `n` keys (default 20,000) through 1, 2 and 4 replicas of one controller in
 //!   one process, 8 shards, real time on the 2-thread runtime, each reconcile a CPU-bound loop of
 //!   `keys` (default 20,000) splitmix64 rounds: keys per second at each replica count, and how evenly
@@ -133,8 +133,9 @@ pub(crate) fn run_settle(flags: &Overrides) -> Report {
     });
     let config = LeaderElectionConfig::default();
     let timing = config.timing();
-    let death_bound = timing.lease_duration * 2 + timing.retry_period.mul_f64(4.2);
-    let join_bound = Duration::from_secs(2) + timing.retry_period.mul_f64(4.2);
+    let grace = Duration::from_secs(2);
+    let death_bound = timing.lease_duration + timing.retry_period.mul_f64(4.2) + grace;
+    let join_bound = grace + timing.retry_period.mul_f64(4.2);
     let (cpu0, t0) = (cpu_time(), std::time::Instant::now());
     let mut kills = Vec::new();
     let mut joins = Vec::new();

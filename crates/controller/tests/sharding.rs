@@ -23,12 +23,14 @@ fn config() -> LeaderElectionConfig {
     LeaderElectionConfig::default()
 }
 
-/// The documented bound on settling after a replica dies: 2 × lease duration + 4.2 × retry
-/// period. Its member record goes stale a lease duration after the others first saw its last
-/// write (at most a retry period after it), seen at their next look (another retry period);
-/// then a shard's new elector waits a lease duration from its first look at the shard's record,
-/// and takes it on its next jittered retry (at most 2.2 retry periods).
-const SETTLE_AFTER_A_DEATH: Duration = Duration::from_millis(2 * 15_000 + 4_200 * 2);
+/// The documented bound on settling after a replica dies: lease duration plus 4.2 retry
+/// periods plus the grace period. The survivors first saw its last writes (its member record,
+/// its shard leases) at most a retry period after it died, and see them unchanged for a lease
+/// duration at a look at most another retry period later: that look drops it from the members
+/// and blanks its leases of the shards assigned to the looker, which a new stand takes at its
+/// first try and a running one at its next jittered retry (at most 2.2 retry periods). A shard
+/// that the bounded load moves between survivors is drained first (grace 2 s).
+const SETTLE_AFTER_A_DEATH: Duration = Duration::from_millis(15_000 + 4_200 * 2 + 2_000);
 
 /// The documented bound on settling after a join: the old holders drain (grace 2 s) and
 /// release, and the new holder takes each shard on its next try; every replica's look sees the
@@ -267,8 +269,9 @@ async fn an_identity_used_twice_is_refused() {
 
 /// A replica restarted under its identity (its member record and shard leases left by the run
 /// that died) takes that record and those leases only once they stopped changing for a lease
-/// duration, as another process's: it holds its share again within the bound after a death,
-/// counted from the restart. It waits without being taken for a duplicate (whose refusal lasts
+/// duration, as another process's: it holds its share again within the bound after a death
+/// plus the bound after a join, counted from the restart (the others may take its shards first
+/// and hand them back). It waits without being taken for a duplicate (whose refusal lasts
 /// two lease durations after the last conflicting write), and no key is in two reconciles.
 #[tokio::test(start_paused = true)]
 async fn a_replica_restarted_under_its_identity_takes_its_share_back() {
@@ -282,7 +285,8 @@ async fn a_replica_restarted_under_its_identity_takes_its_share_back() {
     settle(&h, &["a", "b", "c"], &[4, 4, 4], Duration::from_secs(30)).await;
     h.kill("a");
     h.spawn_sharded("a", build(&api, &seen, 9), 12);
-    let took = settle(&h, &["a", "b", "c"], &[4, 4, 4], SETTLE_AFTER_A_DEATH).await;
+    let bound = SETTLE_AFTER_A_DEATH + SETTLE_AFTER_A_JOIN;
+    let took = settle(&h, &["a", "b", "c"], &[4, 4, 4], bound).await;
     println!("the restarted replica held its share after {took:?}");
     bounded(LIMIT, h.stop_all()).await;
     let log = h.observations();
@@ -373,10 +377,30 @@ enum Step {
     Wait(u64),
 }
 
-/// Runs `steps` against sharded replicas while objects change; then checks that no key was in
+/// Waits until the running replicas hold all `shards` between them (each once); returns how
+/// long it took. Panics past `bound`.
+async fn all_held(h: &Harness<u32>, shards: usize, bound: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        let running = h.replicas();
+        let ids: Vec<&str> = running.iter().map(String::as_str).collect();
+        let sets = held(h, &ids);
+        if sets.iter().map(BTreeSet::len).sum::<usize>() == shards {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() <= bound,
+            "not every shard held within {bound:?}: {sets:?}"
+        );
+        sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs `steps` against sharded replicas while objects change, checking after each kill that
+/// every shard is held again within the bound after a death; then checks that no key was in
 /// two reconciles at once, every hand-over drained before the next holder started, every shard
 /// is held again, and every object was reconciled to its last generation.
-async fn schedule(seed: u64, steps: &[Step]) {
+async fn schedule(seed: u64, steps: &[Step]) -> usize {
     let api = ScriptedSource::new();
     for k in 0..40 {
         api.apply(k);
@@ -406,11 +430,17 @@ async fn schedule(seed: u64, steps: &[Step]) {
         })
     };
     let start = Instant::now();
+    let mut kills = 0;
     for step in steps {
         let running = h.replicas();
         let pick = |i: usize| running[i % running.len()].clone();
         match *step {
-            Step::Kill(i) if running.len() > 1 => h.kill(&pick(i)),
+            Step::Kill(i) if running.len() > 1 => {
+                h.kill(&pick(i));
+                let took = all_held(&h, 8, SETTLE_AFTER_A_DEATH).await;
+                assert!(took <= SETTLE_AFTER_A_DEATH, "seed {seed}: {took:?}");
+                kills += 1;
+            }
             Step::Partition(i, secs) => {
                 let id = pick(i);
                 h.partition(&id, true);
@@ -441,6 +471,7 @@ async fn schedule(seed: u64, steps: &[Step]) {
     for (k, g) in api.objects() {
         assert_eq!(seen.get(&k), Some(&g), "seed {seed}: key {k}");
     }
+    kills
 }
 
 fn random_steps(seed: u64, n: usize) -> Vec<Step> {
@@ -465,6 +496,29 @@ async fn seeded_schedules_keep_keys_single_and_reconciled() {
     for seed in 1..=6 {
         schedule(seed, &random_steps(seed, 12)).await;
     }
+}
+
+/// Seeded schedules where every other step kills a replica, among partitions, joins and
+/// waits: after each kill every shard is held again within the bound after a death.
+#[tokio::test(start_paused = true)]
+async fn seeded_kills_settle_within_the_bound() {
+    let mut kills = 0;
+    for seed in 11..=18 {
+        let mut rng = Rng::new(seed);
+        let steps: Vec<Step> = (0..10)
+            .map(|n| {
+                let i = usize::try_from(rng.below(6)).unwrap();
+                match (n % 2, rng.below(3)) {
+                    (0, _) => Step::Kill(i),
+                    (_, 0) => Step::Partition(i, rng.below(40)),
+                    (_, 1) => Step::Join,
+                    _ => Step::Wait(rng.below(30)),
+                }
+            })
+            .collect();
+        kills += schedule(seed, &steps).await;
+    }
+    assert!(kills >= 16, "{kills} kills measured");
 }
 
 mod schedules {

@@ -32,22 +32,34 @@
 //! - **One process per identity**: before its first write, a replica that finds a live member
 //!   record of its own identity (an earlier run's, or another process's) leaves it alone until
 //!   it has not changed for a lease duration on its own clock, or another member blanked it;
-//!   its shard electors do the same with shard leases that name its identity. So a second
-//!   process with an identity in use takes no shard while the first renews, and a replica
-//!   restarted after a crash holds its share again within the bound after a death (below),
-//!   counted from its start.
+//!   shard leases that name its identity are taken on the same rule. So a second process with
+//!   an identity in use takes no shard while the first renews, and a replica restarted after a
+//!   crash holds its share again within the bound after a death plus the bound after a join
+//!   (below), counted from its start: the others may take its shards first and hand them back
+//!   once they see it.
 //!
 //! # Timing
 //!
-//! With lease duration LD and retry period RP: after a replica dies (or is cut off), the others
-//! see its member record go stale a lease duration after they first saw its last write (at most
-//! a retry period after it), at their next look (another retry period), and assign its shards.
-//! A shard's new elector then waits a lease duration from its own first look at the shard's
-//! record (the elector judges expiry by its own observation only) and takes the shard on its
-//! next jittered retry (at most 2.2 × RP): settled within 2 × LD + 4.2 × RP, 38.4 s with the
-//! defaults. After a join, a shard moves once its old holder drained it (at most the grace
-//! period) and released its lease, on the new holder's next try (at most 2.2 × RP after the
-//! release), once every replica's look has seen the join (a retry period).
+//! Each replica looks every retry period RP at the member records and at the shard leases, and
+//! keeps, for each record, the version it last saw and when it first saw that version, on its
+//! own clock. A record unchanged for a lease duration LD since then is stale: its writer
+//! stopped (a holder stops leading a retry period plus a renew deadline after its last renew
+//! was sent, before a lease duration). At a look, a replica drops the members whose records
+//! are stale, assigns the shards, and blanks the stale leases of the shards assigned to it
+//! (a compare-and-set on the version seen) before it stands for them, so a shard's elector
+//! takes a dead holder's lease at its first try instead of observing it for a lease duration
+//! of its own.
+//!
+//! After a replica dies (or is cut off), the others first saw its last writes at most a retry
+//! period after it, and find them stale at a look at most another retry period after they
+//! went stale: its shards are assigned and their leases blanked within LD + 2 × RP. A new
+//! stand takes its shard at its first try; a stand already running (the shard was assigned
+//! here before) at its next jittered retry (at most 2.2 × RP); a shard that the bounded load
+//! moves from one survivor to another is first drained (at most the grace period G) and
+//! released. Settled within LD + 4.2 × RP + G: 23.4 s + G with the defaults. After a join,
+//! a shard moves once its old holder drained it (at most G) and released its lease, on the new
+//! holder's next try (at most 2.2 × RP after the release), once every replica's look has seen
+//! the join (a retry period): G + 4.2 × RP.
 
 //! # Examples
 //!
@@ -88,6 +100,7 @@
 
 mod assign;
 mod key;
+mod leases;
 mod members;
 pub(crate) mod run;
 mod sharding;

@@ -18,6 +18,7 @@ use tracing::{debug, warn};
 
 use super::ShardFn;
 use super::assign::shards_of;
+use super::leases::ShardLeases;
 use super::members::{Membership, View};
 use super::sharding::Sharding;
 use crate::key::Key;
@@ -68,6 +69,7 @@ where
         plan.shards,
         timing.lease_duration,
     );
+    let mut leases = ShardLeases::new(format!("{}{name}-shard-", plan.prefix), plan.locks.clone());
     let (view_tx, mut view_rx) = watch::channel(None::<View>);
     let (drained_any, cut_short) = (AtomicBool::new(false), AtomicBool::new(false));
     let ctx = Ctx {
@@ -80,10 +82,18 @@ where
         cut_short: &cut_short,
     };
     {
-        // Looks at the members every retry period until shutdown.
+        // Looks at the members and the shard leases every retry period until shutdown. The
+        // stale leases of the shards this view assigns here are blanked before the view is
+        // published, so that a stand it starts takes them at its first try.
         let membership = async {
             loop {
                 let view = members.look().await;
+                let mine = match &view {
+                    View::Members(live) => shards_of(live, plan.shards, &plan.identity),
+                    View::Refused(_) => Vec::new(),
+                };
+                let held = plan.held.borrow().clone();
+                leases.look(&mine.into_iter().collect(), &held).await;
                 view_tx.send_if_modified(|v| {
                     let changed = v.as_ref() != Some(&view);
                     *v = Some(view);

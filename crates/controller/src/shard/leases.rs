@@ -1,0 +1,230 @@
+//! What this replica observed of the shard leases, from its start: each lease's last version and
+//! when it first saw that version, on its own clock. A lease assigned to this replica that has
+//! not changed for its lease duration is blanked, so that the shard's elector takes it at its
+//! first try instead of starting its own observation then.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use ctrlq_leader::{LeaderRecord, Lock, Versioned};
+use tokio::time::Instant;
+use tracing::debug;
+
+/// The shard leases `{prefix}{name}-shard-{i}` as one replica observed them.
+///
+/// # Why blanking keeps one holder
+///
+/// A holder leads only until its last successful renew was sent plus the retry period and the
+/// renew deadline, less than the lease duration. This replica first saw that renew's version no
+/// earlier than it was written, so a version unchanged for a lease duration since then belongs
+/// to a holder that stopped leading: the rule the elector applies to its own observation.
+/// Versions never repeat, and the blank is a compare-and-set on the version observed, so a
+/// lease renewed meanwhile is kept.
+pub(crate) struct ShardLeases<L> {
+    /// A lock from the replica's factory, to list the leases with.
+    lister: L,
+    /// Locks on one lease by name, to blank a stale one.
+    locks: Arc<dyn Fn(&str) -> L + Send + Sync>,
+    /// `{prefix}{name}-shard-`.
+    prefix: String,
+    /// Each lease's last version and when this replica first saw it, on its own clock.
+    seen: HashMap<String, (String, Instant)>,
+}
+
+impl<L: Lock> ShardLeases<L> {
+    /// The leases named `{prefix}{i}`; `locks` makes the lock on one of them.
+    pub(crate) fn new(prefix: String, locks: Arc<dyn Fn(&str) -> L + Send + Sync>) -> Self {
+        Self {
+            lister: locks(&format!("{prefix}0")),
+            locks,
+            prefix,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Reads the leases, and blanks those of `mine` (the shards assigned to this replica) that
+    /// name a holder and have not changed for their lease duration on this replica's clock,
+    /// except the shards in `held` (led by this replica). Returns the shards blanked.
+    pub(crate) async fn look(&mut self, mine: &BTreeSet<u32>, held: &BTreeSet<u32>) -> Vec<u32> {
+        let listed = match self.lister.list(&self.prefix).await {
+            Ok(listed) => listed,
+            Err(e) => {
+                debug!(error = %e, "listing the shard leases failed");
+                return Vec::new();
+            }
+        };
+        let mut blanked = Vec::new();
+        for (name, shard, version) in self.stale(listed) {
+            if mine.contains(&shard) && !held.contains(&shard) && self.blank(&name, &version).await
+            {
+                blanked.push(shard);
+            }
+        }
+        blanked
+    }
+
+    /// Records a fresh list; returns the leases that name a holder and have not changed for
+    /// their lease duration since this replica first saw their version.
+    fn stale(&mut self, listed: Vec<(String, Versioned)>) -> Vec<(String, u32, String)> {
+        let now = Instant::now();
+        let mut stale = Vec::new();
+        let mut names = BTreeSet::new();
+        for (name, v) in listed {
+            let Some(shard) = name
+                .strip_prefix(&self.prefix)
+                .and_then(|i| i.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            names.insert(name.clone());
+            let first_seen = match self.seen.get(&name) {
+                Some((version, at)) if *version == v.version => *at,
+                _ => {
+                    self.seen.insert(name.clone(), (v.version.clone(), now));
+                    now
+                }
+            };
+            let lease = Duration::from_secs(u64::from(v.record.lease_duration_seconds));
+            if !v.record.holder_identity.is_empty() && first_seen + lease <= now {
+                stale.push((name, shard, v.version));
+            }
+        }
+        self.seen.retain(|name, _| names.contains(name));
+        stale
+    }
+
+    /// Blanks the lease `name` if it is still at `version` and names a holder, keeping its leader
+    /// transitions (the next grant's fencing token is larger still), as a release writes it.
+    async fn blank(&self, name: &str, version: &str) -> bool {
+        let lock = (self.locks)(name);
+        match lock.get().await {
+            Ok(v) if v.version == version && !v.record.holder_identity.is_empty() => {
+                let wall = SystemTime::now();
+                let blank = LeaderRecord {
+                    holder_identity: String::new(),
+                    lease_duration_seconds: 1,
+                    acquire_time: wall,
+                    renew_time: wall,
+                    leader_transitions: v.record.leader_transitions,
+                };
+                match lock.update(blank).await {
+                    Ok(_) => {
+                        debug!(lease = name, holder = %v.record.holder_identity, "blanked a stale shard lease");
+                        true
+                    }
+                    Err(e) => {
+                        debug!(lease = name, error = %e, "blanking a shard lease failed");
+                        false
+                    }
+                }
+            }
+            Ok(_) => false,
+            Err(e) => {
+                debug!(lease = name, error = %e, "reading a stale shard lease failed");
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctrlq_leader::{MemoryLock, MemoryStore};
+    use tokio::time::advance;
+
+    const PREFIX: &str = "x-shard-";
+
+    fn leases(store: &MemoryStore, id: &str) -> ShardLeases<MemoryLock> {
+        let (s, me) = (store.clone(), id.to_owned());
+        let locks: Arc<dyn Fn(&str) -> MemoryLock + Send + Sync> =
+            Arc::new(move |name: &str| s.named_lock(name, me.clone()));
+        ShardLeases::new(PREFIX.to_owned(), locks)
+    }
+
+    /// Writes shard `i`'s lease as held by `holder` for 15 s.
+    async fn renew(store: &MemoryStore, i: u32, holder: &str, transitions: u32) {
+        let lock = store.named_lock(format!("{PREFIX}{i}"), holder);
+        let wall = SystemTime::now();
+        let record = LeaderRecord {
+            holder_identity: holder.to_owned(),
+            lease_duration_seconds: 15,
+            acquire_time: wall,
+            renew_time: wall,
+            leader_transitions: transitions,
+        };
+        match lock.get().await {
+            Ok(_) => lock.update(record).await.unwrap(),
+            Err(_) => lock.create(record).await.unwrap(),
+        };
+    }
+
+    fn set(shards: &[u32]) -> BTreeSet<u32> {
+        shards.iter().copied().collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_unchanged_for_its_duration_is_blanked_once_assigned() {
+        let store = MemoryStore::new();
+        renew(&store, 0, "x", 3).await;
+        renew(&store, 1, "x", 1).await;
+        let mut a = leases(&store, "a");
+        assert!(a.look(&set(&[0, 1]), &set(&[])).await.is_empty());
+        advance(Duration::from_secs(14)).await;
+        renew(&store, 1, "x", 1).await; // shard 1 is renewed: alive
+        assert!(a.look(&set(&[0, 1]), &set(&[])).await.is_empty());
+        advance(Duration::from_secs(1)).await;
+        // Shard 0 is not assigned to a: left alone.
+        assert!(a.look(&set(&[1]), &set(&[])).await.is_empty());
+        assert_eq!(
+            store.record_named("x-shard-0").unwrap().holder_identity,
+            "x"
+        );
+        // Assigned, led by a itself: left alone.
+        assert!(a.look(&set(&[0]), &set(&[0])).await.is_empty());
+        assert_eq!(a.look(&set(&[0, 1]), &set(&[])).await, [0]);
+        let blank = store.record_named("x-shard-0").unwrap();
+        assert_eq!(blank.holder_identity, "");
+        assert_eq!(blank.leader_transitions, 3, "the fencing token still grows");
+        // A blank lease is free: nothing more to write.
+        advance(Duration::from_secs(30)).await;
+        assert_eq!(a.look(&set(&[0, 1]), &set(&[])).await, [1]);
+        assert!(a.look(&set(&[0, 1]), &set(&[])).await.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_renewed_after_the_list_is_kept() {
+        let store = MemoryStore::new();
+        renew(&store, 0, "x", 1).await;
+        let mut a = leases(&store, "a");
+        a.look(&set(&[]), &set(&[])).await;
+        advance(Duration::from_secs(15)).await;
+        let stale = a.stale(a.lister.list(PREFIX).await.unwrap());
+        assert_eq!(stale.len(), 1);
+        renew(&store, 0, "x", 1).await; // between the list and the blank
+        let (name, _, version) = &stale[0];
+        assert!(!a.blank(name, version).await);
+        assert_eq!(
+            store.record_named("x-shard-0").unwrap().holder_identity,
+            "x"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_list_nothing_is_blanked() {
+        let store = MemoryStore::new();
+        renew(&store, 0, "x", 1).await;
+        let mut a = leases(&store, "a");
+        a.look(&set(&[0]), &set(&[])).await;
+        store.partition("a", true);
+        advance(Duration::from_secs(30)).await;
+        assert!(a.look(&set(&[0]), &set(&[])).await.is_empty());
+        assert_eq!(
+            store.record_named("x-shard-0").unwrap().holder_identity,
+            "x"
+        );
+        store.partition("a", false);
+        assert_eq!(a.look(&set(&[0]), &set(&[])).await, [0]);
+    }
+}
