@@ -27,7 +27,8 @@
 //! while leading. When a term begins (a lease or a shard won), its queue is filled from the
 //! view at once ([`Event::WarmStart`]), and the sources' later keys go to it as they come; the
 //! time from winning to the first reconcile is reported ([`Event::FirstReconcile`],
-//! [`Summary::slowest_first_reconcile`]). A source's own relist (a watch restarted after a
+//! [`Summary::slowest_first_reconcile`], and with the `prometheus` feature the histogram
+//! `ctrlq_controller_first_reconcile_seconds`). A source's own relist (a watch restarted after a
 //! failure) adds its keys to the view and to the running term's queue again (a key waiting there
 //! is not queued twice).
 //!

@@ -120,6 +120,10 @@ impl Telemetry {
 
     /// Records how long after its start a term began its first reconcile.
     pub(crate) fn first_reconcile(&self, after: Duration) {
+        #[cfg(feature = "prometheus")]
+        if let Some(p) = &self.prometheus {
+            p.first_reconcile(&self.name, after);
+        }
         let nanos = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX - 1);
         self.stats
             .slowest_first_reconcile

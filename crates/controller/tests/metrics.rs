@@ -187,6 +187,7 @@ async fn help_lines_and_bucket_bounds_are_controller_runtimes() {
             "# HELP controller_runtime_active_workers Number of currently used workers per controller",
             "# HELP ctrlq_controller_shards_held Number of shards this replica leads per sharded controller",
             "# HELP ctrlq_controller_shard_moves Total number of shards that came to this replica per sharded controller",
+            "# HELP ctrlq_controller_first_reconcile_seconds Time from gaining a lease or a shard to the first reconcile of the term per controller",
         ],
         "{text}"
     );
@@ -209,4 +210,76 @@ async fn help_lines_and_bucket_bounds_are_controller_runtimes() {
         .collect();
     assert_eq!(buckets, expected, "{text}");
     assert!(text.ends_with("\n# EOF\n"), "{text}");
+}
+
+/// `ctrlq_controller_first_reconcile_seconds` observes each term's first reconcile, as
+/// `Event::FirstReconcile` reports it: a first term whose source yields its key 2 s after the
+/// lease was won, then a term won again after a lost lease, filled from the warm view at once.
+#[tokio::test(start_paused = true)]
+async fn the_first_reconcile_histogram_observes_each_terms_first_reconcile() {
+    let mut registry = Registry::default();
+    let metrics = ControllerMetrics::register(&mut registry);
+    let store = ctrlq_leader::MemoryStore::new();
+    let config = ctrlq_leader::LeaderElectionConfig::default();
+    let elector = ctrlq_leader::LeaderElector::new(store.lock("a"), config).unwrap();
+    let firsts: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let f = firsts.clone();
+    let shutdown = CancellationToken::new();
+    let run = Controller::new("pods", |_key: u32, _ctx: Context| async {
+        Ok::<_, Failed>(Action::Done)
+    })
+    .source(|| {
+        let later = futures::stream::once(async {
+            sleep(Duration::from_secs(2)).await;
+            1
+        });
+        futures::StreamExt::chain(later, futures::stream::pending())
+    })
+    .leader_elector(Arc::new(elector))
+    .metrics(metrics)
+    .on_event(move |e| {
+        if let Event::FirstReconcile { after, .. } = e {
+            f.lock().unwrap().push(*after);
+        }
+    })
+    .run(shutdown.clone());
+    let run = tokio::spawn(run);
+    sleep(Duration::from_secs(5)).await;
+    let histogram = |registry: &Registry, suffix: &str| {
+        let mut text = String::new();
+        encode(&mut text, registry).unwrap();
+        value(
+            &text,
+            &format!("ctrlq_controller_first_reconcile_seconds_{suffix}"),
+        )
+    };
+    assert_eq!(*firsts.lock().unwrap(), [Duration::from_secs(2)]);
+    assert_eq!(histogram(&registry, r#"count{controller="pods"}"#), 1.0);
+    assert_eq!(histogram(&registry, r#"sum{controller="pods"}"#), 2.0);
+    assert_eq!(
+        histogram(&registry, r#"bucket{le="1.75",controller="pods"}"#),
+        0.0
+    );
+    assert_eq!(
+        histogram(&registry, r#"bucket{le="2",controller="pods"}"#),
+        1.0
+    );
+    // The lease is lost, then won again: the new term starts from the warm view.
+    store.partition("a", true);
+    sleep(Duration::from_secs(20)).await;
+    store.partition("a", false);
+    sleep(Duration::from_secs(20)).await;
+    shutdown.cancel();
+    let summary = bounded(Duration::from_secs(60), run).await.unwrap();
+    assert_eq!(summary.terms, 2);
+    assert_eq!(
+        *firsts.lock().unwrap(),
+        [Duration::from_secs(2), Duration::ZERO]
+    );
+    assert_eq!(histogram(&registry, r#"count{controller="pods"}"#), 2.0);
+    assert_eq!(histogram(&registry, r#"sum{controller="pods"}"#), 2.0);
+    assert_eq!(
+        histogram(&registry, r#"bucket{le="0.005",controller="pods"}"#),
+        1.0
+    );
 }
