@@ -5,7 +5,8 @@
 //! in-memory lock (or on etcd with `--etcd URL`, or on a real cluster's Lease with `--kube
 //! NS/NAME`); the leader reconciles a synthetic cluster's
 //! objects, failures are retried with backoff; midway the leader is killed and another replica
-//! takes over with a fresh listing; at the end the leader drains. Then a scheduling queue places
+//! takes over warm (its queue filled from what its own watch yielded while it followed, with no
+//! listing); at the end the leader drains. Then a scheduling queue places
 //! pods that wait in backoff or unschedulable until an event helps.
 //!
 //! Run with `cargo run -p examples --example controller` (`-- --help` for the flags).

@@ -9,8 +9,9 @@ use crate::controller::Options;
 pub const HELP: &str = "\
 controller: three replicas of a controller (`ctrlq`'s controller runner) share a lease; a
 synthetic cluster creates and updates objects; the leader reconciles them, failed attempts are
-retried with backoff; midway the leader is killed and another replica takes over with a fresh
-listing; at the end every replica shuts down and the leader drains. Events are printed as they
+retried with backoff; midway the leader is killed and another replica takes over warm, its
+queue filled from what its own watch yielded while it followed, with no listing; at the end
+every replica shuts down and the leader drains. Events are printed as they
 happen, then a summary. Then a scheduling queue places pods that wait in backoff or
 unschedulable until an event helps them.
 

@@ -2,8 +2,9 @@
 //! controller share a lease; a synthetic cluster creates and updates objects; the leader
 //! reconciles them (some attempts fail and are retried with backoff, each success asks for a check
 //! again half a second later); midway the leader is killed
-//! and another replica takes over with a fresh queue filled by its own listing; at the end every
-//! replica shuts down and the leader drains.
+//! and another replica takes over warm: its queue is filled from the keys its own watch yielded
+//! while it followed, with no listing, and it reconciles at once; at the end every replica shuts
+//! down and the leader drains.
 //!
 //! Everything reads time through `tokio::time`, so a test runs the whole story in virtual time
 //! under a paused clock (see `examples/tests/controller.rs`).
@@ -118,6 +119,9 @@ pub struct Summary {
     pub killed: Option<String>,
     /// From the kill to the next leader's term.
     pub failover: Option<Duration>,
+    /// The next leader's warm start: the keys its queue was filled with from its warm view, and
+    /// the time from winning the lease to its first reconcile.
+    pub warm_start: Option<(usize, Duration)>,
     /// The longest a failover can take with the example's election timings.
     pub failover_bound: Duration,
     /// Every leader in order of their terms.
@@ -192,6 +196,14 @@ impl Summary {
             _ => {
                 let _ = writeln!(s, "failover           none");
             }
+        }
+        if let Some((keys, after)) = self.warm_start {
+            let _ = writeln!(
+                s,
+                "warm start         {keys} keys from the next leader's warm view, no listing; \
+                 first reconcile {:.1} ms after winning the lease",
+                ms(after)
+            );
         }
         let _ = writeln!(s, "leaders            {}", self.leaders.join(" -> "));
         let _ = writeln!(
@@ -428,6 +440,10 @@ struct Cluster {
 struct Log {
     /// `(identity, start)` of every term.
     terms: Vec<(String, Instant)>,
+    /// `(start, keys)` of every term filled from a warm view.
+    warm_starts: Vec<(Instant, usize)>,
+    /// `(start of the reconcile, time since the term began)` of every term's first reconcile.
+    first_reconciles: Vec<(Instant, Duration)>,
     leading: Option<String>,
     in_reconcile: HashMap<String, usize>,
     max_concurrent: usize,
@@ -583,8 +599,21 @@ impl Cluster {
                 log.leading = Some(replica.to_owned());
                 drop(log);
                 let term = fencing_token.unwrap_or_default();
+                self.say(format_args!("{replica} leads (fencing token {term})"));
+            }
+            Event::WarmStart { keys, .. } => {
+                log.warm_starts.push((Instant::now(), *keys));
+                drop(log);
                 self.say(format_args!(
-                    "{replica} leads (fencing token {term}); its queue is filled by a fresh listing"
+                    "{replica} starts warm: {keys} keys from its view, no listing"
+                ));
+            }
+            Event::FirstReconcile { after, .. } => {
+                log.first_reconciles.push((Instant::now(), *after));
+                drop(log);
+                self.say(format_args!(
+                    "{replica} reconciles {:.1} ms after winning the lease",
+                    after.as_secs_f64() * 1e3
                 ));
             }
             Event::ReconcileStarted { .. } => {
@@ -647,6 +676,11 @@ impl Cluster {
                 .find(|(_, started)| *started > k)
                 .map(|(_, started)| *started - k)
         });
+        let warm_start = kill.and_then(|k| {
+            let keys = log.warm_starts.iter().find(|(at, _)| *at > k)?.1;
+            let after = log.first_reconciles.iter().find(|(at, _)| *at > k)?.1;
+            Some((keys, after))
+        });
         let mut latencies = lock(&self.latencies).clone();
         latencies.sort_unstable();
         Summary {
@@ -657,6 +691,7 @@ impl Cluster {
             latency_p99: percentile(&latencies, 0.99),
             killed,
             failover,
+            warm_start,
             failover_bound: FAILOVER_BOUND,
             leaders: log.terms.iter().map(|(id, _)| id.clone()).collect(),
             max_concurrent_leaders: log.max_concurrent,

@@ -38,6 +38,15 @@ async fn a_small_run_reconciles_everything_across_a_failover() {
         failover >= Duration::from_millis(600) && failover <= FAILOVER_BOUND,
         "failover {failover:?}"
     );
+    // The next leader started warm: its queue filled from its own view of the objects (the
+    // cluster had created at least half of them at the kill), and it reconciled at once.
+    let (keys, after) = summary.warm_start.expect("the next leader started warm");
+    assert!((30..=60).contains(&keys), "{text}");
+    assert_eq!(after, Duration::ZERO, "{text}");
+    assert!(
+        text.contains("keys from the next leader's warm view"),
+        "{text}"
+    );
     // The final leader drained at the shutdown, with its re-checks in flight.
     let (in_flight, dropped) = summary.drain.expect("a drain");
     assert!(in_flight >= 1, "{text}");
@@ -64,6 +73,7 @@ async fn without_a_kill_one_leader_does_everything() {
     assert_eq!(summary.leaders.len(), 1);
     assert_eq!(summary.retries, 0);
     assert!(summary.failover.is_none());
+    assert!(summary.warm_start.is_none());
 }
 
 /// A large initial listing under a stream of updates five times as long: the runner's
