@@ -13,7 +13,9 @@
 //! One entry of a `HashSet<K>` per distinct key: `size_of::<K>()` + 1 bytes, times 8/7 to
 //! 16/7 for the table's spare capacity, plus what the key owns on the heap (a `String`'s
 //! text). A key stays until the run ends, its object's deletion included: a source yields a
-//! deleted object's key too, and a reconcile finds the object gone.
+//! deleted object's key like any other, and a follower reconciles nothing, so the view is never
+//! told that a key is gone. The cost: the view grows with every key yielded during the run, and
+//! a term starts with the deleted keys too, each reconciled once more (finding the object gone).
 
 use std::collections::{HashMap, HashSet};
 

@@ -26,8 +26,9 @@ const FAILOVER_BOUND: Duration = Duration::from_millis(15_000 + 4_400 + 2_000);
 /// What "at once" allows between winning and the first reconcile.
 const AT_ONCE: Duration = Duration::from_millis(5);
 
-/// The documented bound on settling after a replica dies (as in `sharding.rs`).
-const SETTLE_AFTER_A_DEATH: Duration = Duration::from_millis(2 * 15_000 + 4_200 * 2);
+/// The documented bound on settling after a replica dies (as in `sharding.rs`): lease duration
+/// plus 4.2 retry periods plus the grace period (2 s).
+const SETTLE_AFTER_A_DEATH: Duration = Duration::from_millis(15_000 + 4_200 * 2 + 2_000);
 
 fn config() -> LeaderElectionConfig {
     LeaderElectionConfig::default().release_on_cancel(true)
@@ -375,4 +376,42 @@ async fn a_cold_standby_subscribes_per_term_and_a_warm_one_once() {
             assert!(warm_starts.is_empty());
         }
     }
+}
+
+/// The documented cost of deletions: a deleted object's key stays in a follower's view for the
+/// run, so the term it leads next starts with it too and reconciles it once (finding the object
+/// gone), and the view does not shrink.
+#[tokio::test(start_paused = true)]
+async fn a_deleted_objects_key_stays_in_the_view_and_is_reconciled_once_more() {
+    let api = ScriptedSource::new();
+    for k in 0..10 {
+        api.apply(k);
+    }
+    let seen: Seen = Arc::default();
+    let mut h = Harness::new(config());
+    h.spawn("a", build(&api, &seen, Duration::from_millis(1)));
+    sleep(Duration::from_secs(1)).await;
+    h.spawn("b", build(&api, &seen, Duration::from_millis(1)));
+    sleep(Duration::from_secs(1)).await;
+    api.delete(&3);
+    sleep(Duration::from_secs(1)).await;
+    h.kill("a");
+    let killed = Instant::now();
+    let next = bounded(LIMIT, next_leader(&h, "a", FAILOVER_BOUND)).await;
+    assert_eq!(next, "b");
+    sleep(Duration::from_secs(1)).await;
+    let log = h.observations();
+    bounded(LIMIT, h.stop_all()).await;
+    let warm = log.records().iter().find_map(|r| match r {
+        Record::WarmStart { replica, keys, .. } if replica == "b" => Some(*keys),
+        _ => None,
+    });
+    assert_eq!(
+        warm,
+        Some(10),
+        "the deleted object's key is still in the view"
+    );
+    let reconciled = started_by(&log, "b", killed);
+    assert_eq!(reconciled, (0..10).collect::<BTreeSet<u32>>());
+    assert_eq!(api.generation(&3), None);
 }

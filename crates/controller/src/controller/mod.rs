@@ -318,9 +318,17 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// election alone: no listing against the API server before the first reconcile. A follower
     /// reconciles nothing and writes nothing; its failing source is reported and subscribed
     /// again after the backoff, as a leader's is. The view holds each distinct key once for the
-    /// run (a deleted object's key too: a reconcile finds the object gone): `size_of::<K>()` + 1
-    /// bytes times 8/7 to 16/7 (a hash set's spare capacity), plus what the key owns on the heap
-    /// (a `String`'s text); each follower also holds its sources' watches open.
+    /// run: `size_of::<K>()` + 1 bytes times 8/7 to 16/7 (a hash set's spare capacity), plus
+    /// what the key owns on the heap (a `String`'s text); each follower also holds its sources'
+    /// watches open.
+    ///
+    /// A deleted object's key stays in the view for the run: the view grows with every key the
+    /// sources yielded since the replica started, not with the objects that exist now, and a
+    /// term starts with the deleted keys too, reconciling each once more (the reconcile finds the
+    /// object gone). A source yields a deletion as a key like any other, and the view is what a
+    /// follower holds, which reconciles nothing, so neither tells it that a key is gone. Where
+    /// the keys of deleted objects come to outnumber the live ones, restart the replicas in turn
+    /// (each starts with a fresh view) or run cold.
     ///
     /// **Cold** (`false`): a follower runs no source; each term subscribes the sources anew and
     /// their listing fills its queue, as a watch is re-listed.
