@@ -16,6 +16,7 @@ pub mod sched_backoff;
 pub mod sched_move;
 pub mod sched_pop;
 mod sharding;
+mod warm_failover;
 
 /// The workload ids this binary knows, in `WORKLOADS.md` order.
 pub const IDS: &[&str] = &[
@@ -35,6 +36,7 @@ pub const IDS: &[&str] = &[
     "controller",
     "shard-settle",
     "shard-spread",
+    "warm-failover",
 ];
 
 /// Runs workload `id` with the given flags over its defaults, or returns `None` for an unknown id.
@@ -58,6 +60,7 @@ pub fn run(id: &str, flags: &Overrides) -> Option<Report> {
         "controller" => Some(controller::run(flags)),
         "shard-settle" => Some(sharding::run_settle(flags)),
         "shard-spread" => Some(sharding::run_spread(flags)),
+        "warm-failover" => Some(warm_failover::run(flags)),
         _ => None,
     }
 }
