@@ -52,7 +52,8 @@ fn value(registry: &Registry, series: &str) -> f64 {
     support::series_value(&text, series)
 }
 
-/// A sharded replica reports the shards it leads and the shards that came to it.
+/// A sharded replica reports the shards it leads and the shards that came to it, and each
+/// shard's time from its lease won to its first reconcile.
 #[tokio::test(start_paused = true)]
 async fn a_sharded_replica_reports_its_shards() {
     use ctrlq_controller::shard::Sharding;
@@ -71,12 +72,19 @@ async fn a_sharded_replica_reports_its_shards() {
     let shutdown = CancellationToken::new();
     let reconciled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let count = reconciled.clone();
+    let firsts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let f = firsts.clone();
     let run = Controller::new("pods", move |_key: u32, _ctx: Context| {
         count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         async { Ok::<_, Infallible>(Action::Done) }
     })
     .source(|| futures::stream::iter(0..10))
     .metrics(metrics)
+    .on_event(move |e| {
+        if let ctrlq_controller::Event::FirstReconcile { shard, .. } = e {
+            f.lock().unwrap().push(shard.expect("a shard's term"));
+        }
+    })
     .sharded(sharding)
     .run(shutdown.clone());
     let run = tokio::spawn(run);
@@ -99,4 +107,12 @@ async fn a_sharded_replica_reports_its_shards() {
     assert_eq!(summary.reconciles, 10);
     assert_eq!(value(&registry, held_series), 0.0);
     assert_eq!(value(&registry, moves_series), 4.0);
+    // One observation per shard whose term reconciled a key (10 keys over 4 shards).
+    let firsts = firsts.lock().unwrap().len();
+    assert!((1..=4).contains(&firsts), "{firsts}");
+    let observed = value(
+        &registry,
+        "ctrlq_controller_first_reconcile_seconds_count{controller=\"pods\"}",
+    );
+    assert_eq!(observed, firsts as f64);
 }
