@@ -22,8 +22,6 @@ use tracing::debug;
 /// Versions never repeat, and the blank is a compare-and-set on the version observed, so a
 /// lease renewed meanwhile is kept.
 pub(crate) struct ShardLeases<L> {
-    /// A lock from the replica's factory, to list the leases with.
-    lister: L,
     /// Locks on one lease by name, to blank a stale one.
     locks: Arc<dyn Fn(&str) -> L + Send + Sync>,
     /// `{prefix}{name}-shard-`.
@@ -36,24 +34,22 @@ impl<L: Lock> ShardLeases<L> {
     /// The leases named `{prefix}{i}`; `locks` makes the lock on one of them.
     pub(crate) fn new(prefix: String, locks: Arc<dyn Fn(&str) -> L + Send + Sync>) -> Self {
         Self {
-            lister: locks(&format!("{prefix}0")),
             locks,
             prefix,
             seen: HashMap::new(),
         }
     }
 
-    /// Reads the leases, and blanks those of `mine` (the shards assigned to this replica) that
-    /// name a holder and have not changed for their lease duration on this replica's clock,
-    /// except the shards in `held` (led by this replica). Returns the shards blanked.
-    pub(crate) async fn look(&mut self, mine: &BTreeSet<u32>, held: &BTreeSet<u32>) -> Vec<u32> {
-        let listed = match self.lister.list(&self.prefix).await {
-            Ok(listed) => listed,
-            Err(e) => {
-                debug!(error = %e, "listing the shard leases failed");
-                return Vec::new();
-            }
-        };
+    /// Records a fresh listing of the store (other records than the leases are skipped), and
+    /// blanks the leases of `mine` (the shards assigned to this replica) that name a holder and
+    /// have not changed for their lease duration on this replica's clock, except the shards in
+    /// `held` (led by this replica). Returns the shards blanked.
+    pub(crate) async fn look(
+        &mut self,
+        listed: Vec<(String, Versioned)>,
+        mine: &BTreeSet<u32>,
+        held: &BTreeSet<u32>,
+    ) -> Vec<u32> {
         let mut blanked = Vec::new();
         for (name, shard, version) in self.stale(listed) {
             if mine.contains(&shard) && !held.contains(&shard) && self.blank(&name, &version).await
@@ -143,9 +139,20 @@ mod tests {
         ShardLeases::new(PREFIX.to_owned(), locks)
     }
 
-    /// Writes shard `i`'s lease as held by `holder` for 15 s.
-    async fn renew(store: &MemoryStore, i: u32, holder: &str, transitions: u32) {
-        let lock = store.named_lock(format!("{PREFIX}{i}"), holder);
+    /// One look of `a` over a listing of every `x-` record, as the membership lists them.
+    async fn look(
+        a: &mut ShardLeases<MemoryLock>,
+        store: &MemoryStore,
+        mine: &[u32],
+        held: &[u32],
+    ) -> Vec<u32> {
+        let listed = store.lock("a").list("x-").await.unwrap();
+        a.look(listed, &set(mine), &set(held)).await
+    }
+
+    /// Writes the record `name` as held by `holder` for 15 s.
+    async fn write(store: &MemoryStore, name: &str, holder: &str, transitions: u32) {
+        let lock = store.named_lock(name, holder);
         let wall = SystemTime::now();
         let record = LeaderRecord {
             holder_identity: holder.to_owned(),
@@ -160,6 +167,11 @@ mod tests {
         };
     }
 
+    /// Writes shard `i`'s lease as held by `holder` for 15 s.
+    async fn renew(store: &MemoryStore, i: u32, holder: &str, transitions: u32) {
+        write(store, &format!("{PREFIX}{i}"), holder, transitions).await;
+    }
+
     fn set(shards: &[u32]) -> BTreeSet<u32> {
         shards.iter().copied().collect()
     }
@@ -170,27 +182,27 @@ mod tests {
         renew(&store, 0, "x", 3).await;
         renew(&store, 1, "x", 1).await;
         let mut a = leases(&store, "a");
-        assert!(a.look(&set(&[0, 1]), &set(&[])).await.is_empty());
+        assert!(look(&mut a, &store, &[0, 1], &[]).await.is_empty());
         advance(Duration::from_secs(14)).await;
         renew(&store, 1, "x", 1).await; // shard 1 is renewed: alive
-        assert!(a.look(&set(&[0, 1]), &set(&[])).await.is_empty());
+        assert!(look(&mut a, &store, &[0, 1], &[]).await.is_empty());
         advance(Duration::from_secs(1)).await;
         // Shard 0 is not assigned to a: left alone.
-        assert!(a.look(&set(&[1]), &set(&[])).await.is_empty());
+        assert!(look(&mut a, &store, &[1], &[]).await.is_empty());
         assert_eq!(
             store.record_named("x-shard-0").unwrap().holder_identity,
             "x"
         );
         // Assigned, led by a itself: left alone.
-        assert!(a.look(&set(&[0]), &set(&[0])).await.is_empty());
-        assert_eq!(a.look(&set(&[0, 1]), &set(&[])).await, [0]);
+        assert!(look(&mut a, &store, &[0], &[0]).await.is_empty());
+        assert_eq!(look(&mut a, &store, &[0, 1], &[]).await, [0]);
         let blank = store.record_named("x-shard-0").unwrap();
         assert_eq!(blank.holder_identity, "");
         assert_eq!(blank.leader_transitions, 3, "the fencing token still grows");
         // A blank lease is free: nothing more to write.
         advance(Duration::from_secs(30)).await;
-        assert_eq!(a.look(&set(&[0, 1]), &set(&[])).await, [1]);
-        assert!(a.look(&set(&[0, 1]), &set(&[])).await.is_empty());
+        assert_eq!(look(&mut a, &store, &[0, 1], &[]).await, [1]);
+        assert!(look(&mut a, &store, &[0, 1], &[]).await.is_empty());
     }
 
     #[tokio::test(start_paused = true)]
@@ -198,9 +210,9 @@ mod tests {
         let store = MemoryStore::new();
         renew(&store, 0, "x", 1).await;
         let mut a = leases(&store, "a");
-        a.look(&set(&[]), &set(&[])).await;
+        look(&mut a, &store, &[], &[]).await;
         advance(Duration::from_secs(15)).await;
-        let stale = a.stale(a.lister.list(PREFIX).await.unwrap());
+        let stale = a.stale(store.lock("a").list(PREFIX).await.unwrap());
         assert_eq!(stale.len(), 1);
         renew(&store, 0, "x", 1).await; // between the list and the blank
         let (name, _, version) = &stale[0];
@@ -212,19 +224,17 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn without_a_list_nothing_is_blanked() {
+    async fn records_other_than_the_shard_leases_are_left_alone() {
         let store = MemoryStore::new();
-        renew(&store, 0, "x", 1).await;
+        write(&store, "x-member-b", "b", 4).await;
+        write(&store, "x-shard-other", "b", 1).await;
+        write(&store, "y-shard-0", "b", 1).await;
         let mut a = leases(&store, "a");
-        a.look(&set(&[0]), &set(&[])).await;
-        store.partition("a", true);
+        look(&mut a, &store, &[0], &[]).await;
         advance(Duration::from_secs(30)).await;
-        assert!(a.look(&set(&[0]), &set(&[])).await.is_empty());
-        assert_eq!(
-            store.record_named("x-shard-0").unwrap().holder_identity,
-            "x"
-        );
-        store.partition("a", false);
-        assert_eq!(a.look(&set(&[0]), &set(&[])).await, [0]);
+        assert!(look(&mut a, &store, &[0], &[]).await.is_empty());
+        for name in ["x-member-b", "x-shard-other", "y-shard-0"] {
+            assert_eq!(store.record_named(name).unwrap().holder_identity, "b");
+        }
     }
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use ctrlq_leader::{LeaderRecord, Lock, LockError};
+use ctrlq_leader::{LeaderRecord, Lock, LockError, Versioned};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -61,6 +61,11 @@ pub(crate) struct Membership<L> {
     /// Locks on other members' records, to blank the stale ones.
     locks: Arc<dyn Fn(&str) -> L + Send + Sync>,
     prefix: String,
+    /// What a look lists: the member records' prefix, or a shorter one that also lists other
+    /// records for [`take_listing`](Self::take_listing).
+    list_prefix: String,
+    /// The last look's listing, until taken.
+    listed: Option<Vec<(String, Versioned)>>,
     identity: String,
     shards: u32,
     lease: Duration,
@@ -91,7 +96,9 @@ impl<L: Lock> Membership<L> {
         Self {
             lock,
             locks,
+            list_prefix: prefix.clone(),
             prefix,
+            listed: None,
             identity,
             shards,
             lease,
@@ -100,6 +107,18 @@ impl<L: Lock> Membership<L> {
             duplicate_until: None,
             inherited: None,
         }
+    }
+
+    /// Lists the records under `prefix` (which the member records' prefix starts with) at each
+    /// look, so that one listing serves membership and [`take_listing`](Self::take_listing).
+    pub(crate) fn list_with(mut self, prefix: String) -> Self {
+        self.list_prefix = prefix;
+        self
+    }
+
+    /// The last look's listing, if it listed and it was not taken yet.
+    pub(crate) fn take_listing(&mut self) -> Option<Vec<(String, Versioned)>> {
+        self.listed.take()
     }
 
     /// This replica's record naming `replica` (itself, or empty to blank), as the lock stores it.
@@ -115,8 +134,10 @@ impl<L: Lock> Membership<L> {
     /// Renews this replica's record, reads the others', and says what it may hold.
     pub(crate) async fn look(&mut self) -> View {
         self.announce().await;
-        match self.lock.list(&self.prefix).await {
+        self.listed = None;
+        match self.lock.list(&self.list_prefix).await {
             Ok(listed) => {
+                self.listed = Some(listed.clone());
                 let (view, stale) = self.view(listed);
                 for (name, version) in stale {
                     self.blank(&name, &version).await;
@@ -186,10 +207,7 @@ impl<L: Lock> Membership<L> {
 
     /// The view from a fresh list, and the other members' records that went stale: not changed
     /// for a lease duration on this replica's clock.
-    fn view(
-        &mut self,
-        listed: Vec<(String, ctrlq_leader::Versioned)>,
-    ) -> (View, Vec<(String, String)>) {
+    fn view(&mut self, listed: Vec<(String, Versioned)>) -> (View, Vec<(String, String)>) {
         let now = Instant::now();
         let mut stale = Vec::new();
         let mut live = BTreeSet::new();
@@ -377,6 +395,28 @@ mod tests {
             "b"
         );
         assert_eq!(a.look().await, members(&["a", "b", "c"]));
+    }
+
+    /// With a wider listing, other records do not count as members, and the listing is handed
+    /// out once per look (none after a look that could not list).
+    #[tokio::test(start_paused = true)]
+    async fn a_wider_listing_serves_membership_and_is_taken_once() {
+        let store = MemoryStore::new();
+        let mut a = member(&store, "a", 4).list_with("x-".to_owned());
+        let shard = store.named_lock("x-shard-0", "b");
+        shard.create(LeaderRecord::default()).await.unwrap();
+        assert_eq!(a.look().await, members(&["a"]));
+        let names: Vec<String> = a
+            .take_listing()
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["x-member-a", "x-shard-0"]);
+        assert!(a.take_listing().is_none());
+        store.partition("a", true);
+        a.look().await;
+        assert!(a.take_listing().is_none());
     }
 
     /// A replica that could never write its record is refused as not renewed, not as one

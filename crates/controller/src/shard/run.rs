@@ -68,7 +68,9 @@ where
         plan.identity.clone(),
         plan.shards,
         timing.lease_duration,
-    );
+    )
+    // One listing a look: the member records and the shard leases.
+    .list_with(format!("{}{name}-", plan.prefix));
     let mut leases = ShardLeases::new(format!("{}{name}-shard-", plan.prefix), plan.locks.clone());
     let (view_tx, mut view_rx) = watch::channel(None::<View>);
     let (drained_any, cut_short) = (AtomicBool::new(false), AtomicBool::new(false));
@@ -88,12 +90,16 @@ where
         let membership = async {
             loop {
                 let view = members.look().await;
-                let mine = match &view {
-                    View::Members(live) => shards_of(live, plan.shards, &plan.identity),
-                    View::Refused(_) => Vec::new(),
-                };
-                let held = plan.held.borrow().clone();
-                leases.look(&mine.into_iter().collect(), &held).await;
+                if let Some(listed) = members.take_listing() {
+                    let mine = match &view {
+                        View::Members(live) => shards_of(live, plan.shards, &plan.identity),
+                        View::Refused(_) => Vec::new(),
+                    };
+                    let held = plan.held.borrow().clone();
+                    leases
+                        .look(listed, &mine.into_iter().collect(), &held)
+                        .await;
+                }
                 view_tx.send_if_modified(|v| {
                     let changed = v.as_ref() != Some(&view);
                     *v = Some(view);
