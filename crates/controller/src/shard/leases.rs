@@ -16,7 +16,7 @@ use tracing::debug;
 /// # Why blanking keeps one holder
 ///
 /// A holder leads only until its last successful renew was sent plus the retry period and the
-/// renew deadline, less than the lease duration. This replica first saw that renew's version no
+/// renew deadline, which the election settings keep below the lease duration. This replica first saw that renew's version no
 /// earlier than it was written, so a version unchanged for a lease duration since then belongs
 /// to a holder that stopped leading: the rule the elector applies to its own observation.
 /// Versions never repeat, and the blank is a compare-and-set on the version observed, so a

@@ -44,7 +44,7 @@
 //! keeps, for each record, the version it last saw and when it first saw that version, on its
 //! own clock. A record unchanged for a lease duration LD since then is stale: its writer
 //! stopped (a holder stops leading a retry period plus a renew deadline after its last renew
-//! was sent, before a lease duration). At a look, a replica drops the members whose records
+//! was sent, which the election settings keep below a lease duration). At a look, a replica drops the members whose records
 //! are stale, assigns the shards, and blanks the stale leases of the shards assigned to it
 //! (a compare-and-set on the version seen) before it stands for them, so a shard's elector
 //! takes a dead holder's lease at its first try instead of observing it for a lease duration
