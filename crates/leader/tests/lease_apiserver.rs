@@ -584,3 +584,157 @@ async fn a_control_plane_should_stop_and_clean_up_when_dropped() {
         "kube-apiserver still listens at {url}"
     );
 }
+
+/// Short settings, so a fault test ends in seconds: LD 4 s, RD 3 s, RP 0.5 s, each request
+/// bounded by 1 s.
+fn short(plane: &ControlPlane, ns: &str, id: &str) -> Arc<LeaderElector<LeaseLock>> {
+    let lock =
+        LeaseLock::new(plane.client(ADMIN), ns, NAME, id).request_timeout(Duration::from_secs(1));
+    let config = LeaderElectionConfig::default()
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(3))
+        .retry_period(Duration::from_millis(500))
+        .jitter_seed(7);
+    Arc::new(LeaderElector::new(lock, config).unwrap())
+}
+
+/// When each term of one elector began and ended (real time), and its fencing token.
+type Terms = Arc<std::sync::Mutex<Vec<(std::time::Instant, Option<std::time::Instant>, u64)>>>;
+
+/// Runs `elector` until `cancel`, logging its terms.
+fn logged(
+    elector: &Arc<LeaderElector<LeaseLock>>,
+    cancel: &CancellationToken,
+) -> (Terms, tokio::task::JoinHandle<()>) {
+    let terms = Terms::default();
+    let (e, c, t) = (elector.clone(), cancel.clone(), terms.clone());
+    let task = tokio::spawn(async move {
+        e.run_until_cancelled(c, move |leadership| {
+            let t = t.clone();
+            async move {
+                let i = {
+                    let mut terms = t.lock().unwrap();
+                    let now = std::time::Instant::now();
+                    terms.push((now, None, leadership.fencing_token()));
+                    terms.len() - 1
+                };
+                leadership.token().cancelled().await;
+                t.lock().unwrap()[i].1 = Some(std::time::Instant::now());
+            }
+        })
+        .await;
+    });
+    (terms, task)
+}
+
+/// Waits (at most 60 s) until `terms` holds `n` terms; returns the last one's start.
+async fn term_started(terms: &Terms, n: usize) -> std::time::Instant {
+    timeout(Duration::from_secs(60), async {
+        loop {
+            if let Some(t) = terms.lock().unwrap().get(n - 1) {
+                return t.0;
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("term {n} within 60 s: {:?}", terms.lock().unwrap()))
+}
+
+/// Waits (at most 60 s) until term `n` (1-based) of `terms` has ended; returns when.
+async fn term_ended(terms: &Terms, n: usize) -> std::time::Instant {
+    timeout(Duration::from_secs(60), async {
+        loop {
+            if let Some(end) = terms.lock().unwrap().get(n - 1).and_then(|t| t.1) {
+                return end;
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("term {n} ended within 60 s: {:?}", terms.lock().unwrap()))
+}
+
+/// No two terms of `a` and `b` overlap in time, and the fencing tokens, in start order, rise by
+/// one a term.
+fn check_no_overlap(a: &Terms, b: &Terms) {
+    let mut all: Vec<_> = a.lock().unwrap().clone();
+    all.extend(b.lock().unwrap().iter().cloned());
+    all.sort_by_key(|t| t.0);
+    for pair in all.windows(2) {
+        let end = pair[0].1.expect("only the last term may still run");
+        assert!(end <= pair[1].0, "two leaders at once: {all:?}");
+        assert_eq!(pair[1].2, pair[0].2 + 1, "tokens: {all:?}");
+    }
+}
+
+/// A fault of the API server while `a` leads and `b` follows: `a` stops leading within retry
+/// period + renew deadline of the fault (the elector's bound, counted from its last successful
+/// renew, which was before the fault), and once the server is back one of them leads again;
+/// never two leaders at once.
+async fn leader_under_fault(ns: &str, kill: bool) {
+    // A control plane of its own: the fault would disturb other tests.
+    let plane = ControlPlane::start().await;
+    create_namespace(&plane.client(ADMIN), ns).await;
+    let (a, b) = (short(&plane, ns, "a"), short(&plane, ns, "b"));
+    let cancel = CancellationToken::new();
+    let (a_terms, a_task) = logged(&a, &cancel);
+    term_started(&a_terms, 1).await;
+    let (b_terms, b_task) = logged(&b, &cancel);
+    wait_status(&b, "b following a", |s| s.leader == "a").await;
+    // A few renews in, so the fault meets a leader in its renew loop.
+    sleep(Duration::from_secs(1)).await;
+
+    let fault = std::time::Instant::now();
+    if kill {
+        plane.kill_apiserver();
+    } else {
+        plane.pause_apiserver();
+    }
+    let stopped = term_ended(&a_terms, 1).await;
+    // The documented bound: retry period + renew deadline after the last successful renew was
+    // sent, which was before the fault; the slack is for a loaded machine.
+    let bound = Duration::from_millis(500) + Duration::from_secs(3);
+    assert!(
+        stopped - fault <= bound + Duration::from_millis(250),
+        "a stopped leading {:?} after the fault, past retry period + renew deadline",
+        stopped - fault
+    );
+    assert!(b_terms.lock().unwrap().is_empty(), "b led while the server was down");
+    sleep(Duration::from_secs(1)).await;
+    if kill {
+        plane.start_apiserver().await;
+    } else {
+        plane.resume_apiserver();
+    }
+    // Someone leads again.
+    timeout(Duration::from_secs(60), async {
+        while a_terms.lock().unwrap().len() + b_terms.lock().unwrap().len() < 2 {
+            sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("a leader within 60 s of the server's return");
+    cancel.cancel();
+    for task in [a_task, b_task] {
+        timeout(Duration::from_secs(30), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    check_no_overlap(&a_terms, &b_terms);
+}
+
+/// kube-apiserver stopped (SIGSTOP) while the leader renews: every request hangs until its
+/// timeout.
+#[tokio::test]
+async fn a_leader_should_step_down_in_time_when_the_apiserver_freezes() {
+    leader_under_fault("fault-freeze", false).await;
+}
+
+/// kube-apiserver killed while the leader renews, started again later: every request is
+/// refused at once.
+#[tokio::test]
+async fn a_leader_should_step_down_in_time_when_the_apiserver_dies() {
+    leader_under_fault("fault-kill", true).await;
+}
