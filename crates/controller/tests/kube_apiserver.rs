@@ -204,8 +204,11 @@ async fn every_source_keeps_its_keys_flowing_across_an_apiserver_restart() {
     let events = reflector::reflector(writer, watch);
     let once = Arc::new(Mutex::new(Some(events.boxed())));
     let (resync_store, resync_writer) = reflector::store::<ConfigMap>();
-    let resync_watch =
-        watcher(config_maps.clone(), watcher::Config::default().labels("resync")).default_backoff();
+    let resync_watch = watcher(
+        config_maps.clone(),
+        watcher::Config::default().labels("resync"),
+    )
+    .default_backoff();
     let resync_events =
         tokio::spawn(reflector::reflector(resync_writer, resync_watch).for_each(|_| async {}));
     let shared = Shared::default();
@@ -231,8 +234,11 @@ async fn every_source_keeps_its_keys_flowing_across_an_apiserver_restart() {
         )
     })
     .source(move || {
-        let watch = watcher(related_api.clone(), watcher::Config::default().labels("parent"))
-            .default_backoff();
+        let watch = watcher(
+            related_api.clone(),
+            watcher::Config::default().labels("parent"),
+        )
+        .default_backoff();
         related(watch, |s: &Secret| {
             let parent = s.metadata.labels.as_ref().and_then(|l| l.get("parent"));
             let ns = s.metadata.namespace.clone().unwrap_or_default();
@@ -287,11 +293,7 @@ async fn every_source_keeps_its_keys_flowing_across_an_apiserver_restart() {
     reconciled_at(&shared, "c", c2.metadata.resource_version.as_deref()).await;
     let before = count(&shared, "a");
     secrets
-        .replace(
-            "owned-by-a",
-            &pp,
-            &secret("owned-by-a", Some(a), None, "2"),
-        )
+        .replace("owned-by-a", &pp, &secret("owned-by-a", Some(a), None, "2"))
         .await
         .unwrap();
     reconciled_more(&shared, "a", before).await;

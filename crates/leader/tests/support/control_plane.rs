@@ -74,7 +74,12 @@ pub(crate) fn bin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("CTRLQ_CONTROLPLANE_BIN") {
         return dir.into();
     }
-    let go_mod = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/controlplane/go.mod");
+    // The workspace root is the nearest directory above the test's crate that has it.
+    let go_mod = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|d| d.join("tools/controlplane/go.mod"))
+        .find(|p| p.is_file())
+        .expect("tools/controlplane/go.mod above the crate");
     let text = std::fs::read_to_string(&go_mod)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", go_mod.display()));
     let version = |module: &str| {
@@ -304,7 +309,9 @@ impl ControlPlane {
     /// [`Self::start_apiserver`]; etcd and its data stay.
     pub(crate) fn kill_apiserver(&self) {
         let mut child = self.apiserver.lock().unwrap();
-        let _ = Command::new("kill").args(["-CONT", &child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-CONT", &child.id().to_string()])
+            .status();
         child.kill().expect("kube-apiserver must be killable");
         child.wait().expect("kube-apiserver must be reaped");
     }
