@@ -1,5 +1,9 @@
-//! The `--shards` mode on each backend: in memory (paused time), on the Lease API emulation
-//! (real HTTP, paused time) and on a real etcd (started by the test, real time).
+//! The `--shards` mode in memory (paused time) and on a real kube-apiserver's Leases (started
+//! by the test, real time); `tests/sharded_etcd.rs` runs it on a real etcd.
+
+#[cfg(feature = "kube")]
+#[path = "../../crates/leader/tests/support/control_plane.rs"]
+mod control_plane;
 
 use examples::sharded::{ShardedOptions, ShardedSummary, run};
 
@@ -28,23 +32,23 @@ async fn sharded_in_memory() {
     }
 }
 
+/// On Kubernetes Leases in a real kube-apiserver (started by the test, real time, about 10 s),
+/// labelled as a controller's Leases are.
 #[cfg(feature = "kube")]
-#[tokio::test(flavor = "current_thread", start_paused = true)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_on_the_lease_api() {
+    use control_plane::{ADMIN, ControlPlane, create_namespace};
     use ctrlq_leader::LeaseLock;
-    use ctrlq_leader::lease_emulation::LeaseServer;
-    let server = LeaseServer::start();
-    let mut clients = std::collections::HashMap::new();
-    for i in 0..4 {
-        let id = format!("replica-{i}");
-        clients.insert(id.clone(), server.client(&id).await.unwrap());
-    }
+    let plane = ControlPlane::start().await;
+    let client = plane.client(ADMIN);
+    create_namespace(&client, "sharded").await;
     let o = ShardedOptions {
         shards: 6,
+        objects: 60,
         ..ShardedOptions::default()
     };
     let summary = run(&o, move |id, name| {
-        LeaseLock::new(clients[id].clone(), "default", name, id)
+        LeaseLock::new(client.clone(), "sharded", name, id)
             .label("ctrlq.io/controller", "objects")
             .request_timeout(examples::controller::REQUEST_TIMEOUT)
     })

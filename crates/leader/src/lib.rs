@@ -47,9 +47,6 @@ mod leadership;
 #[cfg(feature = "kube")]
 #[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
 mod lease;
-#[cfg(all(feature = "kube", feature = "test-util"))]
-#[cfg_attr(docsrs, doc(cfg(all(feature = "kube", feature = "test-util"))))]
-pub mod lease_emulation;
 mod lock;
 mod memory;
 mod multi;
@@ -57,9 +54,6 @@ mod multi;
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
 mod record;
-#[cfg(feature = "test-util")]
-#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
-pub mod simulation;
 
 pub use config::{DEFAULT_GRACE_PERIOD, ElectionTiming, LeaderElectionConfig};
 pub use elector::LeaderElector;

@@ -1,9 +1,10 @@
 //! The Lease lock and the elector against a real kube-apiserver (with etcd), started by
-//! `support/control_plane.rs` from the binaries `scripts/install-controlplane` builds: the same
-//! kinds of checks `tests/lease.rs` makes against the in-process emulation, here with the API
-//! server's own answers, validation and RBAC. One control plane serves the whole binary; each test
-//! works in a namespace of its own. Real time (the server's clock cannot be paused): every wait is
-//! bounded.
+//! `support/control_plane.rs` from the binaries `scripts/install-controlplane` builds: the API
+//! server's own answers, resource versions, validation, field management and RBAC; elections
+//! with kills, revoked rights, and the API server frozen (SIGSTOP), killed and restarted. The
+//! tests that change the server itself start a control plane of their own; the others share one
+//! and each works in a namespace of its own. Real time (the server's clock cannot be paused):
+//! every wait is bounded. `tests/lease.rs` covers what a real server will not do on demand.
 
 #[path = "support/control_plane.rs"]
 mod control_plane;
@@ -583,4 +584,388 @@ async fn a_control_plane_should_stop_and_clean_up_when_dropped() {
             .is_err(),
         "kube-apiserver still listens at {url}"
     );
+}
+
+/// Short settings, so a fault test ends in seconds: LD 4 s, RD 3 s, RP 0.5 s, each request
+/// bounded by 1 s.
+fn short(plane: &ControlPlane, ns: &str, id: &str) -> Arc<LeaderElector<LeaseLock>> {
+    let lock =
+        LeaseLock::new(plane.client(ADMIN), ns, NAME, id).request_timeout(Duration::from_secs(1));
+    let config = LeaderElectionConfig::default()
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(3))
+        .retry_period(Duration::from_millis(500))
+        .jitter_seed(7);
+    Arc::new(LeaderElector::new(lock, config).unwrap())
+}
+
+/// When each term of one elector began and ended (real time), and its fencing token.
+type Terms = Arc<std::sync::Mutex<Vec<(std::time::Instant, Option<std::time::Instant>, u64)>>>;
+
+/// A running candidate: its elector, its terms, its task.
+type Running = (
+    Arc<LeaderElector<LeaseLock>>,
+    Terms,
+    tokio::task::JoinHandle<()>,
+);
+
+/// Notes the end of a term when dropped: when its leadership ends, and when its task is aborted
+/// (a killed process).
+struct TermEnd(Terms, usize);
+
+impl Drop for TermEnd {
+    fn drop(&mut self) {
+        let mut terms = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        terms[self.1].1.get_or_insert_with(std::time::Instant::now);
+    }
+}
+
+/// Runs `elector` until `cancel`, logging its terms.
+fn logged(
+    elector: &Arc<LeaderElector<LeaseLock>>,
+    cancel: &CancellationToken,
+) -> (Terms, tokio::task::JoinHandle<()>) {
+    let terms = Terms::default();
+    let (e, c, t) = (elector.clone(), cancel.clone(), terms.clone());
+    let task = tokio::spawn(async move {
+        e.run_until_cancelled(c, move |leadership| {
+            let t = t.clone();
+            async move {
+                let i = {
+                    let mut terms = t.lock().unwrap();
+                    let now = std::time::Instant::now();
+                    terms.push((now, None, leadership.fencing_token()));
+                    terms.len() - 1
+                };
+                let _end = TermEnd(t, i);
+                leadership.token().cancelled().await;
+            }
+        })
+        .await;
+    });
+    (terms, task)
+}
+
+/// Waits (at most 60 s) until `terms` holds `n` terms; returns the last one's start.
+async fn term_started(terms: &Terms, n: usize) -> std::time::Instant {
+    timeout(Duration::from_secs(60), async {
+        loop {
+            if let Some(t) = terms.lock().unwrap().get(n - 1) {
+                return t.0;
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("term {n} within 60 s: {:?}", terms.lock().unwrap()))
+}
+
+/// Waits (at most 60 s) until term `n` (1-based) of `terms` has ended; returns when.
+async fn term_ended(terms: &Terms, n: usize) -> std::time::Instant {
+    timeout(Duration::from_secs(60), async {
+        loop {
+            if let Some(end) = terms.lock().unwrap().get(n - 1).and_then(|t| t.1) {
+                return end;
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("term {n} ended within 60 s: {:?}", terms.lock().unwrap()))
+}
+
+/// No two terms of `a` and `b` overlap in time, and the fencing tokens, in start order, rise by
+/// one a term.
+fn check_no_overlap(a: &Terms, b: &Terms) {
+    check_terms(&[a.clone(), b.clone()]);
+}
+
+/// No two terms of any candidates overlap in time, and the fencing tokens, in start order,
+/// rise by one a term; returns how many terms there were.
+fn check_terms(candidates: &[Terms]) -> usize {
+    let mut all: Vec<_> = Vec::new();
+    for terms in candidates {
+        all.extend(terms.lock().unwrap().iter().cloned());
+    }
+    all.sort_by_key(|t| t.0);
+    for pair in all.windows(2) {
+        let end = pair[0].1.expect("only the last term may still run");
+        assert!(end <= pair[1].0, "two leaders at once: {all:?}");
+        assert_eq!(pair[1].2, pair[0].2 + 1, "tokens: {all:?}");
+    }
+    all.len()
+}
+
+/// A fault of the API server while `a` leads and `b` follows: `a` stops leading within retry
+/// period + renew deadline of the fault (the elector's bound, counted from its last successful
+/// renew, which was before the fault), and once the server is back one of them leads again;
+/// never two leaders at once.
+async fn leader_under_fault(ns: &str, kill: bool) {
+    // A control plane of its own: the fault would disturb other tests.
+    let plane = ControlPlane::start().await;
+    create_namespace(&plane.client(ADMIN), ns).await;
+    let (a, b) = (short(&plane, ns, "a"), short(&plane, ns, "b"));
+    let cancel = CancellationToken::new();
+    let (a_terms, a_task) = logged(&a, &cancel);
+    term_started(&a_terms, 1).await;
+    let (b_terms, b_task) = logged(&b, &cancel);
+    wait_status(&b, "b following a", |s| s.leader == "a").await;
+    // A few renews in, so the fault meets a leader in its renew loop.
+    sleep(Duration::from_secs(1)).await;
+
+    let fault = std::time::Instant::now();
+    if kill {
+        plane.kill_apiserver();
+    } else {
+        plane.pause_apiserver();
+    }
+    let stopped = term_ended(&a_terms, 1).await;
+    // The documented bound: retry period + renew deadline after the last successful renew was
+    // sent, which was before the fault; the slack is for a loaded machine.
+    let bound = Duration::from_millis(500) + Duration::from_secs(3);
+    assert!(
+        stopped - fault <= bound + Duration::from_millis(250),
+        "a stopped leading {:?} after the fault, past retry period + renew deadline",
+        stopped - fault
+    );
+    assert!(
+        b_terms.lock().unwrap().is_empty(),
+        "b led while the server was down"
+    );
+    sleep(Duration::from_secs(1)).await;
+    if kill {
+        plane.start_apiserver().await;
+    } else {
+        plane.resume_apiserver();
+    }
+    // Someone leads again.
+    timeout(Duration::from_secs(60), async {
+        while a_terms.lock().unwrap().len() + b_terms.lock().unwrap().len() < 2 {
+            sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("a leader within 60 s of the server's return");
+    cancel.cancel();
+    for task in [a_task, b_task] {
+        timeout(Duration::from_secs(30), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    check_no_overlap(&a_terms, &b_terms);
+}
+
+/// kube-apiserver stopped (SIGSTOP) while the leader renews: every request hangs until its
+/// timeout.
+#[tokio::test]
+async fn a_leader_should_step_down_in_time_when_the_apiserver_freezes() {
+    leader_under_fault("fault-freeze", false).await;
+}
+
+/// kube-apiserver killed while the leader renews, started again later: every request is
+/// refused at once.
+#[tokio::test]
+async fn a_leader_should_step_down_in_time_when_the_apiserver_dies() {
+    leader_under_fault("fault-kill", true).await;
+}
+
+/// Three electors; the leader is killed (its task aborted, as a killed process: no release)
+/// three times, each time replaced by a new candidate. Each next leader starts after the killed
+/// one's lease expired on its own clock and within lease duration + 4.4 × retry period of the
+/// kill (plus slack for a loaded machine); never two leaders at once; tokens rise by one.
+#[tokio::test]
+async fn three_lease_electors_should_fail_over_when_the_leader_is_killed() {
+    let ns = "elector-kills";
+    let (plane, _admin) = setup(ns).await;
+    let cancel = CancellationToken::new();
+    let mut candidates: Vec<Running> = Vec::new();
+    for id in ["a", "b", "c"] {
+        let e = short(plane, ns, id);
+        let (terms, task) = logged(&e, &cancel);
+        candidates.push((e, terms, task));
+    }
+    let all = |c: &[Running]| c.iter().map(|c| c.1.clone()).collect::<Vec<_>>();
+    let leading = |c: &[Running]| {
+        c.iter()
+            .position(|c| c.1.lock().unwrap().last().is_some_and(|t| t.1.is_none()))
+    };
+    for kill in 1..=3 {
+        let leader = timeout(Duration::from_secs(60), async {
+            loop {
+                if let Some(i) = leading(&candidates) {
+                    return i;
+                }
+                sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("a leader within 60 s");
+        // A few renews in.
+        sleep(Duration::from_secs(1)).await;
+        let killed_at = std::time::Instant::now();
+        candidates[leader].2.abort();
+        let terms_before = check_terms(&all(&candidates));
+        let next = timeout(Duration::from_secs(60), async {
+            loop {
+                let starts: Vec<_> = candidates
+                    .iter()
+                    .filter_map(|c| c.1.lock().unwrap().last().copied())
+                    .filter(|t| t.0 > killed_at)
+                    .collect();
+                if let Some(t) = starts.first() {
+                    return t.0;
+                }
+                sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("kill {kill}: a next leader within 60 s"));
+        let failover = next - killed_at;
+        // The lease was renewed at most a retry period (plus a request) before the kill.
+        assert!(
+            failover >= Duration::from_secs(4) - Duration::from_millis(1500),
+            "kill {kill}: the next leader {failover:?} after the kill, before the lease expired"
+        );
+        assert!(
+            failover <= Duration::from_secs(4) + Duration::from_millis(2200 + 1000),
+            "kill {kill}: the next leader only {failover:?} after the kill"
+        );
+        assert_eq!(check_terms(&all(&candidates)), terms_before + 1);
+        // The killed process comes back as a new pod.
+        let e = short(plane, ns, &format!("new-{kill}"));
+        let (terms, task) = logged(&e, &cancel);
+        candidates[leader] = (e, terms, task);
+    }
+    cancel.cancel();
+    let terms = all(&candidates);
+    for (_, _, task) in candidates {
+        let _ = timeout(Duration::from_secs(30), task).await.unwrap();
+    }
+    check_terms(&terms);
+}
+
+/// The leader's identity loses its rights on Leases (its RoleBinding deleted: every request it
+/// makes is refused with 403, a partition of that one client): it stops leading, reports the
+/// 403, and the other candidate takes over once the lease expired, with the next token; never
+/// two leaders at once.
+#[tokio::test]
+async fn a_leader_whose_rights_are_revoked_should_step_down_before_another_leads() {
+    let ns = "elector-revoked";
+    let (plane, admin) = setup(ns).await;
+    let verbs = ["get", "list", "create", "update"];
+    grant_leases(&admin, ns, "carol", &verbs).await;
+    grant_leases(&admin, ns, "dave", &verbs).await;
+    let elector = |user: &str| {
+        let lock = LeaseLock::new(plane.client(user), ns, NAME, user)
+            .request_timeout(Duration::from_secs(1));
+        let config = LeaderElectionConfig::default()
+            .lease_duration(Duration::from_secs(4))
+            .renew_deadline(Duration::from_secs(3))
+            .retry_period(Duration::from_millis(500))
+            .jitter_seed(3);
+        Arc::new(LeaderElector::new(lock, config).unwrap())
+    };
+    let (carol, dave) = (elector("carol"), elector("dave"));
+    let cancel = CancellationToken::new();
+    let (carol_terms, carol_task) = logged(&carol, &cancel);
+    term_started(&carol_terms, 1).await;
+    let (dave_terms, dave_task) = logged(&dave, &cancel);
+    wait_status(&dave, "dave following carol", |s| s.leader == "carol").await;
+
+    kube::Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), ns)
+        .delete("leases-carol", &Default::default())
+        .await
+        .unwrap();
+    term_ended(&carol_terms, 1).await;
+    term_started(&dave_terms, 1).await;
+    let status = carol.subscribe_status().borrow().clone();
+    let err = status.last_error.expect("carol's refusal is reported");
+    assert_eq!(api_status(&err).map(|s| s.0), Some(403), "{err:?}");
+    assert!(carol_terms.lock().unwrap().len() == 1 && !carol.is_leader());
+    cancel.cancel();
+    for task in [carol_task, dave_task] {
+        timeout(Duration::from_secs(30), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    check_no_overlap(&carol_terms, &dave_terms);
+}
+
+/// xorshift64*: a seeded schedule of faults.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+/// Three electors on a kube-apiserver that a seeded schedule freezes (SIGSTOP for 0.2 to 2.5 s,
+/// so requests are slow or time out), kills and starts again, while the leader is killed now
+/// and then (replaced by a new candidate): never two leaders at once, tokens rising by one a
+/// term, and a leader again after the last fault.
+#[tokio::test]
+async fn lease_electors_should_keep_one_leader_under_a_freezing_and_dying_apiserver() {
+    let ns = "elector-chaos";
+    // A control plane of its own: the faults would disturb other tests.
+    let plane = ControlPlane::start().await;
+    create_namespace(&plane.client(ADMIN), ns).await;
+    let cancel = CancellationToken::new();
+    let mut candidates = Vec::new();
+    let mut past: Vec<Terms> = Vec::new();
+    for id in ["a", "b", "c"] {
+        let e = short(&plane, ns, id);
+        candidates.push(logged(&e, &cancel));
+    }
+    let mut rng = Rng(0x5EED_CAFE);
+    for step in 0..12 {
+        sleep(Duration::from_millis(300 + rng.below(1500))).await;
+        match rng.below(4) {
+            0 | 1 => {
+                plane.pause_apiserver();
+                sleep(Duration::from_millis(200 + rng.below(2300))).await;
+                plane.resume_apiserver();
+            }
+            2 => plane.restart_apiserver().await,
+            _ => {
+                let leader = candidates
+                    .iter()
+                    .position(|c| c.0.lock().unwrap().last().is_some_and(|t| t.1.is_none()));
+                if let Some(i) = leader {
+                    candidates[i].1.abort();
+                    let e = short(&plane, ns, &format!("new-{step}"));
+                    let replaced = std::mem::replace(&mut candidates[i], logged(&e, &cancel));
+                    past.push(replaced.0);
+                }
+            }
+        }
+    }
+    // A leader again after the last fault.
+    timeout(Duration::from_secs(60), async {
+        loop {
+            if candidates
+                .iter()
+                .any(|c| c.0.lock().unwrap().last().is_some_and(|t| t.1.is_none()))
+            {
+                return;
+            }
+            sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("a leader within 60 s of the last fault");
+    cancel.cancel();
+    for (terms, task) in candidates {
+        let _ = timeout(Duration::from_secs(30), task).await.unwrap();
+        past.push(terms);
+    }
+    let terms = check_terms(&past);
+    assert!(terms >= 3, "only {terms} terms");
 }

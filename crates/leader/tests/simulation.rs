@@ -1,9 +1,12 @@
 //! Seeded simulations: 3 candidates, random kills and faults, never two leaders at once.
 
+#[path = "support/simulation.rs"]
+mod simulation;
+
 use std::time::Duration;
 
 use ctrlq_leader::LeaderElectionConfig;
-use ctrlq_leader::simulation::simulate;
+use simulation::simulate;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

@@ -33,8 +33,10 @@ pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// A running etcd and kube-apiserver started by a test.
 #[derive(Debug)]
 pub(crate) struct ControlPlane {
-    etcd: Child,
-    apiserver: Child,
+    etcd: std::sync::Mutex<Child>,
+    /// Behind a lock so that a test sharing the control plane ([`Self::shared`]) can restart it.
+    apiserver: std::sync::Mutex<Child>,
+    apiserver_args: Vec<String>,
     watchdog: Child,
     dir: PathBuf,
     url: String,
@@ -43,7 +45,9 @@ pub(crate) struct ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         // The watchdog first, so it never signals a process id reused after ours exited.
-        for child in [&mut self.watchdog, &mut self.apiserver, &mut self.etcd] {
+        let apiserver = self.apiserver.get_mut().unwrap_or_else(|e| e.into_inner());
+        let etcd = self.etcd.get_mut().unwrap_or_else(|e| e.into_inner());
+        for child in [&mut self.watchdog, apiserver, etcd] {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -70,7 +74,12 @@ pub(crate) fn bin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("CTRLQ_CONTROLPLANE_BIN") {
         return dir.into();
     }
-    let go_mod = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/controlplane/go.mod");
+    // The workspace root is the nearest directory above the test's crate that has it.
+    let go_mod = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|d| d.join("tools/controlplane/go.mod"))
+        .find(|p| p.is_file())
+        .expect("tools/controlplane/go.mod above the crate");
     let text = std::fs::read_to_string(&go_mod)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", go_mod.display()));
     let version = |module: &str| {
@@ -93,6 +102,28 @@ pub(crate) fn bin_dir() -> PathBuf {
         version("go.etcd.io/etcd/server/v3")
     ))
     .join("bin")
+}
+
+/// Starts kube-apiserver with `args`, its log appended to `kube-apiserver.log` in `dir`.
+fn spawn_apiserver(dir: &Path, args: &[String]) -> Child {
+    let bin = bin_dir();
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("kube-apiserver.log"))
+        .expect("the kube-apiserver log");
+    Command::new(bin.join("kube-apiserver"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}/kube-apiserver must start: {e}", bin.display()))
+}
+
+/// Writes the process ids the watchdog kills.
+fn write_pids(dir: &Path, pids: &[u32]) {
+    let text: Vec<_> = pids.iter().map(u32::to_string).collect();
+    std::fs::write(dir.join("pids"), text.join(" ")).expect("the pid file");
 }
 
 /// The last lines of a log file, for a failure message.
@@ -168,47 +199,42 @@ impl ControlPlane {
             .stderr(log_file(&dir.join("etcd.log")))
             .spawn()
             .unwrap_or_else(|e| panic!("{}/etcd must start: {e}", bin.display()));
-        let apiserver = Command::new(bin.join("kube-apiserver"))
-            .arg(format!("--etcd-servers={etcd_url}"))
-            .arg(format!("--cert-dir={}", dir.join("certs").display()))
-            .arg(format!("--secure-port={api_port}"))
-            .args(["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
-            .arg("--authorization-mode=RBAC")
-            .arg(format!(
-                "--token-auth-file={}",
-                dir.join("tokens.csv").display()
-            ))
-            .arg(format!("--service-account-key-file={}", key.display()))
-            .arg(format!(
-                "--service-account-signing-key-file={}",
-                key.display()
-            ))
-            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-            .arg("--service-cluster-ip-range=10.0.0.0/24")
+        let apiserver_args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            format!("--cert-dir={}", dir.join("certs").display()),
+            format!("--secure-port={api_port}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            "--authorization-mode=RBAC".into(),
+            format!("--token-auth-file={}", dir.join("tokens.csv").display()),
+            format!("--service-account-key-file={}", key.display()),
+            format!("--service-account-signing-key-file={}", key.display()),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
             // No Endpoints for the `kubernetes` Service (nothing routes to it here).
-            .arg("--endpoint-reconciler-type=none")
-            .arg("--profiling=false")
-            .stdout(Stdio::null())
-            .stderr(log_file(&dir.join("kube-apiserver.log")))
-            .spawn()
-            .unwrap_or_else(|e| panic!("{}/kube-apiserver must start: {e}", bin.display()));
-        // Kills both and removes the directory once this process is gone, however it ended.
+            "--endpoint-reconciler-type=none".into(),
+            "--profiling=false".into(),
+        ];
+        let apiserver = spawn_apiserver(&dir, &apiserver_args);
+        write_pids(&dir, &[apiserver.id(), etcd.id()]);
+        // Kills both (by the process ids in `pids`, rewritten on a restart) and removes the
+        // directory once this process is gone, however it ended.
         let watchdog = Command::new("sh")
             .arg("-c")
             .arg(
                 r#"while kill -0 "$0" 2>/dev/null; do sleep 1; done
-                   kill -9 "$1" "$2" 2>/dev/null; sleep 1; rm -rf "$3""#,
+                   kill -CONT $(cat "$1/pids") 2>/dev/null
+                   kill -9 $(cat "$1/pids") 2>/dev/null; sleep 1; rm -rf "$1""#,
             )
             .arg(std::process::id().to_string())
-            .arg(apiserver.id().to_string())
-            .arg(etcd.id().to_string())
             .arg(&dir)
             .stdin(Stdio::null())
             .spawn()
             .expect("sh must start");
-        let mut plane = Self {
-            etcd,
-            apiserver,
+        let plane = Self {
+            etcd: std::sync::Mutex::new(etcd),
+            apiserver: std::sync::Mutex::new(apiserver),
+            apiserver_args,
             watchdog,
             url: format!("https://127.0.0.1:{api_port}"),
             dir,
@@ -226,16 +252,16 @@ impl ControlPlane {
         SHARED.get_or_init(Self::start).await
     }
 
-    async fn wait_ready(&mut self) {
+    async fn wait_ready(&self) {
         let deadline = Instant::now() + START_TIMEOUT;
         let mut last = String::new();
         loop {
-            let exited = [
-                ("etcd", &mut self.etcd),
-                ("kube-apiserver", &mut self.apiserver),
-            ]
-            .into_iter()
-            .find_map(|(name, child)| Some((name, child.try_wait().ok()??)));
+            let apiserver = self.apiserver.lock().unwrap().try_wait().ok().flatten();
+            let etcd = self.etcd.lock().unwrap().try_wait().ok().flatten();
+            let exited = [("etcd", etcd)]
+                .into_iter()
+                .chain([("kube-apiserver", apiserver)])
+                .find_map(|(name, status)| Some((name, status?)));
             if let Some((name, status)) = exited {
                 panic!("{name} exited ({status}) while starting\n{}", self.logs());
             }
@@ -257,6 +283,75 @@ impl ControlPlane {
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+    }
+
+    /// Stops kube-apiserver with SIGSTOP: its connections stay open and nothing answers, as a
+    /// frozen or overloaded server. [`Self::resume_apiserver`] continues it.
+    pub(crate) fn pause_apiserver(&self) {
+        self.signal_apiserver("STOP");
+    }
+
+    /// Continues kube-apiserver after [`Self::pause_apiserver`] (SIGCONT).
+    pub(crate) fn resume_apiserver(&self) {
+        self.signal_apiserver("CONT");
+    }
+
+    fn signal_apiserver(&self, signal: &str) {
+        let pid = self.apiserver.lock().unwrap().id();
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .expect("kill must run");
+        assert!(status.success(), "kill -{signal} {pid} failed");
+    }
+
+    /// Kills kube-apiserver (SIGKILL: every connection drops at once) and leaves it down until
+    /// [`Self::start_apiserver`]; etcd and its data stay.
+    pub(crate) fn kill_apiserver(&self) {
+        let mut child = self.apiserver.lock().unwrap();
+        let _ = Command::new("kill")
+            .args(["-CONT", &child.id().to_string()])
+            .status();
+        child.kill().expect("kube-apiserver must be killable");
+        child.wait().expect("kube-apiserver must be reaped");
+    }
+
+    /// Starts kube-apiserver again after [`Self::kill_apiserver`], on the same port with the
+    /// same certificate and identities, and waits until it is ready.
+    ///
+    /// # Panics
+    ///
+    /// As [`Self::start`] does when it cannot start.
+    pub(crate) async fn start_apiserver(&self) {
+        let child = spawn_apiserver(&self.dir, &self.apiserver_args);
+        write_pids(&self.dir, &[child.id(), self.etcd.lock().unwrap().id()]);
+        *self.apiserver.lock().unwrap() = child;
+        self.wait_ready().await;
+    }
+
+    /// Kills kube-apiserver and starts it again ([`Self::kill_apiserver`],
+    /// [`Self::start_apiserver`]).
+    pub(crate) async fn restart_apiserver(&self) {
+        self.kill_apiserver();
+        self.start_apiserver().await;
+    }
+
+    /// The sum of the API server's `apiserver_request_total` over the series whose labels
+    /// include every `label="value"` pair of `labels` (e.g. `["resource=\"leases\"",
+    /// "verb=\"LIST\""]`), read from its `/metrics` as `admin`. Counts since the API server
+    /// last started.
+    pub(crate) async fn requests(&self, labels: &[&str]) -> f64 {
+        let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+        let text = self
+            .client(ADMIN)
+            .request_text(request)
+            .await
+            .expect("the API server's metrics");
+        text.lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+            .filter(|l| labels.iter().all(|want| l.contains(want)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
     }
 
     fn logs(&self) -> String {
