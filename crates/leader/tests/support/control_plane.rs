@@ -336,19 +336,20 @@ impl ControlPlane {
         self.start_apiserver().await;
     }
 
-    /// The sum of the API server's `apiserver_request_total` over the series whose labels
-    /// include every `label="value"` pair of `labels` (e.g. `["resource=\"leases\"",
-    /// "verb=\"LIST\""]`), read from its `/metrics` as `admin`. Counts since the API server
-    /// last started.
-    pub(crate) async fn requests(&self, labels: &[&str]) -> f64 {
+    /// The sum of the API server's metric `name` (a counter, or a histogram's `_sum` or
+    /// `_count`) over the series whose labels include every `label="value"` pair of `labels`
+    /// (e.g. `["resource=\"leases\"", "verb=\"PUT\""]`), read from its `/metrics` as
+    /// `admin`. Counts since the API server last started.
+    pub(crate) async fn metric(&self, name: &str, labels: &[&str]) -> f64 {
         let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
         let text = self
             .client(ADMIN)
             .request_text(request)
             .await
             .expect("the API server's metrics");
+        let prefix = format!("{name}{{");
         text.lines()
-            .filter(|l| l.starts_with("apiserver_request_total{"))
+            .filter(|l| l.starts_with(&prefix))
             .filter(|l| labels.iter().all(|want| l.contains(want)))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
