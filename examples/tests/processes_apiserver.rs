@@ -13,7 +13,9 @@ mod replicas;
 use std::time::Duration;
 
 use control_plane::{ADMIN, ControlPlane, create_namespace, grant_leases};
-use replicas::{KEYS, Reconcile, Replica, now_ns, overlaps, reconciles, settled, wait_until};
+use replicas::{
+    KEYS, Reconcile, Replica, assert_no_overlaps, now_ns, reconciles, settled, wait_until,
+};
 
 const NS: &str = "replicas";
 
@@ -102,11 +104,5 @@ async fn sharded_replicas_on_leases_follow_kills_joins_and_an_apiserver_restart(
         all.iter().any(|r| r.replica == "c"),
         "c reconciled before its death"
     );
-    let both = overlaps(&all);
-    assert!(
-        both.is_empty(),
-        "{} overlaps, the first: {:?}",
-        both.len(),
-        both.first()
-    );
+    assert_no_overlaps(&all);
 }

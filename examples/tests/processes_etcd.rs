@@ -13,7 +13,7 @@ mod replicas;
 use std::time::Duration;
 
 use etcd_server::EtcdServer;
-use replicas::{Reconcile, Replica, now_ns, overlaps, reconciles, settled, wait_until};
+use replicas::{Reconcile, Replica, assert_no_overlaps, now_ns, reconciles, settled, wait_until};
 
 /// A replica frozen past its leases starts no reconcile on them when it resumes: the others
 /// took its shards over with larger fencing tokens, and it either waits to re-acquire a shard
@@ -83,13 +83,7 @@ async fn a_replica_resumed_after_a_freeze_starts_nothing_on_lost_leases() {
         )
         .cloned()
         .collect();
-    let both = overlaps(&all);
-    assert!(
-        both.is_empty(),
-        "{} overlaps, the first: {:?}",
-        both.len(),
-        both.first()
-    );
+    assert_no_overlaps(&all);
 }
 
 /// A second process started with the identity of a live replica takes no shard and starts no
@@ -128,11 +122,5 @@ async fn a_second_process_with_an_identity_in_use_takes_no_shard() {
         "a went on reconciling"
     );
     let all: Vec<Reconcile> = ra.into_iter().chain(rb).collect();
-    let both = overlaps(&all);
-    assert!(
-        both.is_empty(),
-        "{} overlaps, the first: {:?}",
-        both.len(),
-        both.first()
-    );
+    assert_no_overlaps(&all);
 }

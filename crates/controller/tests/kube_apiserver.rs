@@ -26,28 +26,6 @@ use support::bounded;
 use tokio::time::{sleep, timeout};
 use tokio_util::sync::CancellationToken;
 
-/// The version each ConfigMap was last reconciled at (`None`: gone from the store).
-type Seen = Arc<Mutex<HashMap<String, Option<String>>>>;
-
-/// Waits (at most 60 s) until `name` was last reconciled at `version`.
-async fn reconciled(seen: &Seen, name: &str, version: Option<&str>) {
-    timeout(Duration::from_secs(60), async {
-        loop {
-            if seen.lock().unwrap().get(name).map(Option::as_deref) == Some(version) {
-                return;
-            }
-            sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| {
-        panic!(
-            "{name} reconciled at {version:?} within 60 s: {:?}",
-            seen.lock().unwrap()
-        )
-    });
-}
-
 fn config_map(name: &str, value: &str) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {
@@ -74,16 +52,13 @@ async fn a_controller_on_a_real_watch_reconciles_every_change() {
     let (store, writer) = reflector::store::<ConfigMap>();
     let events = reflector::reflector(writer, watcher(api.clone(), watcher::Config::default()));
     let once = Arc::new(Mutex::new(Some(events.boxed())));
-    let seen = Seen::default();
+    let seen = Shared::default();
     let (reader, s) = (store.clone(), seen.clone());
     let shutdown = CancellationToken::new();
     let run = Controller::new(
         "configmaps",
         move |key: ObjectRef<ConfigMap>, _ctx: Context| {
-            let version = reader
-                .get(&key)
-                .and_then(|cm| cm.metadata.resource_version.clone());
-            s.lock().unwrap().insert(key.name.clone(), version);
+            record(&s, &reader, &key);
             async { Ok::<_, Infallible>(Action::Done) }
         },
     )
@@ -93,18 +68,18 @@ async fn a_controller_on_a_real_watch_reconciles_every_change() {
     let run = tokio::spawn(run);
 
     // Listed at the start.
-    reconciled(&seen, "a", a.metadata.resource_version.as_deref()).await;
+    reconciled_at(&seen, "a", a.metadata.resource_version.as_deref()).await;
     // Created, then changed, during the watch.
     let b = api.create(&pp, &config_map("b", "1")).await.unwrap();
-    reconciled(&seen, "b", b.metadata.resource_version.as_deref()).await;
+    reconciled_at(&seen, "b", b.metadata.resource_version.as_deref()).await;
     let mut changed = a.clone();
     changed.data = Some([("value".to_owned(), "2".to_owned())].into());
     let a2 = api.replace("a", &pp, &changed).await.unwrap();
     assert_ne!(a2.metadata.resource_version, a.metadata.resource_version);
-    reconciled(&seen, "a", a2.metadata.resource_version.as_deref()).await;
+    reconciled_at(&seen, "a", a2.metadata.resource_version.as_deref()).await;
     // Deleted: reconciled once more, gone from the store.
     api.delete("b", &Default::default()).await.unwrap();
-    reconciled(&seen, "b", None).await;
+    reconciled_at(&seen, "b", None).await;
 
     shutdown.cancel();
     let summary = bounded(Duration::from_secs(60), run).await.unwrap();
@@ -118,6 +93,16 @@ struct Counts {
 }
 
 type Shared = Arc<Mutex<Counts>>;
+
+/// Notes a reconcile of `key` at the version `store` holds (`None`: gone).
+fn record(shared: &Shared, store: &reflector::Store<ConfigMap>, key: &ObjectRef<ConfigMap>) {
+    let version = store
+        .get(key)
+        .and_then(|cm| cm.metadata.resource_version.clone());
+    let mut counts = shared.lock().unwrap();
+    let seen = counts.seen.entry(key.name.clone()).or_default();
+    *seen = (seen.0 + 1, version);
+}
 
 fn count(shared: &Shared, name: &str) -> usize {
     shared.lock().unwrap().seen.get(name).map_or(0, |s| s.0)
@@ -218,12 +203,7 @@ async fn every_source_keeps_its_keys_flowing_across_an_apiserver_restart() {
     let run = Controller::new(
         "configmaps",
         move |key: ObjectRef<ConfigMap>, _ctx: Context| {
-            let version = reader
-                .get(&key)
-                .and_then(|cm| cm.metadata.resource_version.clone());
-            let mut counts = s.lock().unwrap();
-            let seen = counts.seen.entry(key.name.clone()).or_default();
-            *seen = (seen.0 + 1, version);
+            record(&s, &reader, &key);
             async { Ok::<_, Infallible>(Action::Done) }
         },
     )

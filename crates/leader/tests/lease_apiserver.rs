@@ -674,6 +674,20 @@ async fn term_ended(terms: &Terms, n: usize) -> std::time::Instant {
     .unwrap_or_else(|_| panic!("term {n} ended within 60 s: {:?}", terms.lock().unwrap()))
 }
 
+/// Cancels the candidates and waits (at most 30 s each) for their tasks to end.
+async fn stop(
+    cancel: &CancellationToken,
+    tasks: impl IntoIterator<Item = tokio::task::JoinHandle<()>>,
+) {
+    cancel.cancel();
+    for task in tasks {
+        timeout(Duration::from_secs(30), task)
+            .await
+            .expect("the candidate stops within 30 s")
+            .expect("the candidate's task ends without a panic");
+    }
+}
+
 /// No two terms of `a` and `b` overlap in time, and the fencing tokens, in start order, rise by
 /// one a term.
 fn check_no_overlap(a: &Terms, b: &Terms) {
@@ -746,13 +760,7 @@ async fn leader_under_fault(ns: &str, kill: bool) {
     })
     .await
     .expect("a leader within 60 s of the server's return");
-    cancel.cancel();
-    for task in [a_task, b_task] {
-        timeout(Duration::from_secs(30), task)
-            .await
-            .unwrap()
-            .unwrap();
-    }
+    stop(&cancel, [a_task, b_task]).await;
     check_no_overlap(&a_terms, &b_terms);
 }
 
@@ -883,13 +891,7 @@ async fn a_leader_whose_rights_are_revoked_should_step_down_before_another_leads
     let err = status.last_error.expect("carol's refusal is reported");
     assert_eq!(api_status(&err).map(|s| s.0), Some(403), "{err:?}");
     assert!(carol_terms.lock().unwrap().len() == 1 && !carol.is_leader());
-    cancel.cancel();
-    for task in [carol_task, dave_task] {
-        timeout(Duration::from_secs(30), task)
-            .await
-            .unwrap()
-            .unwrap();
-    }
+    stop(&cancel, [carol_task, dave_task]).await;
     check_no_overlap(&carol_terms, &dave_terms);
 }
 

@@ -253,3 +253,14 @@ pub(crate) fn overlaps(all: &[Reconcile]) -> Vec<(Reconcile, Reconcile)> {
     }
     found
 }
+
+/// Panics when two replicas ran one key's reconciles at once, naming the first such pair.
+pub(crate) fn assert_no_overlaps(all: &[Reconcile]) {
+    let both = overlaps(all);
+    assert!(
+        both.is_empty(),
+        "{} overlaps, the first: {:?}",
+        both.len(),
+        both.first()
+    );
+}

@@ -3,12 +3,14 @@
 //! not changed for its lease duration is blanked, so that the shard's elector takes it at its
 //! first try instead of starting its own observation then.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use ctrlq_leader::{LeaderRecord, Lock, Versioned};
 use tokio::time::Instant;
+
+use super::sightings::Sightings;
 use tracing::debug;
 
 /// The shard leases `{prefix}{name}-shard-{i}` as one replica observed them.
@@ -27,7 +29,7 @@ pub(crate) struct ShardLeases<L> {
     /// `{prefix}{name}-shard-`.
     prefix: String,
     /// Each lease's last version and when this replica first saw it, on its own clock.
-    seen: HashMap<String, (String, Instant)>,
+    seen: Sightings,
 }
 
 impl<L: Lock> ShardLeases<L> {
@@ -36,7 +38,7 @@ impl<L: Lock> ShardLeases<L> {
         Self {
             locks,
             prefix,
-            seen: HashMap::new(),
+            seen: Sightings::default(),
         }
     }
 
@@ -74,19 +76,13 @@ impl<L: Lock> ShardLeases<L> {
                 continue;
             };
             names.insert(name.clone());
-            let first_seen = match self.seen.get(&name) {
-                Some((version, at)) if *version == v.version => *at,
-                _ => {
-                    self.seen.insert(name.clone(), (v.version.clone(), now));
-                    now
-                }
-            };
+            let first_seen = self.seen.first_seen(&name, &v.version, now);
             let lease = Duration::from_secs(u64::from(v.record.lease_duration_seconds));
             if !v.record.holder_identity.is_empty() && first_seen + lease <= now {
                 stale.push((name, shard, v.version));
             }
         }
-        self.seen.retain(|name, _| names.contains(name));
+        self.seen.keep(&names);
         stale
     }
 

@@ -1,12 +1,14 @@
 //! Membership: this replica's member record, renewed every retry period, and the live members
 //! read from the others'.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use ctrlq_leader::{LeaderRecord, Lock, LockError, Versioned};
 use tokio::time::Instant;
+
+use super::sightings::Sightings;
 use tracing::{debug, warn};
 
 /// One replica's member record. The [`Lock`] stores every record as a [`LeaderRecord`] (the
@@ -70,7 +72,7 @@ pub(crate) struct Membership<L> {
     shards: u32,
     lease: Duration,
     /// Each member record's last version and when this replica first saw it, on its own clock.
-    seen: HashMap<String, (String, Instant)>,
+    seen: Sightings,
     /// When this replica's own record was last written, if it has been.
     announced: Option<Instant>,
     /// Until when this replica refuses shards because another process wrote its record (its
@@ -102,7 +104,7 @@ impl<L: Lock> Membership<L> {
             identity,
             shards,
             lease,
-            seen: HashMap::new(),
+            seen: Sightings::default(),
             announced: None,
             duplicate_until: None,
             inherited: None,
@@ -218,13 +220,7 @@ impl<L: Lock> Membership<L> {
                 continue;
             };
             names.insert(name.clone());
-            let first_seen = match self.seen.get(&name) {
-                Some((version, at)) if *version == v.version => *at,
-                _ => {
-                    self.seen.insert(name.clone(), (v.version.clone(), now));
-                    now
-                }
-            };
+            let first_seen = self.seen.first_seen(&name, &v.version, now);
             let member = MemberRecord::from_lock(&v.record);
             if member.replica.is_empty() || id == self.identity {
                 continue;
@@ -236,7 +232,7 @@ impl<L: Lock> Membership<L> {
             live.insert(id.to_owned());
             counts.insert(member.shards);
         }
-        self.seen.retain(|name, _| names.contains(name));
+        self.seen.keep(&names);
         (self.decide(live, counts), stale)
     }
 
@@ -455,7 +451,7 @@ mod tests {
         let (mut a, mut b) = (member(&store, "a", 4), member(&store, "b", 4));
         b.look().await;
         a.look().await;
-        let seen = a.seen[&"x-member-b".to_owned()].0.clone();
+        let seen = a.seen.get("x-member-b").unwrap().0.clone();
         b.look().await; // renewed: a newer version
         a.blank("x-member-b", &seen).await;
         assert_eq!(

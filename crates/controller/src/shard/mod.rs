@@ -104,6 +104,7 @@ mod leases;
 mod members;
 pub(crate) mod run;
 mod sharding;
+mod sightings;
 
 pub(crate) use key::ShardFn;
 pub use key::{ShardKey, shard_of};

@@ -1,0 +1,40 @@
+//! When this replica first saw each record at its current version, on its own clock: how it
+//! judges that a record's writer is gone (a record unchanged for a lease duration has no live
+//! writer), for the member records and the shard leases alike.
+
+use std::collections::{BTreeSet, HashMap};
+
+use tokio::time::Instant;
+
+/// Each record's last version seen and when this replica first saw that version.
+#[derive(Debug, Default)]
+pub(super) struct Sightings(HashMap<String, (String, Instant)>);
+
+impl Sightings {
+    /// When `name` was first seen at `version`: `now` when it is new or its version changed.
+    pub(super) fn first_seen(&mut self, name: &str, version: &str, now: Instant) -> Instant {
+        match self.0.get(name) {
+            Some((seen, at)) if seen == version => *at,
+            _ => {
+                self.0.insert(name.to_owned(), (version.to_owned(), now));
+                now
+            }
+        }
+    }
+
+    /// Forgets the records not in `names` (gone from the store).
+    pub(super) fn keep(&mut self, names: &BTreeSet<String>) {
+        self.0.retain(|name, _| names.contains(name));
+    }
+
+    /// Each record's name, last version and when that version was first seen.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&String, &(String, Instant))> {
+        self.0.iter()
+    }
+
+    /// `name`'s last version and when it was first seen.
+    #[cfg(test)]
+    pub(super) fn get(&self, name: &str) -> Option<&(String, Instant)> {
+        self.0.get(name)
+    }
+}
