@@ -10,7 +10,14 @@
 //! both from the API server's own metrics (`apiserver_request_total`,
 //! `apiserver_request_duration_seconds`).
 //!
-//! usage: `apiserver_failover [--runs N] [--setting default|short|both] [--seed S]`
+//! With `--configmaps N` it measures a warm standby against a cold one instead: N ConfigMaps,
+//! each replica's source a kube-runtime watcher of them (`primary`), the short setting, `--runs`
+//! kills each way; per kill, the time to the next leader's first reconcile and to its
+//! reconcile of every ConfigMap, and the ConfigMap LIST requests the API server served from the
+//! kill until then.
+//!
+//! usage: `apiserver_failover [--runs N] [--setting default|short|both] [--seed S]
+//! [--configmaps N]`
 
 #[path = "../../../crates/leader/tests/support/control_plane.rs"]
 mod control_plane;
@@ -57,6 +64,154 @@ fn start(
         run.await;
     });
     Replica { id, elector, task }
+}
+
+const WARM_NS: &str = "warm";
+
+/// The short setting: LD 4 s, RD 3 s, RP 0.5 s, requests bounded by 1 s.
+fn short() -> LeaderElectionConfig {
+    LeaderElectionConfig::default()
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(3))
+        .retry_period(Duration::from_millis(500))
+}
+
+/// Creates `n` ConfigMaps in [`WARM_NS`], 32 requests at a time.
+async fn create_config_maps(plane: &ControlPlane, n: usize) {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let admin = plane.client(ADMIN);
+    create_namespace(&admin, WARM_NS).await;
+    let api = kube::Api::<ConfigMap>::namespaced(admin, WARM_NS);
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let cm = ConfigMap {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(format!("cm-{i:06}")),
+                        ..Default::default()
+                    },
+                    data: Some([("value".to_owned(), i.to_string())].into()),
+                    ..Default::default()
+                };
+                api.create(&Default::default(), &cm)
+                    .await
+                    .expect("a ConfigMap");
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<()>()
+        .await;
+}
+
+/// A replica whose source watches the ConfigMaps; it notes each reconcile.
+fn start_watching(plane: &ControlPlane, id: String, warm: bool, seen: &Reconciles) -> Replica {
+    use ctrlq_controller::kube::primary;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::reflector::ObjectRef;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let lock = LeaseLock::new(plane.client(ADMIN), WARM_NS, "failover", &id)
+        .request_timeout(Duration::from_secs(1));
+    let elector = Arc::new(LeaderElector::new(lock, short()).expect("a valid setting"));
+    let api = kube::Api::<ConfigMap>::namespaced(plane.client(ADMIN), WARM_NS);
+    let (me, seen) = (id.clone(), seen.clone());
+    let reconcile = move |_key: ObjectRef<ConfigMap>, _ctx: Context| {
+        seen.lock().unwrap().push((me.clone(), Instant::now()));
+        async { Ok::<_, std::convert::Infallible>(Action::Done) }
+    };
+    let run = Controller::new("configmaps", reconcile)
+        .source(move || primary(watcher(api.clone(), watcher::Config::default()).default_backoff()))
+        .workers(4)
+        .warm_standby(warm)
+        .leader_elector(elector.clone())
+        .run(CancellationToken::new());
+    let task = tokio::spawn(async move {
+        run.await;
+    });
+    Replica { id, elector, task }
+}
+
+/// Warm or cold standbys over `keys` ConfigMaps: `runs` kills of the leader.
+async fn measure_warm(plane: &ControlPlane, keys: usize, runs: usize, warm: bool) -> String {
+    let seen = Reconciles::default();
+    let tag = if warm { "warm" } else { "cold" };
+    let mut replicas: Vec<Replica> = (0..3)
+        .map(|i| start_watching(plane, format!("{tag}-r{i}"), warm, &seen))
+        .collect();
+    let lists = || {
+        plane.metric(
+            "apiserver_request_total",
+            &["resource=\"configmaps\"", "verb=\"LIST\""],
+        )
+    };
+    let (mut first, mut all, mut listed) = (Vec::new(), Vec::new(), Vec::new());
+    for run in 0..runs {
+        // A leader that reconciled every key, so the kill meets a settled replica set.
+        let leader = loop {
+            let done = replicas.iter().position(|r| {
+                r.elector.is_leader()
+                    && seen
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .filter(|(id, _)| *id == r.id)
+                        .count()
+                        >= keys
+            });
+            if let Some(i) = done {
+                break i;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        // The followers' watches listed by now (a warm standby lists once, at its start).
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        seen.lock().unwrap().clear();
+        let killed = replicas[leader].id.clone();
+        let lists_before = lists().await;
+        replicas[leader].task.abort();
+        let kill = Instant::now();
+        let (next_first, next_all) = loop {
+            let (count, first_at, last_at) = {
+                let seen = seen.lock().unwrap();
+                let mine: Vec<Instant> = seen
+                    .iter()
+                    .filter(|(id, at)| *id != killed && *at > kill)
+                    .map(|(_, at)| *at)
+                    .collect();
+                (mine.len(), mine.first().copied(), mine.last().copied())
+            };
+            if count >= keys {
+                break (first_at.unwrap(), last_at.unwrap());
+            }
+            assert!(
+                kill.elapsed() < Duration::from_secs(120),
+                "{tag} run {run}: {count} of {keys} keys 120 s after the kill"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        listed.push(lists().await - lists_before);
+        first.push((next_first - kill).as_secs_f64());
+        all.push((next_all - kill).as_secs_f64());
+        replicas[leader] = start_watching(plane, format!("{tag}-r{}", run + 3), warm, &seen);
+    }
+    for r in &replicas {
+        r.task.abort();
+    }
+    for v in [&mut first, &mut all] {
+        v.sort_by(f64::total_cmp);
+    }
+    let mean_lists = listed.iter().sum::<f64>() / listed.len().max(1) as f64;
+    format!(
+        "{{\"workload\": \"apiserver-warm-failover\", \"standby\": \"{tag}\", \"configmaps\": {keys}, \
+         \"runs\": {runs}, \"first_reconcile_s\": {{\"p50\": {:.3}, \"p99\": {:.3}}}, \
+         \"every_key_s\": {{\"p50\": {:.3}, \"p99\": {:.3}}}, \"configmap_lists_per_failover\": \
+         {mean_lists:.2}}}",
+        percentile(&first, 50.0),
+        percentile(&first, 99.0),
+        percentile(&all, 50.0),
+        percentile(&all, 99.0),
+    )
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -185,23 +340,31 @@ async fn measure(plane: &ControlPlane, name: &str, runs: usize, seed: u64) -> St
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let mut args = std::env::args().skip(1);
-    let (mut runs, mut setting, mut seed) = (20usize, "both".to_owned(), 1u64);
+    let (mut runs, mut setting, mut seed, mut configmaps) = (20usize, "both".to_owned(), 1u64, 0);
     while let Some(flag) = args.next() {
         let value = args.next().unwrap_or_default();
         match flag.as_str() {
             "--runs" => runs = value.parse().expect("--runs N"),
             "--setting" => setting = value,
             "--seed" => seed = value.parse().expect("--seed S"),
+            "--configmaps" => configmaps = value.parse().expect("--configmaps N"),
             other => {
                 eprintln!(
                     "unknown flag {other}\nusage: apiserver_failover [--runs N] \
-                     [--setting default|short|both] [--seed S]"
+                     [--setting default|short|both] [--seed S] [--configmaps N]"
                 );
                 std::process::exit(2);
             }
         }
     }
     let plane = ControlPlane::start().await;
+    if configmaps > 0 {
+        create_config_maps(&plane, configmaps).await;
+        for warm in [true, false] {
+            println!("{}", measure_warm(&plane, configmaps, runs, warm).await);
+        }
+        return;
+    }
     for name in ["short", "default"] {
         if setting == name || setting == "both" {
             println!("{}", measure(&plane, name, runs, seed).await);
