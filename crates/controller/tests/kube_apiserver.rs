@@ -292,3 +292,94 @@ async fn every_source_keeps_its_keys_flowing_across_an_apiserver_restart() {
     assert_eq!(summary.drain, Drain::Finished);
     resync_events.abort();
 }
+
+/// Two replicas elected on the in-memory lock (LD 4 s, RD 3 s, RP 0.5 s), each sourcing a
+/// kube-runtime watcher of 300 ConfigMaps; the leader is killed (its run dropped, no release).
+/// Returns the ConfigMap LIST requests the API server served from the kill until the next
+/// leader had reconciled every ConfigMap.
+async fn lists_on_failover(warm: bool) -> f64 {
+    use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    const KEYS: usize = 300;
+    let ns = "failover";
+    // A control plane of its own: the LIST count is the API server's, for every namespace.
+    let plane = ControlPlane::start().await;
+    let admin = plane.client(ADMIN);
+    create_namespace(&admin, ns).await;
+    let api = Api::<ConfigMap>::namespaced(admin.clone(), ns);
+    futures::stream::iter(0..KEYS)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let cm = config_map(&format!("cm-{i}"), "1");
+                api.create(&PostParams::default(), &cm).await.unwrap();
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<()>()
+        .await;
+    let lists = || {
+        plane.metric(
+            "apiserver_request_total",
+            &["resource=\"configmaps\"", "verb=\"LIST\""],
+        )
+    };
+
+    let store = MemoryStore::new();
+    let config = LeaderElectionConfig::default()
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(3))
+        .retry_period(Duration::from_millis(500));
+    let reconciled: Arc<Mutex<HashMap<String, std::collections::HashSet<String>>>> = Arc::default();
+    let replica = |id: &str| {
+        let elector = Arc::new(LeaderElector::new(store.lock(id), config.clone()).unwrap());
+        let (me, seen, api) = (id.to_owned(), reconciled.clone(), api.clone());
+        let run = Controller::new(
+            "configmaps",
+            move |key: ObjectRef<ConfigMap>, _ctx: Context| {
+                let mut seen = seen.lock().unwrap();
+                seen.entry(me.clone()).or_default().insert(key.name);
+                async { Ok::<_, Infallible>(Action::Done) }
+            },
+        )
+        .source(move || primary(watcher(api.clone(), watcher::Config::default()).default_backoff()))
+        .warm_standby(warm)
+        .leader_elector(elector.clone())
+        .workers(2)
+        .run(CancellationToken::new());
+        (elector, tokio::spawn(run))
+    };
+    let count = |id: &str| reconciled.lock().unwrap().get(id).map_or(0, |s| s.len());
+    let (a, a_run) = replica("a");
+    timeout(Duration::from_secs(60), async {
+        while !(a.is_leader() && count("a") == KEYS) {
+            sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("a leads and reconciles every ConfigMap within 60 s");
+    let (_b, b_run) = replica("b");
+    // Long enough for a warm standby's watch to list.
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(count("b"), 0, "a follower reconciled");
+
+    let before = lists().await;
+    a_run.abort();
+    timeout(Duration::from_secs(60), async {
+        while count("b") < KEYS {
+            sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("b reconciles every ConfigMap within 60 s of the kill");
+    let listed = lists().await - before;
+    b_run.abort();
+    listed
+}
+
+/// A warm standby's term starts from the view its watch filled while following: the failover
+/// lists nothing. A cold one lists when its term subscribes.
+#[tokio::test]
+async fn a_warm_standby_takes_over_without_listing_again() {
+    assert_eq!(lists_on_failover(true).await, 0.0, "warm");
+    assert!(lists_on_failover(false).await >= 1.0, "cold");
+}
