@@ -38,3 +38,30 @@ impl Sightings {
         self.0.get(name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_record_is_first_seen_at_each_new_version_and_forgotten_when_gone() {
+        let mut s = Sightings::default();
+        let t0 = Instant::now();
+        assert_eq!(s.first_seen("a", "1", t0), t0);
+        let t1 = t0 + Duration::from_secs(1);
+        // Unchanged: still the first sighting.
+        assert_eq!(s.first_seen("a", "1", t1), t0);
+        // A new version is a new sighting.
+        assert_eq!(s.first_seen("a", "2", t1), t1);
+        assert_eq!(s.first_seen("b", "7", t1), t1);
+        // Gone from a listing: forgotten, so seen again it is new.
+        s.keep(&BTreeSet::from(["b".to_owned()]));
+        assert_eq!(s.iter().count(), 1);
+        let t2 = t1 + Duration::from_secs(1);
+        assert_eq!(s.first_seen("a", "2", t2), t2);
+        assert_eq!(s.first_seen("b", "7", t2), t1);
+        assert_eq!(s.get("b"), Some(&("7".to_owned(), t1)));
+    }
+}
