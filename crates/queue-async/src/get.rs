@@ -4,20 +4,18 @@ use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
 
-use crate::item::Item;
-use crate::shared::{Payload, QueueKey, Shared};
+use crate::item::{Item, ItemQueue};
 use crate::wait::Wait;
 
 pin_project! {
     /// Future of [`WorkQueue::get`] and [`PriorityQueue::get`]: the next key as an [`Item`], or
     /// `None` once the queue is shut down and empty.
     ///
-    /// Equivalent to `async fn get(&self) -> Option<Item<K, P>>`.
+    /// Equivalent to `async fn get(&self) -> Option<Item<K>>`.
     ///
     /// # Cancel safety
     ///
@@ -40,7 +38,7 @@ pin_project! {
     /// [`WorkQueue::get`]: crate::WorkQueue::get
     /// [`PriorityQueue::get`]: crate::PriorityQueue::get
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct Get<'a, K, P = ()>
+    pub struct Get<'a, K>
     where
         K: Hash,
         K: Eq,
@@ -48,16 +46,15 @@ pin_project! {
         K: Send,
         K: Sync,
         K: 'static,
-        P: Payload,
     {
-        queue: &'a Arc<Shared<K, P>>,
+        queue: &'a (dyn ItemQueue<K> + 'a),
         #[pin]
-        wait: Wait<'a, Shared<K, P>>,
+        wait: Wait<'a, dyn ItemQueue<K> + 'a>,
     }
 }
 
-impl<'a, K: QueueKey, P: Payload> Get<'a, K, P> {
-    pub(crate) fn new(queue: &'a Arc<Shared<K, P>>) -> Self {
+impl<'a, K: Hash + Eq + Clone + Send + Sync> Get<'a, K> {
+    pub(crate) fn new(queue: &'a (dyn ItemQueue<K> + 'a)) -> Self {
         Get {
             queue,
             wait: Wait::new(queue),
@@ -65,17 +62,17 @@ impl<'a, K: QueueKey, P: Payload> Get<'a, K, P> {
     }
 }
 
-impl<K: QueueKey, P: Payload> Future for Get<'_, K, P> {
-    type Output = Option<Item<K, P>>;
+impl<K: Hash + Eq + Clone + Send + Sync> Future for Get<'_, K> {
+    type Output = Option<Item<K>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let out = ready!(this.wait.poll(cx));
-        Poll::Ready(out.map(|(key, p)| Item::new(Arc::clone(this.queue), key, p)))
+        Poll::Ready(out.map(|(key, p)| Item::new(this.queue.to_arc(), key, p)))
     }
 }
 
-impl<K: QueueKey, P: Payload> fmt::Debug for Get<'_, K, P> {
+impl<K: Hash + Eq + Clone + Send + Sync> fmt::Debug for Get<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Get").finish_non_exhaustive()
     }

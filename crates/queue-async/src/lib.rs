@@ -83,9 +83,11 @@
 //! takes, and the timers' lock (the waiting keys, their timers, the delay task), which only
 //! delayed adds, the delay task and an add of a waiting key take. Where both are held, the
 //! state's lock comes first.
-//! [`WorkQueue`] and [`PriorityQueue`] are one generic handle, [`Queue`], over that state,
-//! differing only in what an add carries besides the key (nothing, or a priority): every
-//! method they share is written once, on [`Queue`].
+//! [`WorkQueue`] and [`PriorityQueue`] are two plain types around one private generic handle,
+//! compiled for each queue's state machine (no call chooses the machine at run time); every
+//! add carries a priority, which the work queue's machine ignores. An [`Item`] and the [`Get`]
+//! that hands it out reach their queue through one private interface, so they have no type
+//! parameter for the queue's kind.
 //!
 //! ## The timer task
 //!
@@ -154,6 +156,7 @@
 mod clock;
 mod error;
 mod get;
+mod handle;
 mod item;
 pub mod metrics;
 pub mod parallelize;
@@ -161,9 +164,7 @@ pub mod priority;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
-mod queue;
 pub mod scheduling;
-mod shared;
 mod task;
 mod wait;
 pub mod workqueue;
@@ -173,6 +174,5 @@ pub use get::Get;
 pub use item::Item;
 pub use parallelize::{ParallelizeError, parallelize_until};
 pub use priority::{PriorityQueue, PriorityQueueBuilder};
-pub use queue::{Queue, QueueBuilder};
 pub use scheduling::SchedulingQueue;
 pub use workqueue::{WorkQueue, WorkQueueBuilder};

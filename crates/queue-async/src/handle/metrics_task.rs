@@ -6,15 +6,23 @@ use std::sync::{Arc, Weak};
 
 use tracing::debug;
 
-use super::machine::{Payload, QueueKey};
-use super::state::Shared;
+use super::{Core, Handle, QueueKey};
 use crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD;
 
-impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
+impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
+    /// Starts the gauge refresh loop at an add if the queue has metrics and the loop does not
+    /// run (it ends with its runtime, and restarts in the next one that adds).
+    #[inline]
+    pub(super) fn keep_metrics_task(&self) {
+        if self.metrics && self.metrics_live.load(Ordering::Acquire) == 0 {
+            self.start_metrics_task();
+        }
+    }
+
     /// Starts the gauge refresh loop on the queue's runtime (binding the queue to the calling
     /// one if it has none yet). It does not start after shutdown, nor again once the queue's
     /// runtime has shut down.
-    pub(super) fn start_metrics_task(self: &Arc<Self>) {
+    fn start_metrics_task(&self) {
         if self.is_shutting_down() {
             return;
         }
@@ -28,7 +36,7 @@ impl<K: QueueKey + 'static, P: Payload> Shared<K, P> {
         };
         *starts += 1;
         let live = Live::new(self.metrics_live.clone(), *starts);
-        if !task.start(runtime, metrics_loop(Arc::downgrade(self), live)) {
+        if !task.start(runtime, metrics_loop(self.me.clone(), live)) {
             debug!(queue = %self.name, "the queue's runtime has shut down: no metrics task");
         }
     }
@@ -67,17 +75,17 @@ impl Drop for Live {
 
 /// Refreshes the unfinished-work gauges every period until the queue is gone (or the task is
 /// stopped).
-async fn metrics_loop<K: QueueKey + 'static, P: Payload>(shared: Weak<Shared<K, P>>, live: Live) {
+async fn metrics_loop<K: QueueKey + 'static, M: Core<K>>(handle: Weak<Handle<K, M>>, live: Live) {
     let _live = live;
     let mut tick = tokio::time::interval(UNFINISHED_WORK_UPDATE_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
         tick.tick().await;
-        let Some(shared) = shared.upgrade() else {
+        let Some(handle) = handle.upgrade() else {
             return;
         };
-        shared.update_unfinished_work();
+        handle.update_unfinished_work();
     }
 }
 
