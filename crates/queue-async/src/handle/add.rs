@@ -1,9 +1,8 @@
 //! Adds: now (`add`, `add_ref`, `add_all`) and later (`add_after`, `add_rate_limited`). Every
 //! add ends in one locked step: end the key's wait if it has one, hand the key to the state
 //! machine, count it, and ask for a wake-up if it was queued. A delayed add sets the key's
-//! timer instead (in `timers`), and the delay task adds it at its deadline.
+//! timer instead, and the timer task (in `timer_task`) adds it at its deadline.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ctrlq_queue_core::AddOutcome;
@@ -24,7 +23,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     #[inline(always)]
     pub(crate) fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>> {
         self.add_now(|state, wake| {
-            let priority = self.end_wait(key, priority);
+            let priority = self.end_wait(state, key, priority);
             let added = state.machine.add_ref(key, priority, self.now_nanos());
             self.added(state, added, Some(key), priority, wake)
         })
@@ -44,12 +43,17 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         })
     }
 
-    /// Runs an add under the lock, keeps the metrics task running, then wakes.
+    /// Runs an add under the lock, then wakes. With metrics, the timer task, which refreshes
+    /// the gauges, starts at the first add.
     #[inline(always)]
     fn add_now<R>(&self, add: impl FnOnce(&mut State<K, M>, &mut Wake) -> R) -> R {
         let mut wake = Wake::default();
-        let r = add(&mut self.lock(), &mut wake);
-        self.keep_metrics_task();
+        let mut state = self.lock();
+        let r = add(&mut state, &mut wake);
+        if self.metrics {
+            self.ensure_timer_task(&mut state);
+        }
+        drop(state);
         self.wake(wake);
         r
     }
@@ -64,11 +68,11 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         priority: i32,
         wake: &mut Wake,
     ) -> Result<(), AddError<K>> {
-        let priority = self.end_wait(&key, priority);
+        let priority = self.end_wait(state, &key, priority);
         self.add_unwaited(state, key, priority, wake)
     }
 
-    /// Adds `key` now, under the lock, when it does not wait (the delay task's adds).
+    /// Adds `key` now, under the lock, when it does not wait (the timer task's adds).
     #[inline(always)]
     pub(super) fn add_unwaited(
         &self,
@@ -83,22 +87,17 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         self.added(state, added, metric_key.as_ref(), priority, wake)
     }
 
-    /// Ends `key`'s wait if it has one; returns the higher of the two priorities. Takes the
-    /// timers' lock only while some key waits.
+    /// Ends `key`'s wait if it has one; returns the higher of the two priorities.
     #[inline(always)]
-    fn end_wait(&self, key: &K, priority: i32) -> i32 {
-        if self.waiting.load(Ordering::Acquire) == 0 {
+    fn end_wait(&self, state: &mut State<K, M>, key: &K, priority: i32) -> i32 {
+        if state.timers.len() == 0 {
             return priority;
         }
-        let mut timers = self.lock_timers();
-        // A key waits only while the delay task runs on the queue's runtime: removing its
+        // A key waits only while the timer task runs on the queue's runtime: removing its
         // timer happens there.
         let _runtime = self.clock.runtime().map(|runtime| runtime.enter());
-        match timers.timers.cancel(key) {
-            Some(waited) => {
-                self.count_waiting(&timers);
-                priority.max(waited)
-            }
+        match state.timers.cancel(key) {
+            Some(waited) => priority.max(waited),
             None => priority,
         }
     }
@@ -146,24 +145,18 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         priority: i32,
         delay: Duration,
     ) -> Result<(), AddError<K>> {
-        let key = self.add_now(|state, wake| {
+        self.add_now(|state, wake| {
             if state.machine.is_shut_down() {
-                return Err(Some(AddError::ShutDown(key)));
+                return Err(AddError::ShutDown(key));
             }
             if !delay.is_zero() || M::ZERO_DELAY_IS_RETRY {
                 state.recorder.retry();
             }
             if delay.is_zero() || state.machine.absorbs_delayed(&key) {
-                // Added now: `Err(None)`, or refused: `Err(Some(_))`.
-                return Err(self.add_locked(state, key, priority, wake).err());
+                return self.add_locked(state, key, priority, wake);
             }
-            Ok(key)
-        });
-        match key {
-            Ok(key) => self.wait(key, priority, delay.min(MAX_DELAY)),
-            Err(None) => Ok(()),
-            Err(Some(e)) => Err(e),
-        }
+            self.wait(state, key, priority, delay.min(MAX_DELAY), wake)
+        })
     }
 
     /// Adds `key` at `priority` after the rate limiter's delay for it.
@@ -181,34 +174,30 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         self.clock.in_runtime(|| self.limiter.when(key))
     }
 
-    /// Makes `key` wait `delay`, starting the delay task if it does not run. With no runtime
+    /// Makes `key` wait `delay`, starting the timer task if it does not run. With no runtime
     /// to time the wait (none bound yet and none here, or the queue's runtime shut down), the
-    /// key is added now rather than lost. Takes the timers' lock only.
-    fn wait(&self, key: K, priority: i32, delay: Duration) -> Result<(), AddError<K>> {
-        let key = {
-            let mut timers = self.lock_timers();
-            if timers.shut_down {
-                return Err(AddError::ShutDown(key));
+    /// key is added now rather than lost.
+    fn wait(
+        &self,
+        state: &mut State<K, M>,
+        key: K,
+        priority: i32,
+        delay: Duration,
+        wake: &mut Wake,
+    ) -> Result<(), AddError<K>> {
+        match self.ensure_timer_task(state) {
+            Some(runtime) => {
+                // The timer's `Sleep` binds to the runtime in context, and the deadline is read
+                // by its clock (paused, in tests), whatever thread this add comes from.
+                let _runtime = runtime.enter();
+                let at = tokio::time::Instant::now() + delay;
+                state.timers.wait_until(key, priority, at);
+                Ok(())
             }
-            if !timers.runtime_gone && !timers.delay_task.running() {
-                self.start_delay_task(&mut timers);
+            None => {
+                debug!(queue = %self.name, "delayed add with no live tokio runtime; adding now");
+                self.add_unwaited(state, key, priority, wake)
             }
-            match self.clock.runtime() {
-                Some(runtime) if timers.delay_task.running() && !timers.runtime_gone => {
-                    // The timer's `Sleep` binds to the runtime in context, and the deadline is
-                    // read by its clock (paused, in tests), whatever thread this add comes from.
-                    let _runtime = runtime.enter();
-                    let at = tokio::time::Instant::now() + delay;
-                    timers.timers.wait_until(key, priority, at);
-                    self.count_waiting(&timers);
-                    return Ok(());
-                }
-                _ => {
-                    debug!(queue = %self.name, "delayed add with no live tokio runtime; adding now");
-                    key
-                }
-            }
-        };
-        self.with_lock(|state, wake| self.add_unwaited(state, key, priority, wake))
+        }
     }
 }

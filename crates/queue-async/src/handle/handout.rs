@@ -80,21 +80,19 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         self.done_item(&key);
     }
 
-    /// Shuts down: adds refused, waiting keys and their timers dropped, background tasks
+    /// Shuts down: adds refused, waiting keys and their timers dropped, the timer task
     /// stopped, every waiting `get` and stream woken. With `drain`, a drain starts.
     pub(crate) fn shut_down(&self, drain: bool) {
         self.draining.store(drain, Ordering::SeqCst);
-        let first = self.lock().machine.shut_down();
+        let first = {
+            let mut state = self.lock();
+            // Waiting keys are never added now: drop them, their timers and the timer task.
+            state.timers.clear();
+            state.task.stop();
+            state.refresh = None;
+            state.machine.shut_down()
+        };
         self.shutting_down.store(true, Ordering::Release);
-        // Waiting keys are never added now: drop them, their timers and the tasks.
-        {
-            let mut timers = self.lock_timers();
-            timers.shut_down = true;
-            timers.timers.clear();
-            timers.delay_task.stop();
-            self.count_waiting(&timers);
-        }
-        self.metrics_task.lock().0.stop();
         if first {
             debug!(queue = %self.name, drain, "shutting down");
         }

@@ -2,30 +2,25 @@
 //! [`PriorityQueue`](crate::PriorityQueue): one generic handle over its state machine
 //! ([`Core`]), which the two public queues wrap.
 //!
-//! Locks (parking_lot, never held across an `.await`):
-//!
-//! - `state` guards the state machine and the metrics recorder: every add, get and done takes
-//!   it;
-//! - `timers` guards the waiting keys, their timers and the delay task: delayed adds, the
-//!   delay task and an add of a waiting key take it.
-//!
-//! When both are held, `state` is taken first. Three `Notify`s carry the wake-ups: `get_wake`
-//! (one waiting `get` per queued key), `stream_wake` (every waiting stream) and `idle_wake`
-//! (drains). The protocol is in the crate's design docs.
+//! One lock (parking_lot, never held across an `.await`), `state`, guards everything that
+//! changes: the state machine, the metrics recorder, the waiting keys with their timers, and
+//! the timer task. Three `Notify`s carry the wake-ups, sent once the lock is released:
+//! `get_wake` (one waiting `get` per queued key), `stream_wake` (every waiting stream) and
+//! `idle_wake` (drains). The protocol is in the crate's design docs.
 //!
 //! One file per behaviour: `core` (the state machines, as the handle drives them), `add` (adds
-//! now and later), `handout` (gets, dones, shutdown and its drain), `timers` (the waiting keys
-//! and the delay task), `metrics_task` (the gauge refresh).
+//! now and later), `handout` (gets, dones, shutdown and its drain), `timer_task` (the waiting
+//! keys, and the one task that adds them at their deadlines and refreshes the gauges).
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use ctrlq_ratelimit::RateLimiter;
 use hashbrown::HashSet;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
-use tokio::time::Instant;
+use tokio::time::{Instant, Interval};
 
 use crate::clock::QueueClock;
 use crate::metrics::{Handles, MetricsProvider, Recorder};
@@ -34,12 +29,11 @@ use crate::task::BackgroundTask;
 mod add;
 mod core;
 mod handout;
-mod metrics_task;
-mod timers;
+mod timer_task;
 
 pub(crate) use self::core::{Core, QueueKey};
 pub(crate) use self::handout::StreamWait;
-use self::timers::Timers;
+use self::timer_task::Timers;
 
 /// The builder options every queue has.
 pub(crate) struct Options<K> {
@@ -76,16 +70,11 @@ impl<K> fmt::Debug for Options<K> {
 
 /// The state behind a queue handle, over the state machine `M`. See the module docs.
 pub(crate) struct Handle<K: QueueKey, M> {
-    /// This handle, for the background tasks (which hold it weakly) and the items.
+    /// This handle, for the timer task (which holds it weakly) and the items.
     me: Weak<Self>,
     name: String,
-    /// The state machine and what goes with it: every add, get and done takes this lock.
+    /// The queue's one lock: every add, get and done takes it.
     state: Mutex<State<K, M>>,
-    /// Taken after `state` when both are held.
-    timers: Mutex<TimerState<K>>,
-    /// How many keys wait (mirrors `timers`), so that an add skips the timers' lock when none
-    /// does.
-    waiting: AtomicUsize,
     /// Woken once per key queued: one waiting `get` takes it.
     get_wake: Notify,
     /// Woken for every key queued while a stream waits: every waiting stream looks.
@@ -101,10 +90,6 @@ pub(crate) struct Handle<K: QueueKey, M> {
     draining: AtomicBool,
     /// Whether the queue reports metrics.
     metrics: bool,
-    /// Refreshes the unfinished-work gauges; with how many times it was started.
-    metrics_task: Mutex<(BackgroundTask, u64)>,
-    /// Which start of the metrics task runs (0: none), read by adds without its lock.
-    metrics_live: Arc<AtomicU64>,
     /// Keys handed out and not done, counted only with metrics (to zero their gauges).
     in_progress: AtomicUsize,
     /// Read for priority aging, the metrics and deadlines, so that calls from any thread share
@@ -121,17 +106,15 @@ struct State<K: QueueKey, M> {
     /// handle's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
     /// ends a later hand-out of the same key.
     detached: HashSet<K>,
-}
-
-/// Guarded by [`Handle::timers`].
-struct TimerState<K> {
+    /// The keys waiting for a deadline, and their timers.
     timers: Timers<K>,
-    /// Polls `timers` and adds the keys that are due.
-    delay_task: BackgroundTask,
-    /// Set by the queue's shutdown: no key waits after it.
-    shut_down: bool,
-    /// Set when the runtime dropped the delay task: no key waits after it either (it is added
-    /// at once), since the queue is bound to that runtime.
+    /// Adds the waiting keys at their deadlines and ticks `refresh`: started by the first
+    /// delayed add, or with metrics by the first add.
+    task: BackgroundTask,
+    /// With metrics, when the timer task refreshes the unfinished-work gauges.
+    refresh: Option<Interval>,
+    /// The runtime dropped the timer task: no key waits any more (a delayed add is added at
+    /// once), and no task starts again, since the queue is bound to that runtime.
     runtime_gone: bool,
 }
 
@@ -163,14 +146,11 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
                 machine: M::new(aging),
                 recorder: Recorder::shared(handles.as_ref()),
                 detached: HashSet::new(),
-            }),
-            timers: Mutex::new(TimerState {
                 timers: Timers::new(M::TIES_BY_ADD_COUNTER),
-                delay_task: BackgroundTask::default(),
-                shut_down: false,
+                task: BackgroundTask::default(),
+                refresh: None,
                 runtime_gone: false,
             }),
-            waiting: AtomicUsize::new(0),
             get_wake: Notify::new(),
             stream_wake: Notify::new(),
             idle_wake: Notify::new(),
@@ -179,8 +159,6 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             shutting_down: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             metrics: has_metrics,
-            metrics_task: Mutex::new((BackgroundTask::default(), 0)),
-            metrics_live: Arc::new(AtomicU64::new(0)),
             in_progress: AtomicUsize::new(0),
             origin: clock.now(),
             clock,
@@ -198,15 +176,6 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         // parking_lot's lock does not poison; every transition completes or changes nothing
         // before a user's Hash/Eq could panic under it.
         self.state.lock()
-    }
-
-    fn lock_timers(&self) -> MutexGuard<'_, TimerState<K>> {
-        self.timers.lock()
-    }
-
-    /// Publishes how many keys wait; call before releasing the timers' lock after a change.
-    fn count_waiting(&self, timers: &TimerState<K>) {
-        self.waiting.store(timers.timers.len(), Ordering::Release);
     }
 
     /// The machine's clock: nanoseconds since the queue was built, read only by a machine
@@ -259,7 +228,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     }
 
     pub(crate) fn waiting_len(&self) -> usize {
-        self.lock_timers().timers.len()
+        self.lock().timers.len()
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {
@@ -268,7 +237,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
 
     /// The queue's `Debug`: its state, not its internals.
     pub(crate) fn describe(&self, f: &mut fmt::Formatter<'_>, kind: &str) -> fmt::Result {
-        let waiting = self.lock_timers().timers.len();
+        let waiting = self.waiting_len();
         f.debug_struct(kind)
             .field("name", &self.name)
             .field("len", &self.len())

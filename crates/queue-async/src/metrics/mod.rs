@@ -327,8 +327,7 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
         self.set_unfinished_work(0.0, 0.0);
     }
 
-    /// Refreshes the gauges from this recorder's items alone (a queue of one shard).
-    #[cfg(test)]
+    /// Refreshes the gauges from the items in progress.
     pub(crate) fn update_unfinished_work(&self, clock: &QueueClock) {
         let (total, longest) = self.unfinished_work(clock.now());
         self.set_unfinished_work(total, longest);

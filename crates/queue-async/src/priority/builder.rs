@@ -67,7 +67,7 @@ where
 
     /// Builds the queue, bound to the current runtime if there is one (else to the first that
     /// a call of it runs in; see the crate's [Time](crate#time)). Nothing is spawned yet: the
-    /// delay task starts with the first delayed add and the metrics task with the first add.
+    /// timer task starts with the first delayed add (with metrics, with the first add).
     pub fn build(self) -> PriorityQueue<K> {
         PriorityQueue::from_handle(Handle::new(self.options))
     }

@@ -216,7 +216,7 @@ where
     /// The key is never added before its deadline, and is added at the task's first wake-up
     /// after it, together with every other key then due, in deadline order. Each key has its
     /// own timer in a `tokio_util::time::DelayQueue` (millisecond resolution, so up to about a
-    /// millisecond late); the delay task polls nothing in between, so under paused time the
+    /// millisecond late); the timer task polls nothing in between, so under paused time the
     /// clock jumps straight to the next deadline (a queue with metrics also ticks every
     /// [`UNFINISHED_WORK_UPDATE_PERIOD`](crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD)).
     ///
@@ -470,10 +470,10 @@ where
     }
 
     /// Adds every key whose delay is over at this instant, so that a test that advanced the
-    /// paused clock sees them queued without letting the delay task run first (client-go's
+    /// paused clock sees them queued without letting the timer task run first (client-go's
     /// "wait for the waiting loop" helper).
     ///
-    /// It completes at its first poll: the keys are added by the caller, not by the delay task.
+    /// It completes at its first poll: the keys are added by the caller, not by the timer task.
     ///
     /// # Examples
     ///
