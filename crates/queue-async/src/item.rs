@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::AddError;
-use crate::handle::{Core, Handle, QueueKey};
 use crate::wait::Source;
 
 /// A key being processed by one worker: no other worker gets the same key until it is done.
@@ -57,8 +56,8 @@ where
 
 /// What an item, and the `get` that hands it out, need from their queue, whichever its state
 /// machine: the one place where the queue's type is erased, so that [`Item`] and
-/// [`Get`](crate::Get) have no type parameter for it. Adds and gets through the queue's own
-/// handle are compiled for its machine.
+/// [`Get`](crate::Get) have no type parameter for it (implemented in the handle's `handout`).
+/// Adds and gets through the queue's own handle are compiled for its machine.
 pub(crate) trait ItemQueue<K>: Source<Output = Option<(K, i32)>> + Send + Sync {
     /// The queue, for an item it hands out.
     fn to_arc(&self) -> Arc<dyn ItemQueue<K>>;
@@ -69,33 +68,6 @@ pub(crate) trait ItemQueue<K>: Source<Output = Option<(K, i32)>> + Send + Sync {
     fn add_after(&self, key: K, priority: i32, delay: Duration) -> Result<(), AddError<K>>;
     fn add_rate_limited(&self, key: K, priority: i32) -> Result<(), AddError<K>>;
     fn requeue_after_panic(&self, key: K, priority: i32);
-}
-
-impl<K: QueueKey + 'static, M: Core<K>> ItemQueue<K> for Handle<K, M> {
-    fn to_arc(&self) -> Arc<dyn ItemQueue<K>> {
-        self.arc()
-    }
-    fn done_item(&self, key: &K) {
-        Handle::done_item(self, key);
-    }
-    fn detach(&self, key: &K) {
-        Handle::detach(self, key);
-    }
-    fn forget(&self, key: &K) {
-        Handle::forget(self, key);
-    }
-    fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>> {
-        Handle::add_ref(self, key, priority)
-    }
-    fn add_after(&self, key: K, priority: i32, delay: Duration) -> Result<(), AddError<K>> {
-        Handle::add_after(self, key, priority, delay)
-    }
-    fn add_rate_limited(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
-        Handle::add_rate_limited(self, key, priority)
-    }
-    fn requeue_after_panic(&self, key: K, priority: i32) {
-        Handle::requeue_after_panic(self, key, priority);
-    }
 }
 
 impl<K> Item<K>

@@ -25,7 +25,8 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         self.add_now(|state, wake| {
             let priority = self.end_wait(state, key, priority);
             let added = state.machine.add_ref(key, priority, self.now_nanos());
-            self.added(state, added, Some(key), priority, wake)
+            let metric_key = state.recorder.is_enabled().then_some(key);
+            self.added(state, added, metric_key, priority, wake)
         })
     }
 
@@ -102,8 +103,8 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         }
     }
 
-    /// Counts what the machine did with an add and asks for a getter's wake-up if it queued
-    /// the key.
+    /// Counts what the machine did with an add (`key` is `Some` only with metrics) and asks
+    /// for a getter's wake-up if it queued the key.
     #[inline(always)]
     fn added(
         &self,

@@ -8,35 +8,15 @@ use ctrlq_queue_core::PopOutcome;
 use tokio::sync::Notify;
 use tracing::debug;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use super::{Core, Handle, QueueKey, State, Wake};
+use crate::error::AddError;
+use crate::item::ItemQueue;
 use crate::wait::Source;
 
 impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
-    /// Hands out the next key: `Some(Some(_))`, `Some(None)` once shut down and empty, or
-    /// `None` to wait.
-    fn try_pop(&self) -> Option<Option<(K, i32)>> {
-        let mut state = self.lock();
-        match state.machine.pop() {
-            PopOutcome::Item((key, priority)) => {
-                if state.recorder.is_enabled() {
-                    let label = M::HAS_PRIORITY.then_some(priority);
-                    state.recorder.get_at_priority(&key, label, &self.clock);
-                    self.in_progress.fetch_add(1, Ordering::SeqCst);
-                }
-                Some(Some((key, priority)))
-            }
-            PopOutcome::ShutDown => Some(None),
-            PopOutcome::Empty => None,
-        }
-    }
-
-    /// Ends the hand-out of `key` held by an item: called by that item only (its drop or a
-    /// consuming method), once, so it ends that hand-out and no later one. Queued again now if
-    /// the key was added while processing.
-    pub(crate) fn done_item(&self, key: &K) {
-        self.with_lock(|state, wake| self.finish_locked(state, key, wake));
-    }
-
     /// The handles' `done`: ends the hand-out of `key` if it was taken out of its item with
     /// `into_key` and not done since. Ignored otherwise: a key not processing, already done, or
     /// held by an item (whose own drop ends it).
@@ -48,11 +28,6 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
                 debug!(queue = %self.name, "done for a key not taken out of its item; ignored");
             }
         });
-    }
-
-    /// `key`'s item gave up its hand-out (`into_key`): the handles' `done` ends it now.
-    pub(crate) fn detach(&self, key: &K) {
-        self.lock().detached.insert(key.clone());
     }
 
     fn finish_locked(&self, state: &mut State<K, M>, key: &K, wake: &mut Wake) {
@@ -70,14 +45,6 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             // The last hand-out may have ended: a drain is woken.
             wake.idle = self.draining.load(Ordering::SeqCst);
         }
-    }
-
-    /// A worker panicked holding `key` in an item: adds it back rate limited (a failure), then
-    /// ends the item's hand-out. After shutdown the add is refused and the hand-out only ended.
-    pub(crate) fn requeue_after_panic(&self, key: K, priority: i32) {
-        debug!(queue = %self.name, "a worker panicked holding a key; requeued rate limited");
-        let _ = self.add_rate_limited(key.clone(), priority);
-        self.done_item(&key);
     }
 
     /// Shuts down: adds refused, waiting keys and their timers dropped, the timer task
@@ -118,6 +85,52 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     }
 }
 
+/// What an item and its `get` call: the hand-out's end is written here, the adds are the
+/// handle's.
+impl<K: QueueKey + 'static, M: Core<K>> ItemQueue<K> for Handle<K, M> {
+    fn to_arc(&self) -> Arc<dyn ItemQueue<K>> {
+        self.me
+            .upgrade()
+            .expect("a handle in use is kept alive by its caller")
+    }
+
+    /// Ends the hand-out of `key` held by an item: called by that item only (its drop or a
+    /// consuming method), once, so it ends that hand-out and no later one. Queued again now if
+    /// the key was added while processing.
+    fn done_item(&self, key: &K) {
+        self.with_lock(|state, wake| self.finish_locked(state, key, wake));
+    }
+
+    /// `key`'s item gave up its hand-out (`into_key`): the handles' `done` ends it now.
+    fn detach(&self, key: &K) {
+        self.lock().detached.insert(key.clone());
+    }
+
+    /// A worker panicked holding `key` in an item: adds it back rate limited (a failure), then
+    /// ends the item's hand-out. After shutdown the add is refused and the hand-out only ended.
+    fn requeue_after_panic(&self, key: K, priority: i32) {
+        debug!(queue = %self.name, "a worker panicked holding a key; requeued rate limited");
+        let _ = Handle::add_rate_limited(self, key.clone(), priority);
+        self.done_item(&key);
+    }
+
+    fn forget(&self, key: &K) {
+        Handle::forget(self, key);
+    }
+
+    fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>> {
+        Handle::add_ref(self, key, priority)
+    }
+
+    fn add_after(&self, key: K, priority: i32, delay: Duration) -> Result<(), AddError<K>> {
+        Handle::add_after(self, key, priority, delay)
+    }
+
+    fn add_rate_limited(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
+        Handle::add_rate_limited(self, key, priority)
+    }
+}
+
 /// `get`: one waiting `get` per queued key is woken.
 impl<K: QueueKey + 'static, M: Core<K>> Source for Handle<K, M> {
     type Output = Option<(K, i32)>;
@@ -126,8 +139,22 @@ impl<K: QueueKey + 'static, M: Core<K>> Source for Handle<K, M> {
         &self.get_wake
     }
 
+    /// Hands out the next key: `Some(Some(_))`, `Some(None)` once shut down and empty, or
+    /// `None` to wait.
     fn try_take(&self) -> Option<Option<(K, i32)>> {
-        self.try_pop()
+        let mut state = self.lock();
+        match state.machine.pop() {
+            PopOutcome::Item((key, priority)) => {
+                if state.recorder.is_enabled() {
+                    let label = M::HAS_PRIORITY.then_some(priority);
+                    state.recorder.get_at_priority(&key, label, &self.clock);
+                    self.in_progress.fetch_add(1, Ordering::SeqCst);
+                }
+                Some(Some((key, priority)))
+            }
+            PopOutcome::ShutDown => Some(None),
+            PopOutcome::Empty => None,
+        }
     }
 }
 
@@ -169,7 +196,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Source for StreamWait<'_, K, M> {
         // queue's count of waiting streams after that key's push (both ordered by the lock the
         // look and the push take), so it sees this stream and wakes it.
         self.register(true);
-        let out = self.handle.try_pop();
+        let out = Source::try_take(self.handle);
         self.register(out.is_none());
         out
     }

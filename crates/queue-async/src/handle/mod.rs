@@ -165,13 +165,6 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         })
     }
 
-    /// This handle, owned: for an item it hands out.
-    pub(crate) fn arc(&self) -> Arc<Self> {
-        self.me
-            .upgrade()
-            .expect("a handle in use is kept alive by its caller")
-    }
-
     fn lock(&self) -> MutexGuard<'_, State<K, M>> {
         // parking_lot's lock does not poison; every transition completes or changes nothing
         // before a user's Hash/Eq could panic under it.
