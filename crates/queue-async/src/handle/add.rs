@@ -25,8 +25,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         self.add_now(|state, wake| {
             let priority = self.end_wait(state, key, priority);
             let added = state.machine.add_ref(key, priority, self.now_nanos());
-            let metric_key = state.recorder.is_enabled().then_some(key);
-            self.added(state, added, metric_key, priority, wake)
+            self.added(state, added, Some(key), priority, wake)
         })
     }
 
@@ -103,8 +102,8 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         }
     }
 
-    /// Counts what the machine did with an add (`key` is `Some` only with metrics) and asks
-    /// for a getter's wake-up if it queued the key.
+    /// Counts what the machine did with an add (`key`: for the metrics, `None` without) and
+    /// asks for a getter's wake-up if it queued the key.
     #[inline(always)]
     fn added(
         &self,
@@ -117,7 +116,9 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         let label = M::HAS_PRIORITY.then_some(priority);
         match added {
             AddOutcome::Queued => {
-                if let Some(k) = key {
+                if let Some(k) = key
+                    && state.recorder.is_enabled()
+                {
                     state.recorder.add_at_priority(k, label, &self.clock);
                 }
                 wake.getters += 1;
@@ -129,7 +130,10 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             }
             AddOutcome::Deferred { newly_dirty } => {
                 // Dirty while processing: counted by depth and adds, as the original.
-                if newly_dirty && let Some(k) = key {
+                if newly_dirty
+                    && let Some(k) = key
+                    && state.recorder.is_enabled()
+                {
                     state.recorder.add_at_priority(k, label, &self.clock);
                 }
             }
