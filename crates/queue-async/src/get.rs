@@ -4,6 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
@@ -47,17 +48,17 @@ pin_project! {
         K: Sync,
         K: 'static,
     {
-        queue: &'a (dyn ItemQueue<K> + 'a),
+        queue: &'a Arc<dyn ItemQueue<K>>,
         #[pin]
-        wait: Wait<'a, dyn ItemQueue<K> + 'a>,
+        wait: Wait<'a, dyn ItemQueue<K>>,
     }
 }
 
 impl<'a, K: Hash + Eq + Clone + Send + Sync> Get<'a, K> {
-    pub(crate) fn new(queue: &'a (dyn ItemQueue<K> + 'a)) -> Self {
+    pub(crate) fn new(queue: &'a Arc<dyn ItemQueue<K>>) -> Self {
         Get {
             queue,
-            wait: Wait::new(queue),
+            wait: Wait::new(&**queue),
         }
     }
 }
@@ -68,7 +69,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> Future for Get<'_, K> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let out = ready!(this.wait.poll(cx));
-        Poll::Ready(out.map(|(key, p)| Item::new(this.queue.to_arc(), key, p)))
+        Poll::Ready(out.map(|(key, p)| Item::new(Arc::clone(this.queue), key, p)))
     }
 }
 

@@ -59,8 +59,6 @@ where
 /// [`Get`](crate::Get) have no type parameter for it (implemented in the handle's `handout`).
 /// Adds and gets through the queue's own handle are compiled for its machine.
 pub(crate) trait ItemQueue<K>: Source<Output = Option<(K, i32)>> + Send + Sync {
-    /// The queue, for an item it hands out.
-    fn to_arc(&self) -> Arc<dyn ItemQueue<K>>;
     fn done_item(&self, key: &K);
     fn detach(&self, key: &K);
     fn forget(&self, key: &K);

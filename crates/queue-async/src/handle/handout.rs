@@ -8,7 +8,6 @@ use ctrlq_queue_core::PopOutcome;
 use tokio::sync::Notify;
 use tracing::debug;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Core, Handle, QueueKey, State, Wake};
@@ -88,12 +87,6 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
 /// What an item and its `get` call: the hand-out's end is written here, the adds are the
 /// handle's.
 impl<K: QueueKey + 'static, M: Core<K>> ItemQueue<K> for Handle<K, M> {
-    fn to_arc(&self) -> Arc<dyn ItemQueue<K>> {
-        self.me
-            .upgrade()
-            .expect("a handle in use is kept alive by its caller")
-    }
-
     /// Ends the hand-out of `key` held by an item: called by that item only (its drop or a
     /// consuming method), once, so it ends that hand-out and no later one. Queued again now if
     /// the key was added while processing.

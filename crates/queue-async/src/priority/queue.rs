@@ -11,6 +11,7 @@ use super::PriorityQueueBuilder;
 use crate::AddError;
 use crate::get::Get;
 use crate::handle::Handle;
+use crate::item::ItemQueue;
 
 /// How [`PriorityQueue::add_with`] adds a key: its priority, a delay, rate limiting.
 ///
@@ -121,6 +122,8 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
     inner: Arc<Handle<K, PriorityState<K>>>,
+    /// The same handle, as the queue of the items it hands out.
+    items: Arc<dyn ItemQueue<K>>,
 }
 
 impl<K> PriorityQueue<K>
@@ -128,7 +131,8 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
     pub(super) fn from_handle(inner: Arc<Handle<K, PriorityState<K>>>) -> Self {
-        PriorityQueue { inner }
+        let items = inner.clone();
+        PriorityQueue { inner, items }
     }
 
     /// A queue with no name, no metrics, no aging and the default controller rate limiter.
@@ -284,7 +288,7 @@ where
     /// # }
     /// ```
     pub fn get(&self) -> Get<'_, K> {
-        Get::new(&*self.inner)
+        Get::new(&self.items)
     }
 
     /// Clears the rate limiter's history of `key` (call it when the key succeeded).
@@ -564,6 +568,7 @@ where
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
+            items: self.items.clone(),
         }
     }
 }

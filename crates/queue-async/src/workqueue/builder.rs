@@ -66,9 +66,7 @@ where
     /// a call of it runs in; see the crate's [Time](crate#time)). Nothing is spawned yet: the
     /// timer task starts with the first delayed add (with metrics, with the first add).
     pub fn build(self) -> WorkQueue<K> {
-        WorkQueue {
-            inner: Handle::new(self.options),
-        }
+        WorkQueue::from_handle(Handle::new(self.options))
     }
 }
 

@@ -11,6 +11,7 @@ use super::WorkQueueBuilder;
 use crate::AddError;
 use crate::get::Get;
 use crate::handle::Handle;
+use crate::item::ItemQueue;
 
 /// A de-duplicating work queue that worker tasks await on: client-go's work queue with its
 /// delaying and rate-limiting layers, in one cheap [`Clone`] handle.
@@ -63,13 +64,25 @@ pub struct WorkQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    pub(crate) inner: Arc<Handle<K, WorkState<K>>>,
+    inner: Arc<Handle<K, WorkState<K>>>,
+    /// The same handle, as the queue of the items it hands out.
+    items: Arc<dyn ItemQueue<K>>,
 }
 
 impl<K> WorkQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
+    pub(super) fn from_handle(inner: Arc<Handle<K, WorkState<K>>>) -> Self {
+        let items = inner.clone();
+        WorkQueue { inner, items }
+    }
+
+    /// The handle, for the stream of items.
+    pub(super) fn handle(&self) -> &Arc<Handle<K, WorkState<K>>> {
+        &self.inner
+    }
+
     /// A queue with no name, no metrics, no aging and the default controller rate limiter.
     ///
     /// # Examples
@@ -217,7 +230,7 @@ where
     /// # }
     /// ```
     pub fn get(&self) -> Get<'_, K> {
-        Get::new(&*self.inner)
+        Get::new(&self.items)
     }
 
     /// Clears the rate limiter's history of `key` (call it when the key succeeded).
@@ -458,6 +471,7 @@ where
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
+            items: self.items.clone(),
         }
     }
 }

@@ -38,7 +38,7 @@ where
     /// # }
     /// ```
     pub fn stream(&self) -> impl Stream<Item = Item<K>> + Send + 'static {
-        futures::stream::unfold(self.inner.clone(), |queue| async move {
+        futures::stream::unfold(self.handle().clone(), |queue| async move {
             let (key, priority) = Wait::new(&StreamWait::new(&queue)).await?;
             Some((Item::new(queue.clone(), key, priority), queue))
         })
