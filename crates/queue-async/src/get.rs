@@ -9,15 +9,14 @@ use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
 
-use crate::item::Item;
-use crate::shared::{Payload, QueueKey, Shared};
+use crate::item::{Item, ItemQueue};
 use crate::wait::Wait;
 
 pin_project! {
     /// Future of [`WorkQueue::get`] and [`PriorityQueue::get`]: the next key as an [`Item`], or
     /// `None` once the queue is shut down and empty.
     ///
-    /// Equivalent to `async fn get(&self) -> Option<Item<K, P>>`.
+    /// Equivalent to `async fn get(&self) -> Option<Item<K>>`.
     ///
     /// # Cancel safety
     ///
@@ -40,7 +39,7 @@ pin_project! {
     /// [`WorkQueue::get`]: crate::WorkQueue::get
     /// [`PriorityQueue::get`]: crate::PriorityQueue::get
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct Get<'a, K, P = ()>
+    pub struct Get<'a, K>
     where
         K: Hash,
         K: Eq,
@@ -48,25 +47,24 @@ pin_project! {
         K: Send,
         K: Sync,
         K: 'static,
-        P: Payload,
     {
-        queue: &'a Arc<Shared<K, P>>,
+        queue: &'a Arc<dyn ItemQueue<K>>,
         #[pin]
-        wait: Wait<'a, Shared<K, P>>,
+        wait: Wait<'a, dyn ItemQueue<K>>,
     }
 }
 
-impl<'a, K: QueueKey, P: Payload> Get<'a, K, P> {
-    pub(crate) fn new(queue: &'a Arc<Shared<K, P>>) -> Self {
+impl<'a, K: Hash + Eq + Clone + Send + Sync> Get<'a, K> {
+    pub(crate) fn new(queue: &'a Arc<dyn ItemQueue<K>>) -> Self {
         Get {
             queue,
-            wait: Wait::new(queue),
+            wait: Wait::new(&**queue),
         }
     }
 }
 
-impl<K: QueueKey, P: Payload> Future for Get<'_, K, P> {
-    type Output = Option<Item<K, P>>;
+impl<K: Hash + Eq + Clone + Send + Sync> Future for Get<'_, K> {
+    type Output = Option<Item<K>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -75,7 +73,7 @@ impl<K: QueueKey, P: Payload> Future for Get<'_, K, P> {
     }
 }
 
-impl<K: QueueKey, P: Payload> fmt::Debug for Get<'_, K, P> {
+impl<K: Hash + Eq + Clone + Send + Sync> fmt::Debug for Get<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Get").finish_non_exhaustive()
     }

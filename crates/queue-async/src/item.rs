@@ -3,12 +3,11 @@
 use std::fmt;
 use std::hash::Hash;
 use std::ops::Deref;
+use std::sync::Arc;
 use std::time::Duration;
 
-use std::sync::Arc;
-
 use crate::AddError;
-use crate::shared::{Payload, Shared};
+use crate::wait::Source;
 
 /// A key being processed by one worker: no other worker gets the same key until it is done.
 ///
@@ -44,24 +43,36 @@ use crate::shared::{Payload, Shared};
 /// assert_eq!(queue.num_requeues(&"ns/a"), 0);
 /// # }
 /// ```
-pub struct Item<K, P = ()>
+pub struct Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Payload,
 {
-    queue: Arc<Shared<K, P>>,
-    /// The priority it was handed out at (`()` for the plain work queue).
-    p: P,
+    queue: Arc<dyn ItemQueue<K>>,
+    /// The priority it was handed out at (0 for the plain work queue).
+    p: i32,
     /// `Some` until a consuming method or the drop takes it.
     key: Option<K>,
 }
 
-impl<K, P> Item<K, P>
+/// What an item, and the `get` that hands it out, need from their queue, whichever its state
+/// machine: the one place where the queue's type is erased, so that [`Item`] and
+/// [`Get`](crate::Get) have no type parameter for it (implemented in the handle's `handout`).
+/// Adds and gets through the queue's own handle are compiled for its machine.
+pub(crate) trait ItemQueue<K>: Source<Output = Option<(K, i32)>> + Send + Sync {
+    fn done_item(&self, key: &K);
+    fn detach(&self, key: &K);
+    fn forget(&self, key: &K);
+    fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>>;
+    fn add_after(&self, key: K, priority: i32, delay: Duration) -> Result<(), AddError<K>>;
+    fn add_rate_limited(&self, key: K, priority: i32) -> Result<(), AddError<K>>;
+    fn requeue_after_panic(&self, key: K, priority: i32);
+}
+
+impl<K> Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Payload,
 {
-    pub(crate) fn new(queue: Arc<Shared<K, P>>, key: K, p: P) -> Self {
+    pub(crate) fn new(queue: Arc<dyn ItemQueue<K>>, key: K, p: i32) -> Self {
         Self {
             queue,
             p,
@@ -118,7 +129,7 @@ where
     /// [`AddError::ShutDown`] with a clone of the key if the queue is shutting down (the item is
     /// still marked done).
     pub fn requeue(self) -> Result<(), AddError<K>> {
-        let r = self.queue.add(self.key(), self.p);
+        let r = self.queue.add_ref(self.key(), self.p);
         drop(self);
         r
     }
@@ -152,13 +163,9 @@ where
         self.queue.detach(&key);
         key
     }
-}
 
-impl<K> Item<K, i32>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
-    /// The priority the key was handed out at (priority queue).
+    /// The priority the key was handed out at: a [`PriorityQueue`](crate::PriorityQueue)'s;
+    /// 0 for a [`WorkQueue`](crate::WorkQueue)'s.
     ///
     /// # Examples
     ///
@@ -176,10 +183,9 @@ where
     }
 }
 
-impl<K, P> Deref for Item<K, P>
+impl<K> Deref for Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Payload,
 {
     type Target = K;
     fn deref(&self) -> &K {
@@ -187,10 +193,9 @@ where
     }
 }
 
-impl<K, P> Drop for Item<K, P>
+impl<K> Drop for Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    P: Payload,
 {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
@@ -204,10 +209,9 @@ where
     }
 }
 
-impl<K, P> fmt::Debug for Item<K, P>
+impl<K> fmt::Debug for Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static,
-    P: Payload,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Item")

@@ -78,31 +78,31 @@
 //! [`ctrlq_queue_core::PriorityState`]) hold the queued / processing / dirty part: a key is
 //! queued at most once and never handed to two workers at once. Around one of them, a handle's
 //! shared state adds the waiting keys and their timers, the rate limiter, the metrics recorder,
-//! and the background tasks, under two `parking_lot` mutexes that are never held across an
-//! `.await`: the state's lock (the state machine, the recorder), which every add, get and done
-//! takes, and the timers' lock (the waiting keys, their timers, the delay task), which only
-//! delayed adds, the delay task and an add of a waiting key take. Where both are held, the
-//! state's lock comes first.
-//! [`WorkQueue`] and [`PriorityQueue`] are one generic handle, [`Queue`], over that state,
-//! differing only in what an add carries besides the key (nothing, or a priority): every
-//! method they share is written once, on [`Queue`].
+//! and the timer task, under one `parking_lot` mutex that is never held across an `.await` and
+//! that every add, get and done takes.
+//! [`WorkQueue`] and [`PriorityQueue`] are two plain types around one private generic handle,
+//! compiled for each queue's state machine (no call chooses the machine at run time); every
+//! add carries a priority, which the work queue's machine ignores. An [`Item`] and the [`Get`]
+//! that hands it out reach their queue through one private interface, so they have no type
+//! parameter for the queue's kind.
 //!
 //! ## The timer task
 //!
 //! Every deadline of every queue kind is a tokio timer that the queue's state owns, served by
-//! one background task per queue, the timer task (the same code for every kind: it polls the
-//! state's timers whenever a timer rings or the state wakes it).
+//! one background task per queue, the timer task (the same lifecycle for every kind: it polls
+//! the state's timers whenever a timer rings or the state wakes it).
 //!
 //! In a work or priority queue, every waiting key has one timer, and a map from the key
 //! to its wait (deadline, priority, and the timer's `delay_queue::Key`), as kube-runtime's
-//! scheduler. A delayed add sets the timer directly under the timers' lock; a key that already
+//! scheduler. A delayed add sets the timer directly under the queue's lock; a key that already
 //! waits keeps the earlier deadline; a zero delay adds at once; an add now of a waiting key ends
-//! its wait; delays beyond [`workqueue::MAX_DELAY`] are clamped. One background task per queue,
-//! the delay task, polls the `DelayQueue`: when it wakes, it takes every key whose timer rang
-//! (under the timers' lock) and adds them in deadline order (then higher priority, then the
-//! order of their delayed adds), under the state's lock. The keys' waits need no
-//! other timer: the delay task sleeps until the next deadline and polls nothing, so under paused
-//! time the clock jumps straight there.
+//! its wait; delays beyond [`workqueue::MAX_DELAY`] are clamped. The timer task polls the
+//! `DelayQueue`: when it wakes, it adds every key whose timer rang in deadline order (then
+//! higher priority, then the order of their delayed adds). The keys' waits need no other
+//! timer: the task sleeps until the next deadline and polls nothing, so under paused time the
+//! clock jumps straight there. A queue with metrics also has the task refresh two gauges every
+//! [`UNFINISHED_WORK_UPDATE_PERIOD`](metrics::UNFINISHED_WORK_UPDATE_PERIOD), as client-go
+//! does.
 //!
 //! A scheduling queue's state machine keeps its own deadlines (backoff expiries, unschedulable
 //! leftovers) and tells the earliest: its timer task keeps one `tokio::time::Sleep` set there
@@ -112,17 +112,13 @@
 //! later deadline needs no poke: the sleep ends early, finds nothing due, and is set again.
 //! When it rings, the task moves what is due.
 //!
-//! The crate's one other timer is the metrics ticker: a queue with metrics refreshes two gauges
-//! every [`UNFINISHED_WORK_UPDATE_PERIOD`](metrics::UNFINISHED_WORK_UPDATE_PERIOD), as client-go
-//! does, on a plain periodic task, since it has no deadlines to order.
-//!
 //! ## Background tasks
 //!
-//! The timer tasks and the metrics ticker share one lifecycle: a task starts when first
-//! needed, on the queue's runtime (see [Time](#time)); it holds the queue's state weakly, so it
-//! ends when the last handle is dropped, and shutdown stops it. If the runtime drops the timer
-//! task (it shuts down), the task's last act is to tell the state, which ends every wait then
-//! (see [Time](#time)); no task of the queue starts again.
+//! A timer task starts when first needed (a work or priority queue's at its first delayed add,
+//! or with metrics at its first add), on the queue's runtime (see [Time](#time)); it holds the
+//! queue's state weakly, so it ends when the last handle is dropped, and shutdown stops it. If
+//! the runtime drops the timer task (it shuts down), the task's last act is to tell the state,
+//! which ends every wait then (see [Time](#time)); no task of the queue starts again.
 //!
 //! ## Wake-ups
 //!
@@ -154,6 +150,7 @@
 mod clock;
 mod error;
 mod get;
+mod handle;
 mod item;
 pub mod metrics;
 pub mod parallelize;
@@ -161,9 +158,7 @@ pub mod priority;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
-mod queue;
 pub mod scheduling;
-mod shared;
 mod task;
 mod wait;
 pub mod workqueue;
@@ -173,6 +168,5 @@ pub use get::Get;
 pub use item::Item;
 pub use parallelize::{ParallelizeError, parallelize_until};
 pub use priority::{PriorityQueue, PriorityQueueBuilder};
-pub use queue::{Queue, QueueBuilder};
 pub use scheduling::SchedulingQueue;
 pub use workqueue::{WorkQueue, WorkQueueBuilder};

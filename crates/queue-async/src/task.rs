@@ -50,12 +50,6 @@ impl BackgroundTask {
         self.stop.as_ref().is_some_and(|stop| !stop.is_closed())
     }
 
-    /// Whether it was started once and is no longer running (its runtime went away, or it
-    /// ended).
-    pub(crate) fn has_ended(&self) -> bool {
-        self.stop.as_ref().is_some_and(oneshot::Sender::is_closed)
-    }
-
     /// Spawns `task` on `runtime`, replacing a previous task (which is stopped). It runs until
     /// it returns, [`stop`](Self::stop) is called, or `self` is dropped. Returns `false` if
     /// `runtime` is shutting down: then nothing runs.
@@ -70,8 +64,6 @@ impl BackgroundTask {
         });
         // A runtime that is shutting down drops a spawned future at once, closing `stop`.
         let started = !stop.is_closed();
-        // Kept even if closed: `has_ended` then says the runtime is gone, and no caller tries
-        // to spawn there again.
         self.stop = Some(stop);
         started
     }
@@ -168,7 +160,6 @@ mod tests {
         let held = Arc::new(());
         let mut task = BackgroundTask::default();
         assert!(!task.running());
-        assert!(!task.has_ended(), "never started");
         let h = held.clone();
         assert!(task.start(&Handle::current(), async move {
             let _h = h;
@@ -176,7 +167,6 @@ mod tests {
         }));
         tokio::task::yield_now().await;
         assert!(task.running());
-        assert!(!task.has_ended(), "running");
         assert_eq!(Arc::strong_count(&held), 2);
         task.stop();
         tokio::task::yield_now().await;
@@ -193,7 +183,6 @@ mod tests {
         ));
         tokio::time::sleep(Duration::from_millis(2)).await;
         assert!(!task.running());
-        assert!(task.has_ended());
     }
 
     #[test]
@@ -207,13 +196,11 @@ mod tests {
         assert!(task.running());
         drop(runtime);
         assert!(!task.running());
-        assert!(task.has_ended());
         assert!(
             !task.start(&handle, std::future::pending()),
             "dropped at once"
         );
         assert!(!task.running());
-        assert!(task.has_ended(), "so that no caller tries there again");
     }
 
     /// Counts its polls and how often it was told its timers are gone.

@@ -36,14 +36,14 @@ pub(crate) trait Source {
 
 pin_project! {
     /// Waits until `source` hands something out.
-    pub(crate) struct Wait<'a, S> {
+    pub(crate) struct Wait<'a, S: ?Sized> {
         source: &'a S,
         #[pin]
         notified: Notified<'a>,
     }
 }
 
-impl<'a, S: Source> Wait<'a, S> {
+impl<'a, S: Source + ?Sized> Wait<'a, S> {
     pub(crate) fn new(source: &'a S) -> Self {
         Wait {
             source,
@@ -52,7 +52,7 @@ impl<'a, S: Source> Wait<'a, S> {
     }
 }
 
-impl<S: Source> Future for Wait<'_, S> {
+impl<S: Source + ?Sized> Future for Wait<'_, S> {
     type Output = S::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<S::Output> {

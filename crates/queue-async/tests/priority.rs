@@ -49,7 +49,7 @@ fn adds(m: &RecordingProvider) -> u64 {
 }
 
 /// The next item, within [`BOUND`].
-async fn got<K: Hash + Eq + Clone + Send + Sync + 'static>(q: &PriorityQueue<K>) -> Item<K, i32> {
+async fn got<K: Hash + Eq + Clone + Send + Sync + 'static>(q: &PriorityQueue<K>) -> Item<K> {
     timeout(BOUND, q.get())
         .await
         .expect("an item within the bound")
@@ -370,8 +370,8 @@ fn dropping_a_get_loses_nothing() {
 fn handles_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<PriorityQueue<String>>();
-    send_sync::<Item<String, i32>>();
-    send_sync::<ctrlq_queue_async::Get<'static, String, i32>>();
+    send_sync::<Item<String>>();
+    send_sync::<ctrlq_queue_async::Get<'static, String>>();
 }
 
 // ----- property test: adds (with priorities), gets, dones, clock steps against a model -----
@@ -512,7 +512,7 @@ fn the_priority_queue_behaves_like_the_model() {
             rt.block_on(async {
                 let q: PriorityQueue<u8> = PriorityQueue::new();
                 let mut model = Model::default();
-                let mut held: Vec<Item<u8, i32>> = Vec::new();
+                let mut held: Vec<Item<u8>> = Vec::new();
                 for s in steps {
                     match s {
                         Step::Add(k, p) => {

@@ -639,10 +639,10 @@ async fn rate_limited_adds_follow_the_limiter() {
 
 // ----- lifecycle -----
 
-/// The metrics task starts at the first add of a queue with metrics, once, whichever add it
-/// is, and never for a queue without metrics.
+/// The timer task, which refreshes the gauges, starts at the first add of a queue with
+/// metrics, once, whichever add it is, and never for a queue without metrics and delays.
 #[tokio::test(start_paused = true)]
-async fn only_a_queue_with_metrics_starts_its_metrics_task_and_only_once() {
+async fn only_a_queue_with_metrics_starts_its_timer_task_at_an_add_and_only_once() {
     let tasks = || {
         tokio::runtime::Handle::current()
             .metrics()
@@ -667,7 +667,7 @@ async fn only_a_queue_with_metrics_starts_its_metrics_task_and_only_once() {
                 1 => measured.add_all(["a", "b"]).unwrap(),
                 _ => measured.add_after("a", Duration::ZERO).unwrap(),
             }
-            assert_eq!(tasks(), base + 1, "add #{add}: one metrics task");
+            assert_eq!(tasks(), base + 1, "add #{add}: one timer task");
         }
         measured.shut_down();
         let_run().await;
@@ -700,7 +700,7 @@ async fn the_delay_task_ends_at_shutdown() {
 #[tokio::test(start_paused = true)]
 async fn a_delayed_add_from_a_thread_outside_the_runtime_fires() {
     let queue = WorkQueue::new();
-    // The first delayed add starts the delay task; once its key fired, no timer is left, so
+    // The first delayed add starts the timer task; once its key fired, no timer is left, so
     // the next one needs a new `Sleep`, which must bind to the task's runtime and clock even
     // though this add comes from a plain thread.
     queue.add_after("first", MS).unwrap();
@@ -755,7 +755,7 @@ fn a_queue_outliving_its_runtime_adds_its_waiting_keys_at_once() {
     });
 }
 
-/// The metrics task runs on the queue's runtime and does not move: once that runtime has shut
+/// The timer task, which refreshes the gauges, runs on the queue's runtime and does not move: once that runtime has shut
 /// down, the gauges it refreshes stay as they were, while the counts an add or a get records
 /// go on.
 #[test]
@@ -777,7 +777,7 @@ fn a_queue_outliving_its_runtime_keeps_its_counts_but_not_the_refresh() {
     });
 }
 
-/// The first delayed add of a queue, from a plain thread (no delay task yet, and no runtime on
+/// The first delayed add of a queue, from a plain thread (no timer task yet, and no runtime on
 /// that thread), is timed on the queue's runtime instead of being added at once.
 #[tokio::test(start_paused = true)]
 async fn a_first_delayed_add_from_a_plain_thread_waits_its_delay() {

@@ -17,7 +17,7 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Keys whose deadlines passed before the delay task ran come out by deadline, however far the
+/// Keys whose deadlines passed before the timer task ran come out by deadline, however far the
 /// clock moved past them (client-go's delaying queue releases them from a heap by deadline).
 #[tokio::test(start_paused = true)]
 async fn due_keys_come_out_in_deadline_order_when_the_clock_moved_past_several() {
@@ -43,7 +43,7 @@ async fn due_keys_come_out_in_deadline_order_when_the_clock_moved_past_several()
 }
 
 /// Many keys with distinct deadlines, added in a scrambled order, all overdue by the time the
-/// delay task runs: released by deadline.
+/// timer task runs: released by deadline.
 #[tokio::test(start_paused = true)]
 async fn a_batch_of_overdue_keys_is_released_by_deadline() {
     let queue = WorkQueue::new();
@@ -55,7 +55,7 @@ async fn a_batch_of_overdue_keys_is_released_by_deadline() {
             tokio::task::yield_now().await;
         }
     }
-    // Move past every deadline in one step: the delay task then finds all of them due.
+    // Move past every deadline in one step: the timer task then finds all of them due.
     advance(ms(100)).await;
     let mut order = Vec::new();
     for _ in 0..delays.len() {
@@ -71,7 +71,7 @@ async fn a_batch_of_overdue_keys_is_released_by_deadline() {
     assert_eq!(order, sorted);
 }
 
-/// A key is released at the first wake of the delay task after its deadline, not later, and
+/// A key is released at the first wake of the timer task after its deadline, not later, and
 /// the paused clock goes straight to the deadline (no timers but the keys' own).
 #[tokio::test(start_paused = true)]
 async fn the_paused_clock_jumps_straight_to_each_deadline() {

@@ -357,7 +357,7 @@ enum Timed {
     /// `add_after(key, n quarters of a millisecond)`; 0 adds now.
     AddAfter(u8, u64),
     Add(u8),
-    /// Advance the paused clock by this many quarters of a millisecond, then let the delay task
+    /// Advance the paused clock by this many quarters of a millisecond, then let the timer task
     /// catch up.
     Advance(u64),
     /// Get and finish every queued key.

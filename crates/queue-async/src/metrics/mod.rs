@@ -1,9 +1,8 @@
 //! Queue metrics: client-go's seven work-queue metrics behind a per-queue provider.
 //!
 //! A queue built with a name and a [`MetricsProvider`] asks the provider once for one handle per
-//! metric (at construction; depth at the first add), then reports through those handles from all
-//! its shards. Without a provider nothing is
-//! recorded and no per-key bookkeeping is kept (the default costs one branch per operation).
+//! metric (at construction; depth at the first add), then reports through those handles. Without
+//! a provider nothing is recorded and no per-key bookkeeping is kept.
 //!
 //! | Metric | Kind | Semantics (as client-go's) |
 //! |---|---|---|
@@ -76,8 +75,7 @@ pub use provider::{
     SettableGaugeMetric, UNFINISHED_WORK_UPDATE_PERIOD,
 };
 
-/// The metric handles of one queue: made from its provider once, when the queue is built, and
-/// shared by all its shards, so that every shard reports into the one set.
+/// The metric handles of one queue: made from its provider once, when the queue is built.
 pub(crate) struct Handles {
     name: Arc<str>,
     provider: Arc<dyn MetricsProvider>,
@@ -132,18 +130,18 @@ impl Handles {
     }
 }
 
-/// The recorder of one shard of a queue, called under the shard's lock: client-go's
-/// `queueMetrics`, reporting through the queue's shared [`Handles`].
+/// The recorder of a queue, called under the queue's lock: client-go's `queueMetrics`,
+/// reporting through the queue's [`Handles`].
 ///
-/// Disabled (no provider) it keeps nothing and every call is one branch. Enabled it keeps, per key
-/// of its shard, when it became dirty and when it was handed out, and drops both at `done`, so no
-/// clone of a key outlives its processing.
+/// Disabled (no provider) it keeps nothing and records nothing. Enabled it keeps, per key, when
+/// it became dirty and when it was handed out, and drops both at `done`, so no clone of a key
+/// outlives its processing.
 pub(crate) struct Recorder<K> {
     inner: Option<Box<Enabled<K>>>,
 }
 
-/// A depth gauge and how much of its value this shard put there: what the shard still counts
-/// when its queue is dropped comes off the gauge, so a queue that goes away with keys queued (a
+/// A depth gauge and how much of its value this recorder put there: what it still counts when
+/// its queue is dropped comes off the gauge, so a queue that goes away with keys queued (a
 /// controller's term that ended) leaves no phantom depth in a series the next queue reuses.
 struct Depth {
     gauge: Arc<dyn GaugeMetric>,
@@ -176,9 +174,9 @@ impl Drop for Depth {
 
 struct Enabled<K> {
     handles: Arc<Handles>,
-    /// This shard's share of the depth gauge, taken at its first use.
+    /// This recorder's share of the depth gauge, taken at its first use.
     depth: Option<Depth>,
-    /// This shard's share of each priority's depth gauge (priority queue only).
+    /// This recorder's share of each priority's depth gauge (priority queue only).
     priority_depth: HashMap<i32, Depth>,
     add_times: HashMap<K, Instant>,
     start_times: HashMap<K, Instant>,
@@ -205,7 +203,7 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
         Self::shared(Handles::new(name, provider).as_ref())
     }
 
-    /// A recorder that reports through `handles` (one of a queue's shards); disabled without.
+    /// A recorder that reports through `handles`; disabled without.
     pub(crate) fn shared(handles: Option<&Arc<Handles>>) -> Self {
         Self {
             inner: handles.map(|handles| {
@@ -327,8 +325,7 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
         self.set_unfinished_work(0.0, 0.0);
     }
 
-    /// Refreshes the gauges from this recorder's items alone (a queue of one shard).
-    #[cfg(test)]
+    /// Refreshes the gauges from the items in progress.
     pub(crate) fn update_unfinished_work(&self, clock: &QueueClock) {
         let (total, longest) = self.unfinished_work(clock.now());
         self.set_unfinished_work(total, longest);

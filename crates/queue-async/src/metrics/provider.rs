@@ -62,8 +62,7 @@ impl HistogramMetric for NoopMetric {
 /// Makes the metric handles of one named queue; every method defaults to [`NoopMetric`].
 ///
 /// Each method is called once per queue, with the queue's name (the Prometheus `name` label):
-/// when the queue is built, except [`depth`], which is called at the queue's first add. However
-/// many shards a work queue splits its keys over, they all report through these handles. The
+/// when the queue is built, except [`depth`], which is called at the queue's first add. The
 /// priority work queue calls [`depth_for_priority`] once for each priority it first sees,
 /// instead of [`depth`].
 ///

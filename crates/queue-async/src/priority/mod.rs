@@ -1,8 +1,10 @@
 //! The priority work queue: controller-runtime's priority queue (higher priority first, FIFO
 //! within a priority) with the work queue's guarantees ([`PriorityQueue`]).
 
+mod builder;
 mod queue;
 
 pub use crate::get::Get;
 pub use crate::item::Item;
-pub use queue::{AddOptions, PriorityQueue, PriorityQueueBuilder};
+pub use builder::PriorityQueueBuilder;
+pub use queue::{AddOptions, PriorityQueue};

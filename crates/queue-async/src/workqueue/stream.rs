@@ -4,9 +4,9 @@ use std::hash::Hash;
 
 use futures::Stream;
 
-use super::queue::WorkQueue;
+use super::WorkQueue;
+use crate::handle::StreamWait;
 use crate::item::Item;
-use crate::shared::StreamWait;
 use crate::wait::Wait;
 
 impl<K> WorkQueue<K>
@@ -38,9 +38,9 @@ where
     /// # }
     /// ```
     pub fn stream(&self) -> impl Stream<Item = Item<K>> + Send + 'static {
-        futures::stream::unfold(self.inner.clone(), |queue| async move {
-            let (key, ()) = Wait::new(&StreamWait::new(&queue)).await?;
-            Some((Item::new(queue.clone(), key, ()), queue))
+        futures::stream::unfold(self.handle().clone(), |queue| async move {
+            let (key, priority) = Wait::new(&StreamWait::new(&queue)).await?;
+            Some((Item::new(queue.clone(), key, priority), queue))
         })
     }
 }

@@ -17,8 +17,8 @@ pub(crate) struct BackoffOrder<C>(pub(crate) Arc<C>);
 
 /// An item in backoff and the moment its backoff ends.
 ///
-/// The expiry lives here, not in the item, so the active heap's entries (which never need it)
-/// stay 16 bytes smaller: a pop there reads fewer cache lines per level.
+/// The expiry lives here, not in the item: only the backoff heap orders by it, so the active
+/// heap's entries do not carry it.
 #[derive(Debug)]
 pub(crate) struct Waiting<K, T> {
     expiry: Instant,

@@ -39,32 +39,28 @@ use ctrlq_queue_core::Compare;
 /// [`add_unschedulable_if_not_present`]: crate::scheduling::SchedulingQueue::add_unschedulable_if_not_present
 #[derive(Debug, Clone)]
 pub struct QueuedItem<K, T> {
-    // What the orderings and a pop read stays inline (heap sifts compare without a pointer
-    // chase); the rest is boxed, so the heaps move a small entry, and the box is made only when
-    // first needed.
+    // What the orderings and a pop read is kept in the item; the rest is boxed, so the heaps
+    // move a small entry, and the box is made only when first needed.
     pub(crate) key: K,
     pub(crate) data: T,
     /// When the item was last queued (add, or requeue after a failure).
     pub(crate) timestamp: Instant,
     /// Insertion sequence: the last tiebreak of every ordering, so ties are FIFO and deterministic.
     pub(crate) seq: u64,
-    /// Inline, not in `inner`: every pop increments it, and a pop should not pay a cache miss
-    /// on the box for that.
+    /// In the item, not in `inner`: every pop increments it, so a pop never needs the box.
     pub(crate) attempts: u32,
     /// The item entered active while it had no box, at `timestamp`: that is its initial
     /// attempt time. Never set together with `inner` (making the box moves the time into it).
     initial_is_timestamp: bool,
     /// The rest of the bookkeeping, boxed on the first failure or gate: an item added and
-    /// scheduled at its first attempt allocates nothing (no malloc on add, no free when the
-    /// caller drops it, no cache miss on the box in between). `None` reads as [`Inner::EMPTY`].
+    /// scheduled at its first attempt never makes the box. `None` reads as [`Inner::EMPTY`].
     inner: Option<Box<Inner>>,
 }
 
 /// The bookkeeping of a [`QueuedItem`] that no ordering reads.
 ///
 /// `repr(C)` keeps the fields a move reads (gate, counts, plugin sets: the [`Marks`]) first,
-/// in the first 128 bytes, so reading them ahead of a move costs two or three cache lines,
-/// not four.
+/// together, so the scan of a move reads them ahead in one place (see `unschedulable`).
 #[derive(Debug, Clone)]
 #[repr(C)]
 pub(crate) struct Inner {

@@ -6,8 +6,8 @@
 /// Plugin ids are static names, so they are cheap to copy and compare.
 pub type PluginId = &'static str;
 
-/// A set of plugin ids, inline up to two (the common case), so reading an item's rejectors
-/// during a move costs no extra pointer chase; 48 bytes.
+/// A set of plugin ids, kept in the item's bookkeeping up to two (the common case), so a move
+/// reads an item's rejectors where it reads its other marks; boxed beyond two.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PluginSet {
     inline: [PluginId; 2],

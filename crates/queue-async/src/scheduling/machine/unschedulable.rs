@@ -9,11 +9,11 @@
 //! sifting up as it would in hash order. A taken item leaves a hole, closed when the scan ends
 //! (see [`Extract`]).
 //!
-//! Before it decides about a batch of items, the scan reads, in one tight pass, the fields of
-//! each item's bookkeeping box that a move reads, and its key. The boxes and keys are separate
-//! allocations spread over the heap: read one item at a time, each costs dependent cache misses;
-//! read together, the misses of a batch overlap. This matters when items failed in an order
-//! unrelated to their addresses, as in a large cluster.
+//! Before it decides about a batch of items, the scan reads, in one pass, the fields of each
+//! item's bookkeeping box that a move reads, and its key, then decides about each item of the
+//! batch. This keeps a move over many unschedulable items fast when they failed in an order
+//! unrelated to where they sit in memory, as in a large cluster (`benches/RESULTS.md` has the
+//! figures).
 //!
 //! # Invariants
 //!
@@ -193,9 +193,9 @@ pub(crate) struct Extract<'a, K, T, F> {
 }
 
 impl<K: Hash + Eq, T, F> Extract<'_, K, T, F> {
-    /// Reads the bookkeeping and the key of the next [`BATCH`] slots in one pass, so their
-    /// cache misses overlap instead of following one another. The loads are independent and
-    /// the result goes to `black_box`, so they are issued together and not optimised away.
+    /// Reads the bookkeeping and the key of the next [`BATCH`] slots in one pass, ahead of the
+    /// decisions about them (see the module docs). The result goes to `black_box`, so the reads
+    /// are not optimised away.
     fn read_ahead(&mut self) {
         let start = self.read_ahead;
         let end = (start + BATCH).min(self.queue.slots.len());

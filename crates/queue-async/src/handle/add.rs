@@ -1,0 +1,208 @@
+//! Adds: now (`add`, `add_ref`, `add_all`) and later (`add_after`, `add_rate_limited`). Every
+//! add ends in one locked step: end the key's wait if it has one, hand the key to the state
+//! machine, count it, and ask for a wake-up if it was queued. A delayed add sets the key's
+//! timer instead, and the timer task (in `timer_task`) adds it at its deadline.
+
+use std::time::Duration;
+
+use ctrlq_queue_core::AddOutcome;
+use tracing::debug;
+
+use super::{Core, Handle, QueueKey, State, Wake};
+use crate::clock::MAX_DELAY;
+use crate::error::AddError;
+
+impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
+    /// Adds `key` now at `priority`.
+    #[inline(always)]
+    pub(crate) fn add(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
+        self.add_now(|state, wake| self.add_locked(state, key, priority, wake))
+    }
+
+    /// Adds `key` now at `priority`, cloning it only if the queue keeps it.
+    #[inline(always)]
+    pub(crate) fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>> {
+        self.add_now(|state, wake| {
+            let priority = self.end_wait(state, key, priority);
+            let added = state.machine.add_ref(key, priority, self.now_nanos());
+            self.added(state, added, Some(key), priority, wake)
+        })
+    }
+
+    /// Adds `keys` now, in order, at priority 0 (see `WorkQueue::add_all`).
+    pub(crate) fn add_all(&self, keys: Vec<K>) -> Result<(), AddError<Vec<K>>> {
+        self.add_now(|state, wake| {
+            if state.machine.is_shut_down() {
+                return Err(AddError::ShutDown(keys));
+            }
+            for key in keys {
+                // The state is open under this hold of the lock: every add succeeds.
+                let _ = self.add_locked(state, key, 0, wake);
+            }
+            Ok(())
+        })
+    }
+
+    /// Runs an add under the lock, then wakes. With metrics, the timer task, which refreshes
+    /// the gauges, starts at the first add.
+    #[inline(always)]
+    fn add_now<R>(&self, add: impl FnOnce(&mut State<K, M>, &mut Wake) -> R) -> R {
+        let mut wake = Wake::default();
+        let mut state = self.lock();
+        let r = add(&mut state, &mut wake);
+        if self.metrics {
+            self.ensure_timer_task(&mut state);
+        }
+        drop(state);
+        self.wake(wake);
+        r
+    }
+
+    /// Adds `key` now, under the lock; a wait of the key ends (its priority is kept if
+    /// higher).
+    #[inline(always)]
+    fn add_locked(
+        &self,
+        state: &mut State<K, M>,
+        key: K,
+        priority: i32,
+        wake: &mut Wake,
+    ) -> Result<(), AddError<K>> {
+        let priority = self.end_wait(state, &key, priority);
+        self.add_unwaited(state, key, priority, wake)
+    }
+
+    /// Adds `key` now, under the lock, when it does not wait (the timer task's adds).
+    #[inline(always)]
+    pub(super) fn add_unwaited(
+        &self,
+        state: &mut State<K, M>,
+        key: K,
+        priority: i32,
+        wake: &mut Wake,
+    ) -> Result<(), AddError<K>> {
+        // The recorder needs the key after the machine took it: cloned only with metrics.
+        let metric_key = state.recorder.is_enabled().then(|| key.clone());
+        let added = state.machine.add(key, priority, self.now_nanos());
+        self.added(state, added, metric_key.as_ref(), priority, wake)
+    }
+
+    /// Ends `key`'s wait if it has one; returns the higher of the two priorities.
+    #[inline(always)]
+    fn end_wait(&self, state: &mut State<K, M>, key: &K, priority: i32) -> i32 {
+        if state.timers.len() == 0 {
+            return priority;
+        }
+        // A key waits only while the timer task runs on the queue's runtime: removing its
+        // timer happens there.
+        let _runtime = self.clock.runtime().map(|runtime| runtime.enter());
+        match state.timers.cancel(key) {
+            Some(waited) => priority.max(waited),
+            None => priority,
+        }
+    }
+
+    /// Counts what the machine did with an add (`key`: for the metrics, `None` without) and
+    /// asks for a getter's wake-up if it queued the key.
+    #[inline(always)]
+    fn added(
+        &self,
+        state: &mut State<K, M>,
+        added: AddOutcome<K>,
+        key: Option<&K>,
+        priority: i32,
+        wake: &mut Wake,
+    ) -> Result<(), AddError<K>> {
+        let label = M::HAS_PRIORITY.then_some(priority);
+        match added {
+            AddOutcome::Queued => {
+                if let Some(k) = key
+                    && state.recorder.is_enabled()
+                {
+                    state.recorder.add_at_priority(k, label, &self.clock);
+                }
+                wake.getters += 1;
+            }
+            AddOutcome::Raised { from } => {
+                if M::HAS_PRIORITY {
+                    state.recorder.reprioritize(from, priority);
+                }
+            }
+            AddOutcome::Deferred { newly_dirty } => {
+                // Dirty while processing: counted by depth and adds, as the original.
+                if newly_dirty
+                    && let Some(k) = key
+                    && state.recorder.is_enabled()
+                {
+                    state.recorder.add_at_priority(k, label, &self.clock);
+                }
+            }
+            AddOutcome::Coalesced => {}
+            AddOutcome::ShutDown(key) => return Err(AddError::ShutDown(key)),
+        }
+        Ok(())
+    }
+
+    /// Adds `key` at `priority` once `delay` has passed (see `WorkQueue::add_after`).
+    pub(crate) fn add_after(
+        &self,
+        key: K,
+        priority: i32,
+        delay: Duration,
+    ) -> Result<(), AddError<K>> {
+        self.add_now(|state, wake| {
+            if state.machine.is_shut_down() {
+                return Err(AddError::ShutDown(key));
+            }
+            if !delay.is_zero() || M::ZERO_DELAY_IS_RETRY {
+                state.recorder.retry();
+            }
+            if delay.is_zero() || state.machine.absorbs_delayed(&key) {
+                return self.add_locked(state, key, priority, wake);
+            }
+            self.wait(state, key, priority, delay.min(MAX_DELAY), wake)
+        })
+    }
+
+    /// Adds `key` at `priority` after the rate limiter's delay for it.
+    pub(crate) fn add_rate_limited(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
+        if self.is_shutting_down() {
+            return Err(AddError::ShutDown(key));
+        }
+        let delay = self.rate_limit_delay(&key);
+        self.add_after(key, priority, delay)
+    }
+
+    /// Charges the rate limiter for `key` and returns its delay. The limiter reads tokio's
+    /// clock: from a plain thread, the queue's runtime clock.
+    pub(crate) fn rate_limit_delay(&self, key: &K) -> Duration {
+        self.clock.in_runtime(|| self.limiter.when(key))
+    }
+
+    /// Makes `key` wait `delay`, starting the timer task if it does not run. With no runtime
+    /// to time the wait (none bound yet and none here, or the queue's runtime shut down), the
+    /// key is added now rather than lost.
+    fn wait(
+        &self,
+        state: &mut State<K, M>,
+        key: K,
+        priority: i32,
+        delay: Duration,
+        wake: &mut Wake,
+    ) -> Result<(), AddError<K>> {
+        match self.ensure_timer_task(state) {
+            Some(runtime) => {
+                // The timer's `Sleep` binds to the runtime in context, and the deadline is read
+                // by its clock (paused, in tests), whatever thread this add comes from.
+                let _runtime = runtime.enter();
+                let at = tokio::time::Instant::now() + delay;
+                state.timers.wait_until(key, priority, at);
+                Ok(())
+            }
+            None => {
+                debug!(queue = %self.name, "delayed add with no live tokio runtime; adding now");
+                self.add_unwaited(state, key, priority, wake)
+            }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! [`PriorityQueueBuilder`]: the options a [`PriorityQueue`] is built with.
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ctrlq_ratelimit::RateLimiter;
+
+use super::PriorityQueue;
+use crate::handle::{Handle, Options};
+use crate::metrics::MetricsProvider;
+
+/// Builds a [`PriorityQueue`]: name (the metrics label), metrics, rate limiter and aging.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let queue: ctrlq_queue_async::PriorityQueue<String> = ctrlq_queue_async::PriorityQueue::builder()
+///     .name("controller")
+///     .aging(Duration::from_secs(10))
+///     .build();
+/// assert!(queue.is_empty());
+/// ```
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct PriorityQueueBuilder<K> {
+    options: Options<K>,
+}
+
+impl<K> PriorityQueueBuilder<K>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    pub(crate) fn new() -> Self {
+        PriorityQueueBuilder {
+            options: Options::default(),
+        }
+    }
+
+    /// The queue's name: the `name` label of its metrics (metrics need a non-empty name).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.options.name = name.into();
+        self
+    }
+
+    /// Reports client-go's metrics through `provider` (with a non-empty [`name`](Self::name)).
+    pub fn metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
+        self.options.metrics = Some(provider);
+        self
+    }
+
+    /// The limiter behind rate-limited adds; by default
+    /// [`ctrlq_ratelimit::default_controller_rate_limiter`]. Any limiter, owned or shared: pass
+    /// an `Arc` (of a limiter type or of `dyn RateLimiter<K>`) to keep a handle to it.
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
+        self.options.limiter = Some(Arc::new(limiter));
+        self
+    }
+
+    /// Ages ready keys: waiting `interval` counts as one priority more (see the type's docs).
+    /// Off by default (controller-runtime's behaviour); a zero interval also means off.
+    pub fn aging(mut self, interval: Duration) -> Self {
+        self.options.aging = Some(u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// Builds the queue, bound to the current runtime if there is one (else to the first that
+    /// a call of it runs in; see the crate's [Time](crate#time)). Nothing is spawned yet: the
+    /// timer task starts with the first delayed add (with metrics, with the first add).
+    pub fn build(self) -> PriorityQueue<K> {
+        PriorityQueue::from_handle(Handle::new(self.options))
+    }
+}
+
+impl<K> fmt::Debug for PriorityQueueBuilder<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PriorityQueueBuilder")
+            .field("options", &self.options)
+            .finish()
+    }
+}
