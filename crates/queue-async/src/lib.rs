@@ -22,6 +22,16 @@
 //! important item, and on failure let the queue decide between a backoff, waiting for an event
 //! that could help (queueing hints, pre-enqueue gates), or going straight back.
 //!
+//! # Features
+//!
+//! - `prometheus`: [`prometheus`](mod@prometheus), client-go's work-queue metrics registered with
+//!   prometheus-client.
+//! - `test-util`: helpers for tests under paused time (`settle` on the work and priority queues,
+//!   [`metrics::testing`]).
+//! - `wake-counts`: [`wake_counts`], process-wide counts of wake-ups, empty wake-ups, parks,
+//!   hand-outs and contended lock acquisitions, for benchmarks. Off by default; without it the
+//!   queues carry no counting at all.
+//!
 //! # Time
 //!
 //! Every queue reads tokio's clock (`tokio::time::Instant`), so `tokio::time::pause()` drives
@@ -148,6 +158,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
+mod count;
 mod error;
 mod get;
 mod handle;
@@ -161,6 +172,9 @@ pub mod prometheus;
 pub mod scheduling;
 mod task;
 mod wait;
+#[cfg(feature = "wake-counts")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wake-counts")))]
+pub mod wake_counts;
 pub mod workqueue;
 
 pub use error::AddError;

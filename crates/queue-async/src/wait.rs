@@ -66,6 +66,8 @@ impl<S: Source + ?Sized> Future for Wait<'_, S> {
             budget.made_progress();
             return Poll::Ready(out);
         }
+        #[cfg(feature = "wake-counts")]
+        let mut woken = false;
         loop {
             // Register interest before looking again, so an add after the look wakes us.
             this.notified.as_mut().enable();
@@ -73,8 +75,19 @@ impl<S: Source + ?Sized> Future for Wait<'_, S> {
                 budget.made_progress();
                 return Poll::Ready(out);
             }
-            ready!(this.notified.as_mut().poll(cx));
+            #[cfg(feature = "wake-counts")]
+            if woken {
+                crate::count::empty_wake();
+            }
+            if this.notified.as_mut().poll(cx).is_pending() {
+                crate::count::park();
+                return Poll::Pending;
+            }
             this.notified.set(source.notify().notified());
+            #[cfg(feature = "wake-counts")]
+            {
+                woken = true;
+            }
         }
     }
 }
