@@ -137,7 +137,8 @@
 //! look for a key; if none, enable a `Notified`, look again, then await it.
 //! A key leaves the queue only in the `poll` that returns it, so dropping the future loses
 //! nothing. Each key queued wakes one waiting `get` (`notify_one`); a `get` dropped with a
-//! wake-up it did not use passes it to the next waiter. A [`WorkQueue::stream`] waits on its
+//! wake-up it did not use passes it to the next waiter, and a woken `get` that takes a key uses
+//! its wake-up up, so no other `get` wakes for a key already taken. A [`WorkQueue::stream`] waits on its
 //! own `Notify`, woken by every add while a stream waits, so a stream that is kept but not
 //! polled holds no wake-up another consumer needs. `done` wakes one `get` when the key was
 //! dirty, and wakes drains when the queue became idle.
