@@ -187,6 +187,31 @@ impl Overrides {
     }
 }
 
+/// Starts counting the queues' wake-ups (the `wake-counts` feature; nothing without it).
+pub fn wake_counts_start() {
+    #[cfg(feature = "wake-counts")]
+    ctrlq_queue_async::wake_counts::reset();
+}
+
+/// With the `wake-counts` feature, the queues' counts since [`wake_counts_start`] per item handed
+/// out, as `extra` entries: `wakes_per_item`, `empty_wakes_per_item`, `parks_per_item`,
+/// `contended_locks_per_item`. Without it, none.
+pub fn wake_counts_extra() -> Vec<(&'static str, Extra)> {
+    #[cfg(feature = "wake-counts")]
+    {
+        let counts = ctrlq_queue_async::wake_counts::snapshot();
+        let per_item = |n: u64| Extra::Num(n as f64 / counts.hand_outs.max(1) as f64);
+        vec![
+            ("wakes_per_item", per_item(counts.wakes)),
+            ("empty_wakes_per_item", per_item(counts.empty_wakes)),
+            ("parks_per_item", per_item(counts.parks)),
+            ("contended_locks_per_item", per_item(counts.contended_locks)),
+        ]
+    }
+    #[cfg(not(feature = "wake-counts"))]
+    Vec::new()
+}
+
 /// One value of the `extra` object.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Extra {

@@ -20,14 +20,17 @@ use tokio::task::JoinHandle;
 
 use super::bare::BareQueue;
 use crate::common::{
-    Extra, Overrides, Params, Report, cpu_time, runtime_with, threads, work_queue,
+    Extra, Overrides, Params, Report, cpu_time, runtime_with, threads, wake_counts_extra,
+    wake_counts_start, work_queue,
 };
 
 /// Runs the workload.
 pub fn run(flags: &Overrides) -> Report {
     let params = flags.resolve(Params::defaults());
     let keys = Arc::new(super::fifo::keys(params.n));
+    wake_counts_start();
     let two = measure(&params, &keys, threads());
+    let wakes = wake_counts_extra();
     let one = measure(&params, &keys, 1);
     let floor = measure_bare(&params, &keys);
     Report {
@@ -48,7 +51,10 @@ pub fn run(flags: &Overrides) -> Report {
                 "floor_ops_per_sec",
                 Extra::Num(3.0 * params.n as f64 / floor),
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(wakes)
+        .collect(),
     }
 }
 

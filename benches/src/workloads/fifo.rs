@@ -13,7 +13,10 @@ use std::time::Instant;
 use ctrlq_queue_async::WorkQueue;
 use tokio::task::JoinHandle;
 
-use crate::common::{Extra, Overrides, Params, Report, cpu_time, key, runtime, work_queue};
+use crate::common::{
+    Extra, Overrides, Params, Report, cpu_time, key, runtime, wake_counts_extra, wake_counts_start,
+    work_queue,
+};
 
 /// The workload's keys, built before any timer starts.
 pub fn keys(n: u64) -> Vec<Arc<str>> {
@@ -55,6 +58,7 @@ pub async fn join(tasks: Vec<JoinHandle<()>>, what: &str) {
 pub fn run(flags: &Overrides) -> Report {
     let params = flags.resolve(Params::defaults());
     let keys = keys(params.n);
+    wake_counts_start();
     runtime().block_on(async move {
         let queue: WorkQueue<Arc<str>> = work_queue();
         let processed = Arc::new(AtomicU64::new(0));
@@ -82,7 +86,10 @@ pub fn run(flags: &Overrides) -> Report {
                 ("cpu_s", Extra::Num(cpu_s)),
                 ("add_seconds", Extra::Num(add_s)),
                 ("drain_seconds", Extra::Num(drain_s)),
-            ],
+            ]
+            .into_iter()
+            .chain(wake_counts_extra())
+            .collect(),
         }
     })
 }

@@ -22,7 +22,8 @@ use tokio::task::JoinHandle;
 
 use super::bare::BareQueue;
 use crate::common::{
-    Extra, Overrides, Params, Report, SplitMix64, cpu_time, runtime_with, threads, work_queue,
+    Extra, Overrides, Params, Report, SplitMix64, cpu_time, runtime_with, threads,
+    wake_counts_extra, wake_counts_start, work_queue,
 };
 
 /// Runs the workload.
@@ -42,7 +43,9 @@ pub fn run(flags: &Overrides) -> Report {
         })
         .collect();
     let keys = Arc::new(keys);
+    wake_counts_start();
     let two = measure(&params, &keys, &plans, threads());
+    let wakes = wake_counts_extra();
     let one = measure(&params, &keys, &plans, 1);
     let floor = measure_bare(&params, &keys, &plans);
     let adds = (params.producers * params.n) as f64;
@@ -62,7 +65,10 @@ pub fn run(flags: &Overrides) -> Report {
             ("violations", Extra::Num(two.violations as f64)),
             ("ops_per_sec_1thread", Extra::Num(adds / one.seconds)),
             ("floor_ops_per_sec", Extra::Num(adds / floor)),
-        ],
+        ]
+        .into_iter()
+        .chain(wakes)
+        .collect(),
     }
 }
 

@@ -22,6 +22,16 @@
 //! important item, and on failure let the queue decide between a backoff, waiting for an event
 //! that could help (queueing hints, pre-enqueue gates), or going straight back.
 //!
+//! # Features
+//!
+//! - `prometheus`: [`prometheus`](mod@prometheus), client-go's work-queue metrics registered with
+//!   prometheus-client.
+//! - `test-util`: helpers for tests under paused time (`settle` on the work and priority queues,
+//!   [`metrics::testing`]).
+//! - `wake-counts`: [`wake_counts`], process-wide counts of wake-ups, empty wake-ups, parks,
+//!   hand-outs and contended lock acquisitions, for benchmarks. Off by default; without it the
+//!   queues carry no counting at all.
+//!
 //! # Time
 //!
 //! Every queue reads tokio's clock (`tokio::time::Instant`), so `tokio::time::pause()` drives
@@ -127,7 +137,8 @@
 //! look for a key; if none, enable a `Notified`, look again, then await it.
 //! A key leaves the queue only in the `poll` that returns it, so dropping the future loses
 //! nothing. Each key queued wakes one waiting `get` (`notify_one`); a `get` dropped with a
-//! wake-up it did not use passes it to the next waiter. A [`WorkQueue::stream`] waits on its
+//! wake-up it did not use passes it to the next waiter, and a woken `get` that takes a key uses
+//! its wake-up up, so no other `get` wakes for a key already taken. A [`WorkQueue::stream`] waits on its
 //! own `Notify`, woken by every add while a stream waits, so a stream that is kept but not
 //! polled holds no wake-up another consumer needs. `done` wakes one `get` when the key was
 //! dirty, and wakes drains when the queue became idle.
@@ -148,6 +159,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
+mod count;
 mod error;
 mod get;
 mod handle;
@@ -161,6 +173,9 @@ pub mod prometheus;
 pub mod scheduling;
 mod task;
 mod wait;
+#[cfg(feature = "wake-counts")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wake-counts")))]
+pub mod wake_counts;
 pub mod workqueue;
 
 pub use error::AddError;

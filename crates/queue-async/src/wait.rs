@@ -5,7 +5,9 @@
 //! `enable` the `Notified` (from then on a wake-up is not missed), look again, then await it.
 //! Whatever is handed out leaves the queue only in the `poll` that returns it, so dropping the
 //! future loses nothing; a wake-up it received and did not use is passed on by `Notified`'s drop
-//! to another waiter.
+//! to another waiter. A wait that was woken and takes something uses its wake-up up as it
+//! returns (it polls its `Notified` once more), so that wake-up is not passed on to a waiter that
+//! would find the key already taken; each key queued sends its own wake-up.
 //!
 //! Every poll first asks tokio's cooperative budget (`tokio::task::coop::poll_proceed`), as
 //! tokio's own channels do: a take that hands something out spends one unit, and once the task's
@@ -40,6 +42,8 @@ pin_project! {
         source: &'a S,
         #[pin]
         notified: Notified<'a>,
+        // A poll returned `Pending` with `notified` enabled: it may hold a wake-up.
+        parked: bool,
     }
 }
 
@@ -48,6 +52,7 @@ impl<'a, S: Source + ?Sized> Wait<'a, S> {
         Wait {
             source,
             notified: source.notify().notified(),
+            parked: false,
         }
     }
 }
@@ -63,18 +68,40 @@ impl<S: Source + ?Sized> Future for Wait<'_, S> {
         let budget = ready!(coop::poll_proceed(cx));
         // Fast path: something is there; no need to register with the `Notify`.
         if let Some(out) = source.try_take() {
+            if *this.parked {
+                // Woken, it took on its first look: it uses up its wake-up, which its drop
+                // would otherwise pass on to another waiter, woken for a key already taken.
+                let _ = this.notified.as_mut().poll(cx);
+            }
             budget.made_progress();
             return Poll::Ready(out);
         }
+        #[cfg(feature = "wake-counts")]
+        let mut woken = false;
         loop {
             // Register interest before looking again, so an add after the look wakes us.
             this.notified.as_mut().enable();
             if let Some(out) = source.try_take() {
+                if *this.parked {
+                    let _ = this.notified.as_mut().poll(cx);
+                }
                 budget.made_progress();
                 return Poll::Ready(out);
             }
-            ready!(this.notified.as_mut().poll(cx));
+            #[cfg(feature = "wake-counts")]
+            if woken {
+                crate::count::empty_wake();
+            }
+            if this.notified.as_mut().poll(cx).is_pending() {
+                *this.parked = true;
+                crate::count::park();
+                return Poll::Pending;
+            }
             this.notified.set(source.notify().notified());
+            #[cfg(feature = "wake-counts")]
+            {
+                woken = true;
+            }
         }
     }
 }

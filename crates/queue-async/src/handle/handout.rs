@@ -62,7 +62,9 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         if first {
             debug!(queue = %self.name, drain, "shutting down");
         }
+        crate::count::wake();
         self.get_wake.notify_waiters();
+        crate::count::wake();
         self.stream_wake.notify_waiters();
         if !drain {
             // A forced shutdown cuts a drain short.
@@ -138,6 +140,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Source for Handle<K, M> {
         let mut state = self.lock();
         match state.machine.pop() {
             PopOutcome::Item((key, priority)) => {
+                crate::count::hand_out();
                 if state.recorder.is_enabled() {
                     let label = M::HAS_PRIORITY.then_some(priority);
                     state.recorder.get_at_priority(&key, label, &self.clock);

@@ -168,7 +168,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     fn lock(&self) -> MutexGuard<'_, State<K, M>> {
         // parking_lot's lock does not poison; every transition completes or changes nothing
         // before a user's Hash/Eq could panic under it.
-        self.state.lock()
+        crate::count::lock(&self.state)
     }
 
     /// The machine's clock: nanoseconds since the queue was built, read only by a machine
@@ -186,9 +186,11 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     #[inline]
     fn wake(&self, wake: Wake) {
         for _ in 0..wake.getters {
+            crate::count::wake();
             self.get_wake.notify_one();
         }
         if wake.getters > 0 && self.streams_waiting.load(Ordering::SeqCst) > 0 {
+            crate::count::wake();
             self.stream_wake.notify_waiters();
         }
         if wake.idle {

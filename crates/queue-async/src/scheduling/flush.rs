@@ -27,6 +27,7 @@ where
             .flush_backoff_completed(&mut lock(&self.hot), now);
         if count > 0 {
             trace!(count, "backoff completed");
+            crate::count::wake();
             self.pop_wake.notify_waiters();
         }
         count
@@ -164,6 +165,7 @@ where
         let moved = self.rules.flush_backoff_all(&mut lock(&self.hot), now);
         if moved > 0 {
             trace!(moved, "backoff ended: no timer left");
+            crate::count::wake();
             self.pop_wake.notify_waiters();
         }
         self.flush_due(now);

@@ -49,7 +49,7 @@ pub(crate) struct LockedScheduling<K, T, C> {
 /// The crate's lock (parking_lot: no poisoning, so a panicking hint or gate cannot wedge the
 /// queue; the state is consistent between transitions, which is all a panic can leave).
 pub(crate) fn lock<G>(m: &Mutex<G>) -> MutexGuard<'_, G> {
-    m.lock()
+    crate::count::lock(m)
 }
 
 impl<K, T, C> LockedScheduling<K, T, C>
@@ -81,6 +81,7 @@ where
         let flight = self.rules.pop(&mut hot, || self.clock.now())?;
         // Only pops write the cycle, under `hot`: a plain store, no read-modify-write.
         self.cycle.store(flight.cycle, AtomicOrdering::Release);
+        crate::count::hand_out();
         Some(Some(flight))
     }
 
@@ -92,6 +93,7 @@ where
     pub(crate) fn shut_down(&self) {
         lock(&self.hot).close();
         lock(&self.timer).close();
+        crate::count::wake();
         self.pop_wake.notify_waiters();
     }
 }
@@ -105,6 +107,7 @@ where
 {
     pub(crate) fn wake(&self, wake: Wake) {
         if wake.pop {
+            crate::count::wake();
             self.pop_wake.notify_waiters();
         }
         if wake.timer || wake.flush {
