@@ -87,7 +87,7 @@
 //! The pure state machines of `ctrlq-queue-core` ([`ctrlq_queue_core::WorkState`],
 //! [`ctrlq_queue_core::PriorityState`]) hold the queued / processing / dirty part: a key is
 //! queued at most once and never handed to two workers at once. Around one of them, a handle's
-//! shared state adds the waiting keys and their timers, the rate limiter, the metrics recorder,
+//! shared state adds the waiting keys and their deadlines, the rate limiter, the metrics recorder,
 //! and the timer task, under one `parking_lot` mutex that is never held across an `.await` and
 //! that every add, get and done takes.
 //! [`WorkQueue`] and [`PriorityQueue`] are two plain types around one private generic handle,
@@ -98,29 +98,31 @@
 //!
 //! ## The timer task
 //!
-//! Every deadline of every queue kind is a tokio timer that the queue's state owns, served by
-//! one background task per queue, the timer task (the same lifecycle for every kind: it polls
-//! the state's timers whenever a timer rings or the state wakes it).
+//! Every deadline of every queue kind is served by one background task per queue, the timer
+//! task (the same lifecycle for every kind: it polls the state's deadlines whenever its sleep
+//! rings or the state wakes it). It keeps one `tokio::time::Sleep`, which the queue's state
+//! owns, set at the earliest deadline, and when it wakes it takes what is due by the clock, so
+//! a deadline is rounded only by tokio's timer (up to its millisecond tick), never by a grid of
+//! the queue's own. A change that moves the earliest deadline earlier pokes the task, which
+//! reads the deadline again and resets the sleep; only the task sets it, so two changes never
+//! cross. A later deadline needs no poke: the sleep ends early, finds nothing due, and is set
+//! again.
 //!
-//! In a work or priority queue, every waiting key has one timer, and a map from the key
-//! to its wait (deadline, priority, and the timer's `delay_queue::Key`), as kube-runtime's
-//! scheduler. A delayed add sets the timer directly under the queue's lock; a key that already
-//! waits keeps the earlier deadline; a zero delay adds at once; an add now of a waiting key ends
-//! its wait; delays beyond [`workqueue::MAX_DELAY`] are clamped. The timer task polls the
-//! `DelayQueue`: when it wakes, it adds every key whose timer rang in deadline order (then
-//! higher priority, then the order of their delayed adds). The keys' waits need no other
-//! timer: the task sleeps until the next deadline and polls nothing, so under paused time the
-//! clock jumps straight there. A queue with metrics also has the task refresh two gauges every
-//! [`UNFINISHED_WORK_UPDATE_PERIOD`](metrics::UNFINISHED_WORK_UPDATE_PERIOD), as client-go
-//! does.
+//! In a work or priority queue, every waiting key has its exact deadline, in a map from the key
+//! to its wait (deadline, priority, order of add) and in an index ordered by deadline. A
+//! delayed add sets them directly under the queue's lock; a key that already waits keeps the
+//! earlier deadline; a zero delay adds at once; an add now of a waiting key ends its wait;
+//! delays beyond [`workqueue::MAX_DELAY`] are clamped. When the task wakes, it adds every key
+//! whose deadline is at or before now in deadline order (then higher priority, then the order
+//! of their delayed adds), and sets the sleep to the next deadline; with no key waiting it
+//! holds no sleep. The task polls nothing in between, so under paused time the clock jumps
+//! straight to the next deadline. A queue with metrics also has the task refresh two gauges
+//! every [`UNFINISHED_WORK_UPDATE_PERIOD`](metrics::UNFINISHED_WORK_UPDATE_PERIOD), as
+//! client-go does.
 //!
 //! A scheduling queue's state machine keeps its own deadlines (backoff expiries, unschedulable
-//! leftovers) and tells the earliest: its timer task keeps one `tokio::time::Sleep` set there
-//! (one deadline needs no `DelayQueue`, whose own millisecond ticks would round it a second
-//! time). A change that moves the earliest deadline earlier pokes the task, which reads the
-//! deadline again and resets the sleep; only the task sets it, so two changes never cross. A
-//! later deadline needs no poke: the sleep ends early, finds nothing due, and is set again.
-//! When it rings, the task moves what is due.
+//! leftovers) and tells the earliest, where its task sets the sleep; when it rings, the task
+//! moves what is due.
 //!
 //! ## Background tasks
 //!
@@ -145,7 +147,7 @@
 //!
 //! ## Shutdown
 //!
-//! `shut_down` refuses further adds, drops the waiting keys with their timers, stops the
+//! `shut_down` refuses further adds, drops the waiting keys and their sleep, stops the
 //! background tasks and wakes every waiting `get` and stream: `get` hands out what is still
 //! queued, then returns `None`. `shut_down_with_drain` also waits until every queued key has
 //! been handed out and every handed-out key is done; a plain `shut_down` cuts it short.

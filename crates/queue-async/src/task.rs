@@ -20,10 +20,9 @@
 //! # The timer task
 //!
 //! Every deadline of every queue kind (delayed adds, backoff expiries, unschedulable
-//! leftovers) is a tokio timer that the queue's state owns: a work or priority queue's
-//! `tokio_util::time::DelayQueue`, which wakes the task when a timer is set earlier than the
-//! one it sleeps on, or a scheduling queue's one sleep, which the state resets through the task
-//! (see the crate's docs). [`start_timer_task`] starts the one task that serves them, for any [`Timed`]
+//! leftovers) is served by one tokio sleep at the earliest deadline, which the queue's state
+//! owns and only the task resets: a change that sets an earlier deadline wakes the task (see
+//! the crate's docs). [`start_timer_task`] starts the one task that serves them, for any [`Timed`]
 //! state: each time it is woken it has the state poll its timers, and when the runtime drops
 //! it, it tells the state, which then serves its deadlines without timers (see
 //! [`Timed::timers_gone`]).

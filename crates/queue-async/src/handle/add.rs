@@ -1,7 +1,7 @@
 //! Adds: now (`add`, `add_ref`, `add_all`) and later (`add_after`, `add_rate_limited`). Every
 //! add ends in one locked step: end the key's wait if it has one, hand the key to the state
 //! machine, count it, and ask for a wake-up if it was queued. A delayed add sets the key's
-//! timer instead, and the timer task (in `timer_task`) adds it at its deadline.
+//! deadline instead, and the timer task (in `timer_task`) adds it once the deadline passes.
 
 use std::time::Duration;
 
@@ -93,9 +93,6 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         if state.timers.len() == 0 {
             return priority;
         }
-        // A key waits only while the timer task runs on the queue's runtime: removing its
-        // timer happens there.
-        let _runtime = self.clock.runtime().map(|runtime| runtime.enter());
         match state.timers.cancel(key) {
             Some(waited) => priority.max(waited),
             None => priority,
@@ -192,8 +189,8 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     ) -> Result<(), AddError<K>> {
         match self.ensure_timer_task(state) {
             Some(runtime) => {
-                // The timer's `Sleep` binds to the runtime in context, and the deadline is read
-                // by its clock (paused, in tests), whatever thread this add comes from.
+                // The deadline is read by the queue's runtime's clock (paused, in tests),
+                // whatever thread this add comes from.
                 let _runtime = runtime.enter();
                 let at = tokio::time::Instant::now() + delay;
                 state.timers.wait_until(key, priority, at);

@@ -1,36 +1,53 @@
-//! The timer task and the waiting keys it serves. Each waiting key has its own timer in one
-//! `tokio_util::time::DelayQueue`, and a map from key to its wait (deadline, priority and the
-//! `DelayQueue` key of its timer), as kube-runtime's `scheduler.rs`.
+//! The timer task and the waiting keys it serves. Each waiting key has its exact deadline, in a
+//! map from key to its wait (deadline, priority, order of add) and in an index ordered by
+//! deadline; one `tokio::time::Sleep` is set at the earliest deadline.
 //!
-//! The map and the timers live under the queue's lock: a delayed add sets its timer directly,
-//! and `DelayQueue` wakes the timer task when that timer is earlier than the one it sleeps on.
-//! The timer task (on the crate's task lifecycle, see [`crate::task`]) is one loop: each time
-//! it is woken, it adds the keys whose timer rang, in deadline order, and with metrics
-//! refreshes the unfinished-work gauges every
+//! The map and the index live under the queue's lock; only the timer task sets the sleep. A
+//! delayed add whose deadline is earlier than the one the sleep is set to wakes the task, which
+//! sets the sleep again; a later deadline, a cancelled wait or a moved one needs no wake-up (the
+//! sleep rings early, finds nothing due, and is set to the next deadline). The timer task (on
+//! the crate's task lifecycle, see [`crate::task`]) is one loop: each time it is woken, it adds
+//! every key whose deadline is at or before the clock's now, in deadline order, sets the sleep
+//! to the next deadline, and with metrics refreshes the unfinished-work gauges every
 //! [`UNFINISHED_WORK_UPDATE_PERIOD`](crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD).
+//!
+//! The deadlines are the keys' own, not rounded to a grid of this queue's: tokio's timer rounds
+//! the sleep up to its millisecond tick, and the task takes by the clock what is due when it
+//! wakes, so a key is as late as tokio's timer alone makes it.
 
 use std::cmp::Reverse;
+use std::collections::BTreeMap;
+use std::future::Future;
 use std::hash::Hash;
-use std::task::{Context, Poll};
+use std::pin::Pin;
+use std::task::{Context, Waker};
 
 use hashbrown::HashMap;
 use tokio::runtime;
-use tokio::time::{Instant, MissedTickBehavior};
-use tokio_util::time::{DelayQueue, delay_queue};
+use tokio::time::{Instant, MissedTickBehavior, Sleep};
 use tracing::debug;
 
 use super::{Core, Handle, QueueKey, State, Wake};
 use crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD;
 use crate::task::{Timed, start_timer_task};
 
-/// The waiting keys and their timers.
+/// The waiting keys, their deadlines and the one sleep until the earliest.
 pub(super) struct Timers<K> {
     waiting: HashMap<K, Waiting>,
-    /// One timer per waiting key. Its `Sleep` belongs to the timer task's runtime: every call
-    /// that may set it runs inside that runtime's context.
-    timers: DelayQueue<K>,
-    /// The order of delayed adds, to break ties between keys due at the same instant with the
-    /// same priority (see [`Core::TIES_BY_ADD_COUNTER`]).
+    /// Every waiting key by its deadline, then by the entry's number (unique), which
+    /// [`Waiting::entry`] holds.
+    deadlines: BTreeMap<(Instant, u64), K>,
+    /// The sleep until `armed`: made by the timer task, in the queue's runtime, at the first
+    /// deadline it sets, and reset from then on; dropped when no key waits (an idle queue holds
+    /// no timer, so paused time does not stop on it).
+    sleep: Option<Pin<Box<Sleep>>>,
+    /// The deadline the sleep is set to; `None` when it is not set.
+    armed: Option<Instant>,
+    /// The timer task's waker, taken by the add that sets an earlier deadline than `armed`.
+    waker: Option<Waker>,
+    /// Numbers the delayed adds: the order that breaks ties between keys due at the same
+    /// instant with the same priority (see [`Core::TIES_BY_ADD_COUNTER`]), and the entries'
+    /// numbers in `deadlines`.
     seq: u64,
     ties_by_add_counter: bool,
 }
@@ -40,7 +57,8 @@ struct Waiting {
     at: Instant,
     priority: i32,
     seq: u64,
-    timer: delay_queue::Key,
+    /// Its entry in [`Timers::deadlines`]: `(at, entry)`.
+    entry: u64,
 }
 
 /// A due key with what orders it among the keys due with it.
@@ -50,7 +68,10 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     pub(super) fn new(ties_by_add_counter: bool) -> Self {
         Timers {
             waiting: HashMap::new(),
-            timers: DelayQueue::new(),
+            deadlines: BTreeMap::new(),
+            sleep: None,
+            armed: None,
+            waker: None,
             seq: 0,
             ties_by_add_counter,
         }
@@ -61,7 +82,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     }
 
     /// Makes `key` wait until `at`, keeping an earlier deadline it already has and the higher of
-    /// the two priorities. Call inside the timer task's runtime.
+    /// the two priorities; wakes the timer task if `at` is earlier than its sleep.
     pub(super) fn wait_until(&mut self, key: K, priority: i32, at: Instant) {
         self.seq += 1;
         if let Some(w) = self.waiting.get_mut(&key) {
@@ -70,97 +91,150 @@ impl<K: Hash + Eq + Clone> Timers<K> {
                 w.priority = priority;
             }
             if moved {
+                let key = self
+                    .deadlines
+                    .remove(&(w.at, w.entry))
+                    .expect("every waiting key has its entry");
                 w.at = at;
-                self.timers.reset_at(&w.timer, at);
+                w.entry = self.seq;
+                self.deadlines.insert((at, self.seq), key);
             }
             if (self.ties_by_add_counter && raised) || (!self.ties_by_add_counter && moved) {
                 w.seq = self.seq;
             }
+            if moved {
+                self.poke(at);
+            }
             return;
         }
-        let timer = self.timers.insert_at(key.clone(), at);
         let seq = self.seq;
+        self.deadlines.insert((at, seq), key.clone());
         let w = Waiting {
             at,
             priority,
             seq,
-            timer,
+            entry: seq,
         };
         self.waiting.insert(key, w);
+        self.poke(at);
     }
 
-    /// Ends `key`'s wait, if it waits, and returns its priority. Call inside the timer task's
-    /// runtime (removing a timer may set the `DelayQueue`'s sleep anew).
+    /// Wakes the timer task if `at` is earlier than the deadline its sleep is set to.
+    fn poke(&mut self, at: Instant) {
+        if self.armed.is_none_or(|armed| at < armed)
+            && let Some(waker) = self.waker.take()
+        {
+            waker.wake();
+        }
+    }
+
+    /// Ends `key`'s wait, if it waits, and returns its priority. The sleep is left as it is (it
+    /// rings early, finds nothing due and is set to the next deadline), or dropped if no key
+    /// waits any more.
     pub(super) fn cancel(&mut self, key: &K) -> Option<i32> {
         let w = self.waiting.remove(key)?;
-        self.timers.remove(&w.timer);
+        self.deadlines.remove(&(w.at, w.entry));
+        if self.waiting.is_empty() {
+            self.disarm();
+        }
         Some(w.priority)
     }
 
-    /// Takes every key whose timer rang, ordered by deadline, then higher priority, then the
-    /// order of their delayed adds; `cx` is woken at the next timer (or when an add sets an
-    /// earlier one). Call from the timer task.
+    /// Drops the sleep: no key waits.
+    fn disarm(&mut self) {
+        self.sleep = None;
+        self.armed = None;
+    }
+
+    /// Takes every key whose deadline is at or before now, ordered by deadline, then higher
+    /// priority, then the order of their delayed adds, and sets the sleep to the next deadline;
+    /// `cx` is woken there, or by an add that sets an earlier one. Call from the timer task.
     fn poll_due(&mut self, cx: &mut Context<'_>) -> Vec<(K, i32)> {
-        let mut due: Vec<Due<K>> = Vec::new();
-        while let Poll::Ready(Some(expired)) = self.timers.poll_expired(cx) {
-            let key = expired.into_inner();
-            // Every timer belongs to a waiting key: `cancel` and `clear` remove both.
-            if let Some(w) = self.waiting.remove(&key) {
-                due.push((w.at, Reverse(w.priority), w.seq, key));
+        if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            self.waker = Some(cx.waker().clone());
+        }
+        let mut due = Vec::new();
+        self.take_due_into(Instant::now(), &mut due);
+        let Some(&(next, _)) = self.deadlines.keys().next() else {
+            self.disarm();
+            return sorted(due);
+        };
+        if self.armed != Some(next) {
+            match &mut self.sleep {
+                Some(sleep) => sleep.as_mut().reset(next),
+                // The task runs in the queue's runtime: the sleep belongs to it.
+                None => self.sleep = Some(Box::pin(tokio::time::sleep_until(next))),
             }
+            self.armed = Some(next);
+        }
+        let sleep = self.sleep.as_mut().expect("a set deadline has its sleep");
+        if sleep.as_mut().poll(cx).is_ready() {
+            // The next deadline passed since the clock was read: take it at the next poll,
+            // which sets the sleep again.
+            self.armed = None;
+            cx.waker().wake_by_ref();
         }
         sorted(due)
+    }
+
+    /// Takes every key whose deadline is at or before `now` into `due`, unordered.
+    fn take_due_into(&mut self, now: Instant, due: &mut Vec<Due<K>>) {
+        while let Some(entry) = self.deadlines.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let key = entry.remove();
+            let w = self
+                .waiting
+                .remove(&key)
+                .expect("every entry belongs to a waiting key");
+            due.push((w.at, Reverse(w.priority), w.seq, key));
+        }
     }
 
     /// Takes every key whose deadline is at or before `now`, in the order of
-    /// [`poll_due`](Self::poll_due), whether or not its timer has rung. Call inside the timer
-    /// task's runtime.
+    /// [`poll_due`](Self::poll_due), whether or not the sleep has rung.
     #[cfg(feature = "test-util")]
     fn take_due(&mut self, now: Instant) -> Vec<(K, i32)> {
-        let keys: Vec<K> = self
-            .waiting
-            .iter()
-            .filter(|(_, w)| w.at <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        let mut due = Vec::with_capacity(keys.len());
-        for key in keys {
-            if let Some(w) = self.waiting.remove(&key) {
-                self.timers.remove(&w.timer);
-                due.push((w.at, Reverse(w.priority), w.seq, key));
-            }
+        let mut due = Vec::new();
+        self.take_due_into(now, &mut due);
+        if self.waiting.is_empty() {
+            self.disarm();
         }
         sorted(due)
     }
 
-    /// Starts the timers on the calling runtime's clock: a `DelayQueue` measures its deadlines
-    /// from the instant it was made, which must be read from the runtime that times them (a
-    /// queue built on a plain thread would otherwise start from the real clock). Call inside
-    /// the timer task's runtime before the first key waits.
-    fn start_here(&mut self) {
+    /// Forgets the sleep and the waker of a previous timer task: the task that starts sets
+    /// them at its first poll, in the queue's runtime.
+    fn new_task(&mut self) {
         debug_assert!(
             self.waiting.is_empty(),
             "no key waits before the timer task runs"
         );
-        self.timers = DelayQueue::new();
+        self.disarm();
+        self.waker = None;
     }
 
     /// Takes every waiting key, ordered as [`poll_due`](Self::poll_due) orders the keys due
-    /// together, and drops their timers (their runtime is gone).
+    /// together, and drops the sleep (its runtime is gone).
     fn take_all(&mut self) -> Vec<(K, i32)> {
         let due = self
             .waiting
             .drain()
             .map(|(key, w)| (w.at, Reverse(w.priority), w.seq, key))
             .collect();
-        self.timers = DelayQueue::new();
+        self.deadlines = BTreeMap::new();
+        self.disarm();
+        self.waker = None;
         sorted(due)
     }
 
-    /// Drops every waiting key and its timer.
+    /// Drops every waiting key and the sleep.
     pub(super) fn clear(&mut self) {
         self.waiting = HashMap::new();
-        self.timers = DelayQueue::new();
+        self.deadlines = BTreeMap::new();
+        self.disarm();
+        self.waker = None;
     }
 }
 
@@ -189,9 +263,9 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         if state.runtime_gone || state.machine.is_shut_down() {
             return None;
         }
+        state.timers.new_task();
         {
             let _runtime = runtime.enter();
-            state.timers.start_here();
             state.refresh = self.metrics.then(|| {
                 let first = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
                 let mut tick = tokio::time::interval_at(first, UNFINISHED_WORK_UPDATE_PERIOD);
@@ -243,8 +317,8 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
 
 /// The timer task's loop ([`start_timer_task`] polls it each time `cx` is woken).
 impl<K: QueueKey + 'static, M: Core<K>> Timed for Handle<K, M> {
-    /// Adds every waiting key whose timer rang, in deadline order, and refreshes the gauges
-    /// when their period is over; `cx` is woken at the next timer or tick.
+    /// Adds every waiting key whose deadline has passed, in deadline order, and refreshes the
+    /// gauges when their period is over; `cx` is woken at the next deadline or tick.
     fn poll_timers(&self, cx: &mut Context<'_>) {
         let mut wake = Wake::default();
         {
@@ -266,7 +340,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Timed for Handle<K, M> {
     }
 
     /// The queue's runtime shut down: every waiting key is added now, in deadline order,
-    /// rather than left with timers that will never ring; later delayed adds are added at once.
+    /// rather than left waiting for a sleep that will never ring; later delayed adds are added at once.
     fn timers_gone(&self) {
         let mut wake = Wake::default();
         {
@@ -280,5 +354,91 @@ impl<K: QueueKey + 'static, M: Core<K>> Timed for Handle<K, M> {
             self.add_due(&mut state, due, &mut wake);
         }
         self.wake(wake);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use crate::priority::AddOptions;
+    use crate::{PriorityQueue, WorkQueue};
+
+    /// Lets the timer task run until it sleeps.
+    async fn let_run() {
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_earlier_deadline_wakes_the_task_sleeping_until_a_later_one() {
+        let queue = WorkQueue::new();
+        let start = Instant::now();
+        queue.add_after("late", Duration::from_secs(1)).unwrap();
+        let_run().await;
+        queue.add_after("early", Duration::from_millis(50)).unwrap();
+        let item = queue.get().await.unwrap();
+        assert_eq!(
+            (*item, start.elapsed()),
+            ("early", Duration::from_millis(50))
+        );
+        item.done();
+        let item = queue.get().await.unwrap();
+        assert_eq!((*item, start.elapsed()), ("late", Duration::from_secs(1)));
+    }
+
+    /// The deadline is the key's own: no grid of the queue's rounds it, only tokio's timer
+    /// rounds its sleep up to the next millisecond tick.
+    #[tokio::test(start_paused = true)]
+    async fn a_key_is_added_within_tokio_s_tick_of_its_deadline() {
+        let queue = WorkQueue::new();
+        // The queue's first delayed add, 0.3 ms into a millisecond of the runtime's timer.
+        tokio::time::advance(Duration::from_micros(300)).await;
+        let deadline = Instant::now() + Duration::from_micros(1200);
+        queue.add_after("a", Duration::from_micros(1200)).unwrap();
+        let item = queue.get().await.unwrap();
+        let late = Instant::now() - deadline;
+        assert!(late < Duration::from_millis(1), "{late:?} late");
+        assert_eq!(*item, "a");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_due_at_one_wake_up_come_in_deadline_then_add_order() {
+        let queue = WorkQueue::new();
+        for (key, at) in [("late", 20), ("x", 10), ("y", 10), ("first", 5)] {
+            queue.add_after(key, Duration::from_millis(at)).unwrap();
+        }
+        let_run().await;
+        tokio::time::advance(Duration::from_millis(30)).await;
+        let_run().await;
+        assert_eq!(queue.len(), 4, "added at one wake-up");
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            let item = queue.get().await.unwrap();
+            order.push(*item);
+            item.done();
+        }
+        assert_eq!(order, ["first", "x", "y", "late"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_moved_earlier_wakes_the_task_and_a_later_one_never_delays_it() {
+        let queue = PriorityQueue::new();
+        let start = Instant::now();
+        let after = |ms| AddOptions::default().after(Duration::from_millis(ms));
+        queue.add_with("a", after(1000)).unwrap();
+        queue.add_with("b", after(40)).unwrap();
+        let_run().await;
+        queue.add_with("a", after(30)).unwrap();
+        queue.add_with("b", after(2000).priority(1)).unwrap();
+        for (key, at) in [("a", 30), ("b", 40)] {
+            let item = queue.get().await.unwrap();
+            assert_eq!((*item, start.elapsed()), (key, Duration::from_millis(at)));
+            item.done();
+        }
+        assert_eq!(queue.waiting_len(), 0);
     }
 }

@@ -12,8 +12,7 @@ use crate::task::BackgroundTask;
 /// leftover), and the task that serves it.
 ///
 /// The queue has one deadline at a time, so its timer is one [`Sleep`], reset as the deadline
-/// moves. (A `DelayQueue`, which the work queues use for a timer per waiting key, would round
-/// the deadline to its own millisecond ticks before the runtime's timer rounds it again.)
+/// moves, as the work queues' one sleep at their earliest waiting key.
 pub(crate) struct FlushTimer {
     pub(super) task: BackgroundTask,
     /// Made at the first deadline, in the queue's runtime, and reset from then on.

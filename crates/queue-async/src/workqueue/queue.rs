@@ -162,10 +162,10 @@ where
     /// they are added then, in deadline order, rather than lost.
     ///
     /// The key is never added before its deadline, and is added at the task's first wake-up
-    /// after it, together with every other key then due, in deadline order. Each key has its
-    /// own timer in a `tokio_util::time::DelayQueue` (millisecond resolution, so up to about a
-    /// millisecond late); the timer task polls nothing in between, so under paused time the
-    /// clock jumps straight to the next deadline (a queue with metrics also ticks every
+    /// after it, together with every other key then due, in deadline order. The task sleeps
+    /// until the earliest deadline on tokio's timer (millisecond ticks, so up to about a
+    /// millisecond late) and polls nothing in between, so under paused time the clock jumps
+    /// straight to the next deadline (a queue with metrics also ticks every
     /// [`UNFINISHED_WORK_UPDATE_PERIOD`](crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD)).
     ///
     /// # Errors
