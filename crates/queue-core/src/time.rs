@@ -5,7 +5,7 @@ use std::time::Duration;
 /// The workspace's one far-future limit: a year. The longest delay a delayed add honours and a
 /// retry limiter returns (longer ones are clamped to it), and where a deadline that does not fit
 /// in an instant is put instead (a huge backoff, say), so adding to an instant never fails.
-/// tokio-util's `DelayQueue` panics about two years out; no work waits a year for a retry.
+/// No work waits a year for a retry.
 ///
 /// `ctrlq-ratelimit` keeps the same value for its limiters; a test of `ctrlq-queue-async`, which
 /// sees both crates, checks that they agree.

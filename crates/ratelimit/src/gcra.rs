@@ -25,8 +25,8 @@ use crate::clock::CLOCK_MAX_NS;
 
 /// The workspace's one far-future limit: a year. The longest delay a limiter returns (a bucket's
 /// reservation further out claims nothing and returns this), and the longest delay a queue's
-/// delayed add honours (longer ones are clamped to it). tokio-util's `DelayQueue` panics about
-/// two years out; no work waits a year for a retry.
+/// delayed add honours (longer ones are clamped to it), so adding it to an instant never
+/// fails; no work waits a year for a retry.
 ///
 /// `ctrlq-queue-core` keeps the same value for the queues; a test of `ctrlq-queue-async`, which
 /// sees both crates, checks that they agree.
