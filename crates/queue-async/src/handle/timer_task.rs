@@ -441,4 +441,22 @@ mod tests {
         }
         assert_eq!(queue.waiting_len(), 0);
     }
+
+    /// A priority queue's keys due together at one priority come in the order of their first
+    /// delayed add: adding a waiting key again at the same priority and deadline keeps its place.
+    #[tokio::test(start_paused = true)]
+    async fn a_same_priority_re_add_keeps_a_waiting_keys_place() {
+        let queue = PriorityQueue::new();
+        let after = AddOptions::default().after(Duration::from_millis(10));
+        queue.add_with("x", after).unwrap();
+        queue.add_with("y", after).unwrap();
+        queue.add_with("x", after).unwrap();
+        let mut order = Vec::new();
+        for _ in 0..2 {
+            let item = queue.get().await.unwrap();
+            order.push(*item);
+            item.done();
+        }
+        assert_eq!(order, ["x", "y"]);
+    }
 }
