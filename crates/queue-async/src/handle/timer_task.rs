@@ -459,4 +459,60 @@ mod tests {
         }
         assert_eq!(order, ["x", "y"]);
     }
+
+    /// Hands out every key of `queue`, done at once, in order.
+    async fn order_of_work(queue: &WorkQueue<&'static str>, n: usize) -> Vec<&'static str> {
+        let mut order = Vec::new();
+        for _ in 0..n {
+            let item = queue.get().await.unwrap();
+            order.push(*item);
+            item.done();
+        }
+        order
+    }
+
+    /// In a work queue, a key due with others comes in the order of its delayed adds: one added
+    /// again for the same deadline keeps its place, one whose wait moved earlier counts as added
+    /// then, after the keys already waiting for that instant.
+    #[tokio::test(start_paused = true)]
+    async fn a_work_queue_orders_keys_due_together_by_their_last_effective_add() {
+        let queue = WorkQueue::new();
+        let ms = Duration::from_millis;
+        queue.add_after("x", ms(10)).unwrap();
+        queue.add_after("y", ms(10)).unwrap();
+        queue.add_after("x", ms(10)).unwrap();
+        assert_eq!(order_of_work(&queue, 2).await, ["x", "y"]);
+
+        queue.add_after("x", ms(20)).unwrap();
+        queue.add_after("y", ms(10)).unwrap();
+        queue.add_after("x", ms(10)).unwrap();
+        assert_eq!(order_of_work(&queue, 2).await, ["y", "x"]);
+    }
+
+    /// In a priority queue, a key due with others at its priority keeps the order of its first
+    /// delayed add when its wait moves earlier, and goes after them when its priority rises to
+    /// theirs.
+    #[tokio::test(start_paused = true)]
+    async fn a_priority_queue_orders_keys_due_together_by_their_add_at_that_priority() {
+        let queue = PriorityQueue::new();
+        let at = |ms| AddOptions::default().after(Duration::from_millis(ms));
+        let order = async |queue: &PriorityQueue<&'static str>| {
+            let mut order = Vec::new();
+            for _ in 0..2 {
+                let item = queue.get().await.unwrap();
+                order.push(*item);
+                item.done();
+            }
+            order
+        };
+        queue.add_with("x", at(20)).unwrap();
+        queue.add_with("y", at(10)).unwrap();
+        queue.add_with("x", at(10)).unwrap();
+        assert_eq!(order(&queue).await, ["x", "y"]);
+
+        queue.add_with("y", at(10).priority(1)).unwrap();
+        queue.add_with("x", at(10)).unwrap();
+        queue.add_with("x", at(10).priority(1)).unwrap();
+        assert_eq!(order(&queue).await, ["y", "x"]);
+    }
 }
