@@ -137,15 +137,6 @@ impl Replica {
             .collect()
     }
 
-    /// Whether it said what it holds after `ns` (a settle that follows a disturbance).
-    pub(crate) fn held_since(&self, ns: u128) -> bool {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|l| matches!(l, Line::Held { at, .. } if *at > ns))
-    }
-
     /// Closes stdin (a graceful shutdown: the held shards drain) and waits up to 10 s.
     pub(crate) fn stop(&mut self) {
         drop(self.stdin.take());
