@@ -47,15 +47,13 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     /// the gauges, starts at the first add.
     #[inline(always)]
     fn add_now<R>(&self, add: impl FnOnce(&mut State<K, M>, &mut Wake) -> R) -> R {
-        let mut wake = Wake::default();
-        let mut state = self.lock();
-        let r = add(&mut state, &mut wake);
-        if self.metrics {
-            self.ensure_timer_task(&mut state);
-        }
-        drop(state);
-        self.wake(wake);
-        r
+        self.with_lock(|state, wake| {
+            let r = add(state, wake);
+            if state.recorder.is_enabled() {
+                self.ensure_timer_task(state);
+            }
+            r
+        })
     }
 
     /// Adds `key` now, under the lock; a wait of the key ends (its priority is kept if
@@ -90,13 +88,10 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     /// Ends `key`'s wait if it has one; returns the higher of the two priorities.
     #[inline(always)]
     fn end_wait(&self, state: &mut State<K, M>, key: &K, priority: i32) -> i32 {
-        if state.timers.len() == 0 {
-            return priority;
-        }
-        match state.timers.cancel(key) {
-            Some(waited) => priority.max(waited),
-            None => priority,
-        }
+        state
+            .timers
+            .cancel(key)
+            .map_or(priority, |waited| priority.max(waited))
     }
 
     /// Counts what the machine did with an add (`key`: for the metrics, `None` without) and
@@ -110,32 +105,23 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         priority: i32,
         wake: &mut Wake,
     ) -> Result<(), AddError<K>> {
-        let label = M::HAS_PRIORITY.then_some(priority);
-        match added {
+        let newly_dirty = match added {
             AddOutcome::Queued => {
-                if let Some(k) = key
-                    && state.recorder.is_enabled()
-                {
-                    state.recorder.add_at_priority(k, label, &self.clock);
-                }
                 wake.getters += 1;
+                true
             }
+            // Dirty while processing: counted by depth and adds, as the original.
+            AddOutcome::Deferred { newly_dirty } => newly_dirty,
             AddOutcome::Raised { from } => {
-                if M::HAS_PRIORITY {
-                    state.recorder.reprioritize(from, priority);
-                }
+                state.recorder.reprioritize(from, priority);
+                false
             }
-            AddOutcome::Deferred { newly_dirty } => {
-                // Dirty while processing: counted by depth and adds, as the original.
-                if newly_dirty
-                    && let Some(k) = key
-                    && state.recorder.is_enabled()
-                {
-                    state.recorder.add_at_priority(k, label, &self.clock);
-                }
-            }
-            AddOutcome::Coalesced => {}
+            AddOutcome::Coalesced => false,
             AddOutcome::ShutDown(key) => return Err(AddError::ShutDown(key)),
+        };
+        if newly_dirty && let Some(key) = key {
+            let label = M::HAS_PRIORITY.then_some(priority);
+            state.recorder.add_at_priority(key, label, &self.clock);
         }
         Ok(())
     }

@@ -266,7 +266,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         state.timers.new_task();
         {
             let _runtime = runtime.enter();
-            state.refresh = self.metrics.then(|| {
+            state.refresh = state.recorder.is_enabled().then(|| {
                 let first = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
                 let mut tick = tokio::time::interval_at(first, UNFINISHED_WORK_UPDATE_PERIOD);
                 tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
