@@ -176,8 +176,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
         due
     }
 
-    /// Drops every waiting key, the sleep, and the waker of the timer task: a task that starts
-    /// sets them at its first poll, in the queue's runtime.
+    /// Drops every waiting key, the sleep and the timer task's waker (the queue shuts down).
     pub(super) fn clear(&mut self) {
         self.waiting = KeyedHeap::default();
         self.disarm();
@@ -203,11 +202,6 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         if state.runtime_gone || state.machine.is_shut_down() {
             return None;
         }
-        debug_assert!(
-            state.timers.len() == 0,
-            "no key waits before the timer task runs"
-        );
-        state.timers.clear();
         {
             let _runtime = runtime.enter();
             state.refresh = state.recorder.is_enabled().then(|| {

@@ -531,11 +531,8 @@ where
                 delay = limited;
             }
         }
-        if delay.is_zero() {
-            self.inner.add(key, options.priority)
-        } else {
-            self.inner.add_after(key, options.priority, delay)
-        }
+        // A zero delay adds now: the priority queue counts no retry for it.
+        self.inner.add_after(key, options.priority, delay)
     }
 
     /// Adds `key` now at `priority`: short for
