@@ -88,6 +88,10 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     /// Ends `key`'s wait if it has one; returns the higher of the two priorities.
     #[inline(always)]
     fn end_wait(&self, state: &mut State<K, M>, key: &K, priority: i32) -> i32 {
+        if state.timers.len() == 0 {
+            // Every add now asks: no key is hashed while none waits.
+            return priority;
+        }
         state
             .timers
             .cancel(key)
@@ -119,7 +123,10 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             AddOutcome::Coalesced => false,
             AddOutcome::ShutDown(key) => return Err(AddError::ShutDown(key)),
         };
-        if newly_dirty && let Some(key) = key {
+        if newly_dirty
+            && let Some(key) = key
+            && state.recorder.is_enabled()
+        {
             let label = M::HAS_PRIORITY.then_some(priority);
             state.recorder.add_at_priority(key, label, &self.clock);
         }

@@ -30,7 +30,9 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     }
 
     fn finish_locked(&self, state: &mut State<K, M>, key: &K, wake: &mut Wake) {
-        state.recorder.done(key, &self.clock);
+        if state.recorder.is_enabled() {
+            state.recorder.done(key, &self.clock);
+        }
         if state.machine.done(key, self.now_nanos()) {
             // Counted by the metrics when it became dirty, not again here (as the original).
             wake.getters += 1;

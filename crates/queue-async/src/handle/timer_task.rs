@@ -111,10 +111,6 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     /// rings early, finds nothing due and is set to the next deadline), or dropped if no key
     /// waits any more.
     pub(super) fn cancel(&mut self, key: &K) -> Option<i32> {
-        if self.waiting.is_empty() {
-            // Every add now asks: no key is hashed while none waits.
-            return None;
-        }
         let (_, (_, Reverse(priority), _)) = self.waiting.delete(key)?;
         if self.waiting.is_empty() {
             self.disarm();

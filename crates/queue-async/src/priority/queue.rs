@@ -531,8 +531,11 @@ where
                 delay = limited;
             }
         }
-        // A zero delay adds now: the priority queue counts no retry for it.
-        self.inner.add_after(key, options.priority, delay)
+        if delay.is_zero() {
+            self.inner.add(key, options.priority)
+        } else {
+            self.inner.add_after(key, options.priority, delay)
+        }
     }
 
     /// Adds `key` now at `priority`: short for
