@@ -150,22 +150,15 @@ fn write_go_bounds(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
                 Some((name, "histogram" | "gaugehistogram")) => Some(name),
                 _ => None,
             };
-            out.write_str(line)?;
+        } else if let Some((start, end)) = histogram.and_then(|family| bucket_bound(line, family))
+            && let Ok(value) = line[start..end].parse::<f64>()
+        {
+            out.write_str(&line[..start])?;
+            write_go_float(out, value)?;
+            out.write_str(&line[end..])?;
             continue;
         }
-        let le = histogram.and_then(|family| bucket_bound(line, family));
-        let Some((start, end)) = le else {
-            out.write_str(line)?;
-            continue;
-        };
-        let (before, rest) = line.split_at(start);
-        let (bound, after) = rest.split_at(end - start);
-        out.write_str(before)?;
-        match bound.parse::<f64>() {
-            Ok(value) => write_go_float(out, value)?,
-            Err(_) => out.write_str(bound)?,
-        }
-        out.write_str(after)?;
+        out.write_str(line)?;
     }
     Ok(())
 }
@@ -173,31 +166,20 @@ fn write_go_bounds(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
 /// Where the `le` label's value lies in `line` (a byte range), if the line is a bucket sample
 /// of histogram `family`.
 fn bucket_bound(line: &str, family: &str) -> Option<(usize, usize)> {
-    let labels = line.strip_prefix(family)?.strip_prefix("_bucket{")?;
-    let bytes = line.as_bytes();
-    let mut at = line.len() - labels.len();
+    // `name="value"` pairs, comma-separated; a backslash escapes the next byte of a value.
+    let mut rest = line.strip_prefix(family)?.strip_prefix("_bucket{")?;
     loop {
-        let eq = at + line.get(at..)?.find('=')?;
-        let name = line.get(at..eq)?;
-        if bytes.get(eq + 1) != Some(&b'"') {
-            return None;
-        }
-        let start = eq + 2;
-        let mut end = start;
-        loop {
-            match bytes.get(end)? {
-                b'\\' => end += 2,
-                b'"' => break,
-                _ => end += 1,
-            }
+        let (name, value) = rest.split_once("=\"")?;
+        let bytes = value.as_bytes();
+        let mut len = 0;
+        while *bytes.get(len)? != b'"' {
+            len += if bytes[len] == b'\\' { 2 } else { 1 };
         }
         if name == "le" {
-            return Some((start, end));
+            let start = line.len() - value.len();
+            return Some((start, start + len));
         }
-        if bytes.get(end + 1) != Some(&b',') {
-            return None;
-        }
-        at = end + 2;
+        rest = value.get(len + 1..)?.strip_prefix(',')?;
     }
 }
 
