@@ -108,9 +108,9 @@
 //! cross. A later deadline needs no poke: the sleep ends early, finds nothing due, and is set
 //! again.
 //!
-//! In a work or priority queue, every waiting key has its exact deadline, in a map from the key
-//! to its wait (deadline, priority, order of add) and in an index ordered by deadline. A
-//! delayed add sets them directly under the queue's lock; a key that already waits keeps the
+//! In a work or priority queue, every waiting key has its exact deadline, in a keyed heap of
+//! the keys ordered by their wait (deadline, then priority, then order of add). A
+//! delayed add sets it directly under the queue's lock; a key that already waits keeps the
 //! earlier deadline; a zero delay adds at once; an add now of a waiting key ends its wait;
 //! delays beyond [`workqueue::MAX_DELAY`] are clamped. When the task wakes, it adds every key
 //! whose deadline is at or before now in deadline order (then higher priority, then the order

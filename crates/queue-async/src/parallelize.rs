@@ -68,9 +68,6 @@ where
     if chunk_size == 0 {
         return Err(ParallelizeError::ZeroChunkSize);
     }
-    if pieces == 0 {
-        return Ok(());
-    }
     let chunks = pieces.div_ceil(chunk_size);
     let next = Arc::new(AtomicUsize::new(0));
     let work = Arc::new(work);

@@ -150,22 +150,15 @@ fn write_go_bounds(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
                 Some((name, "histogram" | "gaugehistogram")) => Some(name),
                 _ => None,
             };
-            out.write_str(line)?;
+        } else if let Some((start, end)) = histogram.and_then(|family| bucket_bound(line, family))
+            && let Ok(value) = line[start..end].parse::<f64>()
+        {
+            out.write_str(&line[..start])?;
+            write_go_float(out, value)?;
+            out.write_str(&line[end..])?;
             continue;
         }
-        let le = histogram.and_then(|family| bucket_bound(line, family));
-        let Some((start, end)) = le else {
-            out.write_str(line)?;
-            continue;
-        };
-        let (before, rest) = line.split_at(start);
-        let (bound, after) = rest.split_at(end - start);
-        out.write_str(before)?;
-        match bound.parse::<f64>() {
-            Ok(value) => write_go_float(out, value)?,
-            Err(_) => out.write_str(bound)?,
-        }
-        out.write_str(after)?;
+        out.write_str(line)?;
     }
     Ok(())
 }
@@ -173,31 +166,20 @@ fn write_go_bounds(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
 /// Where the `le` label's value lies in `line` (a byte range), if the line is a bucket sample
 /// of histogram `family`.
 fn bucket_bound(line: &str, family: &str) -> Option<(usize, usize)> {
-    let labels = line.strip_prefix(family)?.strip_prefix("_bucket{")?;
-    let bytes = line.as_bytes();
-    let mut at = line.len() - labels.len();
+    // `name="value"` pairs, comma-separated; a backslash escapes the next byte of a value.
+    let mut rest = line.strip_prefix(family)?.strip_prefix("_bucket{")?;
     loop {
-        let eq = at + line.get(at..)?.find('=')?;
-        let name = line.get(at..eq)?;
-        if bytes.get(eq + 1) != Some(&b'"') {
-            return None;
-        }
-        let start = eq + 2;
-        let mut end = start;
-        loop {
-            match bytes.get(end)? {
-                b'\\' => end += 2,
-                b'"' => break,
-                _ => end += 1,
-            }
+        let (name, value) = rest.split_once("=\"")?;
+        let bytes = value.as_bytes();
+        let mut len = 0;
+        while *bytes.get(len)? != b'"' {
+            len += if bytes[len] == b'\\' { 2 } else { 1 };
         }
         if name == "le" {
-            return Some((start, end));
+            let start = line.len() - value.len();
+            return Some((start, start + len));
         }
-        if bytes.get(end + 1) != Some(&b',') {
-            return None;
-        }
-        at = end + 2;
+        rest = value.get(len + 1..)?.strip_prefix(',')?;
     }
 }
 
@@ -214,47 +196,18 @@ fn write_go_float(out: &mut impl fmt::Write, value: f64) -> fmt::Result {
     if value == 0.0 {
         return out.write_str("0");
     }
-    // Rust's `{:e}` writes the same shortest digits: `d[.ddd]e[-]x`.
-    let scientific = format!("{:e}", value.abs());
-    let Some((mantissa, exponent)) = scientific.split_once('e') else {
-        return out.write_str(&scientific);
-    };
-    let Ok(exponent) = exponent.parse::<i32>() else {
-        return out.write_str(&scientific);
-    };
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    if value < 0.0 {
-        out.write_char('-')?;
+    // Rust's `{:e}` and `{}` write the same shortest digits as Go: `[-]d[.ddd]e[-]x`, and the
+    // plain decimal Go writes for exponents from -4 to 5.
+    let scientific = format!("{value:e}");
+    let (mantissa, exponent) = scientific
+        .split_once('e')
+        .expect("`{:e}` of a finite float has an exponent");
+    let exponent: i32 = exponent.parse().expect("`{:e}` writes an integer exponent");
+    if (-4..6).contains(&exponent) {
+        return write!(out, "{value}");
     }
-    if !(-4..6).contains(&exponent) {
-        let (first, rest) = digits.split_at(1);
-        out.write_str(first)?;
-        if !rest.is_empty() {
-            out.write_char('.')?;
-            out.write_str(rest)?;
-        }
-        let sign = if exponent < 0 { '-' } else { '+' };
-        return write!(out, "e{sign}{:02}", exponent.unsigned_abs());
-    }
-    if exponent < 0 {
-        out.write_str("0.")?;
-        for _ in 0..(-exponent - 1) {
-            out.write_char('0')?;
-        }
-        return out.write_str(&digits);
-    }
-    // 0 <= exponent < 6: the point after `exponent + 1` digits.
-    let whole = usize::try_from(exponent).unwrap_or(0) + 1;
-    if digits.len() <= whole {
-        out.write_str(&digits)?;
-        for _ in digits.len()..whole {
-            out.write_char('0')?;
-        }
-        Ok(())
-    } else {
-        let (int, frac) = digits.split_at(whole);
-        write!(out, "{int}.{frac}")
-    }
+    let sign = if exponent < 0 { '-' } else { '+' };
+    write!(out, "{mantissa}e{sign}{:02}", exponent.unsigned_abs())
 }
 
 /// Distinct priorities labelled per queue before they share `exceeded_cardinality_limit`
@@ -276,39 +229,23 @@ fn go_exponential_buckets(start: f64, factor: f64, count: usize) -> Vec<f64> {
     bounds
 }
 
-#[derive(Clone, Copy)]
-struct Buckets;
-
-impl MetricConstructor<Histogram> for Buckets {
-    fn new_metric(&self) -> Histogram {
-        // component-base's ExponentialBuckets(10e-7, 10, 10): 1 µs … 1000 s.
-        Histogram::new(go_exponential_buckets(1e-6, 10.0, 10))
-    }
+/// A duration histogram: component-base's `ExponentialBuckets(10e-7, 10, 10)`, 1 µs … 1000 s.
+fn duration_histogram() -> Histogram {
+    Histogram::new(go_exponential_buckets(1e-6, 10.0, 10))
 }
 
-// component-base's help texts, verbatim: the collector writes them as they are (a registry's
-// `register` would add a period to each).
-const DEPTH_HELP: &str = "Current depth of workqueue";
-const ADDS_HELP: &str = "Total number of adds handled by workqueue";
-const QUEUE_DURATION_HELP: &str =
-    "How long in seconds an item stays in workqueue before being requested.";
-const WORK_DURATION_HELP: &str = "How long in seconds processing an item from workqueue takes.";
-const UNFINISHED_HELP: &str = "How many seconds of work has done that is in progress and hasn't \
-     been observed by work_duration. Large values indicate stuck threads. One can deduce the \
-     number of stuck threads by observing the rate at which this increases.";
-const LONGEST_HELP: &str =
-    "How many seconds has the longest running processor for workqueue been running.";
-const RETRIES_HELP: &str = "Total number of retries handled by workqueue";
+type Durations = Family<Labels, Histogram, fn() -> Histogram>;
+type Seconds = Gauge<f64, AtomicU64>;
 
 /// The seven families; clones share their series.
 #[derive(Clone)]
 struct Families {
     depth: Family<Labels, Gauge>,
     adds: Family<Labels, Counter>,
-    queue_duration: Family<Labels, Histogram, Buckets>,
-    work_duration: Family<Labels, Histogram, Buckets>,
-    unfinished: Family<Labels, Gauge<f64, AtomicU64>>,
-    longest: Family<Labels, Gauge<f64, AtomicU64>>,
+    queue_duration: Durations,
+    work_duration: Durations,
+    unfinished: Family<Labels, Seconds>,
+    longest: Family<Labels, Seconds>,
     retries: Family<Labels, Counter>,
 }
 
@@ -317,8 +254,8 @@ impl Default for Families {
         Self {
             depth: Family::default(),
             adds: Family::default(),
-            queue_duration: Family::new_with_constructor(Buckets),
-            work_duration: Family::new_with_constructor(Buckets),
+            queue_duration: Family::new_with_constructor(duration_histogram),
+            work_duration: Family::new_with_constructor(duration_histogram),
             unfinished: Family::default(),
             longest: Family::default(),
             retries: Family::default(),
@@ -332,51 +269,50 @@ impl fmt::Debug for Families {
     }
 }
 
-fn encode_family(
-    encoder: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    family: &impl EncodeMetric,
-) -> fmt::Result {
-    let metric = encoder.encode_descriptor(name, help, None, family.metric_type())?;
-    family.encode(metric)
-}
-
 impl Collector for Families {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
-        // Counters are named without `_total` here: the encoder appends it to their samples.
-        encode_family(&mut encoder, "workqueue_depth", DEPTH_HELP, &self.depth)?;
-        encode_family(&mut encoder, "workqueue_adds", ADDS_HELP, &self.adds)?;
-        encode_family(
-            &mut encoder,
-            "workqueue_queue_duration_seconds",
-            QUEUE_DURATION_HELP,
-            &self.queue_duration,
-        )?;
-        encode_family(
-            &mut encoder,
-            "workqueue_work_duration_seconds",
-            WORK_DURATION_HELP,
-            &self.work_duration,
-        )?;
-        encode_family(
-            &mut encoder,
-            "workqueue_unfinished_work_seconds",
-            UNFINISHED_HELP,
-            &self.unfinished,
-        )?;
-        encode_family(
-            &mut encoder,
-            "workqueue_longest_running_processor_seconds",
-            LONGEST_HELP,
-            &self.longest,
-        )?;
-        encode_family(
-            &mut encoder,
-            "workqueue_retries",
-            RETRIES_HELP,
-            &self.retries,
-        )
+        // component-base's help texts, verbatim: the collector writes them as they are (a
+        // registry's `register` would add a period to each). Counters are named without
+        // `_total`: the encoder appends it to their samples.
+        let families: [(&str, &str, &dyn EncodeMetric); 7] = [
+            ("workqueue_depth", "Current depth of workqueue", &self.depth),
+            (
+                "workqueue_adds",
+                "Total number of adds handled by workqueue",
+                &self.adds,
+            ),
+            (
+                "workqueue_queue_duration_seconds",
+                "How long in seconds an item stays in workqueue before being requested.",
+                &self.queue_duration,
+            ),
+            (
+                "workqueue_work_duration_seconds",
+                "How long in seconds processing an item from workqueue takes.",
+                &self.work_duration,
+            ),
+            (
+                "workqueue_unfinished_work_seconds",
+                "How many seconds of work has done that is in progress and hasn't been observed \
+                 by work_duration. Large values indicate stuck threads. One can deduce the \
+                 number of stuck threads by observing the rate at which this increases.",
+                &self.unfinished,
+            ),
+            (
+                "workqueue_longest_running_processor_seconds",
+                "How many seconds has the longest running processor for workqueue been running.",
+                &self.longest,
+            ),
+            (
+                "workqueue_retries",
+                "Total number of retries handled by workqueue",
+                &self.retries,
+            ),
+        ];
+        for (name, help, family) in families {
+            family.encode(encoder.encode_descriptor(name, help, None, family.metric_type())?)?;
+        }
+        Ok(())
     }
 }
 
@@ -411,50 +347,53 @@ impl QueueMetrics {
     }
 }
 
-fn name(n: &str) -> Labels {
-    vec![("name".to_owned(), n.to_owned())]
+/// The series of queue `name` (and `more` labels) in `family`.
+fn series<M: Clone, C: MetricConstructor<M>>(
+    family: &Family<Labels, M, C>,
+    name: &str,
+    more: Option<(&str, String)>,
+) -> M {
+    let mut labels = vec![("name".to_owned(), name.to_owned())];
+    labels.extend(more.map(|(label, value)| (label.to_owned(), value)));
+    family.get_or_create_owned(&labels)
 }
 
-struct PGauge(Gauge);
-impl GaugeMetric for PGauge {
+impl GaugeMetric for Gauge {
     fn inc(&self) {
-        self.0.inc();
+        Gauge::inc(self);
     }
     fn dec(&self) {
-        self.0.dec();
+        Gauge::dec(self);
     }
 }
 
-struct PCounter(Counter);
-impl CounterMetric for PCounter {
+impl CounterMetric for Counter {
     fn inc(&self) {
-        self.0.inc();
+        Counter::inc(self);
     }
 }
 
-struct PHistogram(Histogram);
-impl HistogramMetric for PHistogram {
+impl HistogramMetric for Histogram {
     fn observe(&self, value: f64) {
-        self.0.observe(value);
+        Histogram::observe(self, value);
     }
 }
 
-struct PSettable(Gauge<f64, AtomicU64>);
-impl SettableGaugeMetric for PSettable {
+impl SettableGaugeMetric for Seconds {
     fn set(&self, value: f64) {
-        self.0.set(value);
+        Gauge::set(self, value);
     }
 }
 
 impl MetricsProvider for QueueMetrics {
-    fn depth(&self, n: &str) -> Arc<dyn GaugeMetric> {
-        Arc::new(PGauge(self.families.depth.get_or_create(&name(n)).clone()))
+    fn depth(&self, name: &str) -> Arc<dyn GaugeMetric> {
+        Arc::new(series(&self.families.depth, name, None))
     }
 
-    fn depth_for_priority(&self, n: &str, priority: i32) -> Arc<dyn GaugeMetric> {
+    fn depth_for_priority(&self, name: &str, priority: i32) -> Arc<dyn GaugeMetric> {
         let label = {
             let mut seen = self.priorities.lock();
-            let set = seen.entry(n.to_owned()).or_default();
+            let set = seen.entry(name.to_owned()).or_default();
             if set.contains(&priority) || set.len() < MAX_PRIORITY_LABELS {
                 set.insert(priority);
                 priority.to_string()
@@ -462,43 +401,35 @@ impl MetricsProvider for QueueMetrics {
                 "exceeded_cardinality_limit".to_owned()
             }
         };
-        let mut labels = name(n);
-        labels.push(("priority".to_owned(), label));
-        Arc::new(PGauge(self.families.depth.get_or_create(&labels).clone()))
-    }
-
-    fn adds(&self, n: &str) -> Arc<dyn CounterMetric> {
-        Arc::new(PCounter(self.families.adds.get_or_create(&name(n)).clone()))
-    }
-
-    fn queue_duration(&self, n: &str) -> Arc<dyn HistogramMetric> {
-        Arc::new(PHistogram(
-            self.families.queue_duration.get_or_create(&name(n)).clone(),
+        Arc::new(series(
+            &self.families.depth,
+            name,
+            Some(("priority", label)),
         ))
     }
 
-    fn work_duration(&self, n: &str) -> Arc<dyn HistogramMetric> {
-        Arc::new(PHistogram(
-            self.families.work_duration.get_or_create(&name(n)).clone(),
-        ))
+    fn adds(&self, name: &str) -> Arc<dyn CounterMetric> {
+        Arc::new(series(&self.families.adds, name, None))
     }
 
-    fn unfinished_work_seconds(&self, n: &str) -> Arc<dyn SettableGaugeMetric> {
-        Arc::new(PSettable(
-            self.families.unfinished.get_or_create(&name(n)).clone(),
-        ))
+    fn queue_duration(&self, name: &str) -> Arc<dyn HistogramMetric> {
+        Arc::new(series(&self.families.queue_duration, name, None))
     }
 
-    fn longest_running_processor_seconds(&self, n: &str) -> Arc<dyn SettableGaugeMetric> {
-        Arc::new(PSettable(
-            self.families.longest.get_or_create(&name(n)).clone(),
-        ))
+    fn work_duration(&self, name: &str) -> Arc<dyn HistogramMetric> {
+        Arc::new(series(&self.families.work_duration, name, None))
     }
 
-    fn retries(&self, n: &str) -> Arc<dyn CounterMetric> {
-        Arc::new(PCounter(
-            self.families.retries.get_or_create(&name(n)).clone(),
-        ))
+    fn unfinished_work_seconds(&self, name: &str) -> Arc<dyn SettableGaugeMetric> {
+        Arc::new(series(&self.families.unfinished, name, None))
+    }
+
+    fn longest_running_processor_seconds(&self, name: &str) -> Arc<dyn SettableGaugeMetric> {
+        Arc::new(series(&self.families.longest, name, None))
+    }
+
+    fn retries(&self, name: &str) -> Arc<dyn CounterMetric> {
+        Arc::new(series(&self.families.retries, name, None))
     }
 }
 

@@ -47,15 +47,13 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     /// the gauges, starts at the first add.
     #[inline(always)]
     fn add_now<R>(&self, add: impl FnOnce(&mut State<K, M>, &mut Wake) -> R) -> R {
-        let mut wake = Wake::default();
-        let mut state = self.lock();
-        let r = add(&mut state, &mut wake);
-        if self.metrics {
-            self.ensure_timer_task(&mut state);
-        }
-        drop(state);
-        self.wake(wake);
-        r
+        self.with_lock(|state, wake| {
+            let r = add(state, wake);
+            if state.recorder.is_enabled() {
+                self.ensure_timer_task(state);
+            }
+            r
+        })
     }
 
     /// Adds `key` now, under the lock; a wait of the key ends (its priority is kept if
@@ -91,12 +89,13 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     #[inline(always)]
     fn end_wait(&self, state: &mut State<K, M>, key: &K, priority: i32) -> i32 {
         if state.timers.len() == 0 {
+            // Every add now asks: no key is hashed while none waits.
             return priority;
         }
-        match state.timers.cancel(key) {
-            Some(waited) => priority.max(waited),
-            None => priority,
-        }
+        state
+            .timers
+            .cancel(key)
+            .map_or(priority, |waited| priority.max(waited))
     }
 
     /// Counts what the machine did with an add (`key`: for the metrics, `None` without) and
@@ -110,32 +109,26 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         priority: i32,
         wake: &mut Wake,
     ) -> Result<(), AddError<K>> {
-        let label = M::HAS_PRIORITY.then_some(priority);
-        match added {
+        let newly_dirty = match added {
             AddOutcome::Queued => {
-                if let Some(k) = key
-                    && state.recorder.is_enabled()
-                {
-                    state.recorder.add_at_priority(k, label, &self.clock);
-                }
                 wake.getters += 1;
+                true
             }
+            // Dirty while processing: counted by depth and adds, as the original.
+            AddOutcome::Deferred { newly_dirty } => newly_dirty,
             AddOutcome::Raised { from } => {
-                if M::HAS_PRIORITY {
-                    state.recorder.reprioritize(from, priority);
-                }
+                state.recorder.reprioritize(from, priority);
+                false
             }
-            AddOutcome::Deferred { newly_dirty } => {
-                // Dirty while processing: counted by depth and adds, as the original.
-                if newly_dirty
-                    && let Some(k) = key
-                    && state.recorder.is_enabled()
-                {
-                    state.recorder.add_at_priority(k, label, &self.clock);
-                }
-            }
-            AddOutcome::Coalesced => {}
+            AddOutcome::Coalesced => false,
             AddOutcome::ShutDown(key) => return Err(AddError::ShutDown(key)),
+        };
+        if newly_dirty
+            && let Some(key) = key
+            && state.recorder.is_enabled()
+        {
+            let label = M::HAS_PRIORITY.then_some(priority);
+            state.recorder.add_at_priority(key, label, &self.clock);
         }
         Ok(())
     }

@@ -40,7 +40,10 @@ pub(crate) trait Core<K>: Send + 'static {
     fn is_shut_down(&self) -> bool;
     fn len(&self) -> usize;
     fn processing_len(&self) -> usize;
-    fn is_idle(&self) -> bool;
+    /// Nothing queued, nothing processing.
+    fn is_idle(&self) -> bool {
+        self.len() == 0 && self.processing_len() == 0
+    }
     /// Whether a delayed add of `key` is absorbed because the key will be handed out without
     /// it: ready, or re-added while processing (the priority queue's rule, controller-runtime's;
     /// the plain work queue always waits, as client-go's delaying queue).
@@ -88,9 +91,6 @@ impl<K: QueueKey + 'static> Core<K> for WorkState<K> {
     fn processing_len(&self) -> usize {
         WorkState::processing_len(self)
     }
-    fn is_idle(&self) -> bool {
-        WorkState::is_idle(self)
-    }
     fn absorbs_delayed(&self, _key: &K) -> bool {
         false
     }
@@ -135,9 +135,6 @@ impl<K: QueueKey + 'static> Core<K> for PriorityState<K> {
     }
     fn processing_len(&self) -> usize {
         PriorityState::processing_len(self)
-    }
-    fn is_idle(&self) -> bool {
-        PriorityState::is_idle(self)
     }
     fn absorbs_delayed(&self, key: &K) -> bool {
         self.is_dirty(key)

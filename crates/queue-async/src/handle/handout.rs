@@ -30,12 +30,8 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     }
 
     fn finish_locked(&self, state: &mut State<K, M>, key: &K, wake: &mut Wake) {
-        if state.recorder.done(key, &self.clock)
-            && self.in_progress.fetch_sub(1, Ordering::SeqCst) == 1
-        {
-            // Nothing in progress: the gauges read 0 now rather than at the next refresh,
-            // which never comes once the queue is shut down.
-            state.recorder.zero_unfinished_work();
+        if state.recorder.is_enabled() {
+            state.recorder.done(key, &self.clock);
         }
         if state.machine.done(key, self.now_nanos()) {
             // Counted by the metrics when it became dirty, not again here (as the original).
@@ -144,7 +140,6 @@ impl<K: QueueKey + 'static, M: Core<K>> Source for Handle<K, M> {
                 if state.recorder.is_enabled() {
                     let label = M::HAS_PRIORITY.then_some(priority);
                     state.recorder.get_at_priority(&key, label, &self.clock);
-                    self.in_progress.fetch_add(1, Ordering::SeqCst);
                 }
                 Some(Some((key, priority)))
             }

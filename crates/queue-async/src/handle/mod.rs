@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 use tokio::time::{Instant, Interval};
 
 use crate::clock::QueueClock;
-use crate::metrics::{Handles, MetricsProvider, Recorder};
+use crate::metrics::{MetricsProvider, Recorder};
 use crate::task::BackgroundTask;
 
 mod add;
@@ -88,10 +88,6 @@ pub(crate) struct Handle<K: QueueKey, M> {
     shutting_down: AtomicBool,
     /// A drain is under way (`shut_down_with_drain`).
     draining: AtomicBool,
-    /// Whether the queue reports metrics.
-    metrics: bool,
-    /// Keys handed out and not done, counted only with metrics (to zero their gauges).
-    in_progress: AtomicUsize,
     /// Read for priority aging, the metrics and deadlines, so that calls from any thread share
     /// the runtime's clock.
     clock: QueueClock,
@@ -134,8 +130,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             limiter,
             aging,
         } = options;
-        let handles = metrics.and_then(|provider| Handles::new(&name, provider));
-        let has_metrics = handles.is_some();
+        let recorder = Recorder::new(&name, metrics);
         let limiter =
             limiter.unwrap_or_else(|| Arc::new(ctrlq_ratelimit::default_controller_rate_limiter()));
         let clock = QueueClock::new();
@@ -144,7 +139,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             name,
             state: Mutex::new(State {
                 machine: M::new(aging),
-                recorder: Recorder::shared(handles.as_ref()),
+                recorder,
                 detached: HashSet::new(),
                 timers: Timers::new(M::TIES_BY_ADD_COUNTER),
                 task: BackgroundTask::default(),
@@ -158,8 +153,6 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             limiter,
             shutting_down: AtomicBool::new(false),
             draining: AtomicBool::new(false),
-            metrics: has_metrics,
-            in_progress: AtomicUsize::new(0),
             origin: clock.now(),
             clock,
         })
@@ -199,6 +192,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     }
 
     /// Runs `f` under the lock, then wakes what it asked for.
+    #[inline(always)]
     fn with_lock<R>(&self, f: impl FnOnce(&mut State<K, M>, &mut Wake) -> R) -> R {
         let mut wake = Wake::default();
         let r = f(&mut self.lock(), &mut wake);

@@ -1,8 +1,8 @@
 //! The timer task and the waiting keys it serves. Each waiting key has its exact deadline, in a
-//! map from key to its wait (deadline, priority, order of add) and in an index ordered by
-//! deadline; one `tokio::time::Sleep` is set at the earliest deadline.
+//! keyed heap of the keys by their wait (deadline, priority, order of add), the order in which
+//! keys due together are added; one `tokio::time::Sleep` is set at the earliest deadline.
 //!
-//! The map and the index live under the queue's lock; only the timer task sets the sleep. A
+//! The heap lives under the queue's lock; only the timer task sets the sleep. A
 //! delayed add whose deadline is earlier than the one the sleep is set to wakes the task, which
 //! sets the sleep again; a later deadline, a cancelled wait or a moved one needs no wake-up (the
 //! sleep rings early, finds nothing due, and is set to the next deadline). The timer task (on
@@ -16,13 +16,12 @@
 //! wakes, so a key is as late as tokio's timer alone makes it.
 
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
 use std::task::{Context, Waker};
 
-use hashbrown::HashMap;
+use ctrlq_queue_core::KeyedHeap;
 use tokio::runtime;
 use tokio::time::{Instant, MissedTickBehavior, Sleep};
 use tracing::debug;
@@ -33,10 +32,8 @@ use crate::task::{Timed, start_timer_task};
 
 /// The waiting keys, their deadlines and the one sleep until the earliest.
 pub(super) struct Timers<K> {
-    waiting: HashMap<K, Waiting>,
-    /// Every waiting key by its deadline, then by the entry's number (unique), which
-    /// [`Waiting::entry`] holds.
-    deadlines: BTreeMap<(Instant, u64), K>,
+    /// Every waiting key with its wait, in the order they are due.
+    waiting: KeyedHeap<K, Wait>,
     /// The sleep until `armed`: made by the timer task, in the queue's runtime, at the first
     /// deadline it sets, and reset from then on; dropped when no key waits (an idle queue holds
     /// no timer, so paused time does not stop on it).
@@ -46,29 +43,20 @@ pub(super) struct Timers<K> {
     /// The timer task's waker, taken by the add that sets an earlier deadline than `armed`.
     waker: Option<Waker>,
     /// Numbers the delayed adds: the order that breaks ties between keys due at the same
-    /// instant with the same priority (see [`Core::TIES_BY_ADD_COUNTER`]), and the entries'
-    /// numbers in `deadlines`.
+    /// instant with the same priority (see [`Core::TIES_BY_ADD_COUNTER`]).
     seq: u64,
     ties_by_add_counter: bool,
 }
 
-/// One key's wait.
-struct Waiting {
-    at: Instant,
-    priority: i32,
-    seq: u64,
-    /// Its entry in [`Timers::deadlines`]: `(at, entry)`.
-    entry: u64,
-}
-
-/// A due key with what orders it among the keys due with it.
-type Due<K> = (Instant, Reverse<i32>, u64, K);
+/// One key's wait: its deadline, then its priority (higher first), then the number of the
+/// delayed add that orders it among the keys due with it. Every key's number is its own, so
+/// the order of the waiting keys is total.
+type Wait = (Instant, Reverse<i32>, u64);
 
 impl<K: Hash + Eq + Clone> Timers<K> {
     pub(super) fn new(ties_by_add_counter: bool) -> Self {
         Timers {
-            waiting: HashMap::new(),
-            deadlines: BTreeMap::new(),
+            waiting: KeyedHeap::default(),
             sleep: None,
             armed: None,
             waker: None,
@@ -85,38 +73,29 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     /// the two priorities; wakes the timer task if `at` is earlier than its sleep.
     pub(super) fn wait_until(&mut self, key: K, priority: i32, at: Instant) {
         self.seq += 1;
-        if let Some(w) = self.waiting.get_mut(&key) {
-            let (raised, moved) = (priority > w.priority, at < w.at);
-            if raised {
-                w.priority = priority;
-            }
-            if moved {
-                let key = self
-                    .deadlines
-                    .remove(&(w.at, w.entry))
-                    .expect("every waiting key has its entry");
-                w.at = at;
-                w.entry = self.seq;
-                self.deadlines.insert((at, self.seq), key);
-            }
-            if (self.ties_by_add_counter && raised) || (!self.ties_by_add_counter && moved) {
-                w.seq = self.seq;
-            }
-            if moved {
-                self.poke(at);
-            }
-            return;
+        let (seq, ties_by_add_counter) = (self.seq, self.ties_by_add_counter);
+        let mut moved = true;
+        let waits = self
+            .waiting
+            .update(&key, |(w_at, Reverse(w_priority), w_seq)| {
+                let raised = priority > *w_priority;
+                moved = at < *w_at;
+                if raised {
+                    *w_priority = priority;
+                }
+                if moved {
+                    *w_at = at;
+                }
+                if (ties_by_add_counter && raised) || (!ties_by_add_counter && moved) {
+                    *w_seq = seq;
+                }
+            });
+        if !waits {
+            self.waiting.add(key, (at, Reverse(priority), seq));
         }
-        let seq = self.seq;
-        self.deadlines.insert((at, seq), key.clone());
-        let w = Waiting {
-            at,
-            priority,
-            seq,
-            entry: seq,
-        };
-        self.waiting.insert(key, w);
-        self.poke(at);
+        if moved {
+            self.poke(at);
+        }
     }
 
     /// Wakes the timer task if `at` is earlier than the deadline its sleep is set to.
@@ -132,12 +111,11 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     /// rings early, finds nothing due and is set to the next deadline), or dropped if no key
     /// waits any more.
     pub(super) fn cancel(&mut self, key: &K) -> Option<i32> {
-        let w = self.waiting.remove(key)?;
-        self.deadlines.remove(&(w.at, w.entry));
+        let (_, (_, Reverse(priority), _)) = self.waiting.delete(key)?;
         if self.waiting.is_empty() {
             self.disarm();
         }
-        Some(w.priority)
+        Some(priority)
     }
 
     /// Drops the sleep: no key waits.
@@ -153,11 +131,9 @@ impl<K: Hash + Eq + Clone> Timers<K> {
         if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             self.waker = Some(cx.waker().clone());
         }
-        let mut due = Vec::new();
-        self.take_due_into(Instant::now(), &mut due);
-        let Some(&(next, _)) = self.deadlines.keys().next() else {
-            self.disarm();
-            return sorted(due);
+        let due = self.take_due(Some(Instant::now()));
+        let Some((_, &(next, ..))) = self.waiting.peek() else {
+            return due;
         };
         if self.armed != Some(next) {
             match &mut self.sleep {
@@ -174,75 +150,34 @@ impl<K: Hash + Eq + Clone> Timers<K> {
             self.armed = None;
             cx.waker().wake_by_ref();
         }
-        sorted(due)
+        due
     }
 
-    /// Takes every key whose deadline is at or before `now` into `due`, unordered.
-    fn take_due_into(&mut self, now: Instant, due: &mut Vec<Due<K>>) {
-        while let Some(entry) = self.deadlines.first_entry() {
-            if entry.key().0 > now {
-                break;
-            }
-            let key = entry.remove();
-            let w = self
-                .waiting
-                .remove(&key)
-                .expect("every entry belongs to a waiting key");
-            due.push((w.at, Reverse(w.priority), w.seq, key));
-        }
-    }
-
-    /// Takes every key whose deadline is at or before `now`, in the order of
-    /// [`poll_due`](Self::poll_due), whether or not the sleep has rung.
-    #[cfg(feature = "test-util")]
-    fn take_due(&mut self, now: Instant) -> Vec<(K, i32)> {
+    /// Takes every key whose deadline is at or before `now` (every key, with `None`), in the
+    /// order of [`poll_due`](Self::poll_due), whether or not the sleep has rung; the sleep is
+    /// dropped if no key waits any more.
+    fn take_due(&mut self, now: Option<Instant>) -> Vec<(K, i32)> {
         let mut due = Vec::new();
-        self.take_due_into(now, &mut due);
+        while self
+            .waiting
+            .peek()
+            .is_some_and(|(_, &(at, ..))| now.is_none_or(|now| at <= now))
+            && let Some((key, (_, Reverse(priority), _))) = self.waiting.pop()
+        {
+            due.push((key, priority));
+        }
         if self.waiting.is_empty() {
             self.disarm();
         }
-        sorted(due)
+        due
     }
 
-    /// Forgets the sleep and the waker of a previous timer task: the task that starts sets
-    /// them at its first poll, in the queue's runtime.
-    fn new_task(&mut self) {
-        debug_assert!(
-            self.waiting.is_empty(),
-            "no key waits before the timer task runs"
-        );
-        self.disarm();
-        self.waker = None;
-    }
-
-    /// Takes every waiting key, ordered as [`poll_due`](Self::poll_due) orders the keys due
-    /// together, and drops the sleep (its runtime is gone).
-    fn take_all(&mut self) -> Vec<(K, i32)> {
-        let due = self
-            .waiting
-            .drain()
-            .map(|(key, w)| (w.at, Reverse(w.priority), w.seq, key))
-            .collect();
-        self.deadlines = BTreeMap::new();
-        self.disarm();
-        self.waker = None;
-        sorted(due)
-    }
-
-    /// Drops every waiting key and the sleep.
+    /// Drops every waiting key, the sleep and the timer task's waker (the queue shuts down).
     pub(super) fn clear(&mut self) {
-        self.waiting = HashMap::new();
-        self.deadlines = BTreeMap::new();
+        self.waiting = KeyedHeap::default();
         self.disarm();
         self.waker = None;
     }
-}
-
-fn sorted<K>(mut due: Vec<Due<K>>) -> Vec<(K, i32)> {
-    due.sort_unstable_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
-    due.into_iter()
-        .map(|(_, Reverse(p), _, k)| (k, p))
-        .collect()
 }
 
 // ===== the timer task =====
@@ -263,10 +198,9 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         if state.runtime_gone || state.machine.is_shut_down() {
             return None;
         }
-        state.timers.new_task();
         {
             let _runtime = runtime.enter();
-            state.refresh = self.metrics.then(|| {
+            state.refresh = state.recorder.is_enabled().then(|| {
                 let first = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
                 let mut tick = tokio::time::interval_at(first, UNFINISHED_WORK_UPDATE_PERIOD);
                 tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -299,19 +233,16 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     /// Adds every waiting key whose deadline is at or before now (test helper).
     #[cfg(feature = "test-util")]
     pub(crate) fn settle(&self) {
-        let mut wake = Wake::default();
-        {
-            let mut state = self.lock();
+        self.with_lock(|state, wake| {
             let Some(runtime) = self.clock.runtime().filter(|_| state.task.running()) else {
                 return;
             };
             let due = {
                 let _runtime = runtime.enter();
-                state.timers.take_due(Instant::now())
+                state.timers.take_due(Some(Instant::now()))
             };
-            self.add_due(&mut state, due, &mut wake);
-        }
-        self.wake(wake);
+            self.add_due(state, due, wake);
+        });
     }
 }
 
@@ -320,11 +251,9 @@ impl<K: QueueKey + 'static, M: Core<K>> Timed for Handle<K, M> {
     /// Adds every waiting key whose deadline has passed, in deadline order, and refreshes the
     /// gauges when their period is over; `cx` is woken at the next deadline or tick.
     fn poll_timers(&self, cx: &mut Context<'_>) {
-        let mut wake = Wake::default();
-        {
-            let mut state = self.lock();
+        self.with_lock(|state, wake| {
             let due = state.timers.poll_due(cx);
-            self.add_due(&mut state, due, &mut wake);
+            self.add_due(state, due, wake);
             let mut refresh = false;
             if let Some(tick) = &mut state.refresh {
                 // Polled until pending, so that `cx` is woken at the next tick.
@@ -335,25 +264,21 @@ impl<K: QueueKey + 'static, M: Core<K>> Timed for Handle<K, M> {
             if refresh {
                 state.recorder.update_unfinished_work(&self.clock);
             }
-        }
-        self.wake(wake);
+        });
     }
 
     /// The queue's runtime shut down: every waiting key is added now, in deadline order,
     /// rather than left waiting for a sleep that will never ring; later delayed adds are added at once.
     fn timers_gone(&self) {
-        let mut wake = Wake::default();
-        {
-            let mut state = self.lock();
+        self.with_lock(|state, wake| {
             state.runtime_gone = true;
             state.refresh = None;
-            let due = state.timers.take_all();
+            let due = state.timers.take_due(None);
             if !due.is_empty() {
                 debug!(queue = %self.name, waiting = due.len(), "the queue's runtime shut down: waits end now");
             }
-            self.add_due(&mut state, due, &mut wake);
-        }
-        self.wake(wake);
+            self.add_due(state, due, wake);
+        });
     }
 }
 

@@ -62,10 +62,9 @@ pub mod testing;
 
 use std::fmt;
 use std::hash::Hash;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use hashbrown::HashMap;
-use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use crate::clock::QueueClock;
@@ -75,67 +74,11 @@ pub use provider::{
     SettableGaugeMetric, UNFINISHED_WORK_UPDATE_PERIOD,
 };
 
-/// The metric handles of one queue: made from its provider once, when the queue is built.
-pub(crate) struct Handles {
-    name: Arc<str>,
-    provider: Arc<dyn MetricsProvider>,
-    /// Asked for on first use, so a priority queue (which labels depth by priority) does not
-    /// export an idle unlabelled series.
-    depth: OnceLock<Arc<dyn GaugeMetric>>,
-    /// The depth gauge of each priority asked for so far (priority queue only).
-    priority_depth: Mutex<HashMap<i32, Arc<dyn GaugeMetric>>>,
-    adds: Arc<dyn CounterMetric>,
-    queue_duration: Arc<dyn HistogramMetric>,
-    work_duration: Arc<dyn HistogramMetric>,
-    unfinished: Arc<dyn SettableGaugeMetric>,
-    longest: Arc<dyn SettableGaugeMetric>,
-    retries: Arc<dyn CounterMetric>,
-}
-
-impl Handles {
-    /// The handles of queue `name`, each asked of `provider` once; none if the name is empty
-    /// (as client-go).
-    pub(crate) fn new(name: &str, provider: Arc<dyn MetricsProvider>) -> Option<Arc<Self>> {
-        if name.is_empty() {
-            return None;
-        }
-        Some(Arc::new(Self {
-            name: Arc::from(name),
-            depth: OnceLock::new(),
-            priority_depth: Mutex::new(HashMap::new()),
-            adds: provider.adds(name),
-            queue_duration: provider.queue_duration(name),
-            work_duration: provider.work_duration(name),
-            unfinished: provider.unfinished_work_seconds(name),
-            longest: provider.longest_running_processor_seconds(name),
-            retries: provider.retries(name),
-            provider,
-        }))
-    }
-
-    /// The depth gauge, asked of the provider at the first call.
-    fn depth(&self) -> Arc<dyn GaugeMetric> {
-        self.depth
-            .get_or_init(|| self.provider.depth(&self.name))
-            .clone()
-    }
-
-    /// The depth gauge of `priority`, asked of the provider at the first call for it.
-    fn priority_depth(&self, priority: i32) -> Arc<dyn GaugeMetric> {
-        self.priority_depth
-            .lock()
-            .entry(priority)
-            .or_insert_with(|| self.provider.depth_for_priority(&self.name, priority))
-            .clone()
-    }
-}
-
-/// The recorder of a queue, called under the queue's lock: client-go's `queueMetrics`,
-/// reporting through the queue's [`Handles`].
+/// The recorder of a queue, called under the queue's lock: client-go's `queueMetrics`.
 ///
-/// Disabled (no provider) it keeps nothing and records nothing. Enabled it keeps, per key, when
-/// it became dirty and when it was handed out, and drops both at `done`, so no clone of a key
-/// outlives its processing.
+/// Disabled (no provider, or an empty name) it keeps nothing and records nothing. Enabled it
+/// keeps, per key, when it became dirty and when it was handed out, and drops both at `done`,
+/// so no clone of a key outlives its processing.
 pub(crate) struct Recorder<K> {
     inner: Option<Box<Enabled<K>>>,
 }
@@ -172,12 +115,21 @@ impl Drop for Depth {
     }
 }
 
+/// The metric handles of one queue, each asked of its provider once: when the queue is built,
+/// except the depth gauges, asked for at their first use (so a priority queue, which labels
+/// depth by priority, does not export an idle unlabelled series).
 struct Enabled<K> {
-    handles: Arc<Handles>,
-    /// This recorder's share of the depth gauge, taken at its first use.
+    name: String,
+    provider: Arc<dyn MetricsProvider>,
     depth: Option<Depth>,
-    /// This recorder's share of each priority's depth gauge (priority queue only).
+    /// The depth gauge of each priority seen so far (priority queue only).
     priority_depth: HashMap<i32, Depth>,
+    adds: Arc<dyn CounterMetric>,
+    queue_duration: Arc<dyn HistogramMetric>,
+    work_duration: Arc<dyn HistogramMetric>,
+    unfinished: Arc<dyn SettableGaugeMetric>,
+    longest: Arc<dyn SettableGaugeMetric>,
+    retries: Arc<dyn CounterMetric>,
     add_times: HashMap<K, Instant>,
     start_times: HashMap<K, Instant>,
 }
@@ -188,7 +140,7 @@ impl<K> fmt::Debug for Recorder<K> {
             None => f.write_str("Recorder(disabled)"),
             Some(e) => f
                 .debug_struct("Recorder")
-                .field("name", &e.handles.name)
+                .field("name", &e.name)
                 .field("dirty", &e.add_times.len())
                 .field("processing", &e.start_times.len())
                 .finish(),
@@ -197,25 +149,26 @@ impl<K> fmt::Debug for Recorder<K> {
 }
 
 impl<K: Hash + Eq + Clone> Recorder<K> {
-    /// A recorder for queue `name`; disabled if the name is empty (as client-go).
-    #[cfg(test)]
-    pub(crate) fn new(name: &str, provider: Arc<dyn MetricsProvider>) -> Self {
-        Self::shared(Handles::new(name, provider).as_ref())
-    }
-
-    /// A recorder that reports through `handles`; disabled without.
-    pub(crate) fn shared(handles: Option<&Arc<Handles>>) -> Self {
-        Self {
-            inner: handles.map(|handles| {
-                Box::new(Enabled {
-                    handles: Arc::clone(handles),
-                    depth: None,
-                    priority_depth: HashMap::new(),
-                    add_times: HashMap::new(),
-                    start_times: HashMap::new(),
-                })
-            }),
-        }
+    /// A recorder for queue `name` reporting through `provider`; disabled without one or with
+    /// an empty name (as client-go).
+    pub(crate) fn new(name: &str, provider: Option<Arc<dyn MetricsProvider>>) -> Self {
+        let inner = provider.filter(|_| !name.is_empty()).map(|provider| {
+            Box::new(Enabled {
+                name: name.to_owned(),
+                depth: None,
+                priority_depth: HashMap::new(),
+                adds: provider.adds(name),
+                queue_duration: provider.queue_duration(name),
+                work_duration: provider.work_duration(name),
+                unfinished: provider.unfinished_work_seconds(name),
+                longest: provider.longest_running_processor_seconds(name),
+                retries: provider.retries(name),
+                provider,
+                add_times: HashMap::new(),
+                start_times: HashMap::new(),
+            })
+        });
+        Self { inner }
     }
 
     /// Whether anything is recorded (callers skip periodic work when not).
@@ -235,7 +188,7 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
         let Some(e) = self.inner.as_deref_mut() else {
             return;
         };
-        e.handles.adds.inc();
+        e.adds.inc();
         e.depth(priority).inc();
         if !e.add_times.contains_key(key) {
             e.add_times.insert(key.clone(), clock.now());
@@ -268,84 +221,74 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
         let now = clock.now();
         e.start_times.insert(key.clone(), now);
         if let Some(added) = e.add_times.remove(key) {
-            e.handles
-                .queue_duration
+            e.queue_duration
                 .observe(now.saturating_duration_since(added).as_secs_f64());
         }
     }
 
-    /// The worker finished `key`: whether a hand-out of it was recorded (and now ended). The
-    /// queue zeroes the unfinished-work gauges when its last one ends.
-    pub(crate) fn done(&mut self, key: &K, clock: &QueueClock) -> bool {
+    /// The worker finished `key`. When it was the last key in progress, the unfinished-work
+    /// gauges read 0 now rather than at the next refresh, which never comes once the queue is
+    /// shut down.
+    pub(crate) fn done(&mut self, key: &K, clock: &QueueClock) {
         let Some(e) = self.inner.as_deref_mut() else {
-            return false;
+            return;
         };
         let Some(started) = e.start_times.remove(key) else {
-            return false;
+            return;
         };
-        e.handles
-            .work_duration
+        e.work_duration
             .observe(clock.now().saturating_duration_since(started).as_secs_f64());
-        true
+        if e.start_times.is_empty() {
+            e.set_unfinished_work(0.0, 0.0);
+        }
     }
 
     /// A delayed or rate-limited add was accepted.
     pub(crate) fn retry(&self) {
         if let Some(e) = self.inner.as_deref() {
-            e.handles.retries.inc();
+            e.retries.inc();
         }
     }
 
-    /// The sum of the ages of this recorder's items in progress at `now`, and the oldest age
-    /// (seconds; zeros when disabled).
-    pub(crate) fn unfinished_work(&self, now: Instant) -> (f64, f64) {
+    /// Sets the unfinished-work gauge to the sum of the ages of the items in progress, and the
+    /// longest-running gauge to the oldest age (seconds).
+    pub(crate) fn update_unfinished_work(&self, clock: &QueueClock) {
         let Some(e) = self.inner.as_deref() else {
-            return (0.0, 0.0);
+            return;
         };
-        let mut total = 0.0;
-        let mut longest = 0.0_f64;
+        let now = clock.now();
+        let (mut total, mut longest) = (0.0, 0.0_f64);
         for started in e.start_times.values() {
             let age = now.saturating_duration_since(*started).as_secs_f64();
             total += age;
             longest = longest.max(age);
         }
-        (total, longest)
-    }
-
-    /// Sets the unfinished-work and longest-running gauges.
-    pub(crate) fn set_unfinished_work(&self, total: f64, longest: f64) {
-        if let Some(e) = self.inner.as_deref() {
-            e.handles.unfinished.set(total);
-            e.handles.longest.set(longest);
-        }
-    }
-
-    /// Sets both gauges to 0: nothing is in progress.
-    pub(crate) fn zero_unfinished_work(&self) {
-        self.set_unfinished_work(0.0, 0.0);
-    }
-
-    /// Refreshes the gauges from the items in progress.
-    pub(crate) fn update_unfinished_work(&self, clock: &QueueClock) {
-        let (total, longest) = self.unfinished_work(clock.now());
-        self.set_unfinished_work(total, longest);
+        e.set_unfinished_work(total, longest);
     }
 }
 
 impl<K> Enabled<K> {
+    /// The depth gauge of `priority` (`None`: the unlabelled one), asked of the provider at
+    /// its first use.
     fn depth(&mut self, priority: Option<i32>) -> &mut Depth {
         let Self {
-            handles,
+            name,
+            provider,
             depth,
             priority_depth,
             ..
         } = self;
         match priority {
-            None => depth.get_or_insert_with(|| Depth::new(handles.depth())),
+            None => depth.get_or_insert_with(|| Depth::new(provider.depth(name))),
             Some(p) => priority_depth
                 .entry(p)
-                .or_insert_with(|| Depth::new(handles.priority_depth(p))),
+                .or_insert_with(|| Depth::new(provider.depth_for_priority(name, p))),
         }
+    }
+
+    fn set_unfinished_work(&self, total: f64, longest: f64) {
+        self.unfinished.set(total);
+        self.longest.set(longest);
     }
 }
 
@@ -353,8 +296,7 @@ impl<K> Drop for Enabled<K> {
     /// Items still in progress when the queue goes are no longer anybody's unfinished work.
     fn drop(&mut self) {
         if !self.start_times.is_empty() {
-            self.handles.unfinished.set(0.0);
-            self.handles.longest.set(0.0);
+            self.set_unfinished_work(0.0, 0.0);
         }
     }
 }
@@ -369,7 +311,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn client_go_metrics_sequence() {
         let p = Arc::new(RecordingProvider::default());
-        let mut r = Recorder::new("test", p.clone());
+        let mut r = Recorder::new("test", Some(p.clone()));
         let step = |d| tokio::time::advance(d);
         let clock = QueueClock::new();
 
@@ -407,7 +349,7 @@ mod tests {
     #[test]
     fn empty_name_disables() {
         let p = Arc::new(RecordingProvider::default());
-        let mut r = Recorder::new("", p.clone());
+        let mut r = Recorder::new("", Some(p.clone()));
         assert!(!r.is_enabled());
         r.add(&1);
         r.retry();
@@ -418,7 +360,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn priority_depth_moves_between_labels() {
         let p = Arc::new(RecordingProvider::default());
-        let mut r = Recorder::new("q", p.clone());
+        let mut r = Recorder::new("q", Some(p.clone()));
         let clock = QueueClock::new();
         r.add_at_priority(&"a", Some(0), &clock);
         r.add_at_priority(&"b", Some(0), &clock);

@@ -117,6 +117,7 @@ impl AddOptions {
 /// assert_eq!((*item.key(), item.priority()), ("user/b", 10));
 /// # }
 /// ```
+#[derive(Clone)]
 pub struct PriorityQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -558,18 +559,6 @@ where
     /// ```
     pub fn add_with_priority(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
         self.inner.add(key, priority)
-    }
-}
-
-impl<K> Clone for PriorityQueue<K>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            items: self.items.clone(),
-        }
     }
 }
 

@@ -60,6 +60,7 @@ use crate::item::ItemQueue;
 /// assert_eq!(worker.await.unwrap(), ["ns/a"]);
 /// # }
 /// ```
+#[derive(Clone)]
 pub struct WorkQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -461,18 +462,6 @@ where
     /// ```
     pub fn add_all(&self, keys: impl IntoIterator<Item = K>) -> Result<(), AddError<Vec<K>>> {
         self.inner.add_all(keys.into_iter().collect())
-    }
-}
-
-impl<K> Clone for WorkQueue<K>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            items: self.items.clone(),
-        }
     }
 }
 
