@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{RoundMode, Timestamp, TimestampRound, Unit};
 use std::collections::BTreeMap;
 
 use kube::api::{GetParams, ListParams, PostParams};
@@ -249,16 +249,21 @@ impl LeaseLock {
         }
     }
 
-    /// Caches `lease` and returns its version.
-    fn seen(&self, lease: Lease) -> Result<String, LockError> {
-        let version = lease
-            .metadata
-            .resource_version
-            .clone()
-            .ok_or_else(|| LockError::Backend(Box::new(Malformed("no resourceVersion"))))?;
+    /// Caches `lease` and returns its record and version.
+    fn seen(&self, lease: Lease) -> Result<Versioned, LockError> {
+        let versioned = versioned(&lease)?;
         self.cache(Some(lease));
-        Ok(version)
+        Ok(versioned)
     }
+}
+
+/// The record and version of `lease`.
+fn versioned(lease: &Lease) -> Result<Versioned, LockError> {
+    let version = lease.metadata.resource_version.clone();
+    let version =
+        version.ok_or_else(|| LockError::Backend(Box::new(Malformed("no resourceVersion"))))?;
+    let record = spec_to_record(lease.spec.as_ref().unwrap_or(&LeaseSpec::default()));
+    Ok(Versioned { record, version })
 }
 
 /// client-go's `LeaderElectionRecordToLeaseSpec`, onto `spec` (whose other fields stay).
@@ -287,36 +292,27 @@ pub(crate) fn spec_to_record(spec: &LeaseSpec) -> LeaderRecord {
     }
 }
 
-/// A wall-clock time as a `MicroTime`, truncated to whole microseconds as the API server
-/// stores it.
+/// A wall-clock time as a `MicroTime`, floored to whole microseconds as the API server stores
+/// it; a time a `MicroTime` cannot hold is the epoch.
 fn micro_time(t: SystemTime) -> MicroTime {
-    let ts = match t.duration_since(SystemTime::UNIX_EPOCH) {
-        Ok(d) => Timestamp::new(
-            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            i32::try_from(d.subsec_micros() * 1000).unwrap_or(0),
-        ),
-        Err(e) => {
-            // Before the epoch: round the magnitude up to whole microseconds, then negate.
-            let d = e.duration();
-            let micros = i128::try_from(d.as_nanos().div_ceil(1000)).unwrap_or(i128::MAX);
-            Timestamp::from_nanosecond(-micros * 1000)
-        }
-    };
+    let floor = TimestampRound::new()
+        .smallest(Unit::Microsecond)
+        .mode(RoundMode::Floor);
+    let ts = Timestamp::try_from(t).and_then(|ts| ts.round(floor));
     MicroTime(ts.unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
+/// A `MicroTime` as a wall-clock time; one this platform's `SystemTime` cannot hold is the
+/// epoch.
 fn system_time(t: &MicroTime) -> SystemTime {
-    let nanos = t.0.as_nanosecond();
-    let magnitude = Duration::new(
-        u64::try_from(nanos.unsigned_abs() / 1_000_000_000).unwrap_or(u64::MAX),
-        u32::try_from(nanos.unsigned_abs() % 1_000_000_000).unwrap_or(0),
-    );
-    if nanos >= 0 {
-        SystemTime::UNIX_EPOCH.checked_add(magnitude)
+    let d = t.0.as_duration();
+    let (epoch, magnitude) = (SystemTime::UNIX_EPOCH, d.unsigned_abs());
+    let t = if d.is_negative() {
+        epoch.checked_sub(magnitude)
     } else {
-        SystemTime::UNIX_EPOCH.checked_sub(magnitude)
-    }
-    .unwrap_or(SystemTime::UNIX_EPOCH)
+        epoch.checked_add(magnitude)
+    };
+    t.unwrap_or(epoch)
 }
 
 #[async_trait::async_trait]
@@ -328,9 +324,7 @@ impl Lock for LeaseLock {
                 LockError::Conflict,
             )
             .await?;
-        let record = spec_to_record(lease.spec.as_ref().unwrap_or(&LeaseSpec::default()));
-        let version = self.seen(lease)?;
-        Ok(Versioned { record, version })
+        self.seen(lease)
     }
 
     async fn create(&self, record: LeaderRecord) -> Result<String, LockError> {
@@ -355,7 +349,7 @@ impl Lock for LeaseLock {
                 LockError::AlreadyExists,
             )
             .await?;
-        self.seen(created)
+        self.seen(created).map(|v| v.version)
     }
 
     async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
@@ -372,7 +366,7 @@ impl Lock for LeaseLock {
                 LockError::Conflict,
             )
             .await?;
-        self.seen(replaced)
+        self.seen(replaced).map(|v| v.version)
     }
 
     fn identity(&self) -> &str {
@@ -404,12 +398,7 @@ impl Lock for LeaseLock {
             if !name.starts_with(prefix) {
                 continue;
             }
-            let record = spec_to_record(lease.spec.as_ref().unwrap_or(&LeaseSpec::default()));
-            let version = lease
-                .metadata
-                .resource_version
-                .ok_or_else(|| LockError::Backend(Box::new(Malformed("no resourceVersion"))))?;
-            listed.push((name, Versioned { record, version }));
+            listed.push((name, versioned(&lease)?));
         }
         listed.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(listed)

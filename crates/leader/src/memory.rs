@@ -275,39 +275,45 @@ impl MemoryLock {
         Ok(v)
     }
 
-    fn seen(&self, v: Option<u64>) {
-        *self.last_seen.lock() = v;
+    /// Remembers `v` as the version this lock last saw, and returns it as the lock's version.
+    fn seen(&self, v: u64) -> String {
+        *self.last_seen.lock() = Some(v);
+        v.to_string()
+    }
+
+    /// One operation of this lock: logged, delayed and failed as the injected faults say, with
+    /// `apply` run at the store between the two halves of a delay (its error returns at once).
+    async fn op<T>(
+        &self,
+        name: &'static str,
+        apply: impl FnOnce() -> Result<T, LockError>,
+    ) -> Result<T, LockError> {
+        let back = self.store.enter(&self.identity, name).await?;
+        let out = apply()?;
+        tokio::time::sleep(back).await;
+        Ok(out)
     }
 }
 
 #[async_trait::async_trait]
 impl Lock for MemoryLock {
     async fn get(&self) -> Result<Versioned, LockError> {
-        let back = self.store.enter(&self.identity, "get").await?;
-        let found = self.store.state().records.get(&self.name).cloned();
-        tokio::time::sleep(back).await;
-        let (record, v) = found.ok_or(LockError::NotFound)?;
-        self.seen(Some(v));
-        Ok(Versioned {
-            record,
-            version: v.to_string(),
-        })
+        let found = self.op("get", || {
+            Ok(self.store.state().records.get(&self.name).cloned())
+        });
+        let (record, v) = found.await?.ok_or(LockError::NotFound)?;
+        let version = self.seen(v);
+        Ok(Versioned { record, version })
     }
 
     async fn create(&self, record: LeaderRecord) -> Result<String, LockError> {
-        let back = self.store.enter(&self.identity, "create").await?;
-        let v = self.apply_create(record)?;
-        tokio::time::sleep(back).await;
-        self.seen(Some(v));
-        Ok(v.to_string())
+        let v = self.op("create", || self.apply_create(record)).await?;
+        Ok(self.seen(v))
     }
 
     async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
-        let back = self.store.enter(&self.identity, "update").await?;
-        let v = self.apply_update(record)?;
-        tokio::time::sleep(back).await;
-        self.seen(Some(v));
-        Ok(v.to_string())
+        let v = self.op("update", || self.apply_update(record)).await?;
+        Ok(self.seen(v))
     }
 
     fn identity(&self) -> &str {
@@ -323,23 +329,18 @@ impl Lock for MemoryLock {
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<(String, Versioned)>, LockError> {
-        let back = self.store.enter(&self.identity, "list").await?;
-        let found: Vec<_> = self
-            .store
-            .state()
-            .records
-            .range(prefix.to_owned()..)
-            .take_while(|(name, _)| name.starts_with(prefix))
-            .map(|(name, (record, v))| {
-                let versioned = Versioned {
-                    record: record.clone(),
-                    version: v.to_string(),
-                };
-                (name.clone(), versioned)
-            })
-            .collect();
-        tokio::time::sleep(back).await;
-        Ok(found)
+        self.op("list", || {
+            let state = self.store.state();
+            let found = state.records.range(prefix.to_owned()..);
+            let found = found.take_while(|(name, _)| name.starts_with(prefix));
+            Ok(found
+                .map(|(name, (record, v))| {
+                    let (record, version) = (record.clone(), v.to_string());
+                    (name.clone(), Versioned { record, version })
+                })
+                .collect())
+        })
+        .await
     }
 }
 
