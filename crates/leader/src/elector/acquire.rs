@@ -85,15 +85,7 @@ impl<L: Lock> LeaderElector<L> {
     /// even when the record still names this candidate, so fencing tokens never repeat.
     pub(super) async fn try_acquire_or_renew(&self, mode: Mode) -> bool {
         let now = Instant::now();
-        let wall = SystemTime::now();
-        let mut rec = LeaderRecord {
-            holder_identity: self.lock.identity().to_owned(),
-            lease_duration_seconds: u32::try_from(self.config.lease_duration.as_secs())
-                .unwrap_or(u32::MAX),
-            acquire_time: wall,
-            renew_time: wall,
-            leader_transitions: 0,
-        };
+        let mut rec = LeaderRecord::new(self.lock.identity(), self.config.lease_duration, 0);
         if mode == Mode::Renew && self.holds_record() && self.is_lease_valid(now) {
             let old = self.observed_record();
             rec.acquire_time = old.acquire_time;
