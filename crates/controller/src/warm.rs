@@ -41,17 +41,9 @@ struct State<K: Key> {
 }
 
 impl<K: Key> WarmView<K> {
-    /// A view of one shard (a controller with one lease, or none).
-    pub(crate) fn new() -> Self {
-        Self::with_shards(None)
-    }
-
-    /// A view by shard, `shard_of` telling each key's.
-    pub(crate) fn sharded(shard_of: ShardFn<K>) -> Self {
-        Self::with_shards(Some(shard_of))
-    }
-
-    fn with_shards(shard_of: Option<ShardFn<K>>) -> Self {
+    /// A view by shard, `shard_of` telling each key's; without it, a view of one shard (a
+    /// controller with one lease).
+    pub(crate) fn new(shard_of: Option<ShardFn<K>>) -> Self {
         Self {
             shard_of,
             state: Mutex::new(State {
@@ -137,7 +129,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_queue_attached_is_filled_then_sent_its_shards_keys_only() {
-        let view = WarmView::sharded(Arc::new(|k: &u32| k % 2));
+        let view = WarmView::new(Some(Arc::new(|k: &u32| k % 2)));
         (&view).add(&mut vec![1, 2, 3, 3]);
         assert_eq!(view.len(), 3);
         let odd = WorkQueue::new();
@@ -152,7 +144,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_shards_every_key_goes_to_the_one_queue() {
-        let view = WarmView::new();
+        let view = WarmView::new(None);
         (&view).add(&mut vec!["a", "b"]);
         let queue = WorkQueue::new();
         assert_eq!(view.attach(0, queue.clone()), 2);

@@ -1,7 +1,8 @@
 //! One term: a fresh queue, whatever feeds it keys, the workers taking from it, and how it
 //! ends (drain on shutdown, drop on a lost lease). What feeds the queue is the caller's: the
-//! controller's sources, or a shard layer above that routes one shard's keys to it. What every term shares (the reconcile
-//! function, the error policy, the hooks) is in `reconciler`, one worker's loop in `worker`.
+//! controller's sources, or a shard layer above that routes one shard's keys to it. What every
+//! term shares (the reconcile function, the error policy, the hooks) is in `reconciler`, one
+//! worker's loop in `worker`, the terms run on a lease in `stand`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -22,9 +23,11 @@ use crate::key::Key;
 use crate::stats::WorkerSlot;
 
 mod reconciler;
+mod stand;
 mod worker;
 
 pub(crate) use reconciler::{Hook, Policy, Reconciler, StartWorker};
+pub(crate) use stand::Stands;
 
 /// What every term is built from.
 pub(crate) struct TermSettings<K> {
