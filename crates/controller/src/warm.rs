@@ -20,7 +20,7 @@
 use std::collections::{HashMap, HashSet};
 
 use ctrlq_queue_async::WorkQueue;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 
 use crate::key::Key;
 use crate::shard::ShardFn;
@@ -53,10 +53,6 @@ impl<K: Key> WarmView<K> {
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State<K>> {
-        self.state.lock()
-    }
-
     fn shard(&self, key: &K) -> u32 {
         self.shard_of.as_ref().map_or(0, |f| f(key))
     }
@@ -64,7 +60,7 @@ impl<K: Key> WarmView<K> {
     /// Fills `queue` with `shard`'s keys and sends it the shard's keys from now on; returns how
     /// many keys it was filled with.
     pub(crate) fn attach(&self, shard: u32, queue: WorkQueue<K>) -> usize {
-        let mut state = self.state();
+        let mut state = self.state.lock();
         let filled = state.keys.get(&shard).map_or(0, |keys| {
             // Refused only by a queue already shut down: its term is over.
             let _ = queue.add_all(keys.iter().cloned());
@@ -76,19 +72,19 @@ impl<K: Key> WarmView<K> {
 
     /// Stops sending `shard`'s keys anywhere; the view keeps them.
     pub(crate) fn detach(&self, shard: u32) {
-        self.state().queues.remove(&shard);
+        self.state.lock().queues.remove(&shard);
     }
 
     /// How many keys the view holds.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.state().keys.values().map(HashSet::len).sum()
+        self.state.lock().keys.values().map(HashSet::len).sum()
     }
 }
 
 impl<K: Key> Sink<K> for &WarmView<K> {
     fn add(&self, keys: &mut Vec<K>) -> bool {
-        let mut state = self.state();
+        let mut state = self.state.lock();
         let State { keys: view, queues } = &mut *state;
         if self.shard_of.is_none() {
             let set = view.entry(0).or_default();
