@@ -9,7 +9,7 @@ use super::Controller;
 use super::erased::Run;
 use crate::key::Key;
 use crate::source::{Source, pump_all};
-use crate::term::Reconciler;
+use crate::term::{Reconciler, TermEnd};
 use crate::{Drain, Summary};
 
 impl<K: Key, E: Send + 'static> Controller<K, E> {
@@ -62,7 +62,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             }
             let feed = |queue: &_| pump_all(&sources, queue, &shared);
             let end = settings.term(&shared, feed, None, None, &shutdown).await;
-            Drain::ran(end.drained())
+            Drain::ran(end == TermEnd::Drained { finished: true })
         }
         .instrument(span)
         .await;

@@ -47,12 +47,6 @@ pub(crate) enum TermEnd {
     Lost,
 }
 
-impl TermEnd {
-    pub(crate) fn drained(self) -> bool {
-        matches!(self, Self::Drained { finished: true })
-    }
-}
-
 /// One term's queue and tokens, shared by its workers.
 pub(crate) struct Term<K: Key, E> {
     shared: Arc<Reconciler<K, E>>,
@@ -96,15 +90,11 @@ impl<K: Key> TermSettings<K> {
     ) -> TermEnd {
         let (leadership, leading) = leadership.unzip();
         let (term, mut pumps, mut workers) = self.start(shared, feed, leadership.clone(), shard);
-        let lost = async {
-            match &leadership {
-                Some(l) => l.token().cancelled().await,
-                None => std::future::pending().await,
-            }
-        };
+        // Without a lease, a token that never fires.
+        let lost = leadership.as_ref().map(|l| l.token().clone());
         tokio::select! {
             () = shutdown.cancelled() => {}
-            () = lost => {}
+            () = lost.unwrap_or_default().cancelled_owned() => {}
         }
         term.ctx_token.cancel();
         term.stopping.store(true, Relaxed);
