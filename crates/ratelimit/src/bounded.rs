@@ -12,8 +12,8 @@
 //! recently called fraction `f` of the map's keys is evicted only if the three others sampled
 //! were called more recently still (about `f³` each time it is sampled), so keys that keep
 //! failing keep their state while keys seen once go. The hand resumes where it stopped, so each
-//! bucket is looked at once per sweep: O(1) per call. The stamp fits in the padding of most entries (`(u64, u32)` with a `u32`
-//! stamp is still 16 bytes), so memory per key is unchanged.
+//! bucket is looked at once per sweep: O(1) per call. The stamp fits in the padding of most
+//! entries (`(u64, u32)` with a `u32` stamp is still 16 bytes), so memory per key is unchanged.
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -89,8 +89,8 @@ impl<K: Hash + Eq + Clone, V: Default> BoundedMap<K, V> {
         (self.hasher.hash_one(key), self.table.lock())
     }
 
-    /// Runs `f` on the value of `key`, inserting `V::default()` first if absent (evicting a key of a
-    /// full map, see the module docs).
+    /// Runs `f` on the value of `key`, inserting `V::default()` first if absent (evicting a key
+    /// of a full map, see the module docs).
     pub(crate) fn with_entry<R>(&self, key: &K, f: impl FnOnce(&mut V) -> R) -> R {
         let (h, mut table) = self.lock(key);
         let stamp = table.calls;
