@@ -48,7 +48,7 @@ impl<K: Key, E: Send + 'static, L: Lock> Plan<K, E> for Arc<LeaderElector<L>> {
             let mut stands = Stands::new(run.settings, run.shared, &view);
             stands.cold = (!run.warm).then_some(run.sources);
             stands.stand(&self, None, run.shutdown).await;
-            stands.drain()
+            stands.drain.into_inner()
         }
         .boxed()
     }

@@ -148,7 +148,7 @@ where
     }
     pumps.abort_all();
     while pumps.join_next().await.is_some() {}
-    ctx.stands.drain()
+    ctx.stands.drain.into_inner()
 }
 
 impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {

@@ -3,10 +3,10 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use ctrlq_leader::{LeaderElector, Lock};
 use ctrlq_queue_async::WorkQueue;
+use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -27,10 +27,9 @@ pub(crate) struct Stands<'a, K: Key, E> {
     pub(crate) cold: Option<&'a [Arc<Source<K>>]>,
     /// Sharded: the shards this replica leads.
     pub(crate) held: Option<&'a watch::Sender<BTreeSet<u32>>>,
-    /// Set when a term ended with a drain (a hand-back or the shutdown).
-    drained_any: AtomicBool,
-    /// Set when a term's drain was cut short (its grace period ran out).
-    cut_short: AtomicBool,
+    /// How the terms' drains went: [`Drain::NotLeading`] until a term drains (at a hand-back or
+    /// the shutdown), then [`Drain::CutShort`] once any drain was cut short.
+    pub(crate) drain: Mutex<Drain>,
 }
 
 impl<'a, K: Key, E: Send + 'static> Stands<'a, K, E> {
@@ -45,8 +44,7 @@ impl<'a, K: Key, E: Send + 'static> Stands<'a, K, E> {
             view,
             cold: None,
             held: None,
-            drained_any: AtomicBool::new(false),
-            cut_short: AtomicBool::new(false),
+            drain: Mutex::new(Drain::NotLeading),
         }
     }
 
@@ -95,9 +93,11 @@ impl<'a, K: Key, E: Send + 'static> Stands<'a, K, E> {
                     } else if lost {
                         debug!("lease lost; standing for election again");
                     }
-                    if let TermEnd::Drained { finished } = end {
-                        self.drained_any.store(true, Relaxed);
-                        self.cut_short.fetch_or(!finished, Relaxed);
+                    let mut drain = self.drain.lock();
+                    if let TermEnd::Drained { finished } = end
+                        && *drain != Drain::CutShort
+                    {
+                        *drain = Drain::ran(finished);
                     }
                 }
             })
@@ -116,14 +116,5 @@ impl<'a, K: Key, E: Send + 'static> Stands<'a, K, E> {
             });
         }
         self.shared.telemetry.shard(gained);
-    }
-
-    /// How the terms' drains went: [`Drain::NotLeading`] if none drained.
-    pub(crate) fn drain(&self) -> Drain {
-        if self.drained_any.load(Relaxed) {
-            Drain::ran(!self.cut_short.load(Relaxed))
-        } else {
-            Drain::NotLeading
-        }
     }
 }
