@@ -77,7 +77,7 @@ impl EtcdLock {
         request: impl Future<Output = Result<T, etcd_client::Error>>,
     ) -> Result<T, LockError> {
         match tokio::time::timeout(self.timeout, request).await {
-            Ok(r) => r.map_err(backend),
+            Ok(r) => r.map_err(|e| LockError::Backend(Box::new(e))),
             Err(_) => Err(LockError::Backend(Box::new(RequestTimedOut(self.timeout)))),
         }
     }
@@ -104,10 +104,6 @@ impl EtcdLock {
         *self.last_seen.lock() = Some(rev);
         Ok(rev.to_string())
     }
-}
-
-fn backend(e: etcd_client::Error) -> LockError {
-    LockError::Backend(Box::new(e))
 }
 
 #[derive(Debug, thiserror::Error)]

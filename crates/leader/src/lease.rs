@@ -9,6 +9,7 @@ use k8s_openapi::jiff::{RoundMode, Timestamp, TimestampRound, Unit};
 use std::collections::BTreeMap;
 
 use kube::api::{GetParams, ListParams, PostParams};
+use kube::core::request::Error as RequestError;
 use kube::core::{ObjectList, Request};
 use parking_lot::Mutex;
 
@@ -208,17 +209,10 @@ impl LeaseLock {
         self
     }
 
-    fn post_params(&self) -> PostParams {
-        PostParams {
-            field_manager: Some(self.field_manager.clone()),
-            ..PostParams::default()
-        }
-    }
-
     /// Sends `request` with this lock's user agent.
     async fn send<T: k8s_openapi::serde::de::DeserializeOwned>(
         &self,
-        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+        request: Result<http::Request<Vec<u8>>, RequestError>,
     ) -> kube::Result<T> {
         let mut request = request.map_err(kube::Error::BuildRequest)?;
         request
@@ -227,12 +221,25 @@ impl LeaseLock {
         self.client.request::<T>(request).await
     }
 
-    fn body(lease: &Lease) -> kube::Result<Vec<u8>> {
-        serde_json::to_vec(lease).map_err(kube::Error::SerdeError)
-    }
-
-    fn cache(&self, lease: Option<Lease>) {
-        *self.cached.lock() = lease;
+    /// Writes `lease` with `request` (a create or a replace, given the post parameters and the
+    /// body), caches the Lease the API server answers and returns its version; a 409 is
+    /// `on_conflict`.
+    async fn write(
+        &self,
+        lease: &Lease,
+        on_conflict: LockError,
+        request: impl FnOnce(&PostParams, Vec<u8>) -> Result<http::Request<Vec<u8>>, RequestError>,
+    ) -> Result<String, LockError> {
+        let params = PostParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PostParams::default()
+        };
+        let written = async {
+            let body = serde_json::to_vec(lease).map_err(kube::Error::SerdeError)?;
+            self.send::<Lease>(request(&params, body)).await
+        };
+        let written = self.bounded(written, on_conflict).await?;
+        self.seen(written).map(|v| v.version)
     }
 
     async fn bounded<T>(
@@ -252,7 +259,7 @@ impl LeaseLock {
     /// Caches `lease` and returns its record and version.
     fn seen(&self, lease: Lease) -> Result<Versioned, LockError> {
         let versioned = versioned(&lease)?;
-        self.cache(Some(lease));
+        *self.cached.lock() = Some(lease);
         Ok(versioned)
     }
 }
@@ -339,34 +346,20 @@ impl Lock for LeaseLock {
             },
             spec: Some(spec),
         };
-        let created = self
-            .bounded(
-                async {
-                    let body = Self::body(&lease)?;
-                    self.send::<Lease>(self.request.create(&self.post_params(), body))
-                        .await
-                },
-                LockError::AlreadyExists,
-            )
-            .await?;
-        self.seen(created).map(|v| v.version)
+        self.write(&lease, LockError::AlreadyExists, |params, body| {
+            self.request.create(params, body)
+        })
+        .await
     }
 
     async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
         let cached = self.cached.lock().clone();
         let mut lease = cached.ok_or(LockError::Conflict)?;
         record_to_spec(&record, lease.spec.get_or_insert_with(LeaseSpec::default));
-        let replaced = self
-            .bounded(
-                async {
-                    let body = Self::body(&lease)?;
-                    self.send::<Lease>(self.request.replace(&self.name, &self.post_params(), body))
-                        .await
-                },
-                LockError::Conflict,
-            )
-            .await?;
-        self.seen(replaced).map(|v| v.version)
+        self.write(&lease, LockError::Conflict, |params, body| {
+            self.request.replace(&self.name, params, body)
+        })
+        .await
     }
 
     fn identity(&self) -> &str {
