@@ -111,21 +111,6 @@ impl MetricConstructor<Histogram> for Buckets {
     }
 }
 
-// controller-runtime's help texts (`pkg/internal/controller/metrics`), verbatim, and ours in
-// the same style: the collector writes them as they are (a registry's `register` would add a
-// period to each).
-const TOTAL_HELP: &str = "Total number of reconciliations per controller";
-const ERRORS_HELP: &str = "Total number of reconciliation errors per controller";
-const PANICS_HELP: &str = "Total number of reconciliation panics per controller";
-const TIME_HELP: &str = "Length of time per reconciliation per controller";
-const MAX_CONCURRENT_HELP: &str = "Maximum number of concurrent reconciles per controller";
-const ACTIVE_HELP: &str = "Number of currently used workers per controller";
-const SHARDS_HELD_HELP: &str = "Number of shards this replica leads per sharded controller";
-const SHARD_MOVES_HELP: &str =
-    "Total number of shards that came to this replica per sharded controller";
-const FIRST_RECONCILE_HELP: &str =
-    "Time from gaining a lease or a shard to the first reconcile of the term per controller";
-
 /// The reconcile metric families, registered once; every controller given them reports under
 /// its own `controller` label. Clones share their series.
 #[derive(Clone)]
@@ -144,46 +129,53 @@ pub struct ControllerMetrics {
 impl Collector for ControllerMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
         // Counters are named without `_total` here: the encoder appends it to their samples.
+        // The help texts are controller-runtime's (`pkg/internal/controller/metrics`), verbatim,
+        // and ours in the same style: the collector writes them as they are (a registry's
+        // `register` would add a period to each).
         let families: [(&str, &str, &dyn EncodeMetric); 9] = [
-            ("controller_runtime_reconcile", TOTAL_HELP, &self.total),
+            (
+                "controller_runtime_reconcile",
+                "Total number of reconciliations per controller",
+                &self.total,
+            ),
             (
                 "controller_runtime_reconcile_errors",
-                ERRORS_HELP,
+                "Total number of reconciliation errors per controller",
                 &self.errors,
             ),
             (
                 "controller_runtime_reconcile_panics",
-                PANICS_HELP,
+                "Total number of reconciliation panics per controller",
                 &self.panics,
             ),
             (
                 "controller_runtime_reconcile_time_seconds",
-                TIME_HELP,
+                "Length of time per reconciliation per controller",
                 &self.time,
             ),
             (
                 "controller_runtime_max_concurrent_reconciles",
-                MAX_CONCURRENT_HELP,
+                "Maximum number of concurrent reconciles per controller",
                 &self.max_concurrent,
             ),
             (
                 "controller_runtime_active_workers",
-                ACTIVE_HELP,
+                "Number of currently used workers per controller",
                 &self.active,
             ),
             (
                 "ctrlq_controller_shards_held",
-                SHARDS_HELD_HELP,
+                "Number of shards this replica leads per sharded controller",
                 &self.shards_held,
             ),
             (
                 "ctrlq_controller_shard_moves",
-                SHARD_MOVES_HELP,
+                "Total number of shards that came to this replica per sharded controller",
                 &self.shard_moves,
             ),
             (
                 "ctrlq_controller_first_reconcile_seconds",
-                FIRST_RECONCILE_HELP,
+                "Time from gaining a lease or a shard to the first reconcile of the term per controller",
                 &self.first_reconcile,
             ),
         ];
