@@ -111,24 +111,10 @@ impl MetricConstructor<Histogram> for Buckets {
     }
 }
 
-// controller-runtime's help texts (`pkg/internal/controller/metrics`), verbatim, and ours in
-// the same style: the collector writes them as they are (a registry's `register` would add a
-// period to each).
-const TOTAL_HELP: &str = "Total number of reconciliations per controller";
-const ERRORS_HELP: &str = "Total number of reconciliation errors per controller";
-const PANICS_HELP: &str = "Total number of reconciliation panics per controller";
-const TIME_HELP: &str = "Length of time per reconciliation per controller";
-const MAX_CONCURRENT_HELP: &str = "Maximum number of concurrent reconciles per controller";
-const ACTIVE_HELP: &str = "Number of currently used workers per controller";
-const SHARDS_HELD_HELP: &str = "Number of shards this replica leads per sharded controller";
-const SHARD_MOVES_HELP: &str =
-    "Total number of shards that came to this replica per sharded controller";
-const FIRST_RECONCILE_HELP: &str =
-    "Time from gaining a lease or a shard to the first reconcile of the term per controller";
-
-/// The families; clones share their series.
+/// The reconcile metric families, registered once; every controller given them reports under
+/// its own `controller` label. Clones share their series.
 #[derive(Clone)]
-struct Families {
+pub struct ControllerMetrics {
     total: Family<Labels, Counter>,
     errors: Family<Labels, Counter>,
     panics: Family<Labels, Counter>,
@@ -140,82 +126,64 @@ struct Families {
     first_reconcile: Family<Labels, Histogram, Buckets>,
 }
 
-impl fmt::Debug for Families {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Families").finish_non_exhaustive()
-    }
-}
-
-fn encode_family(
-    encoder: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    family: &impl EncodeMetric,
-) -> fmt::Result {
-    let metric = encoder.encode_descriptor(name, help, None, family.metric_type())?;
-    family.encode(metric)
-}
-
-impl Collector for Families {
+impl Collector for ControllerMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
         // Counters are named without `_total` here: the encoder appends it to their samples.
-        let e = &mut encoder;
-        encode_family(e, "controller_runtime_reconcile", TOTAL_HELP, &self.total)?;
-        encode_family(
-            e,
-            "controller_runtime_reconcile_errors",
-            ERRORS_HELP,
-            &self.errors,
-        )?;
-        encode_family(
-            e,
-            "controller_runtime_reconcile_panics",
-            PANICS_HELP,
-            &self.panics,
-        )?;
-        encode_family(
-            e,
-            "controller_runtime_reconcile_time_seconds",
-            TIME_HELP,
-            &self.time,
-        )?;
-        encode_family(
-            e,
-            "controller_runtime_max_concurrent_reconciles",
-            MAX_CONCURRENT_HELP,
-            &self.max_concurrent,
-        )?;
-        encode_family(
-            e,
-            "controller_runtime_active_workers",
-            ACTIVE_HELP,
-            &self.active,
-        )?;
-        encode_family(
-            e,
-            "ctrlq_controller_shards_held",
-            SHARDS_HELD_HELP,
-            &self.shards_held,
-        )?;
-        encode_family(
-            e,
-            "ctrlq_controller_shard_moves",
-            SHARD_MOVES_HELP,
-            &self.shard_moves,
-        )?;
-        encode_family(
-            e,
-            "ctrlq_controller_first_reconcile_seconds",
-            FIRST_RECONCILE_HELP,
-            &self.first_reconcile,
-        )
+        // The help texts are controller-runtime's (`pkg/internal/controller/metrics`), verbatim,
+        // and ours in the same style: the collector writes them as they are (a registry's
+        // `register` would add a period to each).
+        let families: [(&str, &str, &dyn EncodeMetric); 9] = [
+            (
+                "controller_runtime_reconcile",
+                "Total number of reconciliations per controller",
+                &self.total,
+            ),
+            (
+                "controller_runtime_reconcile_errors",
+                "Total number of reconciliation errors per controller",
+                &self.errors,
+            ),
+            (
+                "controller_runtime_reconcile_panics",
+                "Total number of reconciliation panics per controller",
+                &self.panics,
+            ),
+            (
+                "controller_runtime_reconcile_time_seconds",
+                "Length of time per reconciliation per controller",
+                &self.time,
+            ),
+            (
+                "controller_runtime_max_concurrent_reconciles",
+                "Maximum number of concurrent reconciles per controller",
+                &self.max_concurrent,
+            ),
+            (
+                "controller_runtime_active_workers",
+                "Number of currently used workers per controller",
+                &self.active,
+            ),
+            (
+                "ctrlq_controller_shards_held",
+                "Number of shards this replica leads per sharded controller",
+                &self.shards_held,
+            ),
+            (
+                "ctrlq_controller_shard_moves",
+                "Total number of shards that came to this replica per sharded controller",
+                &self.shard_moves,
+            ),
+            (
+                "ctrlq_controller_first_reconcile_seconds",
+                "Time from gaining a lease or a shard to the first reconcile of the term per controller",
+                &self.first_reconcile,
+            ),
+        ];
+        for (name, help, family) in families {
+            family.encode(encoder.encode_descriptor(name, help, None, family.metric_type())?)?;
+        }
+        Ok(())
     }
-}
-
-/// The reconcile metric families, registered once; every controller given them reports under
-/// its own `controller` label.
-pub struct ControllerMetrics {
-    families: Families,
 }
 
 impl ControllerMetrics {
@@ -230,7 +198,7 @@ impl ControllerMetrics {
     /// let _metrics = ctrlq_controller::prometheus::ControllerMetrics::register(&mut registry);
     /// ```
     pub fn register(registry: &mut Registry) -> Arc<Self> {
-        let families = Families {
+        let metrics = Self {
             total: Family::default(),
             errors: Family::default(),
             panics: Family::default(),
@@ -241,8 +209,8 @@ impl ControllerMetrics {
             shard_moves: Family::default(),
             first_reconcile: Family::new_with_constructor(Buckets),
         };
-        registry.register_collector(Box::new(families.clone()));
-        Arc::new(Self { families })
+        registry.register_collector(Box::new(metrics.clone()));
+        Arc::new(metrics)
     }
 
     /// Sets the worker gauge and, as controller-runtime does when a controller starts, creates
@@ -250,15 +218,15 @@ impl ControllerMetrics {
     pub(crate) fn set_max_concurrent(&self, name: &str, n: usize) {
         let l = labels(name);
         let n = i64::try_from(n).unwrap_or(i64::MAX);
-        self.families.max_concurrent.get_or_create(&l).set(n);
-        let _ = self.families.active.get_or_create(&l);
-        let _ = self.families.errors.get_or_create(&l);
-        let _ = self.families.panics.get_or_create(&l);
-        let _ = self.families.first_reconcile.get_or_create(&l);
+        self.max_concurrent.get_or_create(&l).set(n);
+        let _ = self.active.get_or_create(&l);
+        let _ = self.errors.get_or_create(&l);
+        let _ = self.panics.get_or_create(&l);
+        let _ = self.first_reconcile.get_or_create(&l);
         for result in ["success", "error", "requeue", "requeue_after"] {
             let mut l = l.clone();
             l.push(("result", result.to_owned()));
-            let _ = self.families.total.get_or_create(&l);
+            let _ = self.total.get_or_create(&l);
         }
     }
 
@@ -266,26 +234,22 @@ impl ControllerMetrics {
     pub(crate) fn shard(&self, name: &str, gained: bool) {
         let l = labels(name);
         if gained {
-            self.families.shards_held.get_or_create(&l).inc();
-            self.families.shard_moves.get_or_create(&l).inc();
+            self.shards_held.get_or_create(&l).inc();
+            self.shard_moves.get_or_create(&l).inc();
         } else {
-            self.families.shards_held.get_or_create(&l).dec();
+            self.shards_held.get_or_create(&l).dec();
         }
     }
 
     /// A term began its first reconcile `after` it won its lease or shard.
     pub(crate) fn first_reconcile(&self, name: &str, after: Duration) {
-        self.families
-            .first_reconcile
+        self.first_reconcile
             .get_or_create(&labels(name))
             .observe(after.as_secs_f64());
     }
 
     pub(crate) fn add_active(&self, name: &str, delta: i64) {
-        self.families
-            .active
-            .get_or_create(&labels(name))
-            .inc_by(delta);
+        self.active.get_or_create(&labels(name)).inc_by(delta);
     }
 
     pub(crate) fn finished(&self, name: &str, outcome: Outcome, took: Duration) {
@@ -297,18 +261,15 @@ impl ControllerMetrics {
         };
         let l = labels(name);
         if outcome == Outcome::Panic {
-            self.families.panics.get_or_create(&l).inc();
+            self.panics.get_or_create(&l).inc();
         }
         if matches!(outcome, Outcome::Error | Outcome::Panic) {
-            self.families.errors.get_or_create(&l).inc();
+            self.errors.get_or_create(&l).inc();
         }
-        self.families
-            .time
-            .get_or_create(&l)
-            .observe(took.as_secs_f64());
+        self.time.get_or_create(&l).observe(took.as_secs_f64());
         let mut l = l;
         l.push(("result", result.to_owned()));
-        self.families.total.get_or_create(&l).inc();
+        self.total.get_or_create(&l).inc();
     }
 }
 

@@ -20,7 +20,7 @@
 use std::collections::{HashMap, HashSet};
 
 use ctrlq_queue_async::WorkQueue;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 
 use crate::key::Key;
 use crate::shard::ShardFn;
@@ -41,17 +41,9 @@ struct State<K: Key> {
 }
 
 impl<K: Key> WarmView<K> {
-    /// A view of one shard (a controller with one lease, or none).
-    pub(crate) fn new() -> Self {
-        Self::with_shards(None)
-    }
-
-    /// A view by shard, `shard_of` telling each key's.
-    pub(crate) fn sharded(shard_of: ShardFn<K>) -> Self {
-        Self::with_shards(Some(shard_of))
-    }
-
-    fn with_shards(shard_of: Option<ShardFn<K>>) -> Self {
+    /// A view by shard, `shard_of` telling each key's; without it, a view of one shard (a
+    /// controller with one lease).
+    pub(crate) fn new(shard_of: Option<ShardFn<K>>) -> Self {
         Self {
             shard_of,
             state: Mutex::new(State {
@@ -61,10 +53,6 @@ impl<K: Key> WarmView<K> {
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State<K>> {
-        self.state.lock()
-    }
-
     fn shard(&self, key: &K) -> u32 {
         self.shard_of.as_ref().map_or(0, |f| f(key))
     }
@@ -72,7 +60,7 @@ impl<K: Key> WarmView<K> {
     /// Fills `queue` with `shard`'s keys and sends it the shard's keys from now on; returns how
     /// many keys it was filled with.
     pub(crate) fn attach(&self, shard: u32, queue: WorkQueue<K>) -> usize {
-        let mut state = self.state();
+        let mut state = self.state.lock();
         let filled = state.keys.get(&shard).map_or(0, |keys| {
             // Refused only by a queue already shut down: its term is over.
             let _ = queue.add_all(keys.iter().cloned());
@@ -84,19 +72,19 @@ impl<K: Key> WarmView<K> {
 
     /// Stops sending `shard`'s keys anywhere; the view keeps them.
     pub(crate) fn detach(&self, shard: u32) {
-        self.state().queues.remove(&shard);
+        self.state.lock().queues.remove(&shard);
     }
 
     /// How many keys the view holds.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.state().keys.values().map(HashSet::len).sum()
+        self.state.lock().keys.values().map(HashSet::len).sum()
     }
 }
 
 impl<K: Key> Sink<K> for &WarmView<K> {
     fn add(&self, keys: &mut Vec<K>) -> bool {
-        let mut state = self.state();
+        let mut state = self.state.lock();
         let State { keys: view, queues } = &mut *state;
         if self.shard_of.is_none() {
             let set = view.entry(0).or_default();
@@ -137,7 +125,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_queue_attached_is_filled_then_sent_its_shards_keys_only() {
-        let view = WarmView::sharded(Arc::new(|k: &u32| k % 2));
+        let view = WarmView::new(Some(Arc::new(|k: &u32| k % 2)));
         (&view).add(&mut vec![1, 2, 3, 3]);
         assert_eq!(view.len(), 3);
         let odd = WorkQueue::new();
@@ -152,7 +140,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_shards_every_key_goes_to_the_one_queue() {
-        let view = WarmView::new();
+        let view = WarmView::new(None);
         (&view).add(&mut vec!["a", "b"]);
         let queue = WorkQueue::new();
         assert_eq!(view.attach(0, queue.clone()), 2);

@@ -5,7 +5,7 @@
 #[cfg(feature = "prometheus")]
 use std::sync::Arc;
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -246,23 +246,19 @@ impl<L: Lock> LeaderElector<L> {
     /// leading, until it sees a newer one.
     #[must_use]
     pub fn record_names_me(&self) -> bool {
-        self.lock_state().record.holder_identity == self.lock.identity()
+        self.state.lock().record.holder_identity == self.lock.identity()
     }
 
     /// The last observed leader record.
     #[must_use]
     pub fn observed_record(&self) -> LeaderRecord {
-        self.lock_state().record.clone()
+        self.state.lock().record.clone()
     }
 
     /// When this candidate last saw the record change, on its own clock; for the leader, when it
     /// sent its last successful renew.
     #[must_use]
     pub fn observed_at(&self) -> Instant {
-        self.lock_state().time
-    }
-
-    fn lock_state(&self) -> MutexGuard<'_, Observed> {
-        self.state.lock()
+        self.state.lock().time
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};
 use parking_lot::Mutex;
 
 use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimedOut, Versioned};
@@ -77,16 +77,18 @@ impl EtcdLock {
         request: impl Future<Output = Result<T, etcd_client::Error>>,
     ) -> Result<T, LockError> {
         match tokio::time::timeout(self.timeout, request).await {
-            Ok(r) => r.map_err(backend),
+            Ok(r) => r.map_err(|e| LockError::Backend(Box::new(e))),
             Err(_) => Err(LockError::Backend(Box::new(RequestTimedOut(self.timeout)))),
         }
     }
 
-    fn seen(&self, rev: Option<i64>) {
-        *self.last_seen.lock() = rev;
-    }
-
-    async fn put_if(&self, cmp: Compare, record: &LeaderRecord) -> Result<Option<i64>, LockError> {
+    /// Writes `record` if `cmp` holds, else fails with `failed`; returns the new version.
+    async fn put_if(
+        &self,
+        cmp: Compare,
+        record: &LeaderRecord,
+        failed: LockError,
+    ) -> Result<String, LockError> {
         let txn =
             Txn::new()
                 .when([cmp])
@@ -96,12 +98,12 @@ impl EtcdLock {
         let rev = resp
             .header()
             .map_or(0, etcd_client::ResponseHeader::revision);
-        Ok(resp.succeeded().then_some(rev))
+        if !resp.succeeded() {
+            return Err(failed);
+        }
+        *self.last_seen.lock() = Some(rev);
+        Ok(rev.to_string())
     }
-}
-
-fn backend(e: etcd_client::Error) -> LockError {
-    LockError::Backend(Box::new(e))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +124,13 @@ fn encode(r: &LeaderRecord) -> String {
         r.leader_transitions,
         r.holder_identity
     )
+}
+
+/// The record at `kv` and its version.
+fn versioned(kv: &KeyValue) -> Result<Versioned, LockError> {
+    let record = decode(kv.value()).ok_or_else(|| LockError::Backend(Box::new(Malformed)))?;
+    let version = kv.mod_revision().to_string();
+    Ok(Versioned { record, version })
 }
 
 fn decode(v: &[u8]) -> Option<LeaderRecord> {
@@ -146,34 +155,24 @@ impl Lock for EtcdLock {
         let mut client = self.client.clone();
         let resp = self.bounded(client.get(self.key.clone(), None)).await?;
         let kv = resp.kvs().first().ok_or(LockError::NotFound)?;
-        let record = decode(kv.value()).ok_or_else(|| LockError::Backend(Box::new(Malformed)))?;
-        self.seen(Some(kv.mod_revision()));
-        Ok(Versioned {
-            record,
-            version: kv.mod_revision().to_string(),
-        })
+        let versioned = versioned(kv)?;
+        *self.last_seen.lock() = Some(kv.mod_revision());
+        Ok(versioned)
     }
 
     async fn create(&self, record: LeaderRecord) -> Result<String, LockError> {
         let cmp = Compare::create_revision(self.key.clone(), CompareOp::Equal, 0);
-        let rev = self
-            .put_if(cmp, &record)
-            .await?
-            .ok_or(LockError::AlreadyExists)?;
-        self.seen(Some(rev));
-        Ok(rev.to_string())
+        self.put_if(cmp, &record, LockError::AlreadyExists).await
     }
 
     async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
         let last = *self.last_seen.lock();
-        let last = last.ok_or(LockError::Conflict)?;
-        let cmp = Compare::mod_revision(self.key.clone(), CompareOp::Equal, last);
-        let rev = self
-            .put_if(cmp, &record)
-            .await?
-            .ok_or(LockError::Conflict)?;
-        self.seen(Some(rev));
-        Ok(rev.to_string())
+        let cmp = Compare::mod_revision(
+            self.key.clone(),
+            CompareOp::Equal,
+            last.ok_or(LockError::Conflict)?,
+        );
+        self.put_if(cmp, &record, LockError::Conflict).await
     }
 
     /// The etcd revision of the acquiring write: etcd's revision counts every write of the
@@ -208,11 +207,10 @@ impl Lock for EtcdLock {
         resp.kvs()
             .iter()
             .map(|kv| {
-                let name = String::from_utf8_lossy(kv.key()).into_owned();
-                let record =
-                    decode(kv.value()).ok_or_else(|| LockError::Backend(Box::new(Malformed)))?;
-                let version = kv.mod_revision().to_string();
-                Ok((name, Versioned { record, version }))
+                Ok((
+                    String::from_utf8_lossy(kv.key()).into_owned(),
+                    versioned(kv)?,
+                ))
             })
             .collect()
     }

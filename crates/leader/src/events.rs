@@ -6,7 +6,7 @@
 //! and fencing token. Transitions come at most one per grant, so the queues stay small for any
 //! reader that keeps up at all.
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -142,7 +142,7 @@ pub(crate) struct Transitions {
 impl Transitions {
     pub(crate) fn subscribe(&self) -> LeadershipEvents {
         let (tx, rx) = mpsc::unbounded_channel();
-        self.lock().push(tx);
+        self.subscribers.lock().push(tx);
         LeadershipEvents { rx }
     }
 
@@ -166,10 +166,6 @@ impl Transitions {
 
     /// Sends to every subscriber, dropping those whose receiver is gone.
     fn send(&self, event: LeadershipEvent) {
-        self.lock().retain(|tx| tx.send(event).is_ok());
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Vec<mpsc::UnboundedSender<LeadershipEvent>>> {
-        self.subscribers.lock()
+        self.subscribers.lock().retain(|tx| tx.send(event).is_ok());
     }
 }

@@ -5,10 +5,11 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{RoundMode, Timestamp, TimestampRound, Unit};
 use std::collections::BTreeMap;
 
 use kube::api::{GetParams, ListParams, PostParams};
+use kube::core::request::Error as RequestError;
 use kube::core::{ObjectList, Request};
 use parking_lot::Mutex;
 
@@ -208,17 +209,10 @@ impl LeaseLock {
         self
     }
 
-    fn post_params(&self) -> PostParams {
-        PostParams {
-            field_manager: Some(self.field_manager.clone()),
-            ..PostParams::default()
-        }
-    }
-
     /// Sends `request` with this lock's user agent.
     async fn send<T: k8s_openapi::serde::de::DeserializeOwned>(
         &self,
-        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+        request: Result<http::Request<Vec<u8>>, RequestError>,
     ) -> kube::Result<T> {
         let mut request = request.map_err(kube::Error::BuildRequest)?;
         request
@@ -227,12 +221,25 @@ impl LeaseLock {
         self.client.request::<T>(request).await
     }
 
-    fn body(lease: &Lease) -> kube::Result<Vec<u8>> {
-        serde_json::to_vec(lease).map_err(kube::Error::SerdeError)
-    }
-
-    fn cache(&self, lease: Option<Lease>) {
-        *self.cached.lock() = lease;
+    /// Writes `lease` with `request` (a create or a replace, given the post parameters and the
+    /// body), caches the Lease the API server answers and returns its version; a 409 is
+    /// `on_conflict`.
+    async fn write(
+        &self,
+        lease: &Lease,
+        on_conflict: LockError,
+        request: impl FnOnce(&PostParams, Vec<u8>) -> Result<http::Request<Vec<u8>>, RequestError>,
+    ) -> Result<String, LockError> {
+        let params = PostParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PostParams::default()
+        };
+        let written = async {
+            let body = serde_json::to_vec(lease).map_err(kube::Error::SerdeError)?;
+            self.send::<Lease>(request(&params, body)).await
+        };
+        let written = self.bounded(written, on_conflict).await?;
+        self.seen(written).map(|v| v.version)
     }
 
     async fn bounded<T>(
@@ -249,16 +256,21 @@ impl LeaseLock {
         }
     }
 
-    /// Caches `lease` and returns its version.
-    fn seen(&self, lease: Lease) -> Result<String, LockError> {
-        let version = lease
-            .metadata
-            .resource_version
-            .clone()
-            .ok_or_else(|| LockError::Backend(Box::new(Malformed("no resourceVersion"))))?;
-        self.cache(Some(lease));
-        Ok(version)
+    /// Caches `lease` and returns its record and version.
+    fn seen(&self, lease: Lease) -> Result<Versioned, LockError> {
+        let versioned = versioned(&lease)?;
+        *self.cached.lock() = Some(lease);
+        Ok(versioned)
     }
+}
+
+/// The record and version of `lease`.
+fn versioned(lease: &Lease) -> Result<Versioned, LockError> {
+    let version = lease.metadata.resource_version.clone();
+    let version =
+        version.ok_or_else(|| LockError::Backend(Box::new(Malformed("no resourceVersion"))))?;
+    let record = spec_to_record(lease.spec.as_ref().unwrap_or(&LeaseSpec::default()));
+    Ok(Versioned { record, version })
 }
 
 /// client-go's `LeaderElectionRecordToLeaseSpec`, onto `spec` (whose other fields stay).
@@ -287,36 +299,27 @@ pub(crate) fn spec_to_record(spec: &LeaseSpec) -> LeaderRecord {
     }
 }
 
-/// A wall-clock time as a `MicroTime`, truncated to whole microseconds as the API server
-/// stores it.
+/// A wall-clock time as a `MicroTime`, floored to whole microseconds as the API server stores
+/// it; a time a `MicroTime` cannot hold is the epoch.
 fn micro_time(t: SystemTime) -> MicroTime {
-    let ts = match t.duration_since(SystemTime::UNIX_EPOCH) {
-        Ok(d) => Timestamp::new(
-            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            i32::try_from(d.subsec_micros() * 1000).unwrap_or(0),
-        ),
-        Err(e) => {
-            // Before the epoch: round the magnitude up to whole microseconds, then negate.
-            let d = e.duration();
-            let micros = i128::try_from(d.as_nanos().div_ceil(1000)).unwrap_or(i128::MAX);
-            Timestamp::from_nanosecond(-micros * 1000)
-        }
-    };
+    let floor = TimestampRound::new()
+        .smallest(Unit::Microsecond)
+        .mode(RoundMode::Floor);
+    let ts = Timestamp::try_from(t).and_then(|ts| ts.round(floor));
     MicroTime(ts.unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
+/// A `MicroTime` as a wall-clock time; one this platform's `SystemTime` cannot hold is the
+/// epoch.
 fn system_time(t: &MicroTime) -> SystemTime {
-    let nanos = t.0.as_nanosecond();
-    let magnitude = Duration::new(
-        u64::try_from(nanos.unsigned_abs() / 1_000_000_000).unwrap_or(u64::MAX),
-        u32::try_from(nanos.unsigned_abs() % 1_000_000_000).unwrap_or(0),
-    );
-    if nanos >= 0 {
-        SystemTime::UNIX_EPOCH.checked_add(magnitude)
+    let d = t.0.as_duration();
+    let (epoch, magnitude) = (SystemTime::UNIX_EPOCH, d.unsigned_abs());
+    let t = if d.is_negative() {
+        epoch.checked_sub(magnitude)
     } else {
-        SystemTime::UNIX_EPOCH.checked_sub(magnitude)
-    }
-    .unwrap_or(SystemTime::UNIX_EPOCH)
+        epoch.checked_add(magnitude)
+    };
+    t.unwrap_or(epoch)
 }
 
 #[async_trait::async_trait]
@@ -328,9 +331,7 @@ impl Lock for LeaseLock {
                 LockError::Conflict,
             )
             .await?;
-        let record = spec_to_record(lease.spec.as_ref().unwrap_or(&LeaseSpec::default()));
-        let version = self.seen(lease)?;
-        Ok(Versioned { record, version })
+        self.seen(lease)
     }
 
     async fn create(&self, record: LeaderRecord) -> Result<String, LockError> {
@@ -345,34 +346,20 @@ impl Lock for LeaseLock {
             },
             spec: Some(spec),
         };
-        let created = self
-            .bounded(
-                async {
-                    let body = Self::body(&lease)?;
-                    self.send::<Lease>(self.request.create(&self.post_params(), body))
-                        .await
-                },
-                LockError::AlreadyExists,
-            )
-            .await?;
-        self.seen(created)
+        self.write(&lease, LockError::AlreadyExists, |params, body| {
+            self.request.create(params, body)
+        })
+        .await
     }
 
     async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
         let cached = self.cached.lock().clone();
         let mut lease = cached.ok_or(LockError::Conflict)?;
         record_to_spec(&record, lease.spec.get_or_insert_with(LeaseSpec::default));
-        let replaced = self
-            .bounded(
-                async {
-                    let body = Self::body(&lease)?;
-                    self.send::<Lease>(self.request.replace(&self.name, &self.post_params(), body))
-                        .await
-                },
-                LockError::Conflict,
-            )
-            .await?;
-        self.seen(replaced)
+        self.write(&lease, LockError::Conflict, |params, body| {
+            self.request.replace(&self.name, params, body)
+        })
+        .await
     }
 
     fn identity(&self) -> &str {
@@ -404,12 +391,7 @@ impl Lock for LeaseLock {
             if !name.starts_with(prefix) {
                 continue;
             }
-            let record = spec_to_record(lease.spec.as_ref().unwrap_or(&LeaseSpec::default()));
-            let version = lease
-                .metadata
-                .resource_version
-                .ok_or_else(|| LockError::Backend(Box::new(Malformed("no resourceVersion"))))?;
-            listed.push((name, Versioned { record, version }));
+            listed.push((name, versioned(&lease)?));
         }
         listed.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(listed)

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 
 use crate::{LeaderRecord, Lock, LockError, Versioned};
 
@@ -119,7 +119,7 @@ impl MemoryStore {
     /// The record named `name`, if any.
     #[must_use]
     pub fn record_named(&self, name: &str) -> Option<LeaderRecord> {
-        self.state().records.get(name).map(|(r, _)| r.clone())
+        self.inner.lock().records.get(name).map(|(r, _)| r.clone())
     }
 
     /// The stored unnamed record, if any.
@@ -131,7 +131,7 @@ impl MemoryStore {
     /// Every operation so far as `(identity, "get" | "create" | "update")`, failed ones included.
     #[must_use]
     pub fn operations(&self) -> Vec<(String, &'static str)> {
-        self.state().log.clone()
+        self.inner.lock().log.clone()
     }
 
     /// Fails the next `n` operations of `identity` with a backend error.
@@ -199,17 +199,18 @@ impl MemoryStore {
 
     #[cfg(feature = "test-util")]
     fn faults(&self, identity: &str, f: impl FnOnce(&mut Faults)) {
-        f(self.state().faults.entry(identity.to_owned()).or_default());
-    }
-
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.inner.lock()
+        f(self
+            .inner
+            .lock()
+            .faults
+            .entry(identity.to_owned())
+            .or_default());
     }
 
     /// Logs the operation, sleeps if delayed, and fails it if a fault says so.
     async fn enter(&self, identity: &str, op: &'static str) -> Result<Duration, LockError> {
         let delay = {
-            let mut s = self.state();
+            let mut s = self.inner.lock();
             s.log.push((identity.to_owned(), op));
             let f = s.faults.entry(identity.to_owned()).or_default();
             if f.delay_next > 0 {
@@ -221,7 +222,7 @@ impl MemoryStore {
         };
         let delay = delay.unwrap_or_default();
         tokio::time::sleep(delay / 2).await;
-        let mut s = self.state();
+        let mut s = self.inner.lock();
         let f = s.faults.entry(identity.to_owned()).or_default();
         if f.partitioned {
             return Err(LockError::Backend(Box::new(Injected("partitioned"))));
@@ -236,7 +237,7 @@ impl MemoryStore {
 
 impl MemoryLock {
     fn apply_create(&self, record: LeaderRecord) -> Result<u64, LockError> {
-        let mut s = self.store.state();
+        let mut s = self.store.inner.lock();
         if s.records.contains_key(&self.name) {
             return Err(LockError::AlreadyExists);
         }
@@ -250,7 +251,7 @@ impl MemoryLock {
     /// first.
     fn apply_update(&self, record: LeaderRecord) -> Result<u64, LockError> {
         let last = *self.last_seen.lock();
-        let mut s = self.store.state();
+        let mut s = self.store.inner.lock();
         let f = s.faults.entry(self.identity.clone()).or_default();
         let lose = f.lose_next_update > 0;
         f.lose_next_update = f.lose_next_update.saturating_sub(1);
@@ -275,39 +276,45 @@ impl MemoryLock {
         Ok(v)
     }
 
-    fn seen(&self, v: Option<u64>) {
-        *self.last_seen.lock() = v;
+    /// Remembers `v` as the version this lock last saw, and returns it as the lock's version.
+    fn seen(&self, v: u64) -> String {
+        *self.last_seen.lock() = Some(v);
+        v.to_string()
+    }
+
+    /// One operation of this lock: logged, delayed and failed as the injected faults say, with
+    /// `apply` run at the store between the two halves of a delay (its error returns at once).
+    async fn op<T>(
+        &self,
+        name: &'static str,
+        apply: impl FnOnce() -> Result<T, LockError>,
+    ) -> Result<T, LockError> {
+        let back = self.store.enter(&self.identity, name).await?;
+        let out = apply()?;
+        tokio::time::sleep(back).await;
+        Ok(out)
     }
 }
 
 #[async_trait::async_trait]
 impl Lock for MemoryLock {
     async fn get(&self) -> Result<Versioned, LockError> {
-        let back = self.store.enter(&self.identity, "get").await?;
-        let found = self.store.state().records.get(&self.name).cloned();
-        tokio::time::sleep(back).await;
-        let (record, v) = found.ok_or(LockError::NotFound)?;
-        self.seen(Some(v));
-        Ok(Versioned {
-            record,
-            version: v.to_string(),
-        })
+        let found = self.op("get", || {
+            Ok(self.store.inner.lock().records.get(&self.name).cloned())
+        });
+        let (record, v) = found.await?.ok_or(LockError::NotFound)?;
+        let version = self.seen(v);
+        Ok(Versioned { record, version })
     }
 
     async fn create(&self, record: LeaderRecord) -> Result<String, LockError> {
-        let back = self.store.enter(&self.identity, "create").await?;
-        let v = self.apply_create(record)?;
-        tokio::time::sleep(back).await;
-        self.seen(Some(v));
-        Ok(v.to_string())
+        let v = self.op("create", || self.apply_create(record)).await?;
+        Ok(self.seen(v))
     }
 
     async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
-        let back = self.store.enter(&self.identity, "update").await?;
-        let v = self.apply_update(record)?;
-        tokio::time::sleep(back).await;
-        self.seen(Some(v));
-        Ok(v.to_string())
+        let v = self.op("update", || self.apply_update(record)).await?;
+        Ok(self.seen(v))
     }
 
     fn identity(&self) -> &str {
@@ -323,29 +330,24 @@ impl Lock for MemoryLock {
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<(String, Versioned)>, LockError> {
-        let back = self.store.enter(&self.identity, "list").await?;
-        let found: Vec<_> = self
-            .store
-            .state()
-            .records
-            .range(prefix.to_owned()..)
-            .take_while(|(name, _)| name.starts_with(prefix))
-            .map(|(name, (record, v))| {
-                let versioned = Versioned {
-                    record: record.clone(),
-                    version: v.to_string(),
-                };
-                (name.clone(), versioned)
-            })
-            .collect();
-        tokio::time::sleep(back).await;
-        Ok(found)
+        self.op("list", || {
+            let state = self.store.inner.lock();
+            let found = state.records.range(prefix.to_owned()..);
+            let found = found.take_while(|(name, _)| name.starts_with(prefix));
+            Ok(found
+                .map(|(name, (record, v))| {
+                    let (record, version) = (record.clone(), v.to_string());
+                    (name.clone(), Versioned { record, version })
+                })
+                .collect())
+        })
+        .await
     }
 }
 
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = self.state();
+        let s = self.inner.lock();
         f.debug_struct("MemoryStore")
             .field("records", &s.records)
             .field("operations", &s.log.len())

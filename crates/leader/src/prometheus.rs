@@ -100,37 +100,26 @@ fn labels(name: &str) -> Labels {
     vec![("name".to_owned(), name.to_owned())]
 }
 
-fn encode_family(
-    encoder: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    family: &impl EncodeMetric,
-) -> fmt::Result {
-    let metric = encoder.encode_descriptor(name, help, None, family.metric_type())?;
-    family.encode(metric)
-}
-
 impl Collector for LeaderMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
         // Counters are named without `_total` here: the encoder appends it to their samples.
-        encode_family(
-            &mut encoder,
-            "leader_election_master_status",
-            MASTER_STATUS_HELP,
-            &self.master_status,
-        )?;
-        encode_family(
-            &mut encoder,
-            "leader_election_slowpath",
-            SLOWPATH_HELP,
-            &self.slowpath,
-        )?;
-        encode_family(
-            &mut encoder,
-            "leader_election_lock_errors",
-            LOCK_ERRORS_HELP,
-            &self.lock_errors,
-        )
+        let families: [(&str, &str, &dyn EncodeMetric); 3] = [
+            (
+                "leader_election_master_status",
+                MASTER_STATUS_HELP,
+                &self.master_status,
+            ),
+            ("leader_election_slowpath", SLOWPATH_HELP, &self.slowpath),
+            (
+                "leader_election_lock_errors",
+                LOCK_ERRORS_HELP,
+                &self.lock_errors,
+            ),
+        ];
+        for (name, help, family) in families {
+            family.encode(encoder.encode_descriptor(name, help, None, family.metric_type())?)?;
+        }
+        Ok(())
     }
 }
 

@@ -1,6 +1,6 @@
 //! The leader record stored in the lock.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// The leader record, as client-go's `LeaderElectionRecord`.
 ///
@@ -45,6 +45,51 @@ pub struct Versioned {
 }
 
 impl LeaderRecord {
+    /// A record naming `holder` for a lease of `lease_duration` (in whole seconds, saturating),
+    /// with `leader_transitions`, acquired and renewed now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let record = ctrlq_leader::LeaderRecord::new("a", Duration::from_secs(15), 2);
+    /// assert_eq!((record.lease_duration_seconds, record.leader_transitions), (15, 2));
+    /// assert_eq!(record.acquire_time, record.renew_time);
+    /// ```
+    #[must_use]
+    pub fn new(
+        holder: impl Into<String>,
+        lease_duration: Duration,
+        leader_transitions: u32,
+    ) -> Self {
+        let now = SystemTime::now();
+        Self {
+            holder_identity: holder.into(),
+            lease_duration_seconds: u32::try_from(lease_duration.as_secs()).unwrap_or(u32::MAX),
+            acquire_time: now,
+            renew_time: now,
+            leader_transitions,
+        }
+    }
+
+    /// The record a release writes in place of this one, as client-go's: free, a lease of one
+    /// second, and this record's leader transitions (so the next grant's fencing token is
+    /// larger still), written now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let held = ctrlq_leader::LeaderRecord::new("a", Duration::from_secs(15), 2);
+    /// let released = held.released();
+    /// assert!(released.is_free());
+    /// assert_eq!((released.lease_duration_seconds, released.leader_transitions), (1, 2));
+    /// ```
+    #[must_use]
+    pub fn released(&self) -> Self {
+        Self::new("", Duration::from_secs(1), self.leader_transitions)
+    }
+
     /// Whether nobody holds the lease.
     ///
     /// # Examples

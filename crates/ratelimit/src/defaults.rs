@@ -3,8 +3,8 @@
 use std::hash::Hash;
 use std::time::Duration;
 
+use crate::bounded::DEFAULT_MAX_KEYS;
 use crate::gcra::Gcra;
-use crate::stripes::DEFAULT_MAX_KEYS;
 use crate::{BucketRateLimiter, ExponentialRateLimiter, MaxOfRateLimiter};
 
 /// client-go's `DefaultControllerRateLimiter`: the maximum of per-item exponential backoff

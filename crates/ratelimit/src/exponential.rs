@@ -3,7 +3,7 @@
 use std::hash::Hash;
 use std::time::Duration;
 
-use crate::stripes::{DEFAULT_MAX_KEYS, Stripes};
+use crate::bounded::{BoundedMap, DEFAULT_MAX_KEYS};
 use crate::{ConfigError, RateLimiter};
 
 /// Per-item exponential backoff: client-go's `ItemExponentialFailureRateLimiter`.
@@ -13,11 +13,11 @@ use crate::{ConfigError, RateLimiter};
 /// saturating: 1000 failures give `max`, never an overflowed zero (kubernetes/kubernetes#31396).
 /// `forget` resets the key.
 ///
-/// Memory is bounded: at most about [`max_keys`](Self::with_max_keys) keys (default 2^20, about
+/// Memory is bounded: at most [`max_keys`](Self::with_max_keys) keys (default 2^20, about
 /// 34 bytes each beside the key's own heap data) are tracked. A full map evicts the least
 /// recently called of a sample of keys (it restarts at `base`), so keys that keep failing keep
-/// their backoff while keys that stopped failing go. Keys are spread over 16 locked stripes, so
-/// threads working on different keys rarely contend.
+/// their backoff while keys that stopped failing go. The map is one table behind one lock, as
+/// client-go's.
 ///
 /// # Examples
 ///
@@ -38,7 +38,7 @@ use crate::{ConfigError, RateLimiter};
 pub struct ExponentialRateLimiter<K> {
     base_ns: u128,
     max_ns: u128,
-    failures: Stripes<K, u32>,
+    failures: BoundedMap<K, u32>,
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
@@ -61,8 +61,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
         Self::with_max_keys(base, max, DEFAULT_MAX_KEYS)
     }
 
-    /// Like [`new`](Self::new), tracking at most about `max_keys` keys (rounded up to a multiple
-    /// of 16); a full stripe evicts a key not called for long, which then restarts at `base`.
+    /// Like [`new`](Self::new), tracking at most `max_keys` keys; a full map evicts a key not
+    /// called for long, which then restarts at `base`.
     ///
     /// # Errors
     ///
@@ -100,7 +100,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
 
     /// The same limiter with a fixed hash seed for its per-key map, and no keys tracked: which
     /// keys a full map evicts is then the same on every run. For tests of eviction only: a seed
-    /// known outside the process lets crafted keys collide in one stripe, so production code
+    /// known outside the process lets crafted keys collide in its table, so production code
     /// keeps the random seed every constructor picks. Affects this limiter alone.
     ///
     /// # Examples
@@ -132,7 +132,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
         Self {
             base_ns: base.as_nanos(),
             max_ns: max.as_nanos(),
-            failures: Stripes::new(max_keys),
+            failures: BoundedMap::new(max_keys),
         }
     }
 
@@ -229,15 +229,11 @@ pub(crate) fn nanos_to_duration(ns: u128) -> Duration {
 
 impl<K: Hash + Eq + Clone + Send + Sync> RateLimiter<K> for ExponentialRateLimiter<K> {
     fn when(&self, key: &K) -> Duration {
-        let exp = self.failures.with_entry(
-            key,
-            || 0,
-            |n| {
-                let exp = *n;
-                *n = n.saturating_add(1);
-                exp
-            },
-        );
+        let exp = self.failures.with_entry(key, |n| {
+            let exp = *n;
+            *n = n.saturating_add(1);
+            exp
+        });
         backoff(self.base_ns, self.max_ns, exp)
     }
 

@@ -3,7 +3,7 @@
 use std::hash::Hash;
 use std::time::Duration;
 
-use crate::stripes::{DEFAULT_MAX_KEYS, Stripes};
+use crate::bounded::{BoundedMap, DEFAULT_MAX_KEYS};
 use crate::{ConfigError, RateLimiter};
 
 /// client-go's `ItemFastSlowRateLimiter`: the first `max_fast_attempts` failures of a key wait
@@ -25,7 +25,7 @@ pub struct FastSlowRateLimiter<K> {
     fast: Duration,
     slow: Duration,
     max_fast_attempts: u32,
-    attempts: Stripes<K, u32>,
+    attempts: BoundedMap<K, u32>,
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync> FastSlowRateLimiter<K> {
@@ -51,8 +51,8 @@ impl<K: Hash + Eq + Clone + Send + Sync> FastSlowRateLimiter<K> {
         Self::with_max_keys(fast, slow, max_fast_attempts, DEFAULT_MAX_KEYS)
     }
 
-    /// Like [`new`](Self::new), tracking at most about `max_keys` keys (a full stripe evicts a
-    /// key not called for long, which restarts with fast delays).
+    /// Like [`new`](Self::new), tracking at most `max_keys` keys (a full map evicts a key not
+    /// called for long, which restarts with fast delays).
     ///
     /// # Errors
     ///
@@ -86,13 +86,13 @@ impl<K: Hash + Eq + Clone + Send + Sync> FastSlowRateLimiter<K> {
             fast,
             slow,
             max_fast_attempts,
-            attempts: Stripes::new(max_keys),
+            attempts: BoundedMap::new(max_keys),
         })
     }
 
     /// The same limiter with a fixed hash seed for its per-key map, and no keys tracked: which
     /// keys a full map evicts is then the same on every run. For tests of eviction only: a seed
-    /// known outside the process lets crafted keys collide in one stripe, so production code
+    /// known outside the process lets crafted keys collide in its table, so production code
     /// keeps the random seed every constructor picks. Affects this limiter alone.
     ///
     /// # Examples
@@ -122,14 +122,10 @@ impl<K: Hash + Eq + Clone + Send + Sync> FastSlowRateLimiter<K> {
 
 impl<K: Hash + Eq + Clone + Send + Sync> RateLimiter<K> for FastSlowRateLimiter<K> {
     fn when(&self, key: &K) -> Duration {
-        let n = self.attempts.with_entry(
-            key,
-            || 0,
-            |n| {
-                *n = n.saturating_add(1);
-                *n
-            },
-        );
+        let n = self.attempts.with_entry(key, |n| {
+            *n = n.saturating_add(1);
+            *n
+        });
         if n <= self.max_fast_attempts {
             self.fast
         } else {

@@ -4,9 +4,9 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::bounded::{BoundedMap, DEFAULT_MAX_KEYS};
 use crate::clock::TokioClock;
 use crate::gcra::{Gcra, claim_delay};
-use crate::stripes::{DEFAULT_MAX_KEYS, Stripes};
 use crate::{ConfigError, RateLimiter};
 
 /// One token bucket per key (client-go v0.18's `ItemBucketRateLimiter`), each with the semantics
@@ -39,7 +39,7 @@ pub struct ItemBucketRateLimiter<K> {
     gcra: Gcra,
     clock: TokioClock,
     /// Each key's theoretical arrival time, in clock nanoseconds.
-    buckets: Stripes<K, u64>,
+    buckets: BoundedMap<K, u64>,
     calls: AtomicUsize,
     next_sweep: AtomicUsize,
 }
@@ -104,8 +104,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
         Self::with_max_keys(period, burst, DEFAULT_MAX_KEYS)
     }
 
-    /// Like [`with_period`](Self::with_period), tracking at most about `max_keys` keys (rounded
-    /// up to a multiple of 16).
+    /// Like [`with_period`](Self::with_period), tracking at most `max_keys` keys.
     ///
     /// # Errors
     ///
@@ -136,7 +135,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
 
     /// The same limiter with a fixed hash seed for its per-key map, and no keys tracked: which
     /// keys a full map evicts is then the same on every run. For tests of eviction only: a seed
-    /// known outside the process lets crafted keys collide in one stripe, so production code
+    /// known outside the process lets crafted keys collide in its table, so production code
     /// keeps the random seed every constructor picks. Affects this limiter alone.
     ///
     /// # Examples
@@ -167,7 +166,7 @@ impl<K: Hash + Eq + Clone + Send + Sync> ItemBucketRateLimiter<K> {
         Self {
             gcra,
             clock: TokioClock::new(),
-            buckets: Stripes::new(max_keys),
+            buckets: BoundedMap::new(max_keys),
             calls: AtomicUsize::new(0),
             next_sweep: AtomicUsize::new(MIN_SWEEP_INTERVAL),
         }
@@ -257,17 +256,13 @@ impl<K: Hash + Eq + Clone + Send + Sync> RateLimiter<K> for ItemBucketRateLimite
         }
         self.maybe_sweep();
         let now = self.clock.elapsed_ns();
-        let claim = self.buckets.with_entry(
-            key,
-            || 0,
-            |tat| {
-                let claim = self.gcra.claim(*tat, now);
-                if let Some((_, next)) = claim {
-                    *tat = next;
-                }
-                claim
-            },
-        );
+        let claim = self.buckets.with_entry(key, |tat| {
+            let claim = self.gcra.claim(*tat, now);
+            if let Some((_, next)) = claim {
+                *tat = next;
+            }
+            claim
+        });
         claim_delay(claim)
     }
 

@@ -55,6 +55,7 @@
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod bounded;
 mod bucket;
 mod clock;
 mod defaults;
@@ -71,8 +72,8 @@ mod item_bucket;
 mod limiter;
 mod max_of;
 mod max_wait;
-mod stripes;
 
+pub use bounded::DEFAULT_MAX_KEYS;
 pub use bucket::BucketRateLimiter;
 pub use defaults::{default_controller_rate_limiter, default_item_based_rate_limiter};
 pub use error::ConfigError;
@@ -83,4 +84,3 @@ pub use item_bucket::ItemBucketRateLimiter;
 pub use limiter::RateLimiter;
 pub use max_of::MaxOfRateLimiter;
 pub use max_wait::WithMaxWaitRateLimiter;
-pub use stripes::DEFAULT_MAX_KEYS;

@@ -3,67 +3,53 @@
 
 use std::sync::Arc;
 
-use ctrlq_leader::{ElectorStatus, LeaderElector, Leadership, Lock};
+use ctrlq_leader::{LeaderElector, Lock};
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::Drain;
 use crate::key::Key;
 use crate::shard::{ShardFn, Sharding};
-use crate::source::Source;
-use crate::term::{Reconciler, TermSettings};
+use crate::source::{Source, pump_all};
+use crate::term::{Reconciler, Stands, TermSettings};
+use crate::warm::WarmView;
 
-/// A [`Sharding`] with its lock type erased, and the shard function of the controller's keys.
-pub(super) trait ShardPlan<K, E>: Send {
-    fn run<'a>(
-        self: Box<Self>,
-        name: &'a str,
-        settings: &'a TermSettings<K>,
-        shared: &'a Arc<Reconciler<K, E>>,
-        sources: &'a [Arc<Source<K>>],
-        shutdown: &'a CancellationToken,
-    ) -> BoxFuture<'a, Drain>;
+/// What a run gives the plan that runs its terms.
+pub(crate) struct Run<'a, K, E> {
+    pub(crate) name: &'a str,
+    pub(crate) settings: &'a TermSettings<K>,
+    pub(crate) shared: &'a Arc<Reconciler<K, E>>,
+    pub(crate) sources: &'a [Arc<Source<K>>],
+    /// With an elector: whether the sources run once per run into a warm view.
+    pub(crate) warm: bool,
+    pub(crate) shutdown: &'a CancellationToken,
 }
 
-impl<K: Key, E: Send + 'static, L: Lock> ShardPlan<K, E> for (Sharding<L>, ShardFn<K>) {
-    fn run<'a>(
-        self: Box<Self>,
-        name: &'a str,
-        settings: &'a TermSettings<K>,
-        shared: &'a Arc<Reconciler<K, E>>,
-        sources: &'a [Arc<Source<K>>],
-        shutdown: &'a CancellationToken,
-    ) -> BoxFuture<'a, Drain> {
+/// How a run leads: under one elector, or as shards. Runs until the shutdown and returns how the
+/// drains went.
+pub(super) trait Plan<K, E>: Send {
+    fn run<'a>(self: Box<Self>, run: Run<'a, K, E>) -> BoxFuture<'a, Drain>;
+}
+
+impl<K: Key, E: Send + 'static, L: Lock> Plan<K, E> for (Sharding<L>, ShardFn<K>) {
+    fn run<'a>(self: Box<Self>, run: Run<'a, K, E>) -> BoxFuture<'a, Drain> {
         let (plan, shard_of) = *self;
-        crate::shard::run::run(plan, name, settings, shared, sources, shard_of, shutdown).boxed()
+        crate::shard::run::run(plan, shard_of, run).boxed()
     }
 }
 
-/// A [`LeaderElector`] with its lock type erased.
-pub(super) trait Elect: Send + Sync {
-    /// The elector's status: `leading` goes false when it stops renewing.
-    fn status(&self) -> watch::Receiver<ElectorStatus>;
-
-    /// [`LeaderElector::run_until_cancelled`]: `work` once per term led.
-    fn stand<'a>(
-        &'a self,
-        cancel: CancellationToken,
-        work: Box<dyn FnMut(Leadership) -> BoxFuture<'a, ()> + Send + 'a>,
-    ) -> BoxFuture<'a, u64>;
-}
-
-impl<L: Lock> Elect for LeaderElector<L> {
-    fn status(&self) -> watch::Receiver<ElectorStatus> {
-        self.subscribe_status()
-    }
-
-    fn stand<'a>(
-        &'a self,
-        cancel: CancellationToken,
-        work: Box<dyn FnMut(Leadership) -> BoxFuture<'a, ()> + Send + 'a>,
-    ) -> BoxFuture<'a, u64> {
-        Box::pin(self.run_until_cancelled(cancel, work))
+impl<K: Key, E: Send + 'static, L: Lock> Plan<K, E> for Arc<LeaderElector<L>> {
+    fn run<'a>(self: Box<Self>, run: Run<'a, K, E>) -> BoxFuture<'a, Drain> {
+        async move {
+            // A warm standby: the sources run for the whole run, into the view.
+            let view = Arc::new(WarmView::new(None));
+            let _pumps = run.warm.then(|| pump_all(run.sources, &view, run.shared));
+            let mut stands = Stands::new(run.settings, run.shared, &view);
+            stands.cold = (!run.warm).then_some(run.sources);
+            stands.stand(&self, None, run.shutdown).await;
+            stands.drain.into_inner()
+        }
+        .boxed()
     }
 }

@@ -16,11 +16,13 @@ use crate::stats::Telemetry;
 use crate::term::{Hook, Policy, StartWorker, TermSettings};
 use crate::{Action, Context, ReconcileError};
 
-use self::erased::{Elect, ShardPlan};
+use self::erased::Plan;
 
 mod erased;
 mod observe;
 mod run;
+
+pub(crate) use self::erased::Run;
 
 /// How long in-flight reconciles may run after a shutdown request: controller-runtime's default
 /// graceful shutdown timeout.
@@ -103,8 +105,8 @@ pub struct Controller<K, E> {
     policy: Policy<K, E>,
     hooks: Vec<Hook<K>>,
     sources: Vec<Subscribe<K>>,
-    elector: Option<Arc<dyn Elect>>,
-    sharding: Option<Box<dyn ShardPlan<K, E>>>,
+    elector: Option<Box<dyn Plan<K, E>>>,
+    sharding: Option<Box<dyn Plan<K, E>>>,
     /// With an elector: whether the sources run once per run into a warm view (else once per
     /// term).
     warm: bool,
@@ -303,7 +305,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// ```
     #[must_use]
     pub fn leader_elector<L: Lock>(mut self, elector: Arc<LeaderElector<L>>) -> Self {
-        self.elector = Some(elector);
+        self.elector = Some(Box::new(elector));
         self
     }
 

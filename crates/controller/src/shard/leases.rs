@@ -5,13 +5,12 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use ctrlq_leader::{LeaderRecord, Lock, Versioned};
 use tokio::time::Instant;
 
-use super::sightings::Sightings;
-use tracing::debug;
+use super::sightings::{Sightings, blank};
 
 /// The shard leases `{prefix}{name}-shard-{i}` as one replica observed them.
 ///
@@ -89,34 +88,7 @@ impl<L: Lock> ShardLeases<L> {
     /// Blanks the lease `name` if it is still at `version` and names a holder, keeping its leader
     /// transitions (the next grant's fencing token is larger still), as a release writes it.
     async fn blank(&self, name: &str, version: &str) -> bool {
-        let lock = (self.locks)(name);
-        match lock.get().await {
-            Ok(v) if v.version == version && !v.record.holder_identity.is_empty() => {
-                let wall = SystemTime::now();
-                let blank = LeaderRecord {
-                    holder_identity: String::new(),
-                    lease_duration_seconds: 1,
-                    acquire_time: wall,
-                    renew_time: wall,
-                    leader_transitions: v.record.leader_transitions,
-                };
-                match lock.update(blank).await {
-                    Ok(_) => {
-                        debug!(lease = name, holder = %v.record.holder_identity, "blanked a stale shard lease");
-                        true
-                    }
-                    Err(e) => {
-                        debug!(lease = name, error = %e, "blanking a shard lease failed");
-                        false
-                    }
-                }
-            }
-            Ok(_) => false,
-            Err(e) => {
-                debug!(lease = name, error = %e, "reading a stale shard lease failed");
-                false
-            }
-        }
+        blank(&(self.locks)(name), name, version, LeaderRecord::released).await
     }
 }
 
@@ -124,6 +96,7 @@ impl<L: Lock> ShardLeases<L> {
 mod tests {
     use super::*;
     use ctrlq_leader::{MemoryLock, MemoryStore};
+    use std::time::SystemTime;
     use tokio::time::advance;
 
     const PREFIX: &str = "x-shard-";

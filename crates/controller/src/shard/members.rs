@@ -3,50 +3,13 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use ctrlq_leader::{LeaderRecord, Lock, LockError, Versioned};
 use tokio::time::Instant;
 
-use super::sightings::Sightings;
+use super::sightings::{Sightings, blank};
 use tracing::{debug, warn};
-
-/// One replica's member record. The [`Lock`] stores every record as a [`LeaderRecord`] (the
-/// record type all its backends map, the Kubernetes Lease among them), so a member record is
-/// converted at the lock: the replica is the holder, and the shard count travels in the leader
-/// transitions, a field membership has no other use for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MemberRecord {
-    /// The replica; empty once blanked (resigned, or found stale by another member).
-    pub(crate) replica: String,
-    /// The replica's shard count: members with different counts refuse to split the keys.
-    pub(crate) shards: u32,
-    /// How long the record counts live without a change.
-    pub(crate) lease: Duration,
-}
-
-impl MemberRecord {
-    /// The record as the lock stores it, written now.
-    fn into_lock(self) -> LeaderRecord {
-        let now = SystemTime::now();
-        LeaderRecord {
-            holder_identity: self.replica,
-            lease_duration_seconds: u32::try_from(self.lease.as_secs()).unwrap_or(u32::MAX),
-            acquire_time: now,
-            renew_time: now,
-            leader_transitions: self.shards,
-        }
-    }
-
-    /// The member record a lock's record carries.
-    fn from_lock(record: &LeaderRecord) -> Self {
-        Self {
-            replica: record.holder_identity.clone(),
-            shards: record.leader_transitions,
-            lease: Duration::from_secs(u64::from(record.lease_duration_seconds)),
-        }
-    }
-}
 
 /// What one look at the members came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,14 +86,12 @@ impl<L: Lock> Membership<L> {
         self.listed.take()
     }
 
-    /// This replica's record naming `replica` (itself, or empty to blank), as the lock stores it.
+    /// This replica's member record naming `replica` (itself, or empty to blank), written now.
+    /// The [`Lock`] stores every record as a [`LeaderRecord`] (the record type all its backends
+    /// map, the Kubernetes Lease among them): the replica is the holder, and the shard count
+    /// travels in the leader transitions, a field membership has no other use for.
     fn record(&self, replica: &str) -> LeaderRecord {
-        MemberRecord {
-            replica: replica.to_owned(),
-            shards: self.shards,
-            lease: self.lease,
-        }
-        .into_lock()
+        LeaderRecord::new(replica, self.lease, self.shards)
     }
 
     /// Renews this replica's record, reads the others', and says what it may hold.
@@ -166,10 +127,7 @@ impl<L: Lock> Membership<L> {
             // another member's, it is taken over only once it has not changed for a lease
             // duration on this replica's clock (or another member blanked it).
             match self.lock.get().await {
-                Ok(v)
-                    if MemberRecord::from_lock(&v.record).replica.is_empty()
-                        || self.inherited_stale(&v.version) =>
-                {
+                Ok(v) if v.record.is_free() || self.inherited_stale(&v.version) => {
                     self.lock.update(record).await
                 }
                 Ok(_) => return,
@@ -221,8 +179,7 @@ impl<L: Lock> Membership<L> {
             };
             names.insert(name.clone());
             let first_seen = self.seen.first_seen(&name, &v.version, now);
-            let member = MemberRecord::from_lock(&v.record);
-            if member.replica.is_empty() || id == self.identity {
+            if v.record.is_free() || id == self.identity {
                 continue;
             }
             if first_seen + self.lease <= now {
@@ -230,7 +187,7 @@ impl<L: Lock> Membership<L> {
                 continue;
             }
             live.insert(id.to_owned());
-            counts.insert(member.shards);
+            counts.insert(v.record.leader_transitions);
         }
         self.seen.keep(&names);
         (self.decide(live, counts), stale)
@@ -241,20 +198,7 @@ impl<L: Lock> Membership<L> {
     /// A compare-and-set on the version read, so a record renewed meanwhile is kept (and a
     /// member whose record was blanked writes it again at its next renew).
     async fn blank(&self, name: &str, version: &str) {
-        let lock = (self.locks)(name);
-        match lock.get().await {
-            Ok(v)
-                if v.version == version
-                    && !MemberRecord::from_lock(&v.record).replica.is_empty() =>
-            {
-                match lock.update(self.record("")).await {
-                    Ok(_) => debug!(member = name, "blanked a stale member record"),
-                    Err(e) => debug!(member = name, error = %e, "blanking a member record failed"),
-                }
-            }
-            Ok(_) => {}
-            Err(e) => debug!(member = name, error = %e, "reading a stale member record failed"),
-        }
+        blank(&(self.locks)(name), name, version, |_| self.record("")).await;
     }
 
     /// Without a fresh list: the members whose records this replica last saw change within a
@@ -274,7 +218,7 @@ impl<L: Lock> Membership<L> {
 
     /// Whether this replica's record, read again, is blank (another member blanked it).
     async fn blanked(&self) -> bool {
-        matches!(self.lock.get().await, Ok(v) if MemberRecord::from_lock(&v.record).replica.is_empty())
+        matches!(self.lock.get().await, Ok(v) if v.record.is_free())
     }
 
     /// Whether the live record of this identity found before the first write, now at
@@ -343,6 +287,7 @@ impl<L: Lock> Membership<L> {
 mod tests {
     use super::*;
     use ctrlq_leader::{MemoryLock, MemoryStore};
+    use std::time::SystemTime;
     use tokio::time::advance;
 
     const LEASE: Duration = Duration::from_secs(15);

@@ -4,15 +4,12 @@
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use ctrlq_leader::{LeaderElector, Lock};
-use ctrlq_queue_async::WorkQueue;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -21,42 +18,41 @@ use super::assign::shards_of;
 use super::leases::ShardLeases;
 use super::members::{Membership, View};
 use super::sharding::Sharding;
+use crate::controller::Run;
 use crate::key::Key;
-use crate::source::{Source, pump_all};
-use crate::term::{Reconciler, TermEnd, TermSettings};
+use crate::source::pump_all;
+use crate::term::Stands;
 use crate::warm::WarmView;
 use crate::{Drain, Event};
 
-/// What every shard's stand borrows.
+/// What the membership loop and every shard's stand borrow.
 struct Ctx<'a, K: Key, E, L> {
     plan: &'a Sharding<L>,
     name: &'a str,
-    settings: &'a TermSettings<K>,
-    shared: &'a Arc<Reconciler<K, E>>,
-    view: &'a WarmView<K>,
-    /// Set when a shard's term ended with a drain (a hand-back or the shutdown).
-    drained_any: &'a AtomicBool,
-    /// Set when a shard's drain was cut short (its grace period ran out).
-    cut_short: &'a AtomicBool,
+    stands: Stands<'a, K, E>,
 }
 
-/// Runs a sharded replica until `shutdown` fires and every held shard has drained; returns how
-/// the drains went: [`Drain::NotLeading`] if no shard's term drained.
+/// Runs a sharded replica until the shutdown fires and every held shard has drained; returns
+/// how the drains went: [`Drain::NotLeading`] if no shard's term drained.
 pub(crate) async fn run<K, E, L>(
     plan: Sharding<L>,
-    name: &str,
-    settings: &TermSettings<K>,
-    shared: &Arc<Reconciler<K, E>>,
-    sources: &[Arc<Source<K>>],
     shard_of: ShardFn<K>,
-    shutdown: &CancellationToken,
+    run: Run<'_, K, E>,
 ) -> Drain
 where
     K: Key,
     E: Send + 'static,
     L: Lock,
 {
-    let view = Arc::new(WarmView::sharded(shard_of));
+    let Run {
+        name,
+        settings,
+        shared,
+        sources,
+        shutdown,
+        ..
+    } = run;
+    let view = Arc::new(WarmView::new(Some(shard_of)));
     let mut pumps = pump_all(sources, &view, shared);
     let timing = plan.config.timing();
     let member_prefix = format!("{}{name}-member-", plan.prefix);
@@ -73,15 +69,12 @@ where
     .list_with(format!("{}{name}-", plan.prefix));
     let mut leases = ShardLeases::new(format!("{}{name}-shard-", plan.prefix), plan.locks.clone());
     let (view_tx, mut view_rx) = watch::channel(None::<View>);
-    let (drained_any, cut_short) = (AtomicBool::new(false), AtomicBool::new(false));
+    let mut stands = Stands::new(settings, shared, &view);
+    stands.held = Some(&plan.held);
     let ctx = Ctx {
         plan: &plan,
         name,
-        settings,
-        shared,
-        view: &view,
-        drained_any: &drained_any,
-        cut_short: &cut_short,
+        stands,
     };
     {
         // Looks at the members and the shard leases every retry period until shutdown. The
@@ -128,25 +121,24 @@ where
                             token.cancel();
                         }
                     }
-                    for &shard in &desired {
-                        if let Entry::Vacant(slot) = running.entry(shard) {
-                            let token = slot.insert(shutdown.child_token()).clone();
-                            stands.push(ctx.stand(shard, token).boxed());
-                        }
-                    }
                 }
                 Some(shard) = stands.next(), if !stands.is_empty() => {
                     running.remove(&shard);
-                    // Handed back, and assigned again before its drain ended: stand again.
-                    if desired.contains(&shard) && !shutdown.is_cancelled() {
-                        let token = shutdown.child_token();
-                        running.insert(shard, token.clone());
-                        stands.push(ctx.stand(shard, token).boxed());
-                    }
                 }
             }
-            if shutdown.is_cancelled() && membership_done && stands.is_empty() {
-                break;
+            if shutdown.is_cancelled() {
+                if membership_done && stands.is_empty() {
+                    break;
+                }
+                continue;
+            }
+            // Stand for the assigned shards that have no stand, a shard handed back and
+            // assigned again before its drain ended among them once that drain ended.
+            for &shard in &desired {
+                if let Entry::Vacant(slot) = running.entry(shard) {
+                    let token = slot.insert(shutdown.child_token()).clone();
+                    stands.push(ctx.stand(shard, token).boxed());
+                }
             }
         }
     }
@@ -156,11 +148,7 @@ where
     }
     pumps.abort_all();
     while pumps.join_next().await.is_some() {}
-    match (drained_any.load(Relaxed), cut_short.load(Relaxed)) {
-        (false, _) => Drain::NotLeading,
-        (true, false) => Drain::Finished,
-        (true, true) => Drain::CutShort,
-    }
+    ctx.stands.drain.into_inner()
 }
 
 impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
@@ -170,7 +158,7 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
             Some(View::Members(members)) => {
                 let shards = shards_of(members, self.plan.shards, &self.plan.identity);
                 debug!(?members, ?shards, "shards assigned");
-                self.shared.emit(&Event::ShardsAssigned {
+                self.stands.shared.emit(&Event::ShardsAssigned {
                     shards: &shards,
                     members,
                 });
@@ -178,70 +166,25 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
             }
             Some(View::Refused(reason)) => {
                 warn!(%reason, "taking no shard");
-                self.shared.emit(&Event::ShardingRefused { reason });
+                self.stands.shared.emit(&Event::ShardingRefused { reason });
                 BTreeSet::new()
             }
             None => BTreeSet::new(),
         }
     }
 
-    /// Stands for `shard` until `token` fires: each time the lease is won, runs a term on it
-    /// filled from the warm view; after a loss, stands again. Returns the shard.
+    /// Stands for `shard` until `token` fires (see [`Stands::stand`]). Returns the shard.
     async fn stand(&self, shard: u32, token: CancellationToken) -> u32 {
         let record = format!("{}{}-shard-{shard}", self.plan.prefix, self.name);
         let lock = (self.plan.locks)(&record);
-        let elector = match LeaderElector::new(lock, self.plan.config.clone()) {
-            Ok(elector) => elector,
+        match LeaderElector::new(lock, self.plan.config.clone()) {
+            Ok(elector) => self.stands.stand(&elector, Some(shard), &token).await,
             Err(e) => {
                 // Checked in `Sharding::new` on a lock from the same factory.
                 warn!(error = %e, shard, "the shard's elector cannot run");
                 token.cancelled().await;
-                return shard;
             }
-        };
-        let view = self.view;
-        elector
-            .run_until_cancelled(token.clone(), |leadership| {
-                let status = elector.subscribe_status();
-                let token = &token;
-                async move {
-                    let fencing_token = leadership.fencing_token();
-                    self.shared.emit(&Event::ShardLeading {
-                        shard,
-                        fencing_token,
-                    });
-                    self.plan.held.send_modify(|held| {
-                        held.insert(shard);
-                    });
-                    self.shared.telemetry.shard(true);
-                    // The term's queue starts with the shard's keys in the warm view, and the
-                    // replica's pumps send it the shard's keys from now on.
-                    let feed = |queue: &WorkQueue<K>| {
-                        let keys = view.attach(shard, queue.clone());
-                        self.shared.warm_start(Some(shard), keys);
-                        JoinSet::new()
-                    };
-                    let lease = Some((leadership, status));
-                    let end = self
-                        .settings
-                        .term(self.shared, feed, lease, Some(shard), token)
-                        .await;
-                    view.detach(shard);
-                    self.plan.held.send_modify(|held| {
-                        held.remove(&shard);
-                    });
-                    self.shared.telemetry.shard(false);
-                    let lost = end == TermEnd::Lost;
-                    self.shared.emit(&Event::ShardEnded { shard, lost });
-                    if let TermEnd::Drained { finished } = end {
-                        self.drained_any.store(true, Relaxed);
-                        if !finished {
-                            self.cut_short.store(true, Relaxed);
-                        }
-                    }
-                }
-            })
-            .await;
+        }
         shard
     }
 }

@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use ctrlq_leader::{LeaderRecord, Lock};
 use tokio::time::Instant;
+use tracing::debug;
 
 /// Each record's last version seen and when this replica first saw that version.
 #[derive(Debug, Default)]
@@ -37,6 +39,33 @@ impl Sightings {
     pub(super) fn get(&self, name: &str) -> Option<&(String, Instant)> {
         self.0.get(name)
     }
+}
+
+/// Blanks the stale record `name` with the record `blank` makes of it, if it is still at
+/// `version` and names a holder: a compare-and-set on the version read, so a record renewed
+/// meanwhile is kept. Whether it blanked.
+pub(super) async fn blank<L: Lock>(
+    lock: &L,
+    name: &str,
+    version: &str,
+    blank: impl FnOnce(&LeaderRecord) -> LeaderRecord,
+) -> bool {
+    let v = match lock.get().await {
+        Ok(v) if v.version == version && !v.record.is_free() => v,
+        Ok(_) => return false,
+        Err(e) => {
+            debug!(record = name, error = %e, "reading a stale record failed");
+            return false;
+        }
+    };
+    let blanked = lock.update(blank(&v.record)).await;
+    match &blanked {
+        Ok(_) => {
+            debug!(record = name, holder = %v.record.holder_identity, "blanked a stale record")
+        }
+        Err(e) => debug!(record = name, error = %e, "blanking a stale record failed"),
+    }
+    blanked.is_ok()
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! One term: a fresh queue, whatever feeds it keys, the workers taking from it, and how it
 //! ends (drain on shutdown, drop on a lost lease). What feeds the queue is the caller's: the
-//! controller's sources, or a shard layer above that routes one shard's keys to it. What every term shares (the reconcile
-//! function, the error policy, the hooks) is in `reconciler`, one worker's loop in `worker`.
+//! controller's sources, or a shard layer above that routes one shard's keys to it. What every
+//! term shares (the reconcile function, the error policy, the hooks) is in `reconciler`, one
+//! worker's loop in `worker`, the terms run on a lease in `stand`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -22,9 +23,11 @@ use crate::key::Key;
 use crate::stats::WorkerSlot;
 
 mod reconciler;
+mod stand;
 mod worker;
 
 pub(crate) use reconciler::{Hook, Policy, Reconciler, StartWorker};
+pub(crate) use stand::Stands;
 
 /// What every term is built from.
 pub(crate) struct TermSettings<K> {
@@ -42,12 +45,6 @@ pub(crate) enum TermEnd {
     Drained { finished: bool },
     /// The lease was lost.
     Lost,
-}
-
-impl TermEnd {
-    pub(crate) fn drained(self) -> bool {
-        matches!(self, Self::Drained { finished: true })
-    }
 }
 
 /// One term's queue and tokens, shared by its workers.
@@ -93,15 +90,11 @@ impl<K: Key> TermSettings<K> {
     ) -> TermEnd {
         let (leadership, leading) = leadership.unzip();
         let (term, mut pumps, mut workers) = self.start(shared, feed, leadership.clone(), shard);
-        let lost = async {
-            match &leadership {
-                Some(l) => l.token().cancelled().await,
-                None => std::future::pending().await,
-            }
-        };
+        // Without a lease, a token that never fires.
+        let lost = leadership.as_ref().map(|l| l.token().clone());
         tokio::select! {
             () = shutdown.cancelled() => {}
-            () = lost => {}
+            () = lost.unwrap_or_default().cancelled_owned() => {}
         }
         term.ctx_token.cancel();
         term.stopping.store(true, Relaxed);

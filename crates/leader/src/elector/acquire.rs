@@ -72,7 +72,7 @@ impl<L: Lock> LeaderElector<L> {
                 self.status.send_modify(|s| s.late_acquires += 1);
                 wait = self.config.lease_duration + rp.mul_f64(1.0 + JITTER_FACTOR) * 2;
             }
-            let extra = rp.mul_f64(self.lock_state().jitter.next_f64() * JITTER_FACTOR);
+            let extra = rp.mul_f64(self.state.lock().jitter.next_f64() * JITTER_FACTOR);
             tokio::select! {
                 () = cancel.cancelled() => return None,
                 () = sleep(wait + extra) => {}
@@ -85,15 +85,7 @@ impl<L: Lock> LeaderElector<L> {
     /// even when the record still names this candidate, so fencing tokens never repeat.
     pub(super) async fn try_acquire_or_renew(&self, mode: Mode) -> bool {
         let now = Instant::now();
-        let wall = SystemTime::now();
-        let mut rec = LeaderRecord {
-            holder_identity: self.lock.identity().to_owned(),
-            lease_duration_seconds: u32::try_from(self.config.lease_duration.as_secs())
-                .unwrap_or(u32::MAX),
-            acquire_time: wall,
-            renew_time: wall,
-            leader_transitions: 0,
-        };
+        let mut rec = LeaderRecord::new(self.lock.identity(), self.config.lease_duration, 0);
         if mode == Mode::Renew && self.holds_record() && self.is_lease_valid(now) {
             let old = self.observed_record();
             rec.acquire_time = old.acquire_time;
@@ -118,7 +110,7 @@ impl<L: Lock> LeaderElector<L> {
         };
         self.note_result(None, "get");
         {
-            let mut s = self.lock_state();
+            let mut s = self.state.lock();
             if s.version.as_deref() != Some(&old.version) {
                 s.record = old.record.clone();
                 s.version = Some(old.version.clone());
@@ -153,7 +145,7 @@ impl<L: Lock> LeaderElector<L> {
     /// Records our own successful write; our clock for it starts at `sent`, before the request.
     pub(super) fn observe(&self, rec: LeaderRecord, version: String, sent: Instant) -> bool {
         self.note_result(None, "write");
-        let mut s = self.lock_state();
+        let mut s = self.state.lock();
         s.written = Some((version.clone(), Term::of(&rec)));
         s.record = rec;
         s.version = Some(version);
@@ -164,7 +156,7 @@ impl<L: Lock> LeaderElector<L> {
     /// Whether the observed record names this candidate in the term of this elector's own last
     /// write (see [`Term`]).
     pub(super) fn holds_record(&self) -> bool {
-        let s = self.lock_state();
+        let s = self.state.lock();
         s.record.holder_identity == self.lock.identity()
             && s.written.as_ref().is_some_and(|(version, term)| {
                 s.version.as_ref() == Some(version) || *term == Term::of(&s.record)
@@ -172,7 +164,7 @@ impl<L: Lock> LeaderElector<L> {
     }
 
     fn is_lease_valid(&self, now: Instant) -> bool {
-        let s = self.lock_state();
+        let s = self.state.lock();
         s.time + Duration::from_secs(u64::from(s.record.lease_duration_seconds)) > now
     }
 }

@@ -1,14 +1,14 @@
 //! Keeping the lease while leading (renewing every retry period within the renew deadline),
 //! and giving it up on a stop when asked to.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until, timeout_at};
 use tracing::debug;
 
 use super::LeaderElector;
 use super::acquire::Mode;
-use crate::{LeaderRecord, Leadership, LeadershipEnd, Lock, LockError};
+use crate::{Leadership, LeadershipEnd, Lock, LockError};
 
 impl<L: Lock> LeaderElector<L> {
     /// How long a grant holds after the acquire or renew that made it was sent: retry period +
@@ -71,14 +71,7 @@ impl<L: Lock> LeaderElector<L> {
                 if old.record.holder_identity != self.lock.identity() {
                     return debug!("release: not the holder any more");
                 }
-                let wall = SystemTime::now();
-                let rec = LeaderRecord {
-                    holder_identity: String::new(),
-                    lease_duration_seconds: 1,
-                    acquire_time: wall,
-                    renew_time: wall,
-                    leader_transitions: old.record.leader_transitions,
-                };
+                let rec = old.record.released();
                 match self.lock.update(rec.clone()).await {
                     Ok(v) => {
                         debug!("released");

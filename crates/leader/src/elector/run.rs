@@ -59,7 +59,7 @@ impl<L: Lock> LeaderElector<L> {
         async {
             let sent = self.acquire(&cancel).await?;
             let fencing = {
-                let s = self.lock_state();
+                let s = self.state.lock();
                 self.lock.fencing_token(&Versioned {
                     record: s.record.clone(),
                     version: s.version.clone().unwrap_or_default(),

@@ -78,7 +78,7 @@ impl<L: Lock> LeaderElector<L> {
     ///
     /// [`HealthError`] naming the election.
     pub fn check(&self, tolerance: Duration) -> Result<(), HealthError> {
-        let s = self.lock_state();
+        let s = self.state.lock();
         if s.record.holder_identity == self.lock.identity()
             && s.time.elapsed() > self.config.lease_duration + tolerance
         {
