@@ -40,7 +40,7 @@ use crate::task::{Timed, start_timer_task};
 /// The keys the timer task adds at one poll, at the least: it adds at most this many, and then
 /// every key due at the same instant as the last of them (keys due together are added
 /// together), wakes the getters and is polled again for the rest.
-const CHUNK: usize = 16;
+const CHUNK: usize = 32;
 
 /// The waiting keys, their deadlines and the one sleep until the earliest.
 pub(super) struct Timers<K> {
