@@ -7,9 +7,16 @@
 //! sets the sleep again; a later deadline, a cancelled wait or a moved one needs no wake-up (the
 //! sleep rings early, finds nothing due, and is set to the next deadline). The timer task (on
 //! the crate's task lifecycle, see [`crate::task`]) is one loop: each time it is woken, it adds
-//! every key whose deadline is at or before the clock's now, in deadline order, sets the sleep
+//! the keys whose deadline is at or before the clock's now, in deadline order, sets the sleep
 //! to the next deadline, and with metrics refreshes the unfinished-work gauges every
 //! [`UNFINISHED_WORK_UPDATE_PERIOD`](crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD).
+//!
+//! When many keys are due at once (a busy second of delayed adds has ~100 per millisecond), the
+//! task adds them [`CHUNK`] at a time, waking the getters and letting go of the lock after each
+//! chunk, and wakes itself for the rest: the first keys are handed out while the later ones are
+//! still being added, instead of every key of the tick waiting for the last one to be added.
+//! Keys due at the same instant are always added in one chunk, so their order among themselves
+//! (priority, then order of add) is the order they are handed out in.
 //!
 //! The deadlines are the keys' own, not rounded to a grid of this queue's: tokio's timer rounds
 //! the sleep up to its millisecond tick, and the task takes by the clock what is due when it
@@ -29,6 +36,11 @@ use tracing::debug;
 use super::{Core, Handle, QueueKey, State, Wake};
 use crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD;
 use crate::task::{Timed, start_timer_task};
+
+/// The keys the timer task adds at one poll, at the least: it adds at most this many, and then
+/// every key due at the same instant as the last of them (keys due together are added
+/// together), wakes the getters and is polled again for the rest.
+const CHUNK: usize = 32;
 
 /// The waiting keys, their deadlines and the one sleep until the earliest.
 pub(super) struct Timers<K> {
@@ -124,14 +136,20 @@ impl<K: Hash + Eq + Clone> Timers<K> {
         self.armed = None;
     }
 
-    /// Takes every key whose deadline is at or before now, ordered by deadline, then higher
-    /// priority, then the order of their delayed adds, and sets the sleep to the next deadline;
-    /// `cx` is woken there, or by an add that sets an earlier one. Call from the timer task.
+    /// Takes the keys whose deadline is at or before now, ordered by deadline, then higher
+    /// priority, then the order of their delayed adds: a chunk of them (see [`CHUNK`]), waking
+    /// `cx` at once if more are due; else all of them, setting the sleep to the next deadline,
+    /// where `cx` is woken, or by an add that sets an earlier one. Call from the timer task.
     fn poll_due(&mut self, cx: &mut Context<'_>) -> Vec<(K, i32)> {
         if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             self.waker = Some(cx.waker().clone());
         }
-        let due = self.take_due(Some(Instant::now()));
+        let (due, more) = self.take_due(Some(Instant::now()), CHUNK);
+        if more {
+            self.armed = None;
+            cx.waker().wake_by_ref();
+            return due;
+        }
         let Some((_, &(next, ..))) = self.waiting.peek() else {
             return due;
         };
@@ -153,23 +171,32 @@ impl<K: Hash + Eq + Clone> Timers<K> {
         due
     }
 
-    /// Takes every key whose deadline is at or before `now` (every key, with `None`), in the
-    /// order of [`poll_due`](Self::poll_due), whether or not the sleep has rung; the sleep is
-    /// dropped if no key waits any more.
-    fn take_due(&mut self, now: Option<Instant>) -> Vec<(K, i32)> {
+    /// Takes the keys whose deadline is at or before `now` (every key, with `None`), in the
+    /// order of [`poll_due`](Self::poll_due), whether or not the sleep has rung: `limit` of
+    /// them and then those due at the same instant as the last one taken, and whether more are
+    /// due. The sleep is dropped if no key waits any more.
+    fn take_due(&mut self, now: Option<Instant>, limit: usize) -> (Vec<(K, i32)>, bool) {
         let mut due = Vec::new();
-        while self
-            .waiting
-            .peek()
-            .is_some_and(|(_, &(at, ..))| now.is_none_or(|now| at <= now))
-            && let Some((key, (_, Reverse(priority), _))) = self.waiting.pop()
-        {
+        let mut last = None;
+        let mut more = false;
+        while let Some((_, &(at, ..))) = self.waiting.peek() {
+            if now.is_some_and(|now| at > now) {
+                break;
+            }
+            if due.len() >= limit && last != Some(at) {
+                more = true;
+                break;
+            }
+            let Some((key, (_, Reverse(priority), _))) = self.waiting.pop() else {
+                break;
+            };
             due.push((key, priority));
+            last = Some(at);
         }
         if self.waiting.is_empty() {
             self.disarm();
         }
-        due
+        (due, more)
     }
 
     /// Drops every waiting key, the sleep and the timer task's waker (the queue shuts down).
@@ -239,7 +266,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             };
             let due = {
                 let _runtime = runtime.enter();
-                state.timers.take_due(Some(Instant::now()))
+                state.timers.take_due(Some(Instant::now()), usize::MAX).0
             };
             self.add_due(state, due, wake);
         });
@@ -248,8 +275,9 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
 
 /// The timer task's loop ([`start_timer_task`] polls it each time `cx` is woken).
 impl<K: QueueKey + 'static, M: Core<K>> Timed for Handle<K, M> {
-    /// Adds every waiting key whose deadline has passed, in deadline order, and refreshes the
-    /// gauges when their period is over; `cx` is woken at the next deadline or tick.
+    /// Adds the waiting keys whose deadline has passed, in deadline order, a chunk at a time
+    /// (see [`CHUNK`]), and refreshes the gauges when their period is over; `cx` is woken at
+    /// once while keys are due, else at the next deadline or tick.
     fn poll_timers(&self, cx: &mut Context<'_>) {
         self.with_lock(|state, wake| {
             let due = state.timers.poll_due(cx);
@@ -273,7 +301,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Timed for Handle<K, M> {
         self.with_lock(|state, wake| {
             state.runtime_gone = true;
             state.refresh = None;
-            let due = state.timers.take_due(None);
+            let due = state.timers.take_due(None, usize::MAX).0;
             if !due.is_empty() {
                 debug!(queue = %self.name, waiting = due.len(), "the queue's runtime shut down: waits end now");
             }
@@ -328,6 +356,59 @@ mod tests {
         let late = Instant::now() - deadline;
         assert!(late < Duration::from_millis(1), "{late:?} late");
         assert_eq!(*item, "a");
+    }
+
+    #[test]
+    fn many_due_keys_come_a_chunk_at_a_time_and_keys_due_together_stay_together() {
+        let mut timers = super::Timers::new(false);
+        let start = Instant::now();
+        let ms = |n: u64| start + Duration::from_millis(n);
+        // 20 keys due one after another, then 25 due at one instant.
+        for i in 0..20 {
+            timers.wait_until(i, 0, ms(i + 1));
+        }
+        for i in 20..45 {
+            timers.wait_until(i, 0, ms(21));
+        }
+        let (first, more) = timers.take_due(Some(ms(100)), super::CHUNK);
+        assert_eq!(first.len(), super::CHUNK);
+        assert!(more, "more keys are due");
+        // The chunk reaches into the keys due together and takes all of them.
+        let (second, more) = timers.take_due(Some(ms(100)), super::CHUNK);
+        assert_eq!(second.len(), 45 - super::CHUNK);
+        assert!(!more, "nothing more is due");
+        let order: Vec<u64> = first.into_iter().chain(second).map(|(k, _)| k).collect();
+        assert_eq!(order, (0..45).collect::<Vec<_>>());
+        assert_eq!(timers.len(), 0);
+        // Only what is due: nothing before the first deadline, then that key alone.
+        timers.wait_until(50, 0, ms(200));
+        timers.wait_until(51, 0, ms(300));
+        assert_eq!(timers.take_due(Some(ms(199)), 1), (vec![], false));
+        assert_eq!(timers.take_due(Some(ms(250)), 1), (vec![(50, 0)], false));
+    }
+
+    /// Keys due at once beyond a chunk are all added with no more time passing.
+    #[tokio::test(start_paused = true)]
+    async fn keys_due_beyond_a_chunk_follow_without_waiting_for_time() {
+        let queue = WorkQueue::new();
+        let n = 3 * super::CHUNK as u64 + 5;
+        for i in 0..n {
+            queue
+                .add_after(i, Duration::from_micros(10 * (i + 1)))
+                .unwrap();
+        }
+        let_run().await;
+        tokio::time::advance(Duration::from_millis(5)).await;
+        let at = Instant::now();
+        for want in 0..n {
+            let item = tokio::time::timeout(Duration::from_secs(1), queue.get())
+                .await
+                .expect("every due key is added")
+                .unwrap();
+            assert_eq!(*item, want);
+            item.done();
+        }
+        assert_eq!(Instant::now(), at, "no time passed");
     }
 
     #[tokio::test(start_paused = true)]
