@@ -71,7 +71,7 @@ pub(crate) struct InFlight<K> {
     markers: HashMap<K, u64>,
 }
 
-/// The active heap and the in-flight record; guarded by the queue's hot lock.
+/// The active heap and the in-flight record.
 #[derive(Debug)]
 pub(crate) struct ActiveQueue<K, T, C> {
     pub(crate) heap: KeyedHeap<K, QueuedItem<K, T>, ActiveOrder<C>>,
@@ -104,11 +104,6 @@ where
             heap: KeyedHeap::new(ActiveOrder(order)),
             in_flight: InFlight::new(),
         }
-    }
-
-    /// Makes room for `incoming` more items, so a large batch does not re-hash as it grows.
-    pub(crate) fn reserve(&mut self, incoming: usize) {
-        self.heap.reserve(incoming);
     }
 
     /// Inserts (or replaces) an item; the first entry sets its initial attempt time.

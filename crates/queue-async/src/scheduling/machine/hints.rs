@@ -147,6 +147,24 @@ impl<K, T> Hooks<K, T> {
             .map(|(p, _, _)| *p)
     }
 
+    /// Asks the gates about `item` and records the answer in it; true if a gate refused.
+    pub(crate) fn gate_in_place(&self, item: &mut QueuedItem<K, T>) -> bool {
+        match self.gate(item) {
+            Some(plugin) => {
+                let marks = item.marks_mut();
+                marks.gating = Some(plugin);
+                marks.rejectors.push(plugin);
+                true
+            }
+            None => {
+                if item.is_gated() {
+                    item.marks_mut().gating = None;
+                }
+                false
+            }
+        }
+    }
+
     /// Whether the event `event` (targeted at `target`, if any) makes `item` worth requeueing.
     ///
     /// A gated item moves only on an event its gate registered for, and then only to be gated
@@ -167,12 +185,12 @@ impl<K, T> Hooks<K, T> {
     /// The hints registered for events matching `event`, indexed by plugin; computed once per
     /// event so a move over many items looks up each item's few plugins instead of scanning
     /// every registration per item.
-    pub(crate) fn hints_for(&self, event: &ClusterEvent) -> EventHints<'_, K, T> {
+    pub(crate) fn hints_for(&self, event: &ClusterEvent) -> EventHints<K, T> {
         let list: Vec<_> = self
             .hints
             .iter()
             .filter(|(reg, _, _)| reg.matches(event))
-            .map(|(_, plugin, hint)| (*plugin, hint))
+            .map(|(_, plugin, hint)| (*plugin, hint.clone()))
             .collect();
         let mut by_plugin: HashMap<PluginId, Vec<usize>> = HashMap::new();
         for (i, (plugin, _)) in list.iter().enumerate() {
@@ -184,7 +202,7 @@ impl<K, T> Hooks<K, T> {
     /// [`strategy`](Self::strategy) with the matching hints already selected.
     pub(crate) fn strategy_with(
         &self,
-        hints: &EventHints<'_, K, T>,
+        hints: &EventHints<K, T>,
         item: &QueuedItem<K, T>,
         event: &ClusterEvent,
         payload: &EventPayload,
@@ -211,14 +229,14 @@ impl<K, T> Hooks<K, T> {
 }
 
 /// The hints matching one event, in registration order, and their positions by plugin.
-pub(crate) struct EventHints<'a, K, T> {
-    list: Vec<(PluginId, &'a HintFn<K, T>)>,
+pub(crate) struct EventHints<K, T> {
+    list: Vec<(PluginId, HintFn<K, T>)>,
     by_plugin: HashMap<PluginId, Vec<usize>>,
 }
 
 /// Asks the rejectors' hints in registration order; the strongest answer wins.
 fn ask_hints<K, T>(
-    hints: &EventHints<'_, K, T>,
+    hints: &EventHints<K, T>,
     item: &QueuedItem<K, T>,
     event: &ClusterEvent,
     payload: &EventPayload,
