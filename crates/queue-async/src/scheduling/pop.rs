@@ -79,7 +79,7 @@ where
             this.shared.ensure_flush_task();
         }
         let out = ready!(wait);
-        Poll::Ready(out.map(|popped| guard(this.shared, popped)))
+        Poll::Ready(out.map(|flight| Popped::new(this.shared.clone(), flight)))
     }
 }
 
@@ -98,16 +98,6 @@ where
     fn try_take(&self) -> Option<Option<Flight<K, T>>> {
         self.try_pop()
     }
-}
-
-/// Wraps a popped item in its guard.
-pub(crate) fn guard<K, T, C>(shared: &Arc<Shared<K, T, C>>, flight: Flight<K, T>) -> Popped<K, T>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
-    Popped::new(shared.clone(), flight.item, flight.id, flight.cycle)
 }
 
 impl<K, T, C> fmt::Debug for Pop<'_, K, T, C> {

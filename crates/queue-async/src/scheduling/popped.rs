@@ -9,6 +9,7 @@ use ctrlq_queue_core::Compare;
 
 use super::QueuedItem;
 use super::error::AlreadyQueuedError;
+use super::machine::Flight;
 use super::shared::Shared;
 
 /// An item popped from a [`SchedulingQueue`]: a guard that keeps its key in flight until the
@@ -76,16 +77,11 @@ pub(crate) trait Flights<K, T>: Send + Sync {
 // ===== impl Popped =====
 
 impl<K, T> Popped<K, T> {
-    pub(crate) fn new(
-        queue: Arc<dyn Flights<K, T>>,
-        item: QueuedItem<K, T>,
-        flight: u64,
-        cycle: u64,
-    ) -> Self {
+    pub(crate) fn new(queue: Arc<dyn Flights<K, T>>, flight: Flight<K, T>) -> Self {
         Popped {
-            item: Some(item),
-            flight,
-            cycle,
+            item: Some(flight.item),
+            flight: flight.id,
+            cycle: flight.cycle,
             queue,
         }
     }

@@ -151,8 +151,8 @@ where
 
     /// [`pop`](Self::pop) without waiting: `None` if nothing can be popped now or if shut down.
     pub fn try_pop(&self) -> Option<Popped<K, T>> {
-        let popped = self.shared.try_pop().flatten()?;
-        Some(super::pop::guard(&self.shared, popped))
+        let flight = self.shared.try_pop().flatten()?;
+        Some(Popped::new(self.shared.clone(), flight))
     }
 
     /// Hands back an item whose attempt failed, popped in scheduling cycle `cycle`.

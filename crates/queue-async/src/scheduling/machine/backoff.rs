@@ -120,6 +120,12 @@ where
         self.rejected.pop().map(|(k, w)| (k, w.item))
     }
 
+    /// Makes room for `incoming` more rejected items (moves carry only rejected or gated
+    /// items).
+    pub(crate) fn reserve(&mut self, incoming: usize) {
+        self.rejected.reserve(incoming);
+    }
+
     /// The earliest expiry, for the flush timer.
     pub(crate) fn next_expiry(&self) -> Option<Instant> {
         let rejected = self.rejected.peek().map(|(_, w)| w.expiry);

@@ -300,7 +300,7 @@ fn check(s: &mut State, m: &Model) -> Result<(), TestCaseError> {
     prop_assert_eq!(s.len(), queued.len());
     prop_assert_eq!(s.scheduling_cycle(), m.pops);
     // The next leftover deadline is never later than any unschedulable item's.
-    prop_assert_eq!(s.active.in_flight.len(), m.in_flight.len());
+    prop_assert_eq!(s.in_flight.len(), m.in_flight.len());
     let earliest = s
         .unschedulable
         .items()
@@ -732,8 +732,8 @@ fn the_state_reports_what_it_holds() {
     assert_eq!(s.move_request_cycle, Some(1));
     assert!(s.num_unschedulable() != 0 && s.where_is(&1) == Some(SubQueue::Unschedulable));
     assert_eq!(s.in_flight_keys(), vec![2]);
-    assert!(s.active.in_flight.is_current(&2, flight.id));
-    let in_flight = &s.active.in_flight;
+    assert!(s.in_flight.is_current(&2, flight.id));
+    let in_flight = &s.in_flight;
     assert!(!in_flight.is_current(&2, flight.id + 1) && !in_flight.is_current(&3, 0));
     let shown = format!("{s:?}");
     assert!(

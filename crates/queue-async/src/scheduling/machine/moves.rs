@@ -8,10 +8,14 @@ use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
 use tracing::{debug, trace};
 
+use super::active;
 use super::event::{ClusterEvent, EventPayload};
 use super::hints::{Hooks, Strategy};
 use super::item::QueuedItem;
 use super::state::{SchedulingState, enter};
+
+/// How many items a move inserts before it makes room for the rest (see `move_where`).
+const SAMPLE: usize = 256;
 
 impl<K, T, C> SchedulingState<K, T, C>
 where
@@ -22,7 +26,7 @@ where
     pub(crate) fn flush_backoff_completed(&mut self, now: Instant) -> usize {
         let mut count = 0;
         while let Some(item) = self.backoff.pop_completed(now) {
-            self.active.push(item, now);
+            active::push(&mut self.active, item, now);
             count += 1;
         }
         count
@@ -38,7 +42,7 @@ where
                 .backoff
                 .pop_completed(at)
                 .expect("the head is due at its expiry");
-            self.active.push(item, now);
+            active::push(&mut self.active, item, now);
             count += 1;
         }
         count
@@ -62,7 +66,7 @@ where
             return 0;
         }
         self.move_request_cycle = Some(self.scheduling_cycle());
-        self.active.in_flight.record(*event, payload.clone(), None);
+        self.in_flight.record(*event, payload.clone(), None);
         let hints = self.hooks.hints_for(event);
         let select = |hooks: &Hooks<K, T>, item: &QueuedItem<K, T>| {
             pre_check(item).then(|| hooks.strategy_with(&hints, item, event, &payload, None))
@@ -87,9 +91,7 @@ where
         let mut moved = 0;
         if self.unschedulable.items().any(is_due) {
             let event = ClusterEvent::UNSCHEDULABLE_TIMEOUT;
-            self.active
-                .in_flight
-                .record(event, EventPayload::none(), None);
+            self.in_flight.record(event, EventPayload::none(), None);
             let due = |_: &Hooks<K, T>, item: &QueuedItem<K, T>| {
                 is_due(item).then_some(Strategy::AfterBackoff)
             };
@@ -146,8 +148,10 @@ where
             unschedulable,
             ..
         } = self;
+        let (candidates, scanned) = (unschedulable.len(), Cell::new(0));
         let chosen = Cell::new(Strategy::Skip);
         let picked = unschedulable.extract(|item| {
+            scanned.set(scanned.get() + 1);
             let Some(strategy) = select(hooks, item).filter(|s| *s != Strategy::Skip) else {
                 return false;
             };
@@ -158,10 +162,17 @@ where
             chosen.set(strategy);
             true
         });
-        let mut moved = 0;
+        let (mut moved, mut to_active) = (0, 0);
         for item in picked {
-            enter(active, backoff, config, item, chosen.get(), now);
+            to_active += usize::from(enter(active, backoff, config, item, chosen.get(), now));
             moved += 1;
+            if moved == SAMPLE {
+                // How many more will move, and where, as the first picks went: room for them
+                // now, so that a large move does not re-hash the heaps as they grow.
+                let rest = (candidates - scanned.get()) * SAMPLE / scanned.get();
+                active.reserve(rest * to_active / SAMPLE);
+                backoff.reserve(rest * (SAMPLE - to_active) / SAMPLE);
+            }
         }
         moved
     }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
 
-use super::active::{ActiveQueue, InFlightEntry, RecordedEvent};
+use super::active::{self, ActiveHeap, ActiveOrder, InFlight, InFlightEntry, RecordedEvent};
 use super::backoff::{self, BackoffQueue};
 use super::config::{ConfigError, SchedulingQueueConfig};
 use super::event::{ClusterEvent, EventPayload};
@@ -37,8 +37,9 @@ use super::unschedulable::Unschedulable;
 pub(crate) struct SchedulingState<K, T, C = PriorityOrder> {
     pub(super) config: SchedulingQueueConfig,
     pub(super) hooks: Hooks<K, T>,
-    /// The active heap and the in-flight record.
-    pub(super) active: ActiveQueue<K, T, C>,
+    pub(super) active: ActiveHeap<K, T, C>,
+    /// The keys popped and not yet done, and the events seen meanwhile.
+    pub(super) in_flight: InFlight<K>,
     pub(super) backoff: BackoffQueue<K, T, C>,
     /// Rejected or gated items, waiting for an event.
     pub(super) unschedulable: Unschedulable<K, T>,
@@ -89,7 +90,8 @@ where
         Ok(SchedulingState {
             config,
             hooks,
-            active: ActiveQueue::new(order.clone()),
+            active: ActiveHeap::new(ActiveOrder(order.clone())),
+            in_flight: InFlight::new(),
             backoff: BackoffQueue::new(order),
             unschedulable: Unschedulable::new(),
             move_request_cycle: None,
@@ -120,7 +122,7 @@ where
             None => QueuedItem::new(key, data, now, 0),
         };
         item.seq = self.next_seq();
-        self.admit(item, now);
+        self.place(item, Strategy::Immediately, now);
         Ok(())
     }
 
@@ -133,7 +135,7 @@ where
             return None;
         }
         loop {
-            let (key, mut item) = match self.active.heap.pop() {
+            let (key, mut item) = match self.active.pop() {
                 Some(entry) => entry,
                 None if self.config.pop_from_backoff => {
                     let (key, mut item) = self.backoff.pop_rejected()?;
@@ -143,7 +145,7 @@ where
                 None => return None,
             };
             // The heap's copy of the key moves into the in-flight record: no clone, no drop.
-            let Some(id) = self.active.in_flight.start(key) else {
+            let Some(id) = self.in_flight.start(key) else {
                 continue;
             };
             item.attempts = item.attempts.saturating_add(1);
@@ -159,19 +161,19 @@ where
     /// Whether a pop would find an item now.
     pub(crate) fn can_pop(&self) -> bool {
         !self.closed
-            && (!self.active.heap.is_empty()
+            && (!self.active.is_empty()
                 || (self.config.pop_from_backoff && self.backoff.has_rejected()))
     }
 
     /// Ends the flight of `key` after a successful attempt; false if it was not in flight.
     pub(crate) fn done(&mut self, key: &K) -> bool {
-        self.active.in_flight.done(key)
+        self.in_flight.done(key)
     }
 
     /// Ends `flight` of `key` if it is still the key's current flight.
     pub(crate) fn end_flight(&mut self, key: &K, flight: u64) {
-        if self.active.in_flight.is_current(key, flight) {
-            self.active.in_flight.done(key);
+        if self.in_flight.is_current(key, flight) {
+            self.in_flight.done(key);
         }
     }
 
@@ -197,13 +199,13 @@ where
         only_in_flight: bool,
     ) -> Result<(), QueuedItem<K, T>> {
         let key = &item.key;
-        let current = flight.is_some_and(|f| self.active.in_flight.is_current(key, f));
+        let current = flight.is_some_and(|f| self.in_flight.is_current(key, f));
         if !current && only_in_flight {
             return Ok(());
         }
         let missed = if current {
-            let events = self.active.in_flight.events_for(key);
-            self.active.in_flight.done(key);
+            let events = self.in_flight.events_for(key);
+            self.in_flight.done(key);
             events
         } else {
             None
@@ -241,14 +243,14 @@ where
         let mut moved = 0;
         for key in keys {
             if let Some(item) = self.backoff.delete(&key) {
-                self.active.push(item, now);
+                active::push(&mut self.active, item, now);
                 moved += 1;
             } else if let Some(item) = self.unschedulable.remove(&key) {
-                moved += usize::from(self.admit(item, now));
-            } else if self.active.in_flight.contains(&key) {
+                moved += usize::from(self.place(item, Strategy::Immediately, now));
+            } else if self.in_flight.contains(&key) {
                 let event = ClusterEvent::FORCE_ACTIVATE;
                 let payload = EventPayload::none();
-                self.active.in_flight.record(event, payload, Some(key));
+                self.in_flight.record(event, payload, Some(key));
                 self.move_request_cycle = Some(self.cycle);
             }
         }
@@ -266,16 +268,16 @@ where
         events: &[ClusterEvent],
         now: Instant,
     ) -> Option<T> {
-        if self.active.in_flight.contains(&key) {
+        if self.in_flight.contains(&key) {
             for event in events.iter().filter(|e| self.hooks.is_of_interest(e)) {
                 let (payload, target) = (EventPayload::none(), Some(key.clone()));
-                self.active.in_flight.record(*event, payload, target);
+                self.in_flight.record(*event, payload, target);
             }
             return Some(data);
         }
         let mut data = Some(data);
         let mut put = |item: &mut QueuedItem<K, T>| item.data = data.take().expect("runs once");
-        if !self.active.heap.update(&key, &mut put) {
+        if !self.active.update(&key, &mut put) {
             self.backoff.update(&key, &mut put);
         }
         let data = data?;
@@ -303,23 +305,17 @@ where
     /// stay.
     pub(crate) fn shut_down(&mut self) {
         self.closed = true;
-        self.active.in_flight.clear();
+        self.in_flight.clear();
     }
 
     /// Removes `key` from whichever sub-queue holds it. The in-flight record is not touched.
     fn take(&mut self, key: &K) -> Option<QueuedItem<K, T>> {
-        if let Some((_, item)) = self.active.heap.delete(key) {
+        if let Some((_, item)) = self.active.delete(key) {
             return Some(item);
         }
         self.backoff
             .delete(key)
             .or_else(|| self.unschedulable.remove(key))
-    }
-
-    /// Inserts an added or activated item: active, unless a gate refuses it; true if it went
-    /// to active.
-    fn admit(&mut self, item: QueuedItem<K, T>, now: Instant) -> bool {
-        self.place(item, Strategy::Immediately, now)
     }
 
     /// The next insertion number.
@@ -354,7 +350,7 @@ where
 /// else in active; true if in active. A free function, so a move can insert while it scans
 /// the unschedulable items.
 pub(super) fn enter<K: Hash + Eq + Clone, T, C: Compare<QueuedItem<K, T>>>(
-    active: &mut ActiveQueue<K, T, C>,
+    active: &mut ActiveHeap<K, T, C>,
     backoff: &mut BackoffQueue<K, T, C>,
     config: &SchedulingQueueConfig,
     item: QueuedItem<K, T>,
@@ -369,7 +365,7 @@ pub(super) fn enter<K: Hash + Eq + Clone, T, C: Compare<QueuedItem<K, T>>>(
             return false;
         }
     }
-    active.push(item, now);
+    active::push(active, item, now);
     true
 }
 
@@ -398,7 +394,7 @@ where
 {
     /// Which sub-queue holds `key`, if any.
     pub(crate) fn where_is(&self, key: &K) -> Option<SubQueue> {
-        if self.active.heap.contains_key(key) {
+        if self.active.contains_key(key) {
             Some(SubQueue::Active)
         } else if self.backoff.contains_key(key) {
             Some(SubQueue::Backoff)
@@ -412,7 +408,7 @@ where
     /// The keys in each sub-queue.
     pub(crate) fn pending(&self) -> Pending<K> {
         Pending {
-            active: self.active.heap.iter().map(|(k, _)| k.clone()).collect(),
+            active: self.active.iter().map(|(k, _)| k.clone()).collect(),
             backoff: self.backoff.keys().cloned().collect(),
             unschedulable: self.unschedulable.keys().cloned().collect(),
         }
@@ -420,17 +416,17 @@ where
 
     /// Whether `key` is in flight.
     pub(crate) fn is_in_flight(&self, key: &K) -> bool {
-        self.active.in_flight.contains(key)
+        self.in_flight.contains(key)
     }
 
     /// The keys in flight, in arbitrary order.
     pub(crate) fn in_flight_keys(&self) -> Vec<K> {
-        self.active.in_flight.keys()
+        self.in_flight.keys()
     }
 
     /// The in-flight list: markers and the events recorded after them, in order.
     pub(crate) fn in_flight_events(&self) -> Vec<InFlightEntry<K>> {
-        self.active.in_flight.entries()
+        self.in_flight.entries()
     }
 }
 
@@ -452,7 +448,7 @@ impl<K, T, C> SchedulingState<K, T, C> {
 
     /// How many items are queued in the three sub-queues.
     pub(crate) fn len(&self) -> usize {
-        self.active.heap.len() + self.backoff.len() + self.unschedulable.len()
+        self.active.len() + self.backoff.len() + self.unschedulable.len()
     }
 }
 
@@ -460,10 +456,10 @@ impl<K, T, C> SchedulingState<K, T, C> {
     /// The `Debug` of the state and of its queue (named `name`): its content, not its items.
     pub(crate) fn describe(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct(name)
-            .field("active", &self.active.heap.len())
+            .field("active", &self.active.len())
             .field("backoff", &self.backoff.len())
             .field("unschedulable", &self.unschedulable.len())
-            .field("in_flight", &self.active.in_flight.len())
+            .field("in_flight", &self.in_flight.len())
             .field("shutting_down", &self.closed)
             .finish()
     }
