@@ -128,28 +128,14 @@ impl<K, T> Hooks<K, T> {
 }
 
 impl<K, T> Hooks<K, T> {
-    /// Runs the gates (the one that held the item last goes first); the first that refuses.
-    pub(crate) fn gate(&self, item: &QueuedItem<K, T>) -> Option<PluginId> {
-        if let Some(last) = item.info().gating {
-            let refused = self
-                .gates
-                .iter()
-                .filter(|(p, _, _)| *p == last)
-                .any(|(_, _, gate)| !gate(item));
-            if refused {
-                return Some(last);
-            }
-        }
-        self.gates
-            .iter()
-            .filter(|(p, _, _)| Some(*p) != item.info().gating)
-            .find(|(_, _, gate)| !gate(item))
-            .map(|(p, _, _)| *p)
-    }
-
-    /// Asks the gates about `item` and records the answer in it; true if a gate refused.
+    /// Runs the gates on `item` (those of the plugin that held it last go first) and records
+    /// the answer in it: true if a gate refused, which then holds it.
     pub(crate) fn gate_in_place(&self, item: &mut QueuedItem<K, T>) -> bool {
-        match self.gate(item) {
+        let last = item.info().gating;
+        let held_last = self.gates.iter().filter(|(p, _, _)| Some(*p) == last);
+        let others = self.gates.iter().filter(|(p, _, _)| Some(*p) != last);
+        let refused = held_last.chain(others).find(|(_, _, gate)| !gate(item));
+        match refused.map(|(plugin, _, _)| *plugin) {
             Some(plugin) => {
                 let marks = item.marks_mut();
                 marks.gating = Some(plugin);
