@@ -228,8 +228,11 @@ where
     /// Makes the timed moves due by the clock and sets the sleep to the next deadline; `cx` is
     /// woken there, or by a change that sets an earlier one.
     fn poll_timers(&self, cx: &mut Context<'_>) {
-        let mut change = self.change();
-        let locked = &mut *change;
+        // The moves first, in a change of their own: the pops they let take an item are woken
+        // before the sleep is set.
+        self.change().machine.flush_due(Instant::now());
+        let mut locked = self.lock();
+        let locked = &mut *locked;
         if !locked
             .waker
             .as_ref()
@@ -237,7 +240,6 @@ where
         {
             locked.waker = Some(cx.waker().clone());
         }
-        locked.machine.flush_due(Instant::now());
         let Some(next) = locked.machine.next_deadline() else {
             locked.sleep = None;
             locked.armed = None;
