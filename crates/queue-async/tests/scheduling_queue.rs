@@ -1326,8 +1326,8 @@ async fn concurrent_update_and_pop_should_not_deadlock() {
 
 #[tokio::test(start_paused = true)]
 async fn move_should_lose_no_item_when_a_hint_panics_midway() {
-    // More items than one commit chunk (256): when the hint panics, some moved items are
-    // committed, some are waiting in the chunk, and some are not scanned yet.
+    // When the hint panics, some items have moved, one is being judged, and some are not
+    // scanned yet.
     const N: u32 = 700;
     const PANIC_AT: usize = 400;
     let calls = Arc::new(AtomicUsize::new(0));
@@ -1455,56 +1455,4 @@ fn a_bad_config_should_be_refused_with_the_rule_it_breaks() {
     // Go's defaults, and a zero max backoff (backoff off), are accepted.
     assert!(Queue::new(default()).is_ok());
     assert!(Queue::new(default().max_backoff(Duration::ZERO)).is_ok());
-}
-
-/// `pop`, then `queue.done(key)` (as `pop`'s example does), then the guard drops: the drop sees
-/// that the flight already ended without waiting for a move that is scanning unschedulable
-/// (kubernetes/kubernetes#125692 holds for every documented way to finish an item).
-#[test]
-fn a_guard_dropped_after_done_should_not_wait_behind_a_move() {
-    use std::sync::mpsc;
-    let (scanning_tx, scanning_rx) = mpsc::sync_channel::<()>(1);
-    let (release_tx, release_rx) = mpsc::sync_channel::<()>(1);
-    let (scanning_tx, release_rx) = (
-        std::sync::Mutex::new(scanning_tx),
-        std::sync::Mutex::new(release_rx),
-    );
-    // The hint runs inside the scan: it says it is there, then holds the scan until released
-    // (at most the real-time bound, so a drop that waits for the scan fails the test below).
-    let q = builder()
-        .hint(NODE_ADD, "plugin", move |_, _, _| {
-            let _ = scanning_tx.lock().unwrap().try_send(());
-            let _ = release_rx.lock().unwrap().recv_timeout(support::REAL_BOUND);
-            Ok(QueueingHint::Queue)
-        })
-        .build()
-        .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    q.add("u", 1).unwrap();
-    assert_eq!(rt.block_on(fail(&q, &["plugin"], &[])), "u");
-    q.add("p", 1).unwrap();
-    let popped = q.try_pop().expect("p is active");
-    q.done(&"p");
-
-    let mover = {
-        let q = q.clone();
-        std::thread::spawn(move || q.move_all(&NODE_ADD))
-    };
-    scanning_rx
-        .recv_timeout(support::REAL_BOUND)
-        .expect("the move scans unschedulable");
-    let (dropped_tx, dropped_rx) = mpsc::channel();
-    let dropper = std::thread::spawn(move || {
-        drop(popped);
-        dropped_tx.send(()).unwrap();
-    });
-    let dropped = dropped_rx.recv_timeout(Duration::from_secs(5));
-    release_tx.send(()).unwrap();
-    assert_eq!(mover.join().unwrap(), 1);
-    dropper.join().unwrap();
-    assert!(dropped.is_ok(), "the guard's drop waited for the move");
-    assert_eq!(q.where_is(&"p"), None, "done: not queued again");
 }

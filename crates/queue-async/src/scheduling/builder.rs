@@ -6,14 +6,13 @@ use std::sync::Arc;
 
 use ctrlq_queue_core::Compare;
 
-use super::machine::{
-    ClusterEvent, ConfigError, EventPayload, HintError, PluginId, PriorityOrder, QueueingHint,
-    SchedulingQueueConfig, SchedulingRules,
-};
-
 use super::QueuedItem;
+use super::machine::{
+    ClusterEvent, ConfigError, EventPayload, HintError, Hooks, PluginId, PriorityOrder,
+    QueueingHint, SchedulingQueueConfig, SchedulingState,
+};
 use super::queue::SchedulingQueue;
-use super::state::LockedScheduling;
+use super::shared::Shared;
 
 /// Builds a [`SchedulingQueue`] with hints, gates and an ordering.
 ///
@@ -38,7 +37,8 @@ use super::state::LockedScheduling;
 /// # }
 /// ```
 pub struct SchedulingQueueBuilder<K, T, C = PriorityOrder> {
-    rules: SchedulingRules<K, T>,
+    config: SchedulingQueueConfig,
+    hooks: Hooks<K, T>,
     order: C,
 }
 
@@ -87,7 +87,8 @@ impl<K, T> SchedulingQueue<K, T, PriorityOrder> {
     /// A builder for hints, gates and a custom order (see [`SchedulingQueueBuilder`]).
     pub fn builder(config: SchedulingQueueConfig) -> SchedulingQueueBuilder<K, T, PriorityOrder> {
         SchedulingQueueBuilder {
-            rules: SchedulingRules::new(config),
+            config,
+            hooks: Hooks::new(),
             order: PriorityOrder,
         }
     }
@@ -111,13 +112,14 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
             + 'static,
     {
         // The state machine counts a failed hint as `Queue`; the log says why an item moved.
-        self.rules = self.rules.hint(event, plugin, move |item, event, payload| {
+        let logged = move |item: &_, event: &ClusterEvent, payload: &_| {
             let answer = hint(item, event, payload);
             if let Err(error) = &answer {
                 tracing::debug!(plugin, event = event.label, %error, "hint failed; treated as queue");
             }
             answer
-        });
+        };
+        self.hooks.add_hint(event, plugin, Arc::new(logged));
         self
     }
 
@@ -135,7 +137,8 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
     where
         F: Fn(&QueuedItem<K, T>) -> bool + Send + Sync + 'static,
     {
-        self.rules = self.rules.gate(plugin, events, gate);
+        let events = events.into_iter().collect();
+        self.hooks.add_gate(plugin, events, Arc::new(gate));
         self
     }
 
@@ -146,7 +149,8 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
     /// assert antisymmetry) but never a corrupt queue.
     pub fn order<C2>(self, order: C2) -> SchedulingQueueBuilder<K, T, C2> {
         SchedulingQueueBuilder {
-            rules: self.rules,
+            config: self.config,
+            hooks: self.hooks,
             order,
         }
     }
@@ -163,17 +167,17 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
         T: Send + 'static,
         C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
     {
-        self.rules.config().validate()?;
-        let (rules, order) = (self.rules, self.order);
-        let shared = Arc::new_cyclic(|me| LockedScheduling::new(rules, order, me.clone()));
-        Ok(SchedulingQueue::from_shared(shared))
+        let machine = SchedulingState::new(self.config, self.hooks, self.order)?;
+        let shared = Arc::new_cyclic(|me| Shared::new(machine, me.clone()));
+        Ok(SchedulingQueue { shared })
     }
 }
 
 impl<K, T, C> fmt::Debug for SchedulingQueueBuilder<K, T, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SchedulingQueueBuilder")
-            .field("rules", &self.rules)
+            .field("config", &self.config)
+            .field("hooks", &self.hooks)
             .finish_non_exhaustive()
     }
 }

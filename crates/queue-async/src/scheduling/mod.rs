@@ -2,21 +2,16 @@
 //!
 //! The pure state machine (sub-queues, attempts, gates, hints and the move rules) is the
 //! private `machine` module: no locks, no async, no clock reads, every operation that depends on
-//! time takes `now` (a `tokio::time::Instant`). The rest of this module adds its two locks,
-//! wake-ups, the timer task and the handle.
+//! time takes `now` (a `tokio::time::Instant`). The rest of this module adds its one lock,
+//! wake-ups, the timer task (`shared`) and the handle.
 
 mod builder;
 mod error;
-mod flush;
-mod inspect;
 mod machine;
-mod moves;
 mod pop;
 mod popped;
 mod queue;
-mod state;
-mod timer;
-mod transfer;
+mod shared;
 
 pub use builder::SchedulingQueueBuilder;
 pub use error::AlreadyQueuedError;

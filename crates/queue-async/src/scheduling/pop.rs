@@ -13,11 +13,10 @@ use tokio::sync::Notify;
 
 use crate::wait::{Source, Wait};
 
-use super::machine::Flight;
-
 use super::QueuedItem;
+use super::machine::Flight;
 use super::popped::Popped;
-use super::state::LockedScheduling;
+use super::shared::Shared;
 
 pin_project! {
     /// Future of [`SchedulingQueue::pop`]: the most important item, or `None` once closed.
@@ -46,9 +45,9 @@ pin_project! {
     /// [`SchedulingQueue::pop`]: super::SchedulingQueue::pop
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Pop<'a, K, T, C> {
-        shared: &'a Arc<LockedScheduling<K, T, C>>,
+        shared: &'a Arc<Shared<K, T, C>>,
         #[pin]
-        wait: Wait<'a, LockedScheduling<K, T, C>>,
+        wait: Wait<'a, Shared<K, T, C>>,
     }
 }
 
@@ -57,7 +56,7 @@ where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    pub(crate) fn new(shared: &'a Arc<LockedScheduling<K, T, C>>) -> Self {
+    pub(crate) fn new(shared: &'a Arc<Shared<K, T, C>>) -> Self {
         Pop {
             shared,
             wait: Wait::new(shared),
@@ -77,18 +76,15 @@ where
         let this = self.project();
         let wait = this.wait.poll(cx);
         if wait.is_pending() {
-            // About to wait: make sure the timer task runs (items may have gone to backoff from
-            // a plain thread before any runtime was bound), or, with the queue's runtime gone,
-            // make the timed moves that are due now.
             this.shared.ensure_flush_task();
         }
         let out = ready!(wait);
-        Poll::Ready(out.map(|popped| guard(this.shared, popped)))
+        Poll::Ready(out.map(|flight| Popped::new(this.shared.clone(), flight)))
     }
 }
 
-/// `pop`: every waiting `pop` looks after an insertion it could take.
-impl<K, T, C> Source for LockedScheduling<K, T, C>
+/// `pop`: every waiting `pop` looks once a change lets a pop take an item.
+impl<K, T, C> Source for Shared<K, T, C>
 where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
@@ -102,19 +98,6 @@ where
     fn try_take(&self) -> Option<Option<Flight<K, T>>> {
         self.try_pop()
     }
-}
-
-/// Wraps a popped item in its guard.
-pub(crate) fn guard<K, T, C>(
-    shared: &Arc<LockedScheduling<K, T, C>>,
-    flight: Flight<K, T>,
-) -> Popped<K, T>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
-    Popped::new(shared.clone(), flight.item, flight.id, flight.cycle)
 }
 
 impl<K, T, C> fmt::Debug for Pop<'_, K, T, C> {

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use ctrlq_queue_core::Compare;
 
 use super::QueuedItem;
-use super::state::LockedScheduling;
+use super::error::AlreadyQueuedError;
+use super::machine::Flight;
+use super::shared::Shared;
 
 /// An item popped from a [`SchedulingQueue`]: a guard that keeps its key in flight until the
 /// attempt has a verdict.
@@ -75,16 +77,11 @@ pub(crate) trait Flights<K, T>: Send + Sync {
 // ===== impl Popped =====
 
 impl<K, T> Popped<K, T> {
-    pub(crate) fn new(
-        queue: Arc<dyn Flights<K, T>>,
-        item: QueuedItem<K, T>,
-        flight: u64,
-        cycle: u64,
-    ) -> Self {
+    pub(crate) fn new(queue: Arc<dyn Flights<K, T>>, flight: Flight<K, T>) -> Self {
         Popped {
-            item: Some(item),
-            flight,
-            cycle,
+            item: Some(flight.item),
+            flight: flight.id,
+            cycle: flight.cycle,
             queue,
         }
     }
@@ -107,7 +104,7 @@ impl<K, T> Popped<K, T> {
     /// is `None` (and ends in its own queue) if the item was popped from another queue.
     pub(crate) fn disarm<C>(
         mut self,
-        shared: &Arc<LockedScheduling<K, T, C>>,
+        shared: &Arc<Shared<K, T, C>>,
     ) -> (QueuedItem<K, T>, Option<u64>)
     where
         K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -169,16 +166,44 @@ impl<K: fmt::Debug, T: fmt::Debug> fmt::Debug for Popped<K, T> {
     }
 }
 
-// ===== impl Flights for LockedScheduling =====
+// ===== impl Flights for Shared =====
 
-impl<K, T, C> Flights<K, T> for LockedScheduling<K, T, C>
+impl<K, T, C> Shared<K, T, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+{
+    /// Takes back a popped item whose attempt failed (see
+    /// [`SchedulingQueue::add_unschedulable_if_not_present`]); `flight` is its flight if it was
+    /// popped from this queue. With `only_in_flight` (a guard dropped without a verdict), an
+    /// item whose flight already ended is not queued again.
+    ///
+    /// [`SchedulingQueue::add_unschedulable_if_not_present`]: super::SchedulingQueue::add_unschedulable_if_not_present
+    pub(crate) fn hand_back(
+        &self,
+        item: QueuedItem<K, T>,
+        flight: Option<u64>,
+        cycle: u64,
+        only_in_flight: bool,
+    ) -> Result<(), AlreadyQueuedError<K, T>> {
+        let now = self.clock.now();
+        let mut locked = self.change();
+        let back = locked
+            .machine
+            .hand_back(item, flight, cycle, now, only_in_flight);
+        back.map_err(AlreadyQueuedError)
+    }
+}
+
+impl<K, T, C> Flights<K, T> for Shared<K, T, C>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     T: Send + 'static,
     C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
 {
     fn end(&self, key: &K, flight: u64) {
-        self.end_flight(key, flight);
+        self.lock().machine.end_flight(key, flight);
     }
 
     fn abandon(&self, item: QueuedItem<K, T>, flight: u64, cycle: u64) {

@@ -1,20 +1,20 @@
-//! [`SchedulingQueue`]: the handle, its adds, pops and dones, and shutdown. Moving items on
-//! events is in `moves`, reading the queue's state in `inspect`.
+//! [`SchedulingQueue`]: the handle, its adds, pops and dones, shutdown, the moves on events
+//! and at deadlines, and reading the queue's state. Each takes the queue's lock and makes one
+//! step of the state machine (see `shared`).
 
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
-use std::sync::atomic::Ordering as AtomicOrdering;
 
 use ctrlq_queue_core::Compare;
-
-use super::machine::{ClusterEvent, PriorityOrder};
+use tokio::time::Instant;
 
 use super::QueuedItem;
 use super::error::AlreadyQueuedError;
+use super::machine::{ClusterEvent, EventPayload, InFlightEntry, Pending, PriorityOrder, SubQueue};
 use super::pop::Pop;
 use super::popped::Popped;
-use super::state::{LockedScheduling, lock};
+use super::shared::Shared;
 use crate::AddError;
 
 /// A scheduler's queue: pops the most important pending item, and decides on each failure
@@ -32,9 +32,10 @@ use crate::AddError;
 /// Compared with the original: backoff-completed items move to active at their exact expiry
 /// (not at a 1 s poll), and items unschedulable for too long at their own deadline (not at a
 /// 30 s sweep; see [`SchedulingQueueConfig`]), so the background task has one timer, set to
-/// the next deadline, and none while nothing waits; `pop` never waits behind a scan of
-/// unschedulable items; ties are FIFO and hints run in registration order, so runs are
-/// deterministic; gated items get the leftover flush as a failsafe.
+/// the next deadline, and none while nothing waits; ties are FIFO and hints run in
+/// registration order, so runs are deterministic; gated items get the leftover flush as a
+/// failsafe. As in the original, one lock guards the whole queue, so a `pop` waits while a
+/// move scans the unschedulable items.
 ///
 /// The handle is a cheap `Clone`. A background task runs the timed moves; it ends on
 /// [`shut_down`] and when the last handle drops. The queue can be built anywhere, inside a
@@ -88,16 +89,10 @@ use crate::AddError;
 /// [`add_unschedulable_if_not_present`]: SchedulingQueue::add_unschedulable_if_not_present
 /// [`shut_down`]: SchedulingQueue::shut_down
 pub struct SchedulingQueue<K, T, C = PriorityOrder> {
-    pub(super) shared: Arc<LockedScheduling<K, T, C>>,
+    pub(super) shared: Arc<Shared<K, T, C>>,
 }
 
 // ===== impl SchedulingQueue =====
-
-impl<K, T, C> SchedulingQueue<K, T, C> {
-    pub(crate) fn from_shared(shared: Arc<LockedScheduling<K, T, C>>) -> Self {
-        SchedulingQueue { shared }
-    }
-}
 
 impl<K, T, C> SchedulingQueue<K, T, C>
 where
@@ -115,23 +110,9 @@ where
     ///
     /// [`AddError::ShutDown`] with the key and data if the queue is shutting down.
     pub fn add(&self, key: K, data: T) -> Result<(), AddError<(K, T)>> {
-        let s = &*self.shared;
-        let now = s.clock.now();
-        let mut main = lock(&s.main);
-        if lock(&s.hot).is_closed() {
-            return Err(AddError::ShutDown((key, data)));
-        }
-        let existing = s.rules.take(&mut main, &mut lock(&s.hot), &key);
-        let item = match existing {
-            Some(item) => s.rules.refresh_item(&mut main, item, data, now),
-            None => s.rules.new_item(&mut main, key, data, now),
-        };
-        // The gates run under `main` alone.
-        let placement = s.rules.admit(item, now);
-        let wake = s.rules.commit(&mut main, &mut lock(&s.hot), placement, now);
-        drop(main);
-        s.wake(wake);
-        Ok(())
+        let now = self.shared.clock.now();
+        let added = self.shared.change().machine.add(key, data, now);
+        added.map_err(AddError::ShutDown)
     }
 
     /// Waits for the most important item and hands it out: the head of active, or (with the
@@ -170,8 +151,8 @@ where
 
     /// [`pop`](Self::pop) without waiting: `None` if nothing can be popped now or if shut down.
     pub fn try_pop(&self) -> Option<Popped<K, T>> {
-        let popped = self.shared.try_pop().flatten()?;
-        Some(super::pop::guard(&self.shared, popped))
+        let flight = self.shared.try_pop().flatten()?;
+        Some(Popped::new(self.shared.clone(), flight))
     }
 
     /// Hands back an item whose attempt failed, popped in scheduling cycle `cycle`.
@@ -208,7 +189,7 @@ where
     /// [`Popped::done`] does the same from the guard; after this call, the guard of that
     /// flight does nothing when dropped (and a hand-back treats its item as not in flight).
     pub fn done(&self, key: &K) {
-        lock(&self.shared.hot).done(key);
+        self.shared.lock().machine.done(key);
     }
 
     /// Replaces the data of `key`, with the `events` the change amounts to.
@@ -219,45 +200,21 @@ where
     /// are judged like [`move_all`](Self::move_all)'s, targeted at this item. Not queued: added
     /// as new; after shutdown that add is refused and the data is handed back.
     pub fn update(&self, key: K, data: T, events: &[ClusterEvent]) -> Option<T> {
-        let s = &*self.shared;
-        let now = s.clock.now();
-        let mut main = lock(&s.main);
-        let ready = s.rules.update_ready(&mut lock(&s.hot), key, data, events);
-        let (key, data) = match ready {
-            Ok(handed_back) => return handed_back,
-            Err(rest) => rest,
-        };
-        // The hints and gates run under `main` alone.
-        match s.rules.update_parked(&mut main, key, data, events, now) {
-            Ok(placement) => {
-                let wake = s.rules.commit(&mut main, &mut lock(&s.hot), placement, now);
-                drop(main);
-                s.wake(wake);
-                None
-            }
-            Err((key, data)) => {
-                drop(main);
-                self.add(key, data)
-                    .err()
-                    .map(|refused| refused.into_key().1)
-            }
-        }
+        let now = self.shared.clock.now();
+        self.shared.change().machine.update(key, data, events, now)
     }
 
     /// Removes `key` from whichever sub-queue holds it and returns its data. Does not touch
     /// the in-flight record (`done` does).
     pub fn delete(&self, key: &K) -> Option<T> {
-        let s = &*self.shared;
-        let mut main = lock(&s.main);
-        let item = s.rules.take(&mut main, &mut lock(&s.hot), key);
-        item.map(|item| item.into_parts().1)
+        self.shared.lock().machine.delete(key)
     }
 }
 
 impl<K, T, C> SchedulingQueue<K, T, C> {
     /// The scheduling cycle: how many items were popped so far.
     pub fn scheduling_cycle(&self) -> u64 {
-        self.shared.cycle.load(AtomicOrdering::Acquire)
+        self.shared.lock().machine.scheduling_cycle()
     }
 
     /// Shuts the queue down: pending and future `pop`s return `None`, every flight ends, and the
@@ -272,7 +229,225 @@ impl<K, T, C> SchedulingQueue<K, T, C> {
 
     /// Whether [`shut_down`](Self::shut_down) was called.
     pub fn is_shutting_down(&self) -> bool {
-        lock(&self.shared.hot).is_closed()
+        self.shared.lock().machine.is_closed()
+    }
+}
+
+// ===== moving items =====
+
+impl<K, T, C> SchedulingQueue<K, T, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+{
+    /// Moves `keys` from backoff or unschedulable to active at once (gates still apply to
+    /// unschedulable ones). A key in flight gets a `FORCE_ACTIVATE` event targeted at it, so it
+    /// goes back to active if it fails. Unknown keys are ignored. Returns how many moved.
+    pub fn activate(&self, keys: impl IntoIterator<Item = K>) -> usize {
+        let now = self.shared.clock.now();
+        self.shared.change().machine.activate(keys, now)
+    }
+
+    /// [`move_matching`](Self::move_matching) with every unschedulable item as a candidate.
+    pub fn move_all(&self, event: &ClusterEvent) -> usize {
+        self.move_matching(event, |_| true)
+    }
+
+    /// [`move_all`](Self::move_all) with the event's `payload` handed to the hints (see
+    /// [`EventPayload`]).
+    ///
+    /// # Examples
+    ///
+    /// "Does the added node have room for this item": the item's data is the room it needs.
+    ///
+    /// ```
+    /// use ctrlq_queue_async::scheduling::{
+    ///     ActionType, ClusterEvent, EventPayload, HintError, QueueingHint, SchedulingQueue,
+    ///     SchedulingQueueConfig, SubQueue,
+    /// };
+    ///
+    /// struct Node {
+    ///     room: u32,
+    /// }
+    /// const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = SchedulingQueue::<&str, u32>::builder(SchedulingQueueConfig::default())
+    ///     .hint(NODE_ADD, "Fit", |item, _event, payload| {
+    ///         let node = payload.get::<Node>().ok_or_else(|| HintError::new("no node"))?;
+    ///         Ok(if node.room >= *item.data() { QueueingHint::Queue } else { QueueingHint::Skip })
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// queue.add("pod", 4).unwrap();
+    /// let mut pod = queue.pop().await.unwrap();
+    /// pod.set_rejectors(["Fit"]);
+    /// queue.add_unschedulable_if_not_present(pod, queue.scheduling_cycle()).unwrap();
+    ///
+    /// assert_eq!(queue.move_all_with(&NODE_ADD, EventPayload::new(Node { room: 2 })), 0);
+    /// assert_eq!(queue.move_all_with(&NODE_ADD, EventPayload::new(Node { room: 8 })), 1);
+    /// assert_ne!(queue.where_is(&"pod"), Some(SubQueue::Unschedulable));
+    /// # }
+    /// ```
+    pub fn move_all_with(&self, event: &ClusterEvent, payload: EventPayload) -> usize {
+        self.move_matching_with(event, payload, |_| true)
+    }
+
+    /// Tells the queue `event` happened: each unschedulable item that `pre_check` accepts and
+    /// whose rejectors' hints answer `Queue` moves to backoff, or to active if its backoff is
+    /// over (or a pending plugin answered). Returns how many moved.
+    ///
+    /// An event no hint or gate registered for is dropped at once: `pre_check` is not called
+    /// and nothing is scanned or recorded. A wildcard moves every non-gated candidate without
+    /// asking hints. A gated item moves only on an event its gate registered for, and only if
+    /// the gates then let it in. The event is recorded for the items in flight.
+    ///
+    /// The hints get an empty payload; [`move_matching_with`](Self::move_matching_with) gives
+    /// them one.
+    pub fn move_matching(
+        &self,
+        event: &ClusterEvent,
+        pre_check: impl FnMut(&QueuedItem<K, T>) -> bool,
+    ) -> usize {
+        self.move_matching_with(event, EventPayload::none(), pre_check)
+    }
+
+    /// [`move_matching`](Self::move_matching) with the event's `payload` handed to the hints:
+    /// kube-scheduler's hints get the event's old and new objects; pass whatever yours need
+    /// (see [`EventPayload`]). The payload is kept with the event for the items in flight, so
+    /// their hints see it when they come back.
+    pub fn move_matching_with(
+        &self,
+        event: &ClusterEvent,
+        payload: EventPayload,
+        pre_check: impl FnMut(&QueuedItem<K, T>) -> bool,
+    ) -> usize {
+        let now = self.shared.clock.now();
+        let mut locked = self.shared.change();
+        locked.machine.move_matching(event, payload, now, pre_check)
+    }
+
+    /// Moves every backoff item whose expiry is at or before `now` to active; returns how
+    /// many. The background task calls this at each exact expiry; tests may call it directly.
+    pub fn flush_backoff_completed(&self, now: Instant) -> usize {
+        self.shared.change().machine.flush_backoff_completed(now)
+    }
+
+    /// Moves unschedulable items queued more than the configured maximum before `now`
+    /// (strictly) to backoff or active; gated ones are re-checked by their gates, at most once
+    /// per maximum. Returns how many moved. The background task calls this at each item's
+    /// deadline; tests may call it directly.
+    pub fn flush_unschedulable_leftover(&self, now: Instant) -> usize {
+        self.shared
+            .change()
+            .machine
+            .flush_unschedulable_leftover(now)
+    }
+}
+
+// ===== reading the state =====
+
+impl<K, T, C> SchedulingQueue<K, T, C>
+where
+    K: Hash + Eq + Clone,
+    C: Compare<QueuedItem<K, T>>,
+{
+    /// The keys in each sub-queue, with the original's summary as `Display`.
+    ///
+    /// ```
+    /// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+    /// queue.add("a", 1).unwrap();
+    /// assert_eq!(queue.pending().to_string(), "activeQ:1; backoffQ:0; unschedulablePods:0");
+    /// # }
+    /// ```
+    pub fn pending(&self) -> Pending<K> {
+        self.shared.lock().machine.pending()
+    }
+
+    /// Which sub-queue holds `key`, if any.
+    ///
+    /// ```
+    /// use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig, SubQueue};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+    /// queue.add("a", 1).unwrap();
+    /// assert_eq!(queue.where_is(&"a"), Some(SubQueue::Active));
+    /// # }
+    /// ```
+    pub fn where_is(&self, key: &K) -> Option<SubQueue> {
+        self.shared.lock().machine.where_is(key)
+    }
+
+    /// When the queue next moves an item by itself: the earliest backoff expiry or
+    /// unschedulable deadline (see [`SchedulingQueueConfig::max_in_unschedulable`]). `None`
+    /// when nothing is timed: the queue then sets no timer, so under paused time the clock is
+    /// free to jump as far as the caller's own timers take it. A deadline may be early (the
+    /// item it was set for left since), never late.
+    ///
+    /// ```
+    /// # use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue: SchedulingQueue<&str, i64> =
+    ///     SchedulingQueue::builder(SchedulingQueueConfig::default()).build().unwrap();
+    /// assert_eq!(queue.next_timed_move(), None);
+    /// # }
+    /// ```
+    ///
+    /// [`SchedulingQueueConfig::max_in_unschedulable`]: super::SchedulingQueueConfig::max_in_unschedulable
+    pub fn next_timed_move(&self) -> Option<Instant> {
+        self.shared.lock().machine.next_deadline()
+    }
+
+    /// Whether `key` is in flight (popped, not yet done or handed back).
+    pub fn is_in_flight(&self, key: &K) -> bool {
+        self.shared.lock().machine.is_in_flight(key)
+    }
+
+    /// The keys in flight, in arbitrary order.
+    pub fn in_flight(&self) -> Vec<K> {
+        self.shared.lock().machine.in_flight_keys()
+    }
+
+    /// The in-flight list: markers of items in flight and the events recorded after them, in
+    /// order (for diagnostics and tests).
+    ///
+    /// ```
+    /// use ctrlq_queue_async::scheduling::{InFlightEntry, SchedulingQueue, SchedulingQueueConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = SchedulingQueue::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+    /// queue.add("a", 1).unwrap();
+    /// let _item = queue.pop().await.unwrap();
+    /// assert_eq!(queue.in_flight_events(), vec![InFlightEntry::Item("a")]);
+    /// # }
+    /// ```
+    pub fn in_flight_events(&self) -> Vec<InFlightEntry<K>> {
+        self.shared.lock().machine.in_flight_events()
+    }
+
+    /// How many items are unschedulable (rejected or gated).
+    pub fn num_unschedulable(&self) -> usize {
+        self.shared.lock().machine.num_unschedulable()
+    }
+
+    /// How many items are queued in all three sub-queues.
+    pub fn len(&self) -> usize {
+        self.shared.lock().machine.len()
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -286,15 +461,6 @@ impl<K, T, C> Clone for SchedulingQueue<K, T, C> {
 
 impl<K, T, C> fmt::Debug for SchedulingQueue<K, T, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = &*self.shared;
-        let main = lock(&s.main);
-        let hot = lock(&s.hot);
-        f.debug_struct("SchedulingQueue")
-            .field("active", &hot.active_len())
-            .field("backoff", &hot.backoff_len())
-            .field("unschedulable", &main.len())
-            .field("in_flight", &hot.in_flight_len())
-            .field("shutting_down", &hot.is_closed())
-            .finish()
+        self.shared.lock().machine.describe("SchedulingQueue", f)
     }
 }

@@ -71,12 +71,8 @@ pub(crate) struct InFlight<K> {
     markers: HashMap<K, u64>,
 }
 
-/// The active heap and the in-flight record; guarded by the queue's hot lock.
-#[derive(Debug)]
-pub(crate) struct ActiveQueue<K, T, C> {
-    pub(crate) heap: KeyedHeap<K, QueuedItem<K, T>, ActiveOrder<C>>,
-    pub(crate) in_flight: InFlight<K>,
-}
+/// The active sub-queue: a keyed heap in [`ActiveOrder`].
+pub(crate) type ActiveHeap<K, T, C> = KeyedHeap<K, QueuedItem<K, T>, ActiveOrder<C>>;
 
 // ===== impl ActiveOrder =====
 
@@ -92,30 +88,17 @@ impl<K, T, C: Compare<QueuedItem<K, T>>> Compare<QueuedItem<K, T>> for ActiveOrd
     }
 }
 
-// ===== impl ActiveQueue =====
-
-impl<K, T, C> ActiveQueue<K, T, C>
-where
+/// Inserts (or replaces) an item in `active`; the first entry sets its initial attempt time.
+pub(crate) fn push<K, T, C>(
+    active: &mut ActiveHeap<K, T, C>,
+    mut item: QueuedItem<K, T>,
+    now: Instant,
+) where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    pub(crate) fn new(order: Arc<C>) -> Self {
-        ActiveQueue {
-            heap: KeyedHeap::new(ActiveOrder(order)),
-            in_flight: InFlight::new(),
-        }
-    }
-
-    /// Makes room for `incoming` more items, so a large batch does not re-hash as it grows.
-    pub(crate) fn reserve(&mut self, incoming: usize) {
-        self.heap.reserve(incoming);
-    }
-
-    /// Inserts (or replaces) an item; the first entry sets its initial attempt time.
-    pub(crate) fn push(&mut self, mut item: QueuedItem<K, T>, now: Instant) {
-        item.enter_active(now);
-        self.heap.add(item.key.clone(), item);
-    }
+    item.enter_active(now);
+    active.add(item.key.clone(), item);
 }
 
 // ===== impl InFlight =====
@@ -127,7 +110,7 @@ impl<K> InFlight<K> {
 }
 
 impl<K: Hash + Eq + Clone> InFlight<K> {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         InFlight {
             slots: VecDeque::new(),
             head: 0,

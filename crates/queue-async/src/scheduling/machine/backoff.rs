@@ -25,7 +25,7 @@ pub(crate) struct Waiting<K, T> {
     item: QueuedItem<K, T>,
 }
 
-/// Items waiting out their backoff; guarded by the queue's hot lock.
+/// Items waiting out their backoff.
 ///
 /// Two heaps, as kube-scheduler's `podBackoffQ` and `podErrorBackoffQ`: items whose last
 /// attempt was rejected (a rejector or pending plugin) and items whose attempt failed with an
@@ -79,17 +79,21 @@ where
         rejected.chain(self.errors.iter().map(|(k, _)| k))
     }
 
+    /// Whether an item whose last attempt was rejected waits here (pop-from-backoff may take
+    /// it).
+    pub(crate) fn has_rejected(&self) -> bool {
+        !self.rejected.is_empty()
+    }
+
     /// Inserts an item that waits until `expiry`, in the heap its last attempt's outcome
-    /// chooses; true if the earliest expiry got earlier.
-    pub(crate) fn push(&mut self, item: QueuedItem<K, T>, expiry: Instant) -> bool {
-        let earliest = self.next_expiry();
+    /// chooses.
+    pub(crate) fn push(&mut self, item: QueuedItem<K, T>, expiry: Instant) {
         let heap = if item.has_no_rejectors() {
             &mut self.errors
         } else {
             &mut self.rejected
         };
         heap.add(item.key.clone(), Waiting { expiry, item });
-        earliest.is_none_or(|e| expiry < e)
     }
 
     /// Changes `key`'s item in place and re-orders it (the caller's order may read what
@@ -116,8 +120,8 @@ where
         self.rejected.pop().map(|(k, w)| (k, w.item))
     }
 
-    /// Makes room for `incoming` more rejected items, so a large batch does not re-hash as it
-    /// grows (moves only ever carry rejected or gated items).
+    /// Makes room for `incoming` more rejected items (moves carry only rejected or gated
+    /// items).
     pub(crate) fn reserve(&mut self, incoming: usize) {
         self.rejected.reserve(incoming);
     }

@@ -4,6 +4,9 @@ use std::fmt;
 use std::time::Duration;
 
 use ctrlq_ratelimit::capped_exponential;
+use tokio::time::Instant;
+
+use super::item::QueuedItem;
 
 /// Settings of a [`SchedulingQueue`]; `Default` has kube-scheduler's values.
 ///
@@ -88,6 +91,25 @@ impl SchedulingQueueConfig {
             return Duration::ZERO;
         }
         capped_exponential(self.initial_backoff, self.max_backoff, count - 1)
+    }
+}
+
+impl SchedulingQueueConfig {
+    /// When the leftover flush takes `item`: the first instant at which it has been waiting
+    /// strictly longer than the maximum, counted from its entry into unschedulable or, for a
+    /// gated item, from the last time the flush asked its gates. `None` if that is beyond what
+    /// an instant holds: never.
+    ///
+    /// The strict rule is kube-scheduler's (`flushUnschedulablePodsLeftover`); as an instant it
+    /// is 1 ns past `since + max`, so a timer and the check agree on one value.
+    pub(crate) fn leftover_deadline<K, T>(&self, item: &QueuedItem<K, T>) -> Option<Instant> {
+        let since = match item.info().gating {
+            Some(_) => item.flushed_at().unwrap_or(item.timestamp),
+            None => item.timestamp,
+        };
+        since
+            .checked_add(self.max_in_unschedulable)
+            .and_then(|t| t.checked_add(Duration::from_nanos(1)))
     }
 }
 

@@ -128,23 +128,27 @@ impl<K, T> Hooks<K, T> {
 }
 
 impl<K, T> Hooks<K, T> {
-    /// Runs the gates (the one that held the item last goes first); the first that refuses.
-    pub(crate) fn gate(&self, item: &QueuedItem<K, T>) -> Option<PluginId> {
-        if let Some(last) = item.info().gating {
-            let refused = self
-                .gates
-                .iter()
-                .filter(|(p, _, _)| *p == last)
-                .any(|(_, _, gate)| !gate(item));
-            if refused {
-                return Some(last);
+    /// Runs the gates on `item` (those of the plugin that held it last go first) and records
+    /// the answer in it: true if a gate refused, which then holds it.
+    pub(crate) fn gate_in_place(&self, item: &mut QueuedItem<K, T>) -> bool {
+        let last = item.info().gating;
+        let held_last = self.gates.iter().filter(|(p, _, _)| Some(*p) == last);
+        let others = self.gates.iter().filter(|(p, _, _)| Some(*p) != last);
+        let refused = held_last.chain(others).find(|(_, _, gate)| !gate(item));
+        match refused.map(|(plugin, _, _)| *plugin) {
+            Some(plugin) => {
+                let marks = item.marks_mut();
+                marks.gating = Some(plugin);
+                marks.rejectors.push(plugin);
+                true
+            }
+            None => {
+                if item.is_gated() {
+                    item.marks_mut().gating = None;
+                }
+                false
             }
         }
-        self.gates
-            .iter()
-            .filter(|(p, _, _)| Some(*p) != item.info().gating)
-            .find(|(_, _, gate)| !gate(item))
-            .map(|(p, _, _)| *p)
     }
 
     /// Whether the event `event` (targeted at `target`, if any) makes `item` worth requeueing.
@@ -167,12 +171,12 @@ impl<K, T> Hooks<K, T> {
     /// The hints registered for events matching `event`, indexed by plugin; computed once per
     /// event so a move over many items looks up each item's few plugins instead of scanning
     /// every registration per item.
-    pub(crate) fn hints_for(&self, event: &ClusterEvent) -> EventHints<'_, K, T> {
+    pub(crate) fn hints_for(&self, event: &ClusterEvent) -> EventHints<K, T> {
         let list: Vec<_> = self
             .hints
             .iter()
             .filter(|(reg, _, _)| reg.matches(event))
-            .map(|(_, plugin, hint)| (*plugin, hint))
+            .map(|(_, plugin, hint)| (*plugin, hint.clone()))
             .collect();
         let mut by_plugin: HashMap<PluginId, Vec<usize>> = HashMap::new();
         for (i, (plugin, _)) in list.iter().enumerate() {
@@ -184,7 +188,7 @@ impl<K, T> Hooks<K, T> {
     /// [`strategy`](Self::strategy) with the matching hints already selected.
     pub(crate) fn strategy_with(
         &self,
-        hints: &EventHints<'_, K, T>,
+        hints: &EventHints<K, T>,
         item: &QueuedItem<K, T>,
         event: &ClusterEvent,
         payload: &EventPayload,
@@ -211,14 +215,14 @@ impl<K, T> Hooks<K, T> {
 }
 
 /// The hints matching one event, in registration order, and their positions by plugin.
-pub(crate) struct EventHints<'a, K, T> {
-    list: Vec<(PluginId, &'a HintFn<K, T>)>,
+pub(crate) struct EventHints<K, T> {
+    list: Vec<(PluginId, HintFn<K, T>)>,
     by_plugin: HashMap<PluginId, Vec<usize>>,
 }
 
 /// Asks the rejectors' hints in registration order; the strongest answer wins.
 fn ask_hints<K, T>(
-    hints: &EventHints<'_, K, T>,
+    hints: &EventHints<K, T>,
     item: &QueuedItem<K, T>,
     event: &ClusterEvent,
     payload: &EventPayload,

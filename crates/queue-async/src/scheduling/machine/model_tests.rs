@@ -7,6 +7,7 @@
 //! except those a gate holds: none is lost or wedged in flight. Seeded; 10,000 cases.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -15,8 +16,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 
 use super::{
-    ActionType, ClusterEvent, EventPayload, Flight, Placement, QueuedItem, QueueingHint, Return,
-    SchedulingQueueConfig, SchedulingRules, SchedulingState, SubQueue, Wake,
+    ActionType, ClusterEvent, EventPayload, Flight, Hooks, PriorityOrder, QueuedItem, QueueingHint,
+    SchedulingQueueConfig, SchedulingState, SubQueue,
 };
 
 const NODE_ADD: ClusterEvent = ClusterEvent::new("Node", ActionType::ADD);
@@ -61,12 +62,49 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn new_state(pop_from_backoff: bool) -> State {
     let config = SchedulingQueueConfig::default().pop_from_backoff(pop_from_backoff);
-    let rules = SchedulingRules::new(config)
-        .hint(NODE_ADD, "queue", |_, _, _| Ok(QueueingHint::Queue))
-        .hint(NODE_ADD, "skip", |_, _, _| Ok(QueueingHint::Skip))
-        .hint(ITEM_UPDATE, "pend", |_, _, _| Ok(QueueingHint::Queue))
-        .gate("gate", [ITEM_UPDATE], |item| *item.data() != GATED);
-    SchedulingState::with_rules(rules).unwrap()
+    let mut hooks = Hooks::new();
+    hint(&mut hooks, NODE_ADD, "queue", QueueingHint::Queue);
+    hint(&mut hooks, NODE_ADD, "skip", QueueingHint::Skip);
+    hint(&mut hooks, ITEM_UPDATE, "pend", QueueingHint::Queue);
+    let gate = |item: &QueuedItem<u8, i64>| *item.data() != GATED;
+    hooks.add_gate("gate", vec![ITEM_UPDATE], Arc::new(gate));
+    SchedulingState::new(config, hooks, PriorityOrder).unwrap()
+}
+
+/// Registers a hint of `plugin` for `event` that always gives `answer`.
+fn hint<K, T>(
+    hooks: &mut Hooks<K, T>,
+    event: ClusterEvent,
+    plugin: &'static str,
+    answer: QueueingHint,
+) {
+    hooks.add_hint(event, plugin, Arc::new(move |_, _, _| Ok(answer)));
+}
+
+/// A state with the default settings and one hint, of `Fit` for `NODE_ADD`, that queues.
+fn fit_state() -> SchedulingState<&'static str, i64> {
+    let mut hooks = Hooks::new();
+    hint(&mut hooks, NODE_ADD, "Fit", QueueingHint::Queue);
+    SchedulingState::new(SchedulingQueueConfig::default(), hooks, PriorityOrder).unwrap()
+}
+
+impl<K: std::hash::Hash + Eq + Clone, T: super::Priority> SchedulingState<K, T> {
+    /// [`move_matching`](Self::move_matching) with every unschedulable item as a candidate and
+    /// no payload.
+    fn move_all(&mut self, event: &ClusterEvent, now: Instant) -> usize {
+        self.move_matching(event, EventPayload::none(), now, |_| true)
+    }
+
+    /// [`hand_back`](Self::hand_back) of an item with a verdict.
+    fn fail(
+        &mut self,
+        item: QueuedItem<K, T>,
+        flight: Option<u64>,
+        cycle: u64,
+        now: Instant,
+    ) -> Result<(), QueuedItem<K, T>> {
+        self.hand_back(item, flight, cycle, now, false)
+    }
 }
 
 /// The model: the clock, which keys are queued, which are in flight (and the popped items
@@ -148,9 +186,8 @@ fn step(s: &mut State, m: &mut Model, op: Op) -> Result<(), TestCaseError> {
         Op::Advance(ms) => {
             m.now += Duration::from_millis(ms);
             s.flush_backoff_completed(m.now);
-            let (_, _, ready) = s.parts_mut();
             prop_assert!(
-                ready.next_expiry().is_none_or(|e| e > m.now),
+                s.backoff.next_expiry().is_none_or(|e| e > m.now),
                 "backoff outstayed"
             );
         }
@@ -174,7 +211,7 @@ fn fail(
     flight.item.set_pending(pending.then_some("pend"));
     let key = *flight.item.key();
     let errored = rejector.is_none() && !pending;
-    let handed = s.hand_back(flight.item, Some(flight.id), flight.cycle, m.now);
+    let handed = s.fail(flight.item, Some(flight.id), flight.cycle, m.now);
     prop_assert!(handed.is_ok());
     m.in_flight.remove(&key);
     m.queued.insert(key);
@@ -195,7 +232,7 @@ fn fail(
 
 fn pop(s: &mut State, m: &mut Model) -> Result<(), TestCaseError> {
     let before = s.pending();
-    match s.pop(m.now) {
+    match s.pop(|| m.now) {
         Some(flight) => {
             let key = *flight.item.key();
             m.pops += 1;
@@ -263,15 +300,14 @@ fn check(s: &mut State, m: &Model) -> Result<(), TestCaseError> {
     prop_assert_eq!(s.len(), queued.len());
     prop_assert_eq!(s.scheduling_cycle(), m.pops);
     // The next leftover deadline is never later than any unschedulable item's.
-    let (rules, parked, ready) = s.parts_mut();
-    prop_assert_eq!(ready.in_flight_len(), m.in_flight.len());
-    let earliest = parked
+    prop_assert_eq!(s.in_flight.len(), m.in_flight.len());
+    let earliest = s
         .unschedulable
         .items()
-        .filter_map(|item| rules.leftover_deadline(item))
+        .filter_map(|item| s.config.leftover_deadline(item))
         .min();
     if let Some(earliest) = earliest {
-        let next = parked.next_leftover();
+        let next = s.next_leftover;
         prop_assert!(
             next.is_some_and(|n| n <= earliest),
             "leftover late: {:?} > {:?}",
@@ -306,7 +342,7 @@ fn run(ops: Vec<Op>, pop_from_backoff: bool) -> Result<(), TestCaseError> {
 fn drain(s: &mut State, mut m: Model) -> Result<(), TestCaseError> {
     for flight in m.held.drain(..) {
         m.queued.insert(*flight.item.key());
-        let handed = s.hand_back(flight.item, Some(flight.id), flight.cycle, m.now);
+        let handed = s.fail(flight.item, Some(flight.id), flight.cycle, m.now);
         prop_assert!(handed.is_ok());
     }
     prop_assert_eq!(s.len(), m.queued.len(), "every held item queued again");
@@ -314,7 +350,7 @@ fn drain(s: &mut State, mut m: Model) -> Result<(), TestCaseError> {
         let now = m.now + Duration::from_secs(3600 * hour);
         s.flush_unschedulable_leftover(now);
         s.flush_backoff_completed(now);
-        while let Some(flight) = s.pop(now) {
+        while let Some(flight) = s.pop(|| now) {
             m.queued.remove(flight.item.key());
             s.done(flight.item.key());
         }
@@ -354,10 +390,10 @@ fn closing_refuses_adds_ends_flights_and_keeps_the_queued_items() {
     let now = Instant::now();
     s.add(1, 1, now).unwrap();
     s.add(2, 2, now).unwrap();
-    let flight = s.pop(now).unwrap();
+    let flight = s.pop(|| now).unwrap();
     s.shut_down();
     assert_eq!(s.add(3, 3, now).unwrap_err(), (3, 3));
-    assert!(s.pop(now).is_none(), "nothing pops once closed");
+    assert!(s.pop(|| now).is_none(), "nothing pops once closed");
     assert!(!s.is_in_flight(flight.item.key()), "every flight ended");
     assert_eq!((s.len(), s.where_is(&1)), (1, Some(SubQueue::Active)));
     assert_eq!(
@@ -372,9 +408,9 @@ fn a_hand_back_of_a_queued_key_changes_nothing() {
     let mut s = new_state(true);
     let now = Instant::now();
     s.add(1, 1, now).unwrap();
-    let flight = s.pop(now).unwrap();
+    let flight = s.pop(|| now).unwrap();
     s.add(1, 5, now).unwrap(); // re-added while in flight
-    let refused = s.hand_back(flight.item, Some(flight.id), flight.cycle, now);
+    let refused = s.fail(flight.item, Some(flight.id), flight.cycle, now);
     assert_eq!(*refused.unwrap_err().data(), 1);
     assert_eq!((s.len(), s.where_is(&1)), (1, Some(SubQueue::Active)));
     assert!(!s.is_in_flight(&1), "the flight still ended");
@@ -385,25 +421,25 @@ fn a_rejected_item_waits_for_an_event_and_a_move_request_sends_it_to_backoff() {
     let mut s = new_state(true);
     let t0 = Instant::now();
     s.add(1, 1, t0).unwrap();
-    let mut first = s.pop(t0).unwrap();
+    let mut first = s.pop(|| t0).unwrap();
     first.item.set_rejectors(["skip"]);
     // Not in flight here (no flight id), no move requested since: unschedulable.
-    s.hand_back(first.item, None, first.cycle, t0).unwrap();
+    s.fail(first.item, None, first.cycle, t0).unwrap();
     assert_eq!(s.where_is(&1), Some(SubQueue::Unschedulable));
     assert_eq!(s.move_all(&NODE_ADD, t0), 0, "the hint of `skip` says skip");
 
     s.add(2, 1, t0).unwrap();
-    let mut second = s.pop(t0).unwrap();
+    let mut second = s.pop(|| t0).unwrap();
     s.move_all(&ClusterEvent::new("Pv", ActionType::ADD), t0); // of no interest: no request
     second.item.set_rejectors(["skip"]);
-    s.hand_back(second.item, None, second.cycle, t0).unwrap();
+    s.fail(second.item, None, second.cycle, t0).unwrap();
     assert_eq!(s.where_is(&2), Some(SubQueue::Unschedulable));
 
     s.add(3, 1, t0).unwrap();
-    let mut third = s.pop(t0).unwrap();
+    let mut third = s.pop(|| t0).unwrap();
     s.move_all(&ITEM_UPDATE, t0); // a move request in the cycle it was popped in
     third.item.set_rejectors(["skip"]);
-    s.hand_back(third.item, None, third.cycle, t0).unwrap();
+    s.fail(third.item, None, third.cycle, t0).unwrap();
     assert_eq!(s.where_is(&3), Some(SubQueue::Backoff));
     let expiry = t0 + Duration::from_secs(1);
     assert_eq!(s.next_deadline(), Some(expiry));
@@ -421,10 +457,10 @@ fn ending_all_backoff_moves_every_item_to_active() {
     s.add(1, 1, t0).unwrap();
     s.add(2, 2, t0).unwrap();
     for _ in 0..2 {
-        let mut flight = s.pop(t0).unwrap();
+        let mut flight = s.pop(|| t0).unwrap();
         s.move_all(&ITEM_UPDATE, t0);
         flight.item.set_rejectors(["skip"]);
-        s.hand_back(flight.item, None, flight.cycle, t0).unwrap();
+        s.fail(flight.item, None, flight.cycle, t0).unwrap();
     }
     assert_eq!(s.where_is(&1), Some(SubQueue::Backoff));
     assert_eq!(s.where_is(&2), Some(SubQueue::Backoff));
@@ -442,13 +478,13 @@ fn the_leftover_flush_moves_items_strictly_after_the_maximum() {
     let mut s = new_state(true);
     let t0 = Instant::now();
     s.add(1, 1, t0).unwrap();
-    let mut flight = s.pop(t0).unwrap();
+    let mut flight = s.pop(|| t0).unwrap();
     assert!(
         s.done(&1),
         "its flight ends: the hand-back finds it not in flight"
     );
     flight.item.set_rejectors(["skip"]);
-    s.hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+    s.fail(flight.item, Some(flight.id), flight.cycle, t0)
         .unwrap();
     assert_eq!(s.where_is(&1), Some(SubQueue::Unschedulable));
     let five_min = Duration::from_secs(300);
@@ -479,10 +515,10 @@ fn a_pending_plugin_answering_queue_skips_the_backoff() {
     let mut s = new_state(true);
     let t0 = Instant::now();
     s.add(1, 1, t0).unwrap();
-    let mut flight = s.pop(t0).unwrap();
+    let mut flight = s.pop(|| t0).unwrap();
     s.move_all(&ITEM_UPDATE, t0); // seen while in flight: replayed on the hand-back
     flight.item.set_pending(["pend"]);
-    s.hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+    s.fail(flight.item, Some(flight.id), flight.cycle, t0)
         .unwrap();
     assert_eq!(s.where_is(&1), Some(SubQueue::Active));
 }
@@ -493,18 +529,16 @@ fn an_event_moves_what_its_hints_queue_and_one_of_no_interest_moves_nothing() {
     let t0 = Instant::now();
     for (key, plugin) in [(1, "queue"), (2, "skip")] {
         s.add(key, 1, t0).unwrap();
-        let mut flight = s.pop(t0).unwrap();
+        let mut flight = s.pop(|| t0).unwrap();
         assert!(s.done(&key));
         flight.item.set_rejectors([plugin]);
-        s.hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+        s.fail(flight.item, Some(flight.id), flight.cycle, t0)
             .unwrap();
     }
     let pv_add = ClusterEvent::new("Pv", ActionType::ADD);
     assert_eq!(s.move_all(&pv_add, t0), 0);
-    let (_, parked, _) = s.parts_mut();
     assert_eq!(
-        parked.move_request_cycle(),
-        None,
+        s.move_request_cycle, None,
         "no request for an event of no interest"
     );
     assert_eq!(
@@ -524,35 +558,19 @@ fn an_event_moves_what_its_hints_queue_and_one_of_no_interest_moves_nothing() {
 }
 
 #[test]
-fn a_move_tells_its_sink_how_many_candidates_it_has_seen() {
-    let mut s = new_state(true);
-    let mut other = new_state(true);
-    let t0 = Instant::now();
-    let (rules, parked, _) = s.parts_mut();
-    let (_, _, ready) = other.parts_mut();
-    for key in 0..4 {
-        let mut item = rules.new_item(parked, key, 1, t0);
-        item.set_rejectors(["queue"]);
-        rules.commit(parked, ready, Placement::Unschedulable(item), t0);
-    }
-    let mut seen = Vec::new();
-    let payload = EventPayload::none();
-    let odd = |item: &QueuedItem<u8, i64>| item.key() % 2 == 1;
-    let moved = rules.move_matching(parked, &NODE_ADD, &payload, t0, odd, |_, n| seen.push(n));
-    assert_eq!((moved, seen), (2, vec![2, 4]));
-}
-
-#[test]
 fn parking_moves_the_next_leftover_deadline_only_when_earlier() {
     let mut s = new_state(true);
     let t0 = Instant::now();
     let later = t0 + Duration::from_secs(10);
     let deadline = |t: Instant| t + Duration::from_secs(300) + Duration::from_nanos(1);
-    let (rules, parked, ready) = s.parts_mut();
+    // Parks an item (its gate refuses it); whether the earliest deadline got earlier (the
+    // timer must look again), whether a timed move is due ever, and the next leftover deadline.
     let mut park = |key, at| {
-        let item = rules.new_item(parked, key, 1, at);
-        let wake = rules.commit(parked, ready, Placement::Unschedulable(item), at);
-        (wake.timer, wake.flush, parked.next_leftover())
+        let before = s.next_deadline();
+        s.add(key, GATED, at).unwrap();
+        let after = s.next_deadline();
+        let earlier = after.is_some_and(|a| before.is_none_or(|b| a < b));
+        (earlier, after.is_some(), s.next_leftover)
     };
     assert_eq!(park(1, later), (true, true, Some(deadline(later))));
     assert_eq!(
@@ -569,58 +587,29 @@ fn parking_moves_the_next_leftover_deadline_only_when_earlier() {
 }
 
 #[test]
-fn commits_say_whom_to_wake() {
+fn changes_say_whom_to_wake() {
     let mut s = new_state(true);
     let t0 = Instant::now();
-    let active = s.add(1, 1, t0).unwrap();
-    assert_eq!(
-        (active.pop, active.timer, active.flush),
-        (true, false, false)
-    );
-    let mut wake = Wake::default();
-    wake |= Wake {
-        timer: true,
-        ..Wake::default()
+    // Whom a change wakes: the pops if a pop can take an item it could not take before, the
+    // timer if the earliest deadline got earlier, and a timed move is due if any deadline is.
+    let wakes = |s: &mut State, change: &dyn Fn(&mut State)| {
+        let (could_pop, before) = (s.can_pop(), s.next_deadline());
+        change(s);
+        let after = s.next_deadline();
+        let earlier = after.is_some_and(|a| before.is_none_or(|b| a < b));
+        (!could_pop && s.can_pop(), earlier, after.is_some())
     };
-    wake |= Wake {
-        flush: true,
-        ..Wake::default()
-    };
-    assert_eq!((wake.pop, wake.timer, wake.flush), (false, true, true));
-    wake |= Wake {
-        pop: true,
-        ..Wake::default()
-    };
-    wake |= Wake::default();
-    assert_eq!((wake.pop, wake.timer, wake.flush), (true, true, true));
+    let active = wakes(&mut s, &|s| s.add(1, 1, t0).unwrap());
+    assert_eq!(active, (true, false, false));
     let mut off = new_state(false);
-    let (rules, parked, ready) = off.parts_mut();
-    let item = rules.new_item(parked, 1, 1, t0);
-    let placement = Placement::Backoff(item, t0 + Duration::from_secs(1));
-    let backoff = rules.commit(parked, ready, placement, t0);
-    assert_eq!(
-        (backoff.pop, backoff.timer, backoff.flush),
-        (false, true, true)
-    );
-    let item = rules.new_item(parked, 2, 1, t0);
-    let refused = rules.commit_ready(ready, Placement::Unschedulable(item), t0);
-    assert_eq!(
-        refused.map_err(|item| *item.key()),
-        Err(2),
-        "unschedulable is handed back"
-    );
-}
-
-#[test]
-fn rules_keep_their_config_and_show_it() {
-    let config = SchedulingQueueConfig::default().max_backoff(Duration::from_secs(20));
-    let rules = SchedulingRules::<u8, i64>::new(config);
-    assert_eq!(rules.config(), &config);
-    let shown = format!("{rules:?}");
-    assert!(
-        shown.starts_with("SchedulingRules") && shown.contains("20s"),
-        "{shown}"
-    );
+    off.add(1, 1, t0).unwrap();
+    let flight = off.pop(|| t0).unwrap();
+    let backoff = wakes(&mut off, &|s| {
+        let item = QueuedItem::new(1, 1, t0, 0);
+        s.fail(item, Some(flight.id), flight.cycle, t0).unwrap();
+    });
+    assert_eq!(off.where_is(&1), Some(SubQueue::Backoff));
+    assert_eq!(backoff, (false, true, true));
 }
 
 #[test]
@@ -629,7 +618,7 @@ fn a_leftover_flush_with_nothing_due_records_no_event() {
     let t0 = Instant::now();
     s.add(1, GATED, t0).unwrap(); // gated: unschedulable, due in 5 min
     s.add(2, 1, t0).unwrap();
-    let _flight = s.pop(t0).unwrap();
+    let _flight = s.pop(|| t0).unwrap();
     assert_eq!(
         s.flush_unschedulable_leftover(t0 + Duration::from_secs(60)),
         0
@@ -642,14 +631,9 @@ fn a_guard_dropped_claims_its_item_back_only_while_its_flight_lasts() {
     let mut s = new_state(true);
     let t0 = Instant::now();
     s.add(1, 1, t0).unwrap();
-    let flight = s.pop(t0).unwrap();
-    let (rules, parked, ready) = s.parts_mut();
-    let claim = rules.claim_return(parked, ready, flight.item, Some(flight.id), true);
-    let Return::Accepted(returned) = claim else {
-        panic!("a current flight is taken back: {claim:?}");
-    };
-    let placement = rules.requeue(parked, returned, flight.cycle, t0);
-    rules.commit(parked, ready, placement, t0);
+    let flight = s.pop(|| t0).unwrap();
+    let claim = s.hand_back(flight.item, Some(flight.id), flight.cycle, t0, true);
+    assert!(claim.is_ok(), "a current flight is taken back");
     assert_eq!(
         s.where_is(&1),
         Some(SubQueue::Backoff),
@@ -657,12 +641,11 @@ fn a_guard_dropped_claims_its_item_back_only_while_its_flight_lasts() {
     );
 
     s.add(2, 1, t0).unwrap();
-    let flight = s.pop(t0).unwrap();
+    let flight = s.pop(|| t0).unwrap();
     assert!(s.done(&2));
-    let (rules, parked, ready) = s.parts_mut();
-    let claim = rules.claim_return(parked, ready, flight.item, Some(flight.id), true);
+    let claim = s.hand_back(flight.item, Some(flight.id), flight.cycle, t0, true);
     assert!(
-        matches!(claim, Return::Ended),
+        claim.is_ok() && s.where_is(&2).is_none(),
         "an ended flight has nothing to hand back"
     );
 }
@@ -673,15 +656,13 @@ fn a_hand_back_finds_its_key_in_any_sub_queue() {
     for queued_in in [SubQueue::Backoff, SubQueue::Unschedulable] {
         let mut s = new_state(true);
         s.add(1, 1, t0).unwrap();
-        let flight = s.pop(t0).unwrap();
-        let (rules, parked, ready) = s.parts_mut();
-        let copy = rules.new_item(parked, 1, 7, t0);
-        let placement = match queued_in {
-            SubQueue::Backoff => Placement::Backoff(copy, t0 + Duration::from_secs(1)),
-            _ => Placement::Unschedulable(copy),
-        };
-        rules.commit(parked, ready, placement, t0);
-        let refused = s.hand_back(flight.item, Some(flight.id), flight.cycle, t0);
+        let flight = s.pop(|| t0).unwrap();
+        let copy = QueuedItem::new(1, 7, t0, 0);
+        match queued_in {
+            SubQueue::Backoff => s.backoff.push(copy, t0 + Duration::from_secs(1)),
+            _ => s.unschedulable.insert(copy),
+        }
+        let refused = s.fail(flight.item, Some(flight.id), flight.cycle, t0);
         assert_eq!(refused.map_err(|item| *item.data()).unwrap_err(), 1);
         assert_eq!((s.len(), s.where_is(&1)), (1, Some(queued_in)));
     }
@@ -692,10 +673,10 @@ fn an_update_judges_its_events_for_an_unschedulable_item() {
     let mut s = new_state(true);
     let t0 = Instant::now();
     s.add(1, 1, t0).unwrap();
-    let mut flight = s.pop(t0).unwrap();
+    let mut flight = s.pop(|| t0).unwrap();
     assert!(s.done(&1));
     flight.item.set_rejectors(["queue"]);
-    s.hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+    s.fail(flight.item, Some(flight.id), flight.cycle, t0)
         .unwrap();
     assert_eq!(s.update(1, 2, &[ITEM_UPDATE], t0), None);
     assert_eq!(
@@ -716,12 +697,12 @@ fn a_replay_looks_past_an_event_that_does_not_help() {
     let mut s = new_state(true);
     let t0 = Instant::now();
     s.add(1, 1, t0).unwrap();
-    let mut flight = s.pop(t0).unwrap();
+    let mut flight = s.pop(|| t0).unwrap();
     s.move_all(&NODE_ADD, t0); // `skip` says skip
     s.move_all(&ITEM_UPDATE, t0); // `pend` says queue, and it is pending: at once
     flight.item.set_rejectors(["skip"]);
     flight.item.set_pending(["pend"]);
-    s.hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+    s.fail(flight.item, Some(flight.id), flight.cycle, t0)
         .unwrap();
     assert_eq!(s.where_is(&1), Some(SubQueue::Active));
 }
@@ -733,58 +714,52 @@ fn equal_items_pop_in_queueing_order() {
     for key in 0..10 {
         s.add(key, 1, t0).unwrap();
     }
-    let order: Vec<u8> = std::iter::from_fn(|| s.pop(t0).map(|f| *f.item.key())).collect();
+    let order: Vec<u8> = std::iter::from_fn(|| s.pop(|| t0).map(|f| *f.item.key())).collect();
     assert_eq!(order, (0..10).collect::<Vec<u8>>());
 }
 
 #[test]
-fn the_halves_report_what_they_hold() {
+fn the_state_reports_what_it_holds() {
     let mut s = new_state(true);
     let t0 = Instant::now();
-    assert!(s.is_empty());
+    assert_eq!(s.len(), 0);
     s.add(1, GATED, t0).unwrap();
     s.add(2, 1, t0).unwrap();
     s.add(3, 1, t0).unwrap();
-    assert!(!s.is_empty());
-    let flight = s.pop(t0).unwrap();
+    assert_ne!(s.len(), 0);
+    let flight = s.pop(|| t0).unwrap();
     s.move_all(&ITEM_UPDATE, t0);
-    let (_, parked, ready) = s.parts_mut();
-    assert_eq!(parked.move_request_cycle(), Some(1));
-    assert!(!parked.is_empty() && parked.contains(&1));
-    assert_eq!(ready.in_flight_keys(), vec![2]);
-    assert!(ready.is_current_flight(&2, flight.id));
-    assert!(!ready.is_current_flight(&2, flight.id + 1) && !ready.is_current_flight(&3, 0));
-    let shown = format!("{parked:?} {ready:?}");
-    assert!(shown.contains("Parked { unschedulable: 1"), "{shown}");
+    assert_eq!(s.move_request_cycle, Some(1));
+    assert!(s.num_unschedulable() != 0 && s.where_is(&1) == Some(SubQueue::Unschedulable));
+    assert_eq!(s.in_flight_keys(), vec![2]);
+    assert!(s.in_flight.is_current(&2, flight.id));
+    let in_flight = &s.in_flight;
+    assert!(!in_flight.is_current(&2, flight.id + 1) && !in_flight.is_current(&3, 0));
+    let shown = format!("{s:?}");
     assert!(
-        shown.contains("Ready { active: 1, backoff: 0, in_flight: 1"),
+        shown.contains("SchedulingState { active: 1, backoff: 0, unschedulable: 1, in_flight: 1"),
         "{shown}"
     );
-    ready.end_flight(&2, flight.id + 1);
-    assert!(ready.is_in_flight(&2), "a stale flight id ends nothing");
-    ready.end_flight(&2, flight.id);
-    assert!(!ready.is_in_flight(&2));
-    assert_eq!(parked.remove(&1).map(|item| *item.data()), Some(GATED));
-    assert!(parked.is_empty() && parked.remove(&1).is_none());
+    s.end_flight(&2, flight.id + 1);
+    assert!(s.is_in_flight(&2), "a stale flight id ends nothing");
+    s.end_flight(&2, flight.id);
+    assert!(!s.is_in_flight(&2));
+    assert_eq!(s.delete(&1), Some(GATED));
+    assert!(s.num_unschedulable() == 0 && s.delete(&1).is_none());
 }
 
-// ===== the steps of the rules and the halves, one at a time =====
+// ===== the steps of the state, one at a time =====
 
 #[test]
 fn a_rejected_item_waits_for_an_event_then_for_its_backoff() {
-    let rules = SchedulingRules::new(SchedulingQueueConfig::default()).hint(
-        NODE_ADD,
-        "Fit",
-        |_item, _event, _payload| Ok(QueueingHint::Queue),
-    );
-    let mut state = SchedulingState::<&str, i64>::with_rules(rules).unwrap();
+    let mut state = fit_state();
     let t0 = Instant::now();
 
     state.add("pod-a", 10, t0).unwrap();
-    let mut flight = state.pop(t0).unwrap();
+    let mut flight = state.pop(|| t0).unwrap();
     flight.item.set_rejectors(["Fit"]); // the attempt failed
     state
-        .hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+        .fail(flight.item, Some(flight.id), flight.cycle, t0)
         .unwrap();
     assert_eq!(state.where_is(&"pod-a"), Some(SubQueue::Unschedulable));
 
@@ -800,18 +775,13 @@ fn a_rejected_item_waits_for_an_event_then_for_its_backoff() {
 
 #[test]
 fn flush_backoff_all_moves_items_whose_backoff_is_not_over() {
-    let rules = SchedulingRules::new(SchedulingQueueConfig::default()).hint(
-        NODE_ADD,
-        "Fit",
-        |_item, _event, _payload| Ok(QueueingHint::Queue),
-    );
-    let mut state = SchedulingState::<&str, i64>::with_rules(rules).unwrap();
+    let mut state = fit_state();
     let t0 = Instant::now();
     state.add("pod-a", 10, t0).unwrap();
-    let mut flight = state.pop(t0).unwrap();
+    let mut flight = state.pop(|| t0).unwrap();
     flight.item.set_rejectors(["Fit"]);
     state
-        .hand_back(flight.item, Some(flight.id), flight.cycle, t0)
+        .fail(flight.item, Some(flight.id), flight.cycle, t0)
         .unwrap();
     state.move_all(&NODE_ADD, t0); // into backoff until t0 + 1 s
 
@@ -827,67 +797,53 @@ fn flush_backoff_all_moves_items_whose_backoff_is_not_over() {
 }
 
 #[test]
-fn new_halves_are_empty_and_open() {
-    let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
-    let (_rules, parked, _ready) = state.parts_mut();
-    assert_eq!((parked.len(), parked.move_request_cycle()), (0, None));
+fn a_new_state_is_empty_and_open() {
+    let mut state = fit_state();
+    let unschedulable = state.num_unschedulable();
+    assert_eq!((unschedulable, state.move_request_cycle), (0, None));
 
     state.add("a", 1, Instant::now()).unwrap();
-    let (_rules, _parked, ready) = state.parts_mut();
+    let active = state.pending().active.len();
     assert_eq!(
-        (ready.active_len(), ready.cycle(), ready.is_closed()),
+        (active, state.scheduling_cycle(), state.is_closed()),
         (1, 0, false)
     );
 }
 
 #[test]
-fn rules_care_only_for_the_events_of_their_hints_and_gates() {
-    let rules = SchedulingRules::<&str, i64>::new(SchedulingQueueConfig::default())
-        .hint(NODE_ADD, "Fit", |_item, _event, _payload| {
-            Ok(QueueingHint::Queue)
-        })
-        .gate("Quota", [NODE_ADD], |item| *item.data() < 100);
-    assert!(rules.is_of_interest(&NODE_ADD));
-    assert!(!rules.is_of_interest(&ClusterEvent::new("Pv", ActionType::ADD)));
+fn hooks_care_only_for_the_events_of_their_hints_and_gates() {
+    let mut hooks = Hooks::<&str, i64>::new();
+    hint(&mut hooks, NODE_ADD, "Fit", QueueingHint::Queue);
+    hooks.add_gate("Quota", vec![NODE_ADD], Arc::new(|item| *item.data() < 100));
+    assert!(hooks.is_of_interest(&NODE_ADD));
+    assert!(!hooks.is_of_interest(&ClusterEvent::new("Pv", ActionType::ADD)));
 }
 
 #[test]
-fn an_admitted_item_is_placed_in_active_and_wakes_a_pop() {
-    let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+fn an_added_item_is_placed_in_active_and_lets_a_pop_take_it() {
+    let mut state = fit_state();
     let now = Instant::now();
-    let (rules, parked, ready) = state.parts_mut();
-    let item = rules.new_item(parked, "a", 1, now);
-    let placement = rules.admit(item, now);
-    assert!(matches!(placement, Placement::Active(_)));
-    assert!(rules.commit(parked, ready, placement, now).pop);
-}
-
-#[test]
-fn wakes_accumulate() {
-    let mut wake = Wake::default();
-    wake |= Wake {
-        pop: true,
-        ..Wake::default()
-    };
-    assert!(wake.pop && !wake.timer && !wake.flush);
+    assert!(!state.can_pop());
+    state.add("a", 1, now).unwrap();
+    assert_eq!(state.where_is(&"a"), Some(SubQueue::Active));
+    assert!(state.can_pop());
 }
 
 #[test]
 fn a_flight_carries_its_item_and_cycle() {
-    let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+    let mut state = fit_state();
     let now = Instant::now();
     state.add("a", 1, now).unwrap();
-    let flight = state.pop(now).unwrap();
+    let flight = state.pop(|| now).unwrap();
     assert_eq!((*flight.item.key(), flight.cycle), ("a", 1));
 }
 
 #[test]
 fn an_item_in_flight_is_taken_back() {
-    let mut state = SchedulingState::<&str, i64>::new(SchedulingQueueConfig::default()).unwrap();
+    let mut state = fit_state();
     let now = Instant::now();
     state.add("a", 1, now).unwrap();
-    let flight = state.pop(now).unwrap();
-    let (rules, parked, ready) = state.parts_mut();
-    let claim = rules.claim_return(parked, ready, flight.item, Some(flight.id), false);
-    assert!(matches!(claim, Return::Accepted(_)));
+    let flight = state.pop(|| now).unwrap();
+    let claim = state.fail(flight.item, Some(flight.id), flight.cycle, now);
+    assert!(claim.is_ok() && state.where_is(&"a").is_some());
 }

@@ -1,91 +1,105 @@
 //! [`SchedulingState`]: the scheduling queue's state machine in one value, every operation one
-//! call over both halves: the single-owner harness the model tests drive (the queue holds the
-//! halves under its own locks and calls the same steps of [`SchedulingRules`]).
+//! call. The timed moves (backoff expiry, the leftover flush) and the moves on events are in
+//! `moves`.
+//!
+//! # Invariants
+//!
+//! 1. Every queued key is in exactly one of active, backoff and unschedulable (DESIGN.md, 3).
+//!    A key may additionally be in flight (popped, not yet done).
+//! 2. An item inside a heap is never mutated in a way that changes its order, except through
+//!    `KeyedHeap::update`, which re-sifts it (kubernetes/kubernetes#97302).
+//! 3. `next_leftover` is at or before the earliest leftover deadline of the unschedulable
+//!    items: it may be early, never late.
 
+use std::fmt;
 use std::hash::Hash;
+use std::sync::Arc;
+
+use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
 
-use super::active::InFlightEntry;
+use super::active::{self, ActiveHeap, ActiveOrder, InFlight, InFlightEntry, RecordedEvent};
+use super::backoff::{self, BackoffQueue};
 use super::config::{ConfigError, SchedulingQueueConfig};
 use super::event::{ClusterEvent, EventPayload};
-use super::item::{Priority, PriorityOrder, QueuedItem};
-use super::parts::{Parked, Ready};
+use super::hints::{Hooks, Strategy};
+use super::item::{PriorityOrder, QueuedItem};
 use super::pending::{Pending, SubQueue};
-use super::rules::{Flight, Return, SchedulingRules, Wake};
-use ctrlq_queue_core::Compare;
+use super::unschedulable::Unschedulable;
 
 /// The state machine of kube-scheduler's scheduling queue, for any keyed item: the active,
 /// backoff and unschedulable sub-queues, the in-flight record with the events seen meanwhile,
 /// attempts, gates and hints, and the rules that move items between them. No clock is read:
 /// every operation that depends on time takes `now`.
 ///
-/// Every queued key is in exactly one sub-queue; a popped key is in flight until
-/// [`done`](Self::done) or [`hand_back`](Self::hand_back), and a key in flight is never popped
-/// again. The queue guards each half with its own lock instead; [`SchedulingRules`] holds the
-/// steps both use.
-#[derive(Debug)]
+/// A popped key is in flight until [`done`](Self::done) or [`hand_back`](Self::hand_back), and
+/// a key in flight is never popped again.
 pub(crate) struct SchedulingState<K, T, C = PriorityOrder> {
-    rules: SchedulingRules<K, T>,
-    parked: Parked<K, T>,
-    ready: Ready<K, T, C>,
+    pub(super) config: SchedulingQueueConfig,
+    pub(super) hooks: Hooks<K, T>,
+    pub(super) active: ActiveHeap<K, T, C>,
+    /// The keys popped and not yet done, and the events seen meanwhile.
+    pub(super) in_flight: InFlight<K>,
+    pub(super) backoff: BackoffQueue<K, T, C>,
+    /// Rejected or gated items, waiting for an event.
+    pub(super) unschedulable: Unschedulable<K, T>,
+    /// The cycle of the last move request (event or activation); decides where an item that
+    /// was not tracked in flight goes on failure.
+    pub(super) move_request_cycle: Option<u64>,
+    /// When the leftover flush must next look at unschedulable (invariant 3); `None` if
+    /// nothing there is due ever. An early one costs one scan that moves nothing.
+    pub(super) next_leftover: Option<Instant>,
+    /// The insertion sequence: the last tiebreak of every order.
+    seq: u64,
+    /// The scheduling cycle: how many items were popped.
+    cycle: u64,
+    closed: bool,
 }
 
-/// The rules and the two halves of a state, borrowed.
-type PartsMut<'a, K, T, C> = (
-    &'a SchedulingRules<K, T>,
-    &'a mut Parked<K, T>,
-    &'a mut Ready<K, T, C>,
-);
+/// An item popped: it, its flight id (never reused) and the scheduling cycle it was popped in.
+#[derive(Debug)]
+pub(crate) struct Flight<K, T> {
+    /// The item, outside the state until it is done or handed back.
+    pub(crate) item: QueuedItem<K, T>,
+    /// The flight's id: handing the item back with it ends this flight and no later one.
+    pub(crate) id: u64,
+    /// The scheduling cycle the item was popped in.
+    pub(crate) cycle: u64,
+}
 
 // ===== impl SchedulingState =====
-
-impl<K, T> SchedulingState<K, T, PriorityOrder>
-where
-    K: Hash + Eq + Clone,
-    T: Priority,
-{
-    /// An empty state with `config`, no hints, no gates, in [`PriorityOrder`].
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError`] when the settings are inconsistent.
-    pub(crate) fn new(config: SchedulingQueueConfig) -> Result<Self, ConfigError> {
-        Self::with_rules(SchedulingRules::new(config))
-    }
-
-    /// An empty state with `rules`, in [`PriorityOrder`].
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError`] when the settings are inconsistent.
-    pub(crate) fn with_rules(rules: SchedulingRules<K, T>) -> Result<Self, ConfigError> {
-        Self::with_order(rules, PriorityOrder)
-    }
-}
 
 impl<K, T, C> SchedulingState<K, T, C>
 where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    /// An empty state with `rules`, the active sub-queue ordered by `order` (`Less` pops
-    /// first; equal items in queueing order).
+    /// An empty state with `config`, the hints and gates of `hooks`, the active sub-queue
+    /// ordered by `order` (`Less` pops first; equal items in queueing order).
     ///
     /// # Errors
     ///
     /// [`ConfigError`] when the settings are inconsistent.
-    pub(crate) fn with_order(rules: SchedulingRules<K, T>, order: C) -> Result<Self, ConfigError> {
-        rules.config().validate()?;
+    pub(crate) fn new(
+        config: SchedulingQueueConfig,
+        hooks: Hooks<K, T>,
+        order: C,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let order = Arc::new(order);
         Ok(SchedulingState {
-            rules,
-            parked: Parked::new(),
-            ready: Ready::new(order),
+            config,
+            hooks,
+            active: ActiveHeap::new(ActiveOrder(order.clone())),
+            in_flight: InFlight::new(),
+            backoff: BackoffQueue::new(order),
+            unschedulable: Unschedulable::new(),
+            move_request_cycle: None,
+            next_leftover: None,
+            seq: 0,
+            cycle: 0,
+            closed: false,
         })
-    }
-
-    /// The rules and the two halves, borrowed for a step of [`SchedulingRules`].
-    pub(crate) fn parts_mut(&mut self) -> PartsMut<'_, K, T, C> {
-        (&self.rules, &mut self.parked, &mut self.ready)
     }
 
     /// Queues an item: to active, unless a gate refuses it (then to unschedulable). A queued
@@ -95,91 +109,151 @@ where
     /// # Errors
     ///
     /// The key and data, once closed.
-    pub(crate) fn add(&mut self, key: K, data: T, now: Instant) -> Result<Wake, (K, T)> {
-        if self.ready.is_closed() {
+    pub(crate) fn add(&mut self, key: K, data: T, now: Instant) -> Result<(), (K, T)> {
+        if self.closed {
             return Err((key, data));
         }
-        let (rules, parked, ready) = (&self.rules, &mut self.parked, &mut self.ready);
-        let item = match rules.take(parked, ready, &key) {
-            Some(item) => rules.refresh_item(parked, item, data, now),
-            None => rules.new_item(parked, key, data, now),
+        let mut item = match self.take(&key) {
+            Some(mut item) => {
+                item.data = data;
+                item.set_timestamp(now);
+                item
+            }
+            None => QueuedItem::new(key, data, now, 0),
         };
-        let placement = rules.admit(item, now);
-        Ok(rules.commit(parked, ready, placement, now))
+        item.seq = self.next_seq();
+        self.place(item, Strategy::Immediately, now);
+        Ok(())
     }
 
-    /// Pops the most important item (see [`SchedulingRules::pop`]); `None` if nothing can be
-    /// popped at `now` or once closed.
-    pub(crate) fn pop(&mut self, now: Instant) -> Option<Flight<K, T>> {
-        self.rules.pop(&mut self.ready, || now)
+    /// Pops the head of active or, with pop-from-backoff, the rejected item whose backoff ends
+    /// first when active is empty (then `now` is asked, for its initial attempt time). `None`
+    /// when closed or when nothing can be popped. A stale copy of a key already in flight is
+    /// discarded (kubernetes/kubernetes#118226: a second marker would leak the first).
+    pub(crate) fn pop(&mut self, now: impl Fn() -> Instant) -> Option<Flight<K, T>> {
+        if self.closed {
+            return None;
+        }
+        loop {
+            let (key, mut item) = match self.active.pop() {
+                Some(entry) => entry,
+                None if self.config.pop_from_backoff => {
+                    let (key, mut item) = self.backoff.pop_rejected()?;
+                    item.enter_active(now());
+                    (key, item)
+                }
+                None => return None,
+            };
+            // The heap's copy of the key moves into the in-flight record: no clone, no drop.
+            let Some(id) = self.in_flight.start(key) else {
+                continue;
+            };
+            item.attempts = item.attempts.saturating_add(1);
+            self.cycle += 1;
+            return Some(Flight {
+                item,
+                id,
+                cycle: self.cycle,
+            });
+        }
+    }
+
+    /// Whether a pop would find an item now.
+    pub(crate) fn can_pop(&self) -> bool {
+        !self.closed
+            && (!self.active.is_empty()
+                || (self.config.pop_from_backoff && self.backoff.has_rejected()))
     }
 
     /// Ends the flight of `key` after a successful attempt; false if it was not in flight.
     pub(crate) fn done(&mut self, key: &K) -> bool {
-        self.ready.done(key)
+        self.in_flight.done(key)
     }
 
-    /// Takes back an item whose attempt failed, popped as flight `flight` (if from this state)
-    /// in scheduling cycle `cycle` (see [`SchedulingRules::requeue`]).
+    /// Ends `flight` of `key` if it is still the key's current flight.
+    pub(crate) fn end_flight(&mut self, key: &K, flight: u64) {
+        if self.in_flight.is_current(key, flight) {
+            self.in_flight.done(key);
+        }
+    }
+
+    /// Takes back an item whose attempt failed, popped as flight `flight` (if from this state;
+    /// only that flight ends, never a later one of the same key) in scheduling cycle `cycle`.
+    ///
+    /// An attempt with rejectors or pending plugins counts as unschedulable (and resets the
+    /// error count); one with neither counts as an error and waits out its backoff. The events
+    /// the item missed in flight are replayed through the hints; an item that was not in
+    /// flight goes to backoff if a move was requested in or after `cycle`, else to
+    /// unschedulable. With `only_in_flight` (a guard dropped without a verdict), an item whose
+    /// flight already ended (by `done` of its key, or on close) is dropped.
     ///
     /// # Errors
     ///
-    /// The item, changing nothing else, if its key is queued.
+    /// The item, changing nothing but the end of its flight, if its key is queued.
     pub(crate) fn hand_back(
         &mut self,
-        item: QueuedItem<K, T>,
+        mut item: QueuedItem<K, T>,
         flight: Option<u64>,
         cycle: u64,
         now: Instant,
-    ) -> Result<Wake, QueuedItem<K, T>> {
-        let (rules, parked, ready) = (&self.rules, &mut self.parked, &mut self.ready);
-        match rules.claim_return(parked, ready, item, flight, false) {
-            Return::Accepted(returned) => {
-                let placement = rules.requeue(parked, returned, cycle, now);
-                Ok(rules.commit(parked, ready, placement, now))
-            }
-            Return::AlreadyQueued(item) => Err(item),
-            Return::Ended => Ok(Wake::default()),
+        only_in_flight: bool,
+    ) -> Result<(), QueuedItem<K, T>> {
+        let key = &item.key;
+        let current = flight.is_some_and(|f| self.in_flight.is_current(key, f));
+        if !current && only_in_flight {
+            return Ok(());
         }
-    }
-
-    /// Moves `keys` from backoff or unschedulable to active at once (see
-    /// [`SchedulingRules::activate`]); how many moved.
-    pub(crate) fn activate(&mut self, keys: impl IntoIterator<Item = K>, now: Instant) -> usize {
-        let (rules, parked, ready) = (&self.rules, &mut self.parked, &mut self.ready);
-        let mut wake = Wake::default();
-        let cycle = ready.cycle();
-        keys.into_iter()
-            .map(|key| rules.activate(parked, ready, key, cycle, now, &mut wake))
-            .filter(|moved| *moved)
-            .count()
-    }
-
-    /// [`move_matching`](Self::move_matching) with every unschedulable item as a candidate and
-    /// no payload.
-    pub(crate) fn move_all(&mut self, event: &ClusterEvent, now: Instant) -> usize {
-        self.move_matching(event, EventPayload::none(), now, |_| true)
-    }
-
-    /// Tells the state `event` happened (see [`SchedulingRules::move_matching`]): records a
-    /// move request and the event for the items in flight, and moves what the hints say.
-    pub(crate) fn move_matching(
-        &mut self,
-        event: &ClusterEvent,
-        payload: EventPayload,
-        now: Instant,
-        pre_check: impl FnMut(&QueuedItem<K, T>) -> bool,
-    ) -> usize {
-        if !self.rules.is_of_interest(event) {
-            return 0;
-        }
-        let (rules, parked, ready) = (&self.rules, &mut self.parked, &mut self.ready);
-        parked.request_move(ready.cycle());
-        let sink = |placement, _| {
-            let _ = rules.commit_ready(ready, placement, now);
+        let missed = if current {
+            let events = self.in_flight.events_for(key);
+            self.in_flight.done(key);
+            events
+        } else {
+            None
         };
-        let moved = rules.move_matching(parked, event, &payload, now, pre_check, sink);
-        self.ready.record(*event, payload, None);
+        if self.where_is(key).is_some() {
+            return Err(item);
+        }
+        let errored = item.has_no_rejectors();
+        let marks = item.marks_mut();
+        if errored {
+            marks.consecutive_errors = marks.consecutive_errors.saturating_add(1);
+        } else {
+            marks.unschedulable_count = marks.unschedulable_count.saturating_add(1);
+            marks.consecutive_errors = 0;
+        }
+        item.set_timestamp(now);
+        item.seq = self.next_seq();
+        let strategy = if errored {
+            Strategy::AfterBackoff
+        } else if let Some(events) = missed {
+            replay(&self.hooks, &item, &events)
+        } else if self.move_request_cycle.is_some_and(|m| m >= cycle) {
+            Strategy::AfterBackoff
+        } else {
+            Strategy::Skip
+        };
+        self.place(item, strategy, now);
+        Ok(())
+    }
+
+    /// Moves `keys` from backoff, or from unschedulable if the gates let them in, to active at
+    /// once; how many moved. A key in flight gets a `FORCE_ACTIVATE` event targeted at it and
+    /// a move request, so it goes back to active if it fails.
+    pub(crate) fn activate(&mut self, keys: impl IntoIterator<Item = K>, now: Instant) -> usize {
+        let mut moved = 0;
+        for key in keys {
+            if let Some(item) = self.backoff.delete(&key) {
+                active::push(&mut self.active, item, now);
+                moved += 1;
+            } else if let Some(item) = self.unschedulable.remove(&key) {
+                moved += usize::from(self.place(item, Strategy::Immediately, now));
+            } else if self.in_flight.contains(&key) {
+                let event = ClusterEvent::FORCE_ACTIVATE;
+                let payload = EventPayload::none();
+                self.in_flight.record(event, payload, Some(key));
+                self.move_request_cycle = Some(self.cycle);
+            }
+        }
         moved
     }
 
@@ -194,106 +268,205 @@ where
         events: &[ClusterEvent],
         now: Instant,
     ) -> Option<T> {
-        let (rules, parked, ready) = (&self.rules, &mut self.parked, &mut self.ready);
-        let (key, data) = match rules.update_ready(ready, key, data, events) {
-            Ok(handed_back) => return handed_back,
-            Err(rest) => rest,
-        };
-        match rules.update_parked(parked, key, data, events, now) {
-            Ok(placement) => {
-                rules.commit(parked, ready, placement, now);
-                None
+        if self.in_flight.contains(&key) {
+            for event in events.iter().filter(|e| self.hooks.is_of_interest(e)) {
+                let (payload, target) = (EventPayload::none(), Some(key.clone()));
+                self.in_flight.record(*event, payload, target);
             }
-            Err((key, data)) => self.add(key, data, now).err().map(|(_, data)| data),
+            return Some(data);
         }
+        let mut data = Some(data);
+        let mut put = |item: &mut QueuedItem<K, T>| item.data = data.take().expect("runs once");
+        if !self.active.update(&key, &mut put) {
+            self.backoff.update(&key, &mut put);
+        }
+        let data = data?;
+        let Some(mut item) = self.unschedulable.remove(&key) else {
+            return self.add(key, data, now).err().map(|(_, data)| data);
+        };
+        item.data = data;
+        let payload = EventPayload::none();
+        let strategy = events
+            .iter()
+            .map(|e| self.hooks.strategy(&item, e, &payload, Some(&key)))
+            .find(|st| *st != Strategy::Skip)
+            .unwrap_or(Strategy::Skip);
+        self.place(item, strategy, now);
+        None
     }
 
     /// Removes `key` from whichever sub-queue holds it and returns its data. The in-flight
     /// record is not touched.
     pub(crate) fn delete(&mut self, key: &K) -> Option<T> {
-        let item = self.rules.take(&mut self.parked, &mut self.ready, key);
-        item.map(|item| item.data)
-    }
-
-    /// Moves every backoff item whose expiry is at or before `now` to active; how many.
-    pub(crate) fn flush_backoff_completed(&mut self, now: Instant) -> usize {
-        self.rules.flush_backoff_completed(&mut self.ready, now)
-    }
-
-    /// Moves every backoff item to active, stamped `now`, its expiry past or not (see
-    /// [`SchedulingRules::flush_backoff_all`]); how many.
-    pub(crate) fn flush_backoff_all(&mut self, now: Instant) -> usize {
-        self.rules.flush_backoff_all(&mut self.ready, now)
-    }
-
-    /// Moves the unschedulable items past their leftover deadline at `now` (see
-    /// [`SchedulingRules::move_leftover`]); how many.
-    pub(crate) fn flush_unschedulable_leftover(&mut self, now: Instant) -> usize {
-        let (rules, parked, ready) = (&self.rules, &mut self.parked, &mut self.ready);
-        let due = rules.any_leftover_due(parked, now);
-        let sink = |placement, _| {
-            let _ = rules.commit_ready(ready, placement, now);
-        };
-        let moved = rules.move_leftover(parked, now, sink);
-        if due {
-            let event = ClusterEvent::UNSCHEDULABLE_TIMEOUT;
-            self.ready.record(event, EventPayload::none(), None);
-        }
-        moved
-    }
-
-    /// When the state next moves an item by itself: the earlier of the backoff head's expiry
-    /// and the next leftover deadline (never late, maybe early).
-    pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        match (self.parked.next_leftover(), self.ready.next_expiry()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.take(key).map(|item| item.data)
     }
 
     /// Closes the state: nothing pops and adds are refused; every flight ends. Queued items
     /// stay.
     pub(crate) fn shut_down(&mut self) {
-        self.ready.close();
+        self.closed = true;
+        self.in_flight.clear();
     }
 
+    /// Removes `key` from whichever sub-queue holds it. The in-flight record is not touched.
+    fn take(&mut self, key: &K) -> Option<QueuedItem<K, T>> {
+        if let Some((_, item)) = self.active.delete(key) {
+            return Some(item);
+        }
+        self.backoff
+            .delete(key)
+            .or_else(|| self.unschedulable.remove(key))
+    }
+
+    /// The next insertion number.
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq - 1
+    }
+
+    /// Inserts `item` where `strategy` sends it once the gates are asked: unschedulable for
+    /// `Skip` or a refusing gate, else backoff while its backoff lasts, else active. True if
+    /// it went to active.
+    fn place(&mut self, mut item: QueuedItem<K, T>, strategy: Strategy, now: Instant) -> bool {
+        if strategy == Strategy::Skip || self.hooks.gate_in_place(&mut item) {
+            if let Some(due) = self.config.leftover_deadline(&item) {
+                self.next_leftover = Some(self.next_leftover.map_or(due, |next| next.min(due)));
+            }
+            self.unschedulable.insert(item);
+            return false;
+        }
+        enter(
+            &mut self.active,
+            &mut self.backoff,
+            &self.config,
+            item,
+            strategy,
+            now,
+        )
+    }
+}
+
+/// Inserts `item`, let in under `strategy` (not `Skip`), in backoff while its backoff lasts,
+/// else in active; true if in active. A free function, so a move can insert while it scans
+/// the unschedulable items.
+pub(super) fn enter<K: Hash + Eq + Clone, T, C: Compare<QueuedItem<K, T>>>(
+    active: &mut ActiveHeap<K, T, C>,
+    backoff: &mut BackoffQueue<K, T, C>,
+    config: &SchedulingQueueConfig,
+    item: QueuedItem<K, T>,
+    strategy: Strategy,
+    now: Instant,
+) -> bool {
+    if strategy == Strategy::AfterBackoff {
+        let wait = config.backoff_duration(item.backoff_count());
+        let expiry = backoff::expiry(item.timestamp, wait);
+        if expiry > now {
+            backoff.push(item, expiry);
+            return false;
+        }
+    }
+    active::push(active, item, now);
+    true
+}
+
+/// The strongest strategy the recorded `events` give `item` (stops at "immediately").
+fn replay<K: PartialEq, T>(
+    hooks: &Hooks<K, T>,
+    item: &QueuedItem<K, T>,
+    events: &[RecordedEvent<K>],
+) -> Strategy {
+    let mut best = Strategy::Skip;
+    for (event, payload, target) in events {
+        best = best.max(hooks.strategy(item, event, payload, target.as_ref()));
+        if best == Strategy::Immediately {
+            break;
+        }
+    }
+    best
+}
+
+// ===== reading the state =====
+
+impl<K, T, C> SchedulingState<K, T, C>
+where
+    K: Hash + Eq + Clone,
+    C: Compare<QueuedItem<K, T>>,
+{
     /// Which sub-queue holds `key`, if any.
     pub(crate) fn where_is(&self, key: &K) -> Option<SubQueue> {
-        let parked = self.parked.contains(key).then_some(SubQueue::Unschedulable);
-        self.ready.where_is(key).or(parked)
+        if self.active.contains_key(key) {
+            Some(SubQueue::Active)
+        } else if self.backoff.contains_key(key) {
+            Some(SubQueue::Backoff)
+        } else if self.unschedulable.contains_key(key) {
+            Some(SubQueue::Unschedulable)
+        } else {
+            None
+        }
     }
 
     /// The keys in each sub-queue.
     pub(crate) fn pending(&self) -> Pending<K> {
         Pending {
-            active: self.ready.active_keys().cloned().collect(),
-            backoff: self.ready.backoff_keys().cloned().collect(),
-            unschedulable: self.parked.keys().cloned().collect(),
+            active: self.active.iter().map(|(k, _)| k.clone()).collect(),
+            backoff: self.backoff.keys().cloned().collect(),
+            unschedulable: self.unschedulable.keys().cloned().collect(),
         }
     }
 
     /// Whether `key` is in flight.
     pub(crate) fn is_in_flight(&self, key: &K) -> bool {
-        self.ready.is_in_flight(key)
+        self.in_flight.contains(key)
+    }
+
+    /// The keys in flight, in arbitrary order.
+    pub(crate) fn in_flight_keys(&self) -> Vec<K> {
+        self.in_flight.keys()
     }
 
     /// The in-flight list: markers and the events recorded after them, in order.
     pub(crate) fn in_flight_events(&self) -> Vec<InFlightEntry<K>> {
-        self.ready.in_flight_entries()
+        self.in_flight.entries()
     }
+}
 
+impl<K, T, C> SchedulingState<K, T, C> {
     /// The scheduling cycle: how many items were popped.
     pub(crate) fn scheduling_cycle(&self) -> u64 {
-        self.ready.cycle()
+        self.cycle
+    }
+
+    /// Whether the state is closed: nothing pops, and adds are refused.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// How many items are unschedulable.
+    pub(crate) fn num_unschedulable(&self) -> usize {
+        self.unschedulable.len()
     }
 
     /// How many items are queued in the three sub-queues.
     pub(crate) fn len(&self) -> usize {
-        self.ready.active_len() + self.ready.backoff_len() + self.parked.len()
+        self.active.len() + self.backoff.len() + self.unschedulable.len()
     }
+}
 
-    /// Whether nothing is queued.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
+impl<K, T, C> SchedulingState<K, T, C> {
+    /// The `Debug` of the state and of its queue (named `name`): its content, not its items.
+    pub(crate) fn describe(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(name)
+            .field("active", &self.active.len())
+            .field("backoff", &self.backoff.len())
+            .field("unschedulable", &self.unschedulable.len())
+            .field("in_flight", &self.in_flight.len())
+            .field("shutting_down", &self.closed)
+            .finish()
+    }
+}
+
+impl<K, T, C> fmt::Debug for SchedulingState<K, T, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.describe("SchedulingState", f)
     }
 }

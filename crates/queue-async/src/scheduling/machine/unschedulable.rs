@@ -32,7 +32,7 @@ use super::item::QueuedItem;
 /// How many items the scan reads ahead in one pass (their misses overlap; see the module docs).
 const BATCH: usize = 16;
 
-/// Items rejected or gated, by key; guarded by the queue's main lock.
+/// Items rejected or gated, by key.
 #[derive(Debug)]
 pub(crate) struct Unschedulable<K, T> {
     slots: Vec<Slot<K, T>>,

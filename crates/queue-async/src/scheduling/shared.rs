@@ -1,0 +1,322 @@
+//! The state behind a [`SchedulingQueue`](super::SchedulingQueue): the state machine and its
+//! timer under one lock, the wake-ups of waiting pops, and the timer task.
+//!
+//! # The lock
+//!
+//! One lock (parking_lot, never held across an `.await`) guards the state machine and the
+//! timer: every add, pop, hand-back, move and flush takes it, and nothing else is locked while
+//! it is held. A move scans the unschedulable items under it, as kube-scheduler's
+//! `PriorityQueue` holds its one lock around such scans, so a pop waits for the scan to end.
+//! Hints and gates run under it, so they must not call back into the queue.
+//!
+//! Every change goes through [`Change`]. Its drop, after the change or while a hint or gate
+//! panics midway, releases the lock, then wakes every waiting pop if the change let a pop take
+//! an item where none could be taken before (a waiting pop found nothing; one that registers
+//! later looks before it waits), and has the timer task look again if the earliest deadline is
+//! now earlier than its timer.
+//!
+//! # The timer task
+//!
+//! One sleep until the earliest deadline (backoff expiry or unschedulable leftover), which only
+//! the timer task sets (see [`crate::task`]). Each time it is woken, it makes the timed moves
+//! that are due by the clock and sets the sleep to the next deadline; with none, it holds no
+//! sleep, so under paused time the clock is free to jump. A change that moves the earliest
+//! deadline earlier wakes it, or starts it where none runs; a later deadline needs nothing (the
+//! sleep rings early, finds nothing due and is set again).
+
+use std::hash::Hash;
+use std::ops::{Deref, DerefMut};
+use std::pin::Pin;
+use std::sync::Weak;
+use std::task::{Context, Waker};
+
+use ctrlq_queue_core::Compare;
+use parking_lot::{Mutex, MutexGuard};
+use tokio::sync::Notify;
+use tokio::time::{Instant, Sleep};
+use tracing::{debug, trace};
+
+use super::QueuedItem;
+use super::machine::{Flight, SchedulingState};
+use crate::clock::QueueClock;
+use crate::task::{BackgroundTask, Timed, start_timer_task};
+
+/// The shared state of a queue and its handles; see the module docs.
+pub(crate) struct Shared<K, T, C> {
+    /// The queue's one lock.
+    state: Mutex<Locked<K, T, C>>,
+    /// Woken (all waiters) when a change lets a pop take an item, and on shutdown.
+    pub(crate) pop_wake: Notify,
+    /// This state, for the timer task, which must not keep it alive.
+    me: Weak<Self>,
+    /// Timestamps come from here: the caller's runtime clock, or the queue's from a plain thread.
+    pub(crate) clock: QueueClock,
+}
+
+/// Guarded by [`Shared::state`].
+pub(crate) struct Locked<K, T, C> {
+    pub(crate) machine: SchedulingState<K, T, C>,
+    /// The timer task: started by the first deadline (on the queue's runtime, see the crate's
+    /// [Time](crate#time)), stopped by shutdown, and with this state when the last handle drops.
+    task: BackgroundTask,
+    /// The sleep until `armed`, made by the timer task in the queue's runtime.
+    sleep: Option<Pin<Box<Sleep>>>,
+    /// The deadline the sleep is set to; `None` when it is not set.
+    armed: Option<Instant>,
+    /// The timer task's waker, taken by a change that sets an earlier deadline than `armed`.
+    waker: Option<Waker>,
+    /// The queue's runtime dropped the timer task: none starts again, and the timed moves
+    /// happen when a pop looks.
+    runtime_gone: bool,
+}
+
+/// The lock held for a change; its drop wakes what the change calls for (see the module docs).
+pub(crate) struct Change<'a, K, T, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+{
+    shared: &'a Shared<K, T, C>,
+    /// `Some` until the drop releases it.
+    locked: Option<MutexGuard<'a, Locked<K, T, C>>>,
+    /// Whether a pop could take an item before the change.
+    could_pop: bool,
+}
+
+// ===== impl Shared =====
+
+impl<K, T, C> Shared<K, T, C> {
+    pub(crate) fn new(machine: SchedulingState<K, T, C>, me: Weak<Self>) -> Self {
+        Shared {
+            state: Mutex::new(Locked {
+                machine,
+                task: BackgroundTask::default(),
+                sleep: None,
+                armed: None,
+                waker: None,
+                runtime_gone: false,
+            }),
+            pop_wake: Notify::new(),
+            me,
+            clock: QueueClock::new(),
+        }
+    }
+
+    /// The lock, for a read, a pop, or a change that can neither let a pop take an item nor
+    /// move a deadline earlier (parking_lot: no poisoning, so a panicking hint or gate cannot
+    /// wedge the queue; the state is consistent between transitions, which is all a panic can
+    /// leave).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Locked<K, T, C>> {
+        crate::count::lock(&self.state)
+    }
+}
+
+impl<K, T, C> Shared<K, T, C>
+where
+    K: Hash + Eq + Clone,
+    C: Compare<QueuedItem<K, T>>,
+{
+    /// One pop attempt: `None` if nothing to pop, `Some(None)` once closed.
+    pub(crate) fn try_pop(&self) -> Option<Option<Flight<K, T>>> {
+        let mut locked = self.lock();
+        if locked.machine.is_closed() {
+            return Some(None);
+        }
+        let flight = locked.machine.pop(|| self.clock.now())?;
+        crate::count::hand_out();
+        Some(Some(flight))
+    }
+
+    pub(crate) fn shut_down(&self) {
+        {
+            let mut locked = self.lock();
+            locked.machine.shut_down();
+            locked.task.stop();
+        }
+        crate::count::wake();
+        self.pop_wake.notify_waiters();
+    }
+}
+
+impl<K, T, C> Shared<K, T, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+{
+    /// The lock, for a change.
+    pub(crate) fn change(&self) -> Change<'_, K, T, C> {
+        let locked = self.lock();
+        Change {
+            shared: self,
+            could_pop: locked.machine.can_pop(),
+            locked: Some(locked),
+        }
+    }
+
+    /// Called by a `pop` about to wait: makes sure the timer task runs if a deadline needs it
+    /// (items may have gone to backoff from a plain thread before any runtime was bound), or,
+    /// with the queue's runtime gone, makes the timed moves that are due now.
+    pub(crate) fn ensure_flush_task(&self) {
+        let mut locked = self.change();
+        if !locked.runtime_gone {
+            self.arm(&mut locked);
+        }
+        if locked.runtime_gone && !locked.machine.is_closed() {
+            flush_without_timer(&mut locked.machine, self.clock.now());
+        }
+    }
+
+    /// Has the timer task look at the earliest deadline if it is earlier than the timer:
+    /// wakes the task, or starts it where none runs.
+    fn arm(&self, locked: &mut Locked<K, T, C>) {
+        let Some(next) = locked.machine.next_deadline() else {
+            return;
+        };
+        if locked.armed.is_some_and(|armed| armed <= next) {
+            return;
+        }
+        if let Some(waker) = locked.waker.take() {
+            waker.wake();
+        } else if !locked.task.running() && !locked.runtime_gone && !locked.machine.is_closed() {
+            self.start_task(locked);
+        }
+    }
+
+    /// Starts the timer task on the queue's runtime (binding the queue to the calling one if
+    /// it has none yet); marks the runtime gone if it is shutting down. The task sets its
+    /// sleep at its first poll.
+    fn start_task(&self, locked: &mut Locked<K, T, C>) {
+        let Some(runtime) = self.clock.runtime() else {
+            trace!("no tokio runtime here: the timer task starts at the next call inside one");
+            return;
+        };
+        locked.sleep = None;
+        locked.armed = None;
+        locked.waker = None;
+        if !start_timer_task(&mut locked.task, runtime, self.me.clone()) {
+            debug!("the queue's runtime has shut down: timed moves happen when a pop looks");
+            locked.runtime_gone = true;
+        }
+    }
+}
+
+/// The moves a queue makes with no timer left (its runtime shut down), when the runtime goes
+/// and then at each `pop` that would wait: every item in backoff goes to active now, and the
+/// unschedulable items past their leftover deadline move; the others wait for an event, or for
+/// the next `pop` that looks.
+fn flush_without_timer<K, T, C>(machine: &mut SchedulingState<K, T, C>, now: Instant)
+where
+    K: Hash + Eq + Clone,
+    C: Compare<QueuedItem<K, T>>,
+{
+    let moved = machine.flush_backoff_all(now);
+    if moved > 0 {
+        trace!(moved, "backoff ended: no timer left");
+    }
+    machine.flush_due(now);
+}
+
+/// The timer task ([`start_timer_task`]): one sleep until the earliest deadline.
+impl<K, T, C> Timed for Shared<K, T, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+{
+    /// Makes the timed moves due by the clock and sets the sleep to the next deadline; `cx` is
+    /// woken there, or by a change that sets an earlier one.
+    fn poll_timers(&self, cx: &mut Context<'_>) {
+        // The moves first, in a change of their own: the pops they let take an item are woken
+        // before the sleep is set.
+        self.change().machine.flush_due(Instant::now());
+        let mut locked = self.lock();
+        let locked = &mut *locked;
+        if !locked
+            .waker
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            locked.waker = Some(cx.waker().clone());
+        }
+        let Some(next) = locked.machine.next_deadline() else {
+            locked.sleep = None;
+            locked.armed = None;
+            return;
+        };
+        if locked.armed != Some(next) {
+            match &mut locked.sleep {
+                Some(sleep) => sleep.as_mut().reset(next),
+                // The task runs in the queue's runtime: the sleep belongs to it.
+                None => locked.sleep = Some(Box::pin(tokio::time::sleep_until(next))),
+            }
+            locked.armed = Some(next);
+        }
+        let sleep = locked.sleep.as_mut().expect("a set deadline has its sleep");
+        if sleep.as_mut().poll(cx).is_ready() {
+            // The next deadline passed since the clock was read: its moves are made at the
+            // next poll, which sets the sleep again.
+            locked.armed = None;
+            cx.waker().wake_by_ref();
+        }
+    }
+
+    fn timers_gone(&self) {
+        let mut locked = self.change();
+        locked.runtime_gone = true;
+        locked.armed = None;
+        locked.waker = None;
+        locked.sleep = None;
+        if !locked.machine.is_closed() {
+            debug!("the queue's runtime shut down: timed moves happen at once");
+            flush_without_timer(&mut locked.machine, self.clock.now());
+        }
+    }
+}
+
+// ===== impl Change =====
+
+impl<K, T, C> Deref for Change<'_, K, T, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+{
+    type Target = Locked<K, T, C>;
+
+    fn deref(&self) -> &Locked<K, T, C> {
+        self.locked.as_ref().expect("held until the drop")
+    }
+}
+
+impl<K, T, C> DerefMut for Change<'_, K, T, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+{
+    fn deref_mut(&mut self) -> &mut Locked<K, T, C> {
+        self.locked.as_mut().expect("held until the drop")
+    }
+}
+
+impl<K, T, C> Drop for Change<'_, K, T, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+{
+    fn drop(&mut self) {
+        let Some(mut locked) = self.locked.take() else {
+            return;
+        };
+        let wake_pops = !self.could_pop && locked.machine.can_pop();
+        self.shared.arm(&mut locked);
+        drop(locked);
+        if wake_pops {
+            crate::count::wake();
+            self.shared.pop_wake.notify_waiters();
+        }
+    }
+}
