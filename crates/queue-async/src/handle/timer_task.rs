@@ -363,28 +363,29 @@ mod tests {
         let mut timers = super::Timers::new(false);
         let start = Instant::now();
         let ms = |n: u64| start + Duration::from_millis(n);
-        // 20 keys due one after another, then 25 due at one instant.
-        for i in 0..20 {
+        // A chunk and 4 more keys due one after another, then 25 due at one instant.
+        let spread = super::CHUNK as u64 + 4;
+        for i in 0..spread {
             timers.wait_until(i, 0, ms(i + 1));
         }
-        for i in 20..45 {
-            timers.wait_until(i, 0, ms(21));
+        for i in spread..spread + 25 {
+            timers.wait_until(i, 0, ms(spread + 1));
         }
-        let (first, more) = timers.take_due(Some(ms(100)), super::CHUNK);
+        let (first, more) = timers.take_due(Some(ms(1000)), super::CHUNK);
         assert_eq!(first.len(), super::CHUNK);
         assert!(more, "more keys are due");
-        // The chunk reaches into the keys due together and takes all of them.
-        let (second, more) = timers.take_due(Some(ms(100)), super::CHUNK);
-        assert_eq!(second.len(), 45 - super::CHUNK);
+        // The next chunk reaches into the keys due together and takes all of them.
+        let (second, more) = timers.take_due(Some(ms(1000)), super::CHUNK);
+        assert_eq!(second.len(), 4 + 25);
         assert!(!more, "nothing more is due");
         let order: Vec<u64> = first.into_iter().chain(second).map(|(k, _)| k).collect();
-        assert_eq!(order, (0..45).collect::<Vec<_>>());
+        assert_eq!(order, (0..spread + 25).collect::<Vec<_>>());
         assert_eq!(timers.len(), 0);
         // Only what is due: nothing before the first deadline, then that key alone.
-        timers.wait_until(50, 0, ms(200));
-        timers.wait_until(51, 0, ms(300));
-        assert_eq!(timers.take_due(Some(ms(199)), 1), (vec![], false));
-        assert_eq!(timers.take_due(Some(ms(250)), 1), (vec![(50, 0)], false));
+        timers.wait_until(50, 0, ms(2000));
+        timers.wait_until(51, 0, ms(3000));
+        assert_eq!(timers.take_due(Some(ms(1999)), 1), (vec![], false));
+        assert_eq!(timers.take_due(Some(ms(2500)), 1), (vec![(50, 0)], false));
     }
 
     /// Keys due at once beyond a chunk are all added with no more time passing.
