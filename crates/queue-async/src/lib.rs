@@ -55,8 +55,8 @@
 //! queue follows the same rules with its own sub-queues. Each queue's transitions are a pure
 //! state machine: `WorkState` and `PriorityState` in `ctrlq-queue-core`, and the scheduling
 //! queue's in this crate's private `scheduling::machine` module; this crate adds the locks, the
-//! wake-ups and the timer task. The scheduling queue keeps the two halves of its state machine
-//! under two locks, so a `pop` never waits behind a scan of the unschedulable items.
+//! wake-ups and the timer task. Every queue keeps its state machine under one lock; as in
+//! kube-scheduler, a scheduling queue's `pop` waits while a move scans the unschedulable items.
 //!
 //! ## Vocabulary
 //!

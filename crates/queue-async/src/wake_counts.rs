@@ -7,7 +7,8 @@
 //! - [`wakes`](WakeCounts::wakes): wake-ups sent to waiting consumers, one per call of the
 //!   queue's `Notify` (a work or priority queue: one `notify_one` per key queued for the `get`s,
 //!   one `notify_waiters` for the streams, one of each at shutdown; a scheduling queue: one
-//!   `notify_waiters` per insertion a `pop` could take);
+//!   `notify_waiters` per change that lets a `pop` take an item where none could be taken
+//!   before);
 //! - [`empty_wakes`](WakeCounts::empty_wakes): waits that were woken and then found nothing to
 //!   take, so waited again;
 //! - [`parks`](WakeCounts::parks): times a wait returned `Pending`, its wake-up registered;

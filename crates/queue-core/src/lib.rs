@@ -10,8 +10,7 @@
 //! - [`MAX_DELAY`]: the workspace's one far-future limit.
 //!
 //! The scheduling queue's state machine is not here: its only user is `queue-async`'s
-//! scheduling queue, which splits it in two halves under two locks, so it lives there as a
-//! private module, as pure as the machines here.
+//! scheduling queue, so it lives there as a private module, as pure as the machines here.
 //!
 //! Everything that depends on time takes it as an argument, which keeps this crate
 //! deterministic and testable to the last branch.
