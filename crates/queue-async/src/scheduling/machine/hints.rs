@@ -7,8 +7,7 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 
 use super::event::{ClusterEvent, EventPayload};
-use super::item::QueuedItem;
-use super::plugins::PluginId;
+use super::item::{PluginId, QueuedItem, add_plugin};
 
 /// The answer of a hint about one item and one event.
 ///
@@ -139,7 +138,7 @@ impl<K, T> Hooks<K, T> {
             Some(plugin) => {
                 let marks = item.marks_mut();
                 marks.gating = Some(plugin);
-                marks.rejectors.push(plugin);
+                add_plugin(&mut marks.rejectors, plugin);
                 true
             }
             None => {
@@ -227,10 +226,7 @@ fn ask_hints<K, T>(
     event: &ClusterEvent,
     payload: &EventPayload,
 ) -> Strategy {
-    let (rejectors, pending) = (
-        item.info().rejectors.as_slice(),
-        item.info().pending.as_slice(),
-    );
+    let (rejectors, pending) = (&item.info().rejectors[..], &item.info().pending[..]);
     let lookup = |p: &PluginId| hints.by_plugin.get(p).map_or(&[][..], Vec::as_slice);
     let mut order: Vec<usize>;
     let positions: &[usize] = match (rejectors, pending) {

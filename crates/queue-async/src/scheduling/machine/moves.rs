@@ -156,7 +156,7 @@ where
                 return false;
             };
             if hooks.gate_in_place(item) {
-                item.inner_mut().flushed_at = Some(now);
+                item.marks_mut().flushed_at = Some(now);
                 return false;
             }
             chosen.set(strategy);

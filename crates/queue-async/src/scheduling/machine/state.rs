@@ -116,7 +116,7 @@ where
         let mut item = match self.take(&key) {
             Some(mut item) => {
                 item.data = data;
-                item.set_timestamp(now);
+                item.timestamp = now;
                 item
             }
             None => QueuedItem::new(key, data, now, 0),
@@ -221,7 +221,7 @@ where
             marks.unschedulable_count = marks.unschedulable_count.saturating_add(1);
             marks.consecutive_errors = 0;
         }
-        item.set_timestamp(now);
+        item.timestamp = now;
         item.seq = self.next_seq();
         let strategy = if errored {
             Strategy::AfterBackoff

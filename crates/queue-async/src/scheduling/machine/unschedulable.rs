@@ -206,8 +206,8 @@ impl<K: Hash + Eq, T, F> Extract<'_, K, T, F> {
                 sum = sum
                     .wrapping_add(u64::from(inner.gating.is_some()))
                     .wrapping_add(u64::from(inner.consecutive_errors))
-                    .wrapping_add(inner.rejectors.as_slice().len() as u64)
-                    .wrapping_add(inner.pending.as_slice().len() as u64)
+                    .wrapping_add(inner.rejectors.len() as u64)
+                    .wrapping_add(inner.pending.len() as u64)
                     .wrapping_add(self.queue.hasher.hash_one(&item.key));
             }
         }
