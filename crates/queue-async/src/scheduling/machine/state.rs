@@ -410,7 +410,7 @@ where
         Pending {
             active: self.active.iter().map(|(k, _)| k.clone()).collect(),
             backoff: self.backoff.keys().cloned().collect(),
-            unschedulable: self.unschedulable.keys().cloned().collect(),
+            unschedulable: self.unschedulable.items().map(|i| i.key.clone()).collect(),
         }
     }
 
