@@ -288,7 +288,10 @@ where
         let payload = EventPayload::none();
         let strategy = events
             .iter()
-            .map(|e| self.hooks.strategy(&item, e, &payload, Some(&key)))
+            .map(|e| {
+                let hints = self.hooks.hints_for(e);
+                self.hooks.strategy(&hints, &item, e, &payload, Some(&key))
+            })
             .find(|st| *st != Strategy::Skip)
             .unwrap_or(Strategy::Skip);
         self.place(item, strategy, now);
@@ -377,7 +380,8 @@ fn replay<K: PartialEq, T>(
 ) -> Strategy {
     let mut best = Strategy::Skip;
     for (event, payload, target) in events {
-        best = best.max(hooks.strategy(item, event, payload, target.as_ref()));
+        let hints = hooks.hints_for(event);
+        best = best.max(hooks.strategy(&hints, item, event, payload, target.as_ref()));
         if best == Strategy::Immediately {
             break;
         }
