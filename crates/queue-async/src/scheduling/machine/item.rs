@@ -301,7 +301,7 @@ mod tests {
     }
 
     #[test]
-    fn plugin_sets_keep_order_without_duplicates_inline_and_spilled() {
+    fn plugin_lists_keep_order_without_duplicates() {
         let mut item = QueuedItem::new("k", 0, Instant::now(), 0);
         item.set_rejectors(["a", "b", "a"]);
         assert_eq!(item.rejectors(), ["a", "b"]);
