@@ -10,7 +10,7 @@ use ctrlq_queue_core::Compare;
 use super::QueuedItem;
 use super::error::AlreadyQueuedError;
 use super::machine::Flight;
-use super::shared::Shared;
+use super::shared::{Shared, TaskKey, TaskOrder};
 
 /// An item popped from a [`SchedulingQueue`]: a guard that keeps its key in flight until the
 /// attempt has a verdict.
@@ -168,12 +168,7 @@ impl<K: fmt::Debug, T: fmt::Debug> fmt::Debug for Popped<K, T> {
 
 // ===== impl Flights for Shared =====
 
-impl<K, T, C> Shared<K, T, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
+impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Shared<K, T, C> {
     /// Takes back a popped item whose attempt failed (see
     /// [`SchedulingQueue::add_unschedulable_if_not_present`]); `flight` is its flight if it was
     /// popped from this queue. With `only_in_flight` (a guard dropped without a verdict), an
@@ -196,12 +191,7 @@ where
     }
 }
 
-impl<K, T, C> Flights<K, T> for Shared<K, T, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
+impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Flights<K, T> for Shared<K, T, C> {
     fn end(&self, key: &K, flight: u64) {
         self.lock().machine.end_flight(key, flight);
     }

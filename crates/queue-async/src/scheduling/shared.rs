@@ -71,18 +71,24 @@ pub(crate) struct Locked<K, T, C> {
 }
 
 /// The lock held for a change; its drop wakes what the change calls for (see the module docs).
-pub(crate) struct Change<'a, K, T, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
+pub(crate) struct Change<'a, K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> {
     shared: &'a Shared<K, T, C>,
     /// `Some` until the drop releases it.
     locked: Option<MutexGuard<'a, Locked<K, T, C>>>,
     /// Whether a pop could take an item before the change.
     could_pop: bool,
 }
+
+/// The bounds of a queue's key wherever the timer task may start (it runs on the runtime and
+/// reaches the state through a `Weak`): one name for the impls here.
+pub(crate) trait TaskKey: Hash + Eq + Clone + Send + Sync + 'static {}
+
+impl<K: Hash + Eq + Clone + Send + Sync + 'static> TaskKey for K {}
+
+/// The bounds of a queue's order wherever the timer task may start.
+pub(crate) trait TaskOrder<K, T>: Compare<QueuedItem<K, T>> + Send + Sync + 'static {}
+
+impl<K, T, C: Compare<QueuedItem<K, T>> + Send + Sync + 'static> TaskOrder<K, T> for C {}
 
 // ===== impl Shared =====
 
@@ -139,12 +145,7 @@ where
     }
 }
 
-impl<K, T, C> Shared<K, T, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
+impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Shared<K, T, C> {
     /// The lock, for a change.
     pub(crate) fn change(&self) -> Change<'_, K, T, C> {
         let locked = self.lock();
@@ -219,12 +220,7 @@ where
 }
 
 /// The timer task ([`start_timer_task`]): one sleep until the earliest deadline.
-impl<K, T, C> Timed for Shared<K, T, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
+impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Timed for Shared<K, T, C> {
     /// Makes the timed moves due by the clock and sets the sleep to the next deadline; `cx` is
     /// woken there, or by a change that sets an earlier one.
     fn poll_timers(&self, cx: &mut Context<'_>) {
@@ -277,12 +273,7 @@ where
 
 // ===== impl Change =====
 
-impl<K, T, C> Deref for Change<'_, K, T, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
+impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Deref for Change<'_, K, T, C> {
     type Target = Locked<K, T, C>;
 
     fn deref(&self) -> &Locked<K, T, C> {
@@ -290,23 +281,13 @@ where
     }
 }
 
-impl<K, T, C> DerefMut for Change<'_, K, T, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
+impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> DerefMut for Change<'_, K, T, C> {
     fn deref_mut(&mut self) -> &mut Locked<K, T, C> {
         self.locked.as_mut().expect("held until the drop")
     }
 }
 
-impl<K, T, C> Drop for Change<'_, K, T, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
+impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Drop for Change<'_, K, T, C> {
     fn drop(&mut self) {
         let Some(mut locked) = self.locked.take() else {
             return;

@@ -128,29 +128,29 @@ where
 
     /// The earliest expiry, for the flush timer.
     pub(crate) fn next_expiry(&self) -> Option<Instant> {
-        let rejected = self.rejected.peek().map(|(_, w)| w.expiry);
-        let errors = self.errors.peek().map(|(_, w)| w.expiry);
-        match (rejected, errors) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let (rejected, errors) = self.head_expiries();
+        rejected.into_iter().chain(errors).min()
     }
 
-    /// Pops the earliest head of the two heaps if its backoff is over at `now` (expiry <= now).
+    /// Pops the earliest head of the two heaps (the rejected one on a tie) if its backoff is
+    /// over at `now` (expiry <= now).
     pub(crate) fn pop_completed(&mut self, now: Instant) -> Option<QueuedItem<K, T>> {
-        let rejected = self.rejected.peek().map(|(_, w)| w.expiry);
-        let errors = self.errors.peek().map(|(_, w)| w.expiry);
-        let heap = match (rejected, errors) {
-            (Some(a), Some(b)) if b < a => &mut self.errors,
-            (Some(_), _) => &mut self.rejected,
-            (None, Some(_)) => &mut self.errors,
-            (None, None) => return None,
-        };
-        if heap.peek()?.1.expiry <= now {
-            heap.pop().map(|(_, w)| w.item)
+        let (rejected, errors) = self.head_expiries();
+        let heap = if errors.is_some_and(|e| rejected.is_none_or(|r| e < r)) {
+            &mut self.errors
         } else {
-            None
+            &mut self.rejected
+        };
+        if heap.peek()?.1.expiry > now {
+            return None;
         }
+        heap.pop().map(|(_, w)| w.item)
+    }
+
+    /// The expiries of the heads of `rejected` and `errors`.
+    fn head_expiries(&self) -> (Option<Instant>, Option<Instant>) {
+        let rejected = self.rejected.peek().map(|(_, w)| w.expiry);
+        (rejected, self.errors.peek().map(|(_, w)| w.expiry))
     }
 }
 

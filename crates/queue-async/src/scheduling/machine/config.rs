@@ -103,8 +103,9 @@ impl SchedulingQueueConfig {
     /// The strict rule is kube-scheduler's (`flushUnschedulablePodsLeftover`); as an instant it
     /// is 1 ns past `since + max`, so a timer and the check agree on one value.
     pub(crate) fn leftover_deadline<K, T>(&self, item: &QueuedItem<K, T>) -> Option<Instant> {
-        let since = match item.info().gating {
-            Some(_) => item.flushed_at().unwrap_or(item.timestamp),
+        let marks = item.info();
+        let since = match marks.gating {
+            Some(_) => marks.flushed_at.unwrap_or(item.timestamp),
             None => item.timestamp,
         };
         since

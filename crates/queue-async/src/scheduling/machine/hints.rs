@@ -7,8 +7,7 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 
 use super::event::{ClusterEvent, EventPayload};
-use super::item::QueuedItem;
-use super::plugins::PluginId;
+use super::item::{PluginId, QueuedItem, add_plugin};
 
 /// The answer of a hint about one item and one event.
 ///
@@ -139,7 +138,7 @@ impl<K, T> Hooks<K, T> {
             Some(plugin) => {
                 let marks = item.marks_mut();
                 marks.gating = Some(plugin);
-                marks.rejectors.push(plugin);
+                add_plugin(&mut marks.rejectors, plugin);
                 true
             }
             None => {
@@ -151,26 +150,9 @@ impl<K, T> Hooks<K, T> {
         }
     }
 
-    /// Whether the event `event` (targeted at `target`, if any) makes `item` worth requeueing.
-    ///
-    /// A gated item moves only on an event its gate registered for, and then only to be gated
-    /// again or let in: hints are not asked.
-    pub(crate) fn strategy(
-        &self,
-        item: &QueuedItem<K, T>,
-        event: &ClusterEvent,
-        payload: &EventPayload,
-        target: Option<&K>,
-    ) -> Strategy
-    where
-        K: PartialEq,
-    {
-        self.strategy_with(&self.hints_for(event), item, event, payload, target)
-    }
-
-    /// The hints registered for events matching `event`, indexed by plugin; computed once per
-    /// event so a move over many items looks up each item's few plugins instead of scanning
-    /// every registration per item.
+    /// The hints registered for events matching `event`, indexed by plugin: made once per
+    /// event, so a move over many items looks up each item's few plugins instead of comparing
+    /// every registration's plugin per item.
     pub(crate) fn hints_for(&self, event: &ClusterEvent) -> EventHints<K, T> {
         let list: Vec<_> = self
             .hints
@@ -185,8 +167,12 @@ impl<K, T> Hooks<K, T> {
         EventHints { list, by_plugin }
     }
 
-    /// [`strategy`](Self::strategy) with the matching hints already selected.
-    pub(crate) fn strategy_with(
+    /// Whether the event `event` (targeted at `target`, if any), whose matching hints are
+    /// `hints`, makes `item` worth requeueing.
+    ///
+    /// A gated item moves only on an event its gate registered for, and then only to be gated
+    /// again or let in: hints are not asked.
+    pub(crate) fn strategy(
         &self,
         hints: &EventHints<K, T>,
         item: &QueuedItem<K, T>,
@@ -227,39 +213,28 @@ fn ask_hints<K, T>(
     event: &ClusterEvent,
     payload: &EventPayload,
 ) -> Strategy {
-    let (rejectors, pending) = (
-        item.info().rejectors.as_slice(),
-        item.info().pending.as_slice(),
-    );
-    let lookup = |p: &PluginId| hints.by_plugin.get(p).map_or(&[][..], Vec::as_slice);
-    let mut order: Vec<usize>;
+    let marks = item.info();
+    let (rejectors, pending) = (&marks.rejectors[..], &marks.pending[..]);
+    let all: Vec<usize>;
     let positions: &[usize] = match (rejectors, pending) {
-        ([one], []) | ([], [one]) => lookup(one),
+        ([one], []) | ([], [one]) => hints.by_plugin.get(one).map_or(&[], Vec::as_slice),
         _ => {
-            order = rejectors
-                .iter()
-                .chain(pending)
-                .flat_map(lookup)
-                .copied()
-                .collect();
-            order.sort_unstable();
-            order.dedup();
-            &order
+            let asked = |&i: &usize| {
+                rejectors.contains(&hints.list[i].0) || pending.contains(&hints.list[i].0)
+            };
+            all = (0..hints.list.len()).filter(asked).collect();
+            &all
         }
     };
     let mut found = Strategy::Skip;
     for &i in positions {
         let (plugin, hint) = &hints.list[i];
-        let pending = item.info().pending.contains(plugin);
-        let answer = match hint(item, event, payload) {
-            Ok(answer) => answer,
-            // Requeueing too often is safer than never: a failed hint counts as `Queue`.
-            Err(_) => QueueingHint::Queue,
-        };
-        match answer {
+        let pending = marks.pending.contains(plugin);
+        // Requeueing too often is safer than never: a failed hint counts as `Queue`.
+        match hint(item, event, payload).unwrap_or(QueueingHint::Queue) {
             QueueingHint::Skip => {}
             QueueingHint::Queue if pending => return Strategy::Immediately,
-            QueueingHint::Queue if item.info().pending.is_empty() => return Strategy::AfterBackoff,
+            QueueingHint::Queue if marks.pending.is_empty() => return Strategy::AfterBackoff,
             QueueingHint::Queue => found = Strategy::AfterBackoff,
         }
     }

@@ -4,7 +4,6 @@ use std::cmp::Ordering;
 
 use tokio::time::Instant;
 
-use super::plugins::{PluginId, PluginSet};
 use ctrlq_queue_core::Compare;
 
 /// An item of a [`SchedulingQueue`]: the caller's key and data, and the queue's bookkeeping,
@@ -39,48 +38,36 @@ use ctrlq_queue_core::Compare;
 /// [`add_unschedulable_if_not_present`]: crate::scheduling::SchedulingQueue::add_unschedulable_if_not_present
 #[derive(Debug, Clone)]
 pub struct QueuedItem<K, T> {
-    // What the orderings and a pop read is kept in the item; the rest is boxed, so the heaps
-    // move a small entry, and the box is made only when first needed.
     pub(crate) key: K,
     pub(crate) data: T,
     /// When the item was last queued (add, or requeue after a failure).
     pub(crate) timestamp: Instant,
     /// Insertion sequence: the last tiebreak of every ordering, so ties are FIFO and deterministic.
     pub(crate) seq: u64,
-    /// In the item, not in `inner`: every pop increments it, so a pop never needs the box.
     pub(crate) attempts: u32,
-    /// The item entered active while it had no box, at `timestamp`: that is its initial
-    /// attempt time. Never set together with `inner` (making the box moves the time into it).
-    initial_is_timestamp: bool,
-    /// The rest of the bookkeeping, boxed on the first failure or gate: an item added and
-    /// scheduled at its first attempt never makes the box. `None` reads as [`Inner::EMPTY`].
-    inner: Option<Box<Inner>>,
+    initial_attempt: Option<Instant>,
+    /// The bookkeeping no ordering reads, boxed on the first failure or gate, so the heaps
+    /// move a small entry and an item scheduled at its first attempt never allocates. `None`
+    /// reads as [`Marks::EMPTY`].
+    marks: Option<Box<Marks>>,
 }
 
 /// The bookkeeping of a [`QueuedItem`] that no ordering reads.
-///
-/// `repr(C)` keeps the fields a move reads (gate, counts, plugin sets: the [`Marks`]) first,
-/// together, so the scan of a move reads them ahead in one place (see `unschedulable`).
 #[derive(Debug, Clone)]
-#[repr(C)]
-pub(crate) struct Inner {
-    pub(crate) marks: Marks,
-    pub(crate) initial_attempt: Option<Instant>,
-    /// Last time the leftover flush re-evaluated this gated item.
-    pub(crate) flushed_at: Option<Instant>,
-}
-
-/// What a move reads of an item's bookkeeping: no instants, so one static serves every
-/// item without a box, whatever its instant type.
-#[derive(Debug, Clone)]
-#[repr(C)]
 pub(crate) struct Marks {
     pub(crate) gating: Option<PluginId>,
     pub(crate) unschedulable_count: u32,
     pub(crate) consecutive_errors: u32,
-    pub(crate) rejectors: PluginSet,
-    pub(crate) pending: PluginSet,
+    pub(crate) rejectors: Vec<PluginId>,
+    pub(crate) pending: Vec<PluginId>,
+    /// Last time the leftover flush re-evaluated this gated item.
+    pub(crate) flushed_at: Option<Instant>,
 }
+
+/// The id of a caller-defined "plugin": whatever rejected an item, gates it, or hints about it.
+///
+/// Plugin ids are static names, so they are cheap to copy and compare.
+pub type PluginId = &'static str;
 
 /// What an item without a box reads.
 static NO_MARKS: Marks = Marks::EMPTY;
@@ -134,60 +121,24 @@ impl<K, T> QueuedItem<K, T> {
             timestamp: now,
             seq,
             attempts: 0,
-            initial_is_timestamp: false,
-            inner: None,
+            initial_attempt: None,
+            marks: None,
         }
     }
 
-    /// The marks of the boxed bookkeeping, or the empty ones if there is no box yet.
+    /// The boxed bookkeeping, or the empty one if there is no box yet.
     pub(crate) fn info(&self) -> &Marks {
-        self.inner
-            .as_deref()
-            .map_or(&NO_MARKS, |inner| &inner.marks)
-    }
-
-    /// When the leftover flush last asked this gated item's gates.
-    pub(crate) fn flushed_at(&self) -> Option<Instant> {
-        self.inner.as_deref().and_then(|inner| inner.flushed_at)
+        self.marks.as_deref().unwrap_or(&NO_MARKS)
     }
 
     /// The boxed bookkeeping, making the box if there is none yet.
-    pub(crate) fn inner_mut(&mut self) -> &mut Inner {
-        let initial_attempt = self.initial_is_timestamp.then_some(self.timestamp);
-        self.initial_is_timestamp = false;
-        self.inner.get_or_insert_with(|| {
-            Box::new(Inner {
-                marks: Marks::EMPTY,
-                initial_attempt,
-                flushed_at: None,
-            })
-        })
-    }
-
-    /// The marks of the bookkeeping, making the box if there is none yet.
     pub(crate) fn marks_mut(&mut self) -> &mut Marks {
-        &mut self.inner_mut().marks
-    }
-
-    /// Sets when the item was last queued (keeping an initial attempt time that was implied by
-    /// the old value).
-    pub(crate) fn set_timestamp(&mut self, now: Instant) {
-        if self.initial_is_timestamp && now != self.timestamp {
-            self.inner_mut();
-        }
-        self.timestamp = now;
+        self.marks.get_or_insert_with(|| Box::new(Marks::EMPTY))
     }
 
     /// Records that the item enters active at `now`: the first time sets its initial attempt.
     pub(crate) fn enter_active(&mut self, now: Instant) {
-        match &mut self.inner {
-            Some(inner) => {
-                inner.initial_attempt.get_or_insert(now);
-            }
-            None if self.initial_is_timestamp => {}
-            None if now == self.timestamp => self.initial_is_timestamp = true,
-            None => self.inner_mut().initial_attempt = Some(now),
-        }
+        self.initial_attempt.get_or_insert(now);
     }
 
     /// The item's key.
@@ -232,24 +183,18 @@ impl<K, T> QueuedItem<K, T> {
 
     /// When the item first entered the active sub-queue (not while it was gated).
     pub fn initial_attempt(&self) -> Option<Instant> {
-        if self.initial_is_timestamp {
-            Some(self.timestamp)
-        } else {
-            self.inner
-                .as_deref()
-                .and_then(|inner| inner.initial_attempt)
-        }
+        self.initial_attempt
     }
 
     /// The plugins that rejected the last attempt (including a gate that rejected it).
     pub fn rejectors(&self) -> &[PluginId] {
-        self.info().rejectors.as_slice()
+        &self.info().rejectors
     }
 
     /// The plugins that answered "pending" on the last attempt; a `Queue` hint from one of them
     /// skips the backoff.
     pub fn pending(&self) -> &[PluginId] {
-        self.info().pending.as_slice()
+        &self.info().pending
     }
 
     /// The gate holding the item back, if it is gated.
@@ -264,18 +209,25 @@ impl<K, T> QueuedItem<K, T> {
 
     /// Replaces the rejecting plugins (duplicates are kept once).
     pub fn set_rejectors(&mut self, plugins: impl IntoIterator<Item = PluginId>) {
-        let plugins: PluginSet = plugins.into_iter().collect();
-        if !(plugins.is_empty() && self.inner.is_none()) {
+        if let Some(plugins) = self.plugin_list(plugins) {
             self.marks_mut().rejectors = plugins;
         }
     }
 
     /// Replaces the pending plugins (duplicates are kept once).
     pub fn set_pending(&mut self, plugins: impl IntoIterator<Item = PluginId>) {
-        let plugins: PluginSet = plugins.into_iter().collect();
-        if !(plugins.is_empty() && self.inner.is_none()) {
+        if let Some(plugins) = self.plugin_list(plugins) {
             self.marks_mut().pending = plugins;
         }
+    }
+
+    /// `plugins` without duplicates, or `None` if empty and there is no box to clear.
+    fn plugin_list(&self, plugins: impl IntoIterator<Item = PluginId>) -> Option<Vec<PluginId>> {
+        let mut list = Vec::new();
+        for plugin in plugins {
+            add_plugin(&mut list, plugin);
+        }
+        (!list.is_empty() || self.marks.is_some()).then_some(list)
     }
 
     /// True when nobody rejected the last attempt: it failed with an error.
@@ -298,14 +250,22 @@ impl<K, T> QueuedItem<K, T> {
 // ===== impl Marks =====
 
 impl Marks {
-    /// The marks of an item never rejected, gated or popped from backoff.
+    /// The marks of an item never rejected or gated.
     pub(crate) const EMPTY: Marks = Marks {
         gating: None,
         unschedulable_count: 0,
         consecutive_errors: 0,
-        rejectors: PluginSet::EMPTY,
-        pending: PluginSet::EMPTY,
+        rejectors: Vec::new(),
+        pending: Vec::new(),
+        flushed_at: None,
     };
+}
+
+/// Adds `plugin` to `list` unless present.
+pub(crate) fn add_plugin(list: &mut Vec<PluginId>, plugin: PluginId) {
+    if !list.contains(&plugin) {
+        list.push(plugin);
+    }
 }
 
 // ===== impl PriorityOrder =====
@@ -336,9 +296,22 @@ mod tests {
 
     #[test]
     fn the_fields_a_move_reads_fit_in_128_bytes() {
-        assert_eq!(size_of::<PluginSet>(), 48);
-        let marks = std::mem::offset_of!(Inner, marks);
-        assert!(marks + std::mem::offset_of!(Marks, pending) + size_of::<PluginSet>() <= 128);
+        let pending = std::mem::offset_of!(Marks, pending);
+        assert!(pending + size_of::<Vec<PluginId>>() <= 128);
+    }
+
+    #[test]
+    fn plugin_lists_keep_order_without_duplicates() {
+        let mut item = QueuedItem::new("k", 0, Instant::now(), 0);
+        item.set_rejectors(["a", "b", "a"]);
+        assert_eq!(item.rejectors(), ["a", "b"]);
+        item.set_rejectors(["a", "b", "c", "b"]);
+        assert_eq!(item.rejectors(), ["a", "b", "c"]);
+        let mut list = vec!["a"];
+        add_plugin(&mut list, "a");
+        add_plugin(&mut list, "d");
+        assert_eq!(list, ["a", "d"]);
+        assert!(Marks::EMPTY.rejectors.is_empty());
     }
 
     #[test]
@@ -346,17 +319,16 @@ mod tests {
         let t0 = Instant::now();
         let mut item = QueuedItem::new("a", 0, t0, 0);
         item.enter_active(t0);
-        item.set_timestamp(t0);
+        item.timestamp = t0;
         item.set_rejectors([]);
         assert!(
-            item.inner.is_none(),
+            item.marks.is_none(),
             "added, popped and requeued at once: no box"
         );
         assert_eq!(item.initial_attempt(), Some(t0));
 
         let t1 = t0 + std::time::Duration::from_secs(1);
-        item.set_timestamp(t1);
-        assert!(item.inner.is_some() && !item.initial_is_timestamp);
+        item.timestamp = t1;
         assert_eq!((item.timestamp(), item.initial_attempt()), (t1, Some(t0)));
 
         let mut late = QueuedItem::new("b", 0, t0, 1);

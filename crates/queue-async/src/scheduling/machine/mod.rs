@@ -12,7 +12,6 @@ mod hints;
 mod item;
 mod moves;
 mod pending;
-mod plugins;
 mod state;
 mod unschedulable;
 
@@ -24,7 +23,6 @@ pub use config::{ConfigError, SchedulingQueueConfig};
 pub use event::{ActionType, ClusterEvent, EventPayload};
 pub(crate) use hints::Hooks;
 pub use hints::{GateFn, HintError, HintFn, QueueingHint};
-pub use item::{Priority, PriorityOrder, QueuedItem};
+pub use item::{PluginId, Priority, PriorityOrder, QueuedItem};
 pub use pending::{Pending, SubQueue};
-pub use plugins::PluginId;
 pub(crate) use state::{Flight, SchedulingState};

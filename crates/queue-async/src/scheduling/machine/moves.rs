@@ -37,11 +37,11 @@ where
     /// that no item waits for an expiry nothing will act on. Returns how many moved.
     pub(crate) fn flush_backoff_all(&mut self, now: Instant) -> usize {
         let mut count = 0;
-        while let Some(at) = self.backoff.next_expiry() {
-            let item = self
-                .backoff
-                .pop_completed(at)
-                .expect("the head is due at its expiry");
+        let backoff = &mut self.backoff;
+        while let Some(item) = backoff
+            .next_expiry()
+            .and_then(|at| backoff.pop_completed(at))
+        {
             active::push(&mut self.active, item, now);
             count += 1;
         }
@@ -69,7 +69,7 @@ where
         self.in_flight.record(*event, payload.clone(), None);
         let hints = self.hooks.hints_for(event);
         let select = |hooks: &Hooks<K, T>, item: &QueuedItem<K, T>| {
-            pre_check(item).then(|| hooks.strategy_with(&hints, item, event, &payload, None))
+            pre_check(item).then(|| hooks.strategy(&hints, item, event, &payload, None))
         };
         let moved = self.move_where(now, select);
         debug!(
@@ -156,7 +156,7 @@ where
                 return false;
             };
             if hooks.gate_in_place(item) {
-                item.inner_mut().flushed_at = Some(now);
+                item.marks_mut().flushed_at = Some(now);
                 return false;
             }
             chosen.set(strategy);

@@ -116,7 +116,7 @@ where
         let mut item = match self.take(&key) {
             Some(mut item) => {
                 item.data = data;
-                item.set_timestamp(now);
+                item.timestamp = now;
                 item
             }
             None => QueuedItem::new(key, data, now, 0),
@@ -221,7 +221,7 @@ where
             marks.unschedulable_count = marks.unschedulable_count.saturating_add(1);
             marks.consecutive_errors = 0;
         }
-        item.set_timestamp(now);
+        item.timestamp = now;
         item.seq = self.next_seq();
         let strategy = if errored {
             Strategy::AfterBackoff
@@ -288,7 +288,10 @@ where
         let payload = EventPayload::none();
         let strategy = events
             .iter()
-            .map(|e| self.hooks.strategy(&item, e, &payload, Some(&key)))
+            .map(|e| {
+                let hints = self.hooks.hints_for(e);
+                self.hooks.strategy(&hints, &item, e, &payload, Some(&key))
+            })
             .find(|st| *st != Strategy::Skip)
             .unwrap_or(Strategy::Skip);
         self.place(item, strategy, now);
@@ -377,7 +380,8 @@ fn replay<K: PartialEq, T>(
 ) -> Strategy {
     let mut best = Strategy::Skip;
     for (event, payload, target) in events {
-        best = best.max(hooks.strategy(item, event, payload, target.as_ref()));
+        let hints = hooks.hints_for(event);
+        best = best.max(hooks.strategy(&hints, item, event, payload, target.as_ref()));
         if best == Strategy::Immediately {
             break;
         }
@@ -410,7 +414,7 @@ where
         Pending {
             active: self.active.iter().map(|(k, _)| k.clone()).collect(),
             backoff: self.backoff.keys().cloned().collect(),
-            unschedulable: self.unschedulable.keys().cloned().collect(),
+            unschedulable: self.unschedulable.items().map(|i| i.key.clone()).collect(),
         }
     }
 

@@ -52,64 +52,20 @@ impl<K, T> Unschedulable<K, T> {
         self.slots.len()
     }
 
-    /// The keys, in unspecified order.
-    pub(crate) fn keys(&self) -> impl Iterator<Item = &K> {
-        self.items().map(|item| &item.key)
-    }
-
     /// The items, in unspecified order.
     pub(crate) fn items(&self) -> impl Iterator<Item = &QueuedItem<K, T>> {
         // Outside an `Extract`, no slot is empty.
         self.slots.iter().filter_map(|s| s.item.as_ref())
     }
 
-    fn unindex(&mut self, hash: u64, pos: usize) {
-        if let Ok(entry) = self.index.find_entry(hash, |&p| p == pos) {
-            entry.remove();
-        }
-    }
-
-    /// Removes the slot at `pos` and its index entry; the last slot takes its place, and its
-    /// index entry follows it.
-    fn swap_remove(&mut self, pos: usize) -> Option<QueuedItem<K, T>> {
-        self.unindex(self.slots[pos].hash, pos);
-        self.swap_remove_unindexed(pos)
-    }
-
-    /// [`swap_remove`](Self::swap_remove) of a slot whose index entry is already gone.
-    fn swap_remove_unindexed(&mut self, pos: usize) -> Option<QueuedItem<K, T>> {
-        let removed = self.slots.swap_remove(pos);
-        let from = self.slots.len();
-        if let Some(moved) = self.slots.get(pos)
-            && let Some(p) = self.index.find_mut(moved.hash, |&p| p == from)
-        {
-            *p = pos;
-        }
-        removed.item
-    }
-
-    /// Removes the `holes` empty slots an `Extract` left, at a cost in hash probes of the
-    /// smaller of the holes and the items left: with few holes, the last slots fill them; with
-    /// few items left, the index is rebuilt from those.
-    fn close_holes(&mut self, holes: usize) {
-        let kept = self.slots.len().saturating_sub(holes);
-        if holes > kept {
-            self.slots.retain(|s| s.item.is_some());
-            self.index.clear();
-            let slots = &self.slots;
-            for (pos, slot) in slots.iter().enumerate() {
-                self.index.insert_unique(slot.hash, pos, |&p| slots[p].hash);
-            }
-            return;
-        }
-        let mut pos = 0;
-        while pos < self.slots.len() {
-            if self.slots[pos].item.is_some() {
-                pos += 1;
-            } else {
-                // The slot moved in may be a hole too: `pos` is looked at again.
-                self.swap_remove(pos);
-            }
+    /// Removes the empty slots an `Extract` left and rebuilds the index from the stored hashes:
+    /// a move's scan reads every slot anyway, so one more pass adds little to it.
+    fn close_holes(&mut self) {
+        self.slots.retain(|s| s.item.is_some());
+        self.index.clear();
+        let slots = &self.slots;
+        for (pos, slot) in slots.iter().enumerate() {
+            self.index.insert_unique(slot.hash, pos, |&p| slots[p].hash);
         }
     }
 }
@@ -159,7 +115,15 @@ impl<K: Hash + Eq, T> Unschedulable<K, T> {
             slots[p].item.as_ref().is_some_and(|i| i.key == *key)
         });
         let (pos, _) = found.ok()?.remove();
-        self.swap_remove_unindexed(pos)
+        // The last slot takes the removed one's place, and its index entry follows it.
+        let removed = self.slots.swap_remove(pos);
+        let from = self.slots.len();
+        if let Some(moved) = self.slots.get(pos)
+            && let Some(p) = self.index.find_mut(moved.hash, |&p| p == from)
+        {
+            *p = pos;
+        }
+        removed.item
     }
 
     /// Removes the items `take` selects, lazily: each is taken out as the iterator reaches it,
@@ -173,7 +137,7 @@ impl<K: Hash + Eq, T> Unschedulable<K, T> {
             take,
             next: 0,
             read_ahead: 0,
-            holes: 0,
+            holes: false,
         }
     }
 }
@@ -189,7 +153,7 @@ pub(crate) struct Extract<'a, K, T, F> {
     next: usize,
     /// Slots below `read_ahead` have been read ahead.
     read_ahead: usize,
-    holes: usize,
+    holes: bool,
 }
 
 impl<K: Hash + Eq, T, F> Extract<'_, K, T, F> {
@@ -206,8 +170,8 @@ impl<K: Hash + Eq, T, F> Extract<'_, K, T, F> {
                 sum = sum
                     .wrapping_add(u64::from(inner.gating.is_some()))
                     .wrapping_add(u64::from(inner.consecutive_errors))
-                    .wrapping_add(inner.rejectors.as_slice().len() as u64)
-                    .wrapping_add(inner.pending.as_slice().len() as u64)
+                    .wrapping_add(inner.rejectors.len() as u64)
+                    .wrapping_add(inner.pending.len() as u64)
                     .wrapping_add(self.queue.hasher.hash_one(&item.key));
             }
         }
@@ -230,7 +194,7 @@ where
             let slot = &mut self.queue.slots[self.next].item;
             self.next += 1;
             if slot.as_mut().is_some_and(|item| (self.take)(item)) {
-                self.holes += 1;
+                self.holes = true;
                 return slot.take();
             }
         }
@@ -240,8 +204,8 @@ where
 
 impl<K, T, F> Drop for Extract<'_, K, T, F> {
     fn drop(&mut self) {
-        if self.holes > 0 {
-            self.queue.close_holes(self.holes);
+        if self.holes {
+            self.queue.close_holes();
         }
     }
 }
