@@ -522,4 +522,19 @@ mod tests {
         queue.add_with("x", at(10).priority(1)).unwrap();
         assert_eq!(order(&queue).await, ["y", "x"]);
     }
+
+    /// A shut-down queue drops its waiting keys: none waits, and none is added when its
+    /// deadline passes.
+    #[tokio::test(start_paused = true)]
+    async fn shutting_down_drops_the_waiting_keys() {
+        let queue = WorkQueue::new();
+        queue.add_after("a", Duration::from_millis(10)).unwrap();
+        let_run().await;
+        assert_eq!(queue.waiting_len(), 1);
+        queue.shut_down();
+        assert_eq!(queue.waiting_len(), 0);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let_run().await;
+        assert_eq!(queue.len(), 0);
+    }
 }
