@@ -766,3 +766,26 @@ async fn a_replica_that_never_led_reports_no_drain_rather_than_a_failed_one() {
     assert_eq!((summary.terms, summary.drain), (0, Drain::NotLeading));
     holding.abort();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_s_drain_at_shutdown_is_reported_as_finished() {
+    use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    let store = MemoryStore::new();
+    let leader = LeaderElector::new(store.lock("a"), LeaderElectionConfig::default()).unwrap();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(
+        Controller::new("pods", |_k: u32, _c: Context| async {
+            Ok::<_, Infallible>(Action::Done)
+        })
+        .source(|| futures::stream::iter([1u32]))
+        .leader_elector(Arc::new(leader))
+        .run(shutdown.clone()),
+    );
+    sleep(Duration::from_secs(5)).await;
+    shutdown.cancel();
+    let summary = bounded(LIMIT, run).await.unwrap();
+    assert_eq!(
+        (summary.terms, summary.reconciles, summary.drain),
+        (1, 1, Drain::Finished)
+    );
+}

@@ -616,3 +616,34 @@ async fn a_finite_source_is_listed_once_and_gained_shards_start_from_the_view() 
     );
     bounded(LIMIT, h.stop_all()).await;
 }
+
+/// A shard's term that drains, at a hand-back to a joining replica or at the shutdown, ends
+/// with `lost: false`; only a lost lease ends one with `lost: true`.
+#[tokio::test(start_paused = true)]
+async fn terms_that_drain_end_not_lost() {
+    let api = ScriptedSource::new();
+    let seen: Seen = Arc::default();
+    let mut h = Harness::new(config());
+    h.spawn_sharded("a", build(&api, &seen, 1), 4);
+    settle(&h, &["a"], &[4], Duration::from_secs(30)).await;
+    h.spawn_sharded("b", build(&api, &seen, 2), 4);
+    settle(&h, &["a", "b"], &[2, 2], SETTLE_AFTER_A_JOIN).await;
+    bounded(LIMIT, h.stop_all()).await;
+    let ended: Vec<(String, u32, bool)> = h
+        .observations()
+        .records()
+        .iter()
+        .filter_map(|r| match r {
+            Record::ShardEnded {
+                replica,
+                shard,
+                lost,
+                ..
+            } => Some((replica.clone(), *shard, *lost)),
+            _ => None,
+        })
+        .collect();
+    // 2 hand-backs from a, then 4 terms drained at the shutdown.
+    assert_eq!(ended.len(), 6, "{ended:?}");
+    assert!(ended.iter().all(|(.., lost)| !lost), "{ended:?}");
+}

@@ -202,3 +202,83 @@ impl<K, V> Table<K, V> {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::{BoundedMap, SAMPLE};
+
+    /// A seeded xorshift: the same calls on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// The key the next eviction of `map` removes, found the slow way: the least recently
+    /// called of the first [`SAMPLE`] entries at or after the hand, wrapping; and the least
+    /// recently called key of the whole map.
+    fn next_victim(map: &BoundedMap<u64, u32>) -> (u64, u64) {
+        let table = map.table.lock();
+        let buckets = table.entries.num_buckets();
+        let age = |stamp: u32| table.calls.wrapping_sub(stamp);
+        let sample = (0..buckets)
+            .filter_map(|i| table.entries.get_bucket((table.hand + i) % buckets))
+            .take(SAMPLE);
+        let sampled = sample.max_by_key(|e| age(e.stamp)).unwrap().key;
+        let oldest = table
+            .entries
+            .iter()
+            .max_by_key(|e| age(e.stamp))
+            .unwrap()
+            .key;
+        (sampled, oldest)
+    }
+
+    /// Every eviction removes the key the module docs name, and only it: the least recently
+    /// called of the next [`SAMPLE`] entries from the hand, wherever the hand is in its sweep.
+    #[test]
+    fn a_full_map_evicts_the_least_recently_called_of_the_sample_at_the_hand() {
+        let max = 32;
+        let map = BoundedMap::<u64, u32>::new(max).with_hash_seed(7);
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut present: BTreeSet<u64> = (0..max as u64).collect();
+        for key in &present {
+            map.with_entry(key, |v| *v += 1);
+        }
+        let mut next = max as u64;
+        let mut not_the_oldest = 0;
+        for _ in 0..2_000 {
+            if rng.below(3) == 0 {
+                // A key called again: its stamp is the newest, nothing is evicted.
+                let key = *present.iter().nth(rng.below(max as u64) as usize).unwrap();
+                let calls = map.with_entry(&key, |v| {
+                    *v += 1;
+                    *v
+                });
+                assert!(calls >= 2, "key {key} kept its value");
+                assert_eq!(map.len(), max);
+                continue;
+            }
+            let (victim, oldest) = next_victim(&map);
+            not_the_oldest += usize::from(victim != oldest);
+            assert_eq!(map.with_entry(&next, |v| std::mem::replace(v, 1)), 0);
+            assert!(present.remove(&victim));
+            present.insert(next);
+            next += 1;
+            assert_eq!(map.len(), max);
+            assert_eq!(map.get(&victim, |v| *v), None, "key {victim} evicted");
+            for key in &present {
+                assert!(map.get(key, |_| ()).is_some(), "key {key} kept");
+            }
+        }
+        // The sample, not the whole map: some evictions were not of the map's oldest key.
+        assert!(not_the_oldest > 0);
+    }
+}

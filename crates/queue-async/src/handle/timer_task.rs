@@ -522,4 +522,51 @@ mod tests {
         queue.add_with("x", at(10).priority(1)).unwrap();
         assert_eq!(order(&queue).await, ["y", "x"]);
     }
+
+    /// A shut-down queue drops its waiting keys: none waits, and none is added when its
+    /// deadline passes.
+    #[tokio::test(start_paused = true)]
+    async fn shutting_down_drops_the_waiting_keys() {
+        let queue = WorkQueue::new();
+        queue.add_after("a", Duration::from_millis(10)).unwrap();
+        let_run().await;
+        assert_eq!(queue.waiting_len(), 1);
+        queue.shut_down();
+        assert_eq!(queue.waiting_len(), 0);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let_run().await;
+        assert_eq!(queue.len(), 0);
+    }
+
+    /// The queue's runtime shut down while keys wait: their waits end at once, and they are
+    /// added in deadline order.
+    #[test]
+    fn waiting_keys_are_added_when_the_queue_s_runtime_shuts_down() {
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .expect("a runtime")
+        };
+        let queue = WorkQueue::new();
+        runtime().block_on(async {
+            queue.add_after("late", Duration::from_secs(2)).unwrap();
+            queue.add_after("early", Duration::from_secs(1)).unwrap();
+            let_run().await;
+            assert_eq!(queue.waiting_len(), 2);
+        });
+        assert_eq!(queue.waiting_len(), 0, "the waits ended");
+        assert_eq!(queue.len(), 2);
+        let order = runtime().block_on(async {
+            let mut order = Vec::new();
+            for _ in 0..2 {
+                let item = queue.get().await.unwrap();
+                order.push(*item);
+                item.done();
+            }
+            order
+        });
+        assert_eq!(order, ["early", "late"]);
+    }
 }
