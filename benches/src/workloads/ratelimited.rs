@@ -6,11 +6,21 @@
 //! each of the 2 threads a private limiter (`ns_per_when_2threads_private`): nothing is shared, so
 //! it is the machine's own 2-thread floor, and the gap to the contended figure is the cost of
 //! sharing the per-key state and the bucket between cores.
+//!
+//! `ratelimited-exp` also measures its floor, `floor_ns_per_when`: client-go's per-item
+//! exponential limiter as it stands (a failure count per key in one hash map behind one mutex;
+//! the backoff is the base doubled per earlier failure, capped) in Rust, with the limiter's lock
+//! and hasher and nothing else: no bound on the number of keys, no trait object. Every per-item
+//! limiter whose state is a map behind one lock does at least this per call, so its time bounds
+//! what `ns_per_when` can reach on the same machine; `floor_ns_per_forget` is the same for
+//! `forget`, which frees the key's copy as it removes it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctrlq_ratelimit::{RateLimiter, default_controller_rate_limiter};
+use hashbrown::HashMap;
+use parking_lot::Mutex;
 
 use crate::common::{Extra, Overrides, Params, Report, cpu_time, key};
 
@@ -24,7 +34,7 @@ fn defaults() -> Params {
 
 /// Runs `ratelimited-exp`: the per-item exponential limiter (5 ms, 1000 s).
 pub fn run_exp(flags: &Overrides) -> Report {
-    run("ratelimited-exp", flags, || {
+    let mut report = run("ratelimited-exp", flags, || {
         Arc::new(
             ctrlq_ratelimit::ExponentialRateLimiter::new(
                 Duration::from_millis(5),
@@ -32,7 +42,78 @@ pub fn run_exp(flags: &Overrides) -> Report {
             )
             .expect("valid parameters"),
         )
-    })
+    });
+    let (n, k) = (report.params.n as usize, report.params.keys.max(1) as usize);
+    let keys: Vec<String> = (0..k as u64).map(key).collect();
+    let floor = FloorLimiter::new(Duration::from_millis(5), Duration::from_secs(1000));
+    let start = Instant::now();
+    for i in 0..n {
+        std::hint::black_box(floor.when(&keys[i % k]));
+    }
+    let floor_s = start.elapsed().as_secs_f64();
+    // The floor keeps the count it was given: every key was called n / K times.
+    let counted: u64 = floor.failures.lock().values().map(|&c| u64::from(c)).sum();
+    assert_eq!(counted, n as u64, "the floor lost calls");
+    let start = Instant::now();
+    for key in &keys {
+        floor.forget(key);
+    }
+    let floor_forget_s = start.elapsed().as_secs_f64();
+    assert!(floor.failures.lock().is_empty(), "the floor kept a key");
+    report.extra.push((
+        "floor_ns_per_when",
+        Extra::Num(floor_s * 1e9 / n.max(1) as f64),
+    ));
+    report.extra.push((
+        "floor_ns_per_forget",
+        Extra::Num(floor_forget_s * 1e9 / k as f64),
+    ));
+    report
+}
+
+/// The floor of `ratelimited-exp`: see the module docs.
+struct FloorLimiter {
+    failures: Mutex<HashMap<String, u32>>,
+    base_ns: u64,
+    max_ns: u64,
+}
+
+impl FloorLimiter {
+    fn new(base: Duration, max: Duration) -> Self {
+        FloorLimiter {
+            failures: Mutex::new(HashMap::new()),
+            base_ns: base.as_nanos() as u64,
+            max_ns: max.as_nanos() as u64,
+        }
+    }
+
+    /// The key's backoff: the base doubled once per earlier call, capped at the max.
+    fn when(&self, key: &String) -> Duration {
+        let exp = {
+            let mut failures = self.failures.lock();
+            match failures.get_mut(key.as_str()) {
+                Some(count) => {
+                    let exp = *count;
+                    *count = exp.saturating_add(1);
+                    exp
+                }
+                None => {
+                    failures.insert(key.clone(), 1);
+                    0
+                }
+            }
+        };
+        let ns = match self.base_ns.checked_shl(exp) {
+            Some(ns) if ns >> exp == self.base_ns => ns.min(self.max_ns),
+            _ => self.max_ns,
+        };
+        Duration::from_nanos(ns)
+    }
+
+    /// Drops the key's count (and the key's allocation with it).
+    fn forget(&self, key: &String) {
+        self.failures.lock().remove(key.as_str());
+    }
 }
 
 /// Runs `ratelimited-default`: the default controller limiter.
