@@ -1,8 +1,6 @@
 //! The counting points of the `wake-counts` feature ([`crate::wake_counts`]). Without the
-//! feature every function here is empty (and `lock` a plain `lock`), so the queues compile to
-//! the same code as without them.
-
-use parking_lot::{Mutex, MutexGuard};
+//! feature every function here is empty, so the queues compile to the same code as without
+//! them.
 
 #[cfg(feature = "wake-counts")]
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,15 +43,10 @@ pub(crate) fn hand_out() {
     bump(&HAND_OUTS);
 }
 
-/// Takes `m`; with the feature, an acquisition that finds it held is counted.
+/// An acquisition of a queue's lock found it held (called only with the feature: the lock is
+/// tried first).
+#[cfg(feature = "wake-counts")]
 #[inline(always)]
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    #[cfg(feature = "wake-counts")]
-    {
-        if let Some(guard) = m.try_lock() {
-            return guard;
-        }
-        bump(&CONTENDED_LOCKS);
-    }
-    m.lock()
+pub(crate) fn contended_lock() {
+    bump(&CONTENDED_LOCKS);
 }
