@@ -119,11 +119,11 @@ pub(crate) struct Handle<K: QueueKey, M> {
     /// Woken once per key queued: one waiting `get` takes it.
     get_wake: Notify,
     /// Woken for every key queued while a stream waits: every waiting stream looks.
-    stream_wake: Notify,
+    pub(crate) stream_wake: Notify,
     /// Woken when a drain may be over.
     idle_wake: Notify,
     /// Streams waiting for a key (each registered in `stream_wake`).
-    streams_waiting: AtomicUsize,
+    pub(crate) streams_waiting: AtomicUsize,
     limiter: Arc<dyn RateLimiter<K>>,
     /// Set once the state machine refuses adds.
     shutting_down: AtomicBool,
@@ -138,7 +138,8 @@ pub(crate) struct Handle<K: QueueKey, M> {
 /// Guarded by [`Handle::state`].
 struct State<K: QueueKey, M> {
     machine: M,
-    recorder: Recorder<K>,
+    /// With metrics only.
+    recorder: Option<Box<Recorder<K>>>,
     /// Keys handed out and taken out of their item with `into_key`: the only hand-outs the
     /// handle's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
     /// ends a later hand-out of the same key.
@@ -268,7 +269,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         let priority = state.timers.end_wait(key, priority);
         let added = state.machine.add_ref(key, priority, || self.now_nanos());
         let mut wake = Wake::default();
-        if state.recorder.is_enabled() {
+        if state.recorder.is_some() {
             self.ensure_timer_task(&mut state, &mut wake);
         }
         wake.getters = self.added(&mut state, added, Some(key), priority)?;
@@ -309,7 +310,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             priority
         };
         // The recorder needs the key after the machine took it: cloned only with metrics.
-        let metric_key = state.recorder.is_enabled().then(|| key.clone());
+        let metric_key = state.recorder.is_some().then(|| key.clone());
         let added = state.machine.add(key, priority, || self.now_nanos());
         if by_caller && metric_key.is_some() {
             self.ensure_timer_task(state, wake);
@@ -333,7 +334,9 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             // Dirty while processing: counted by depth and adds, as the original.
             AddOutcome::Deferred { newly_dirty } => (0, newly_dirty),
             AddOutcome::Raised { from } => {
-                state.recorder.reprioritize(from, priority);
+                if let Some(recorder) = &mut state.recorder {
+                    recorder.reprioritize(from, priority);
+                }
                 (0, false)
             }
             AddOutcome::Coalesced => (0, false),
@@ -341,10 +344,10 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         };
         if newly_dirty
             && let Some(key) = key
-            && state.recorder.is_enabled()
+            && let Some(recorder) = &mut state.recorder
         {
             let label = M::HAS_PRIORITY.then_some(priority);
-            state.recorder.add_at_priority(key, label, &self.clock);
+            recorder.add_at_priority(key, label, &self.clock);
         }
         Ok(getters)
     }
@@ -360,8 +363,10 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             if state.machine.is_shut_down() {
                 return Err(AddError::ShutDown(key));
             }
-            if !delay.is_zero() || M::ZERO_DELAY_IS_RETRY {
-                state.recorder.retry();
+            if let Some(recorder) = &state.recorder
+                && (!delay.is_zero() || M::ZERO_DELAY_IS_RETRY)
+            {
+                recorder.retry();
             }
             if delay.is_zero() || state.machine.absorbs_delayed(&key) {
                 return self.add_locked(state, key, priority, true, wake);
@@ -440,8 +445,8 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     /// (added while processing), a drain if the queue became idle.
     #[inline]
     fn finish(&self, state: &mut State<K, M>, key: &K) -> Wake {
-        if state.recorder.is_enabled() {
-            state.recorder.done(key, &self.clock);
+        if let Some(recorder) = &mut state.recorder {
+            recorder.done(key, &self.clock);
         }
         if state.machine.done(key, || self.now_nanos()) {
             // Counted by the metrics when it became dirty, not again here (as the original).
@@ -591,66 +596,14 @@ impl<K: QueueKey + 'static, M: Core<K>> Source for Handle<K, M> {
         match state.machine.pop() {
             PopOutcome::Item((key, priority)) => {
                 crate::count::hand_out();
-                if state.recorder.is_enabled() {
+                if let Some(recorder) = &mut state.recorder {
                     let label = M::HAS_PRIORITY.then_some(priority);
-                    state.recorder.get_at_priority(&key, label, &self.clock);
+                    recorder.get_at_priority(&key, label, &self.clock);
                 }
                 Some(Some((key, priority)))
             }
             PopOutcome::ShutDown => Some(None),
             PopOutcome::Empty => None,
-        }
-    }
-}
-
-/// A stream's wait: registered while it waits, so that every add wakes it (a stream that is
-/// kept but not polled must not hold a wake-up another consumer needs, as a `get` would).
-pub(crate) struct StreamWait<'a, K: QueueKey, M> {
-    handle: &'a Handle<K, M>,
-    registered: AtomicBool,
-}
-
-impl<'a, K: QueueKey, M> StreamWait<'a, K, M> {
-    pub(crate) fn new(handle: &'a Handle<K, M>) -> Self {
-        StreamWait {
-            handle,
-            registered: AtomicBool::new(false),
-        }
-    }
-
-    fn register(&self, waiting: bool) {
-        if waiting != self.registered.swap(waiting, Ordering::Relaxed) {
-            if waiting {
-                self.handle.streams_waiting.fetch_add(1, Ordering::SeqCst);
-            } else {
-                self.handle.streams_waiting.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-    }
-}
-
-impl<K: QueueKey + 'static, M: Core<K>> Source for StreamWait<'_, K, M> {
-    type Output = Option<(K, i32)>;
-
-    fn notify(&self) -> &Notify {
-        &self.handle.stream_wake
-    }
-
-    fn try_take(&self) -> Option<Option<(K, i32)>> {
-        // Registered before the look: an add that queues a key after the look reads the
-        // queue's count of waiting streams after that key's push (both ordered by the lock the
-        // look and the push take), so it sees this stream and wakes it.
-        self.register(true);
-        let out = Source::try_take(self.handle);
-        self.register(out.is_none());
-        out
-    }
-}
-
-impl<K: QueueKey, M> Drop for StreamWait<'_, K, M> {
-    fn drop(&mut self) {
-        if *self.registered.get_mut() {
-            self.handle.streams_waiting.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }

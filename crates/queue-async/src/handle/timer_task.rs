@@ -242,11 +242,11 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         state: &mut State<K, M>,
         wake: &mut Wake,
     ) -> Option<&'a runtime::Handle> {
-        if state.machine.is_shut_down() {
-            return None;
-        }
         let runtime = self.clock.runtime()?;
         if !state.task {
+            if state.machine.is_shut_down() {
+                return None;
+            }
             state.task = true;
             wake.start_task = true;
         }
@@ -294,7 +294,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Timed for Handle<K, M> {
             }
             let due = state.timers.poll_due(cx);
             self.add_due(state, due, wake);
-            if state.refresh.is_none() && state.recorder.is_enabled() {
+            if state.refresh.is_none() && state.recorder.is_some() {
                 let first = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
                 let mut tick = tokio::time::interval_at(first, UNFINISHED_WORK_UPDATE_PERIOD);
                 tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -307,8 +307,8 @@ impl<K: QueueKey + 'static, M: Core<K>> Timed for Handle<K, M> {
                     refresh = true;
                 }
             }
-            if refresh {
-                state.recorder.update_unfinished_work(&self.clock);
+            if refresh && let Some(recorder) = &state.recorder {
+                recorder.update_unfinished_work(&self.clock);
             }
             Poll::Pending
         })
