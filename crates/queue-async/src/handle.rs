@@ -209,7 +209,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             if let Some(guard) = self.state.try_lock() {
                 return guard;
             }
-            crate::count::contended_lock();
+            crate::wake_counts::contended_lock();
         }
         self.state.lock()
     }
@@ -224,11 +224,13 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     #[inline]
     fn wake(&self, wake: Wake) {
         for _ in 0..wake.getters {
-            crate::count::wake();
+            #[cfg(feature = "wake-counts")]
+            crate::wake_counts::wake();
             self.get_wake.notify_one();
         }
         if wake.getters > 0 && self.streams_waiting.load(Ordering::SeqCst) > 0 {
-            crate::count::wake();
+            #[cfg(feature = "wake-counts")]
+            crate::wake_counts::wake();
             self.stream_wake.notify_waiters();
         }
         if wake.idle {
@@ -481,9 +483,11 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         if first {
             debug!(queue = %self.name, drain, "shutting down");
         }
-        crate::count::wake();
+        #[cfg(feature = "wake-counts")]
+        crate::wake_counts::wake();
         self.get_wake.notify_waiters();
-        crate::count::wake();
+        #[cfg(feature = "wake-counts")]
+        crate::wake_counts::wake();
         self.stream_wake.notify_waiters();
         if !drain {
             // A forced shutdown cuts a drain short.
@@ -595,7 +599,8 @@ impl<K: QueueKey + 'static, M: Core<K>> Source for Handle<K, M> {
         let mut state = self.lock();
         match state.machine.pop() {
             PopOutcome::Item((key, priority)) => {
-                crate::count::hand_out();
+                #[cfg(feature = "wake-counts")]
+                crate::wake_counts::hand_out();
                 if let Some(recorder) = &mut state.recorder {
                     let label = M::HAS_PRIORITY.then_some(priority);
                     recorder.get_at_priority(&key, label, &self.clock);

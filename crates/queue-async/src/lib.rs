@@ -163,7 +163,6 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
-mod count;
 mod error;
 mod get;
 mod handle;

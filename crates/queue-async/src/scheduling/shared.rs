@@ -117,7 +117,7 @@ impl<K, T, C> Shared<K, T, C> {
             if let Some(guard) = self.state.try_lock() {
                 return guard;
             }
-            crate::count::contended_lock();
+            crate::wake_counts::contended_lock();
         }
         self.state.lock()
     }
@@ -135,7 +135,8 @@ where
             return Some(None);
         }
         let flight = locked.machine.pop(|| self.clock.now())?;
-        crate::count::hand_out();
+        #[cfg(feature = "wake-counts")]
+        crate::wake_counts::hand_out();
         Some(Some(flight))
     }
 
@@ -148,7 +149,8 @@ where
                 waker.wake();
             }
         }
-        crate::count::wake();
+        #[cfg(feature = "wake-counts")]
+        crate::wake_counts::wake();
         self.pop_wake.notify_waiters();
     }
 }
@@ -276,7 +278,8 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Timed for Shared<K, T, C
         let wake_pops = !could_pop && locked.machine.can_pop();
         drop(locked);
         if wake_pops {
-            crate::count::wake();
+            #[cfg(feature = "wake-counts")]
+            crate::wake_counts::wake();
             self.pop_wake.notify_waiters();
         }
     }
@@ -316,7 +319,8 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Drop for Change<'_, K, T
         let start_task = self.shared.arm(&mut locked);
         drop(locked);
         if wake_pops {
-            crate::count::wake();
+            #[cfg(feature = "wake-counts")]
+            crate::wake_counts::wake();
             self.shared.pop_wake.notify_waiters();
         }
         if start_task && let Some(runtime) = self.shared.clock.runtime() {
