@@ -236,9 +236,15 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         if wake.idle {
             self.idle_wake.notify_waiters();
         }
-        if wake.start_task
-            && let Some(runtime) = self.clock.runtime()
-        {
+        if wake.start_task {
+            self.start_timer_task();
+        }
+    }
+
+    /// Spawns the timer task on the queue's runtime (see [`crate::task`]).
+    #[cold]
+    fn start_timer_task(&self) {
+        if let Some(runtime) = self.clock.runtime() {
             spawn_timer_task(runtime, self.me.clone());
         }
     }
@@ -254,7 +260,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     // ===== adds =====
 
     /// Adds `key` now at `priority`; a wait of the key ends (its priority is kept if higher).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn add(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
         let mut wake = Wake::default();
         let mut state = self.lock();
@@ -265,7 +271,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     }
 
     /// Adds `key` now at `priority`, cloning it only if the queue keeps it.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>> {
         let mut state = self.lock();
         let priority = state.timers.end_wait(key, priority);

@@ -45,7 +45,7 @@
 //! lives on, nothing times the queue any more, and nothing waits for a timer: keys waiting for
 //! a delayed add are added at once (as is every later delayed add), a scheduling queue's
 //! backoff ends at once and its unschedulable items past their leftover deadline move at the
-//! next `pop` that looks, and the unfinished-work gauges are no longer refreshed. Use one
+//! next change or `pop` that looks, and the unfinished-work gauges are no longer refreshed. Use one
 //! queue per runtime (a queue in a `static` shared by several `#[tokio::test]`s is bound to the
 //! first).
 //!

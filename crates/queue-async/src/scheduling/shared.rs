@@ -201,9 +201,9 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Shared<K, T, C> {
 }
 
 /// The moves a queue makes when its timer task ends (its runtime shut down, say), and so at
-/// each change or `pop` that would start a task the runtime drops at once: every item in backoff goes to active now, and the
-/// unschedulable items past their leftover deadline move; the others wait for an event, or for
-/// the next `pop` that looks.
+/// each change or `pop` that would start a task the runtime drops at once: every item in
+/// backoff goes to active now, and the unschedulable items past their leftover deadline move;
+/// the others wait for an event, or for the next change or `pop` that looks.
 fn flush_without_timer<K, T, C>(machine: &mut SchedulingState<K, T, C>, now: Instant)
 where
     K: Hash + Eq + Clone,
