@@ -260,7 +260,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     // ===== adds =====
 
     /// Adds `key` now at `priority`; a wait of the key ends (its priority is kept if higher).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn add(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
         let mut wake = Wake::default();
         let mut state = self.lock();
@@ -271,7 +271,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     }
 
     /// Adds `key` now at `priority`, cloning it only if the queue keeps it.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>> {
         let mut state = self.lock();
         let priority = state.timers.end_wait(key, priority);
