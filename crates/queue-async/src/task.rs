@@ -56,3 +56,90 @@ impl<S: Timed> Drop for Ended<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Counts its polls and its task's ends; its poll returns `Ready` once `done` is set.
+    #[derive(Default)]
+    struct Counting {
+        polls: AtomicUsize,
+        ended: AtomicUsize,
+        done: AtomicBool,
+    }
+
+    impl Timed for Counting {
+        fn poll_timers(&self, _cx: &mut Context<'_>) -> Poll<()> {
+            self.polls.fetch_add(1, Ordering::SeqCst);
+            if self.done.load(Ordering::SeqCst) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        }
+        fn task_ended(&self) {
+            self.ended.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+    }
+
+    #[test]
+    fn the_task_tells_its_state_once_when_its_runtime_drops_it() {
+        let runtime = runtime();
+        let state = Arc::new(Counting::default());
+        spawn_timer_task(runtime.handle(), Arc::downgrade(&state));
+        runtime.block_on(tokio::task::yield_now());
+        assert_eq!(
+            state.polls.load(Ordering::SeqCst),
+            1,
+            "polled, then pending"
+        );
+        assert_eq!(state.ended.load(Ordering::SeqCst), 0);
+        drop(runtime);
+        assert_eq!(state.ended.load(Ordering::SeqCst), 1, "told once");
+    }
+
+    #[test]
+    fn a_task_spawned_on_a_shut_down_runtime_tells_its_state_inside_spawn() {
+        let runtime = runtime();
+        let handle = runtime.handle().clone();
+        drop(runtime);
+        let state = Arc::new(Counting::default());
+        spawn_timer_task(&handle, Arc::downgrade(&state));
+        assert_eq!(state.polls.load(Ordering::SeqCst), 0, "it never ran");
+        assert_eq!(state.ended.load(Ordering::SeqCst), 1, "told at once");
+    }
+
+    #[test]
+    fn a_task_whose_poll_is_ready_ends_and_tells_its_state() {
+        let runtime = runtime();
+        let state = Arc::new(Counting::default());
+        state.done.store(true, Ordering::SeqCst);
+        spawn_timer_task(runtime.handle(), Arc::downgrade(&state));
+        runtime.block_on(tokio::task::yield_now());
+        assert_eq!(state.polls.load(Ordering::SeqCst), 1);
+        assert_eq!(state.ended.load(Ordering::SeqCst), 1);
+        assert_eq!(runtime.metrics().num_alive_tasks(), 0, "the task ended");
+    }
+
+    #[test]
+    fn a_task_whose_state_is_gone_ends_without_polling_it() {
+        let runtime = runtime();
+        let state = Arc::new(Counting::default());
+        spawn_timer_task(runtime.handle(), Arc::downgrade(&state));
+        let weak = Arc::downgrade(&state);
+        drop(state);
+        runtime.block_on(tokio::task::yield_now());
+        assert!(weak.upgrade().is_none());
+        assert_eq!(runtime.metrics().num_alive_tasks(), 0, "the task ended");
+    }
+}
