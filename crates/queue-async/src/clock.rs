@@ -61,8 +61,7 @@ impl QueueClock {
 
     /// The queue's runtime, binding the queue to the calling thread's runtime if it has none
     /// yet (`None` if neither exists). The runtime may have shut down: a task spawned there
-    /// is dropped at once, which [`BackgroundTask::start`](crate::task::BackgroundTask::start)
-    /// reports.
+    /// is dropped at once (see [`crate::task`]).
     pub(crate) fn runtime(&self) -> Option<&Handle> {
         if let Some(bound) = self.runtime.get() {
             return Some(bound);

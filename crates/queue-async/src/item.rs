@@ -56,7 +56,7 @@ where
 
 /// What an item, and the `get` that hands it out, need from their queue, whichever its state
 /// machine: the one place where the queue's type is erased, so that [`Item`] and
-/// [`Get`](crate::Get) have no type parameter for it (implemented in the handle's `handout`).
+/// [`Get`](crate::Get) have no type parameter for it (implemented by the handle).
 /// Adds and gets through the queue's own handle are compiled for its machine.
 pub(crate) trait ItemQueue<K>: Source<Output = Option<(K, i32)>> + Send + Sync {
     fn done_item(&self, key: &K);

@@ -45,7 +45,7 @@
 //! lives on, nothing times the queue any more, and nothing waits for a timer: keys waiting for
 //! a delayed add are added at once (as is every later delayed add), a scheduling queue's
 //! backoff ends at once and its unschedulable items past their leftover deadline move at the
-//! next `pop` that looks, and the unfinished-work gauges are no longer refreshed. Use one
+//! next change or `pop` that looks, and the unfinished-work gauges are no longer refreshed. Use one
 //! queue per runtime (a queue in a `static` shared by several `#[tokio::test]`s is bound to the
 //! first).
 //!
@@ -128,9 +128,11 @@
 //!
 //! A timer task starts when first needed (a work or priority queue's at its first delayed add,
 //! or with metrics at its first add), on the queue's runtime (see [Time](#time)); it holds the
-//! queue's state weakly, so it ends when the last handle is dropped, and shutdown stops it. If
-//! the runtime drops the timer task (it shuts down), the task's last act is to tell the state,
-//! which ends every wait then (see [Time](#time)); no task of the queue starts again.
+//! queue's state weakly, so it ends when the last handle is dropped, and at shutdown. However
+//! it ends, its last act is to tell the state, which ends every wait then: so when the runtime
+//! drops the task (it shuts down), no key is left waiting for a timer that will never ring
+//! (see [Time](#time)). A task spawned later on that runtime is dropped at once, and its end
+//! does the same for the waits of its time.
 //!
 //! ## Wake-ups
 //!
@@ -161,7 +163,6 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
-mod count;
 mod error;
 mod get;
 mod handle;

@@ -90,11 +90,12 @@ impl<S: Source + ?Sized> Future for Wait<'_, S> {
             }
             #[cfg(feature = "wake-counts")]
             if woken {
-                crate::count::empty_wake();
+                crate::wake_counts::empty_wake();
             }
             if this.notified.as_mut().poll(cx).is_pending() {
                 *this.parked = true;
-                crate::count::park();
+                #[cfg(feature = "wake-counts")]
+                crate::wake_counts::park();
                 return Poll::Pending;
             }
             this.notified.set(source.notify().notified());

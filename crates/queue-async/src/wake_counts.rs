@@ -77,3 +77,34 @@ pub fn reset() {
         counter.store(0, Ordering::Relaxed);
     }
 }
+
+// ===== the counting points, called by the queues only with this feature =====
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A wake-up sent to waiting `get`s, streams or pops (one `Notify` call).
+pub(crate) fn wake() {
+    bump(&WAKES);
+}
+
+/// A wait was woken and found nothing.
+pub(crate) fn empty_wake() {
+    bump(&EMPTY_WAKES);
+}
+
+/// A wait returned `Pending` with its wake-up registered.
+pub(crate) fn park() {
+    bump(&PARKS);
+}
+
+/// A key handed out.
+pub(crate) fn hand_out() {
+    bump(&HAND_OUTS);
+}
+
+/// An acquisition of a queue's lock found it held (the lock is tried first).
+pub(crate) fn contended_lock() {
+    bump(&CONTENDED_LOCKS);
+}

@@ -252,6 +252,23 @@ async fn a_forced_shut_down_cuts_a_drain_short() {
     let _ = (a, b);
 }
 
+/// A `done` that queues its key again (it was added while processing) wakes a `get` that
+/// waits, without anything else waking it.
+#[tokio::test(start_paused = true)]
+async fn a_done_that_queues_its_key_again_wakes_a_waiting_get() {
+    let queue = WorkQueue::new();
+    queue.add("a").unwrap();
+    let item = queue.get().await.unwrap();
+    queue.add("a").unwrap(); // dirty while processing
+    let mut get = tokio_test::task::spawn(queue.get());
+    tokio_test::assert_pending!(get.poll());
+    assert!(!get.is_woken());
+    item.done();
+    assert!(get.is_woken(), "the done woke the waiting get");
+    let item = tokio_test::assert_ready!(get.poll()).expect("open");
+    assert_eq!(*item, "a");
+}
+
 #[tokio::test(start_paused = true)]
 async fn drain_with_a_dirty_item_hands_it_out_again() {
     let queue = WorkQueue::new();

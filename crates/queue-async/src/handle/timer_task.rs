@@ -26,7 +26,7 @@ use std::cmp::Reverse;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
-use std::task::{Context, Waker};
+use std::task::{Context, Poll, Waker};
 
 use ctrlq_queue_core::KeyedHeap;
 use tokio::runtime;
@@ -35,7 +35,7 @@ use tracing::debug;
 
 use super::{Core, Handle, QueueKey, State, Wake};
 use crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD;
-use crate::task::{Timed, start_timer_task};
+use crate::task::Timed;
 
 /// The keys the timer task adds at one poll, at the least: it adds at most this many, and then
 /// every key due at the same instant as the last of them (keys due together are added
@@ -119,10 +119,22 @@ impl<K: Hash + Eq + Clone> Timers<K> {
         }
     }
 
+    /// Ends `key`'s wait if it has one; returns the higher of its waiting priority and
+    /// `priority`.
+    #[inline(always)]
+    pub(super) fn end_wait(&mut self, key: &K, priority: i32) -> i32 {
+        if self.waiting.is_empty() {
+            // Every add now asks: no key is hashed while none waits.
+            return priority;
+        }
+        self.cancel(key)
+            .map_or(priority, |waited| priority.max(waited))
+    }
+
     /// Ends `key`'s wait, if it waits, and returns its priority. The sleep is left as it is (it
     /// rings early, finds nothing due and is set to the next deadline), or dropped if no key
     /// waits any more.
-    pub(super) fn cancel(&mut self, key: &K) -> Option<i32> {
+    fn cancel(&mut self, key: &K) -> Option<i32> {
         let (_, (_, Reverse(priority), _)) = self.waiting.delete(key)?;
         if self.waiting.is_empty() {
             self.disarm();
@@ -199,49 +211,46 @@ impl<K: Hash + Eq + Clone> Timers<K> {
         (due, more)
     }
 
-    /// Drops every waiting key, the sleep and the timer task's waker (the queue shuts down).
+    /// Drops every waiting key and the sleep, and wakes the timer task, which ends (the queue
+    /// shuts down).
     pub(super) fn clear(&mut self) {
         self.waiting = KeyedHeap::default();
         self.disarm();
-        self.waker = None;
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
+    }
+}
+
+/// The last handle is gone: the timer task is woken and ends.
+impl<K> Drop for Timers<K> {
+    fn drop(&mut self) {
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
     }
 }
 
 // ===== the timer task =====
 
 impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
-    /// Starts the timer task on the queue's runtime if it does not run (binding the queue to
-    /// the calling one if it has none yet), and returns that runtime while the task runs: `None`
-    /// with no runtime to run it, after shutdown, or once the queue's runtime has shut down
-    /// (then no task starts again).
+    /// Has the timer task start on the queue's runtime (binding the queue to the calling one
+    /// if it has none yet) once the lock is released, if it does not run; returns that
+    /// runtime: `None` with no runtime to run it, or after shutdown.
     pub(super) fn ensure_timer_task<'a>(
         &'a self,
         state: &mut State<K, M>,
+        wake: &mut Wake,
     ) -> Option<&'a runtime::Handle> {
         let runtime = self.clock.runtime()?;
-        if state.task.running() {
-            return Some(runtime);
+        if !state.task {
+            if state.machine.is_shut_down() {
+                return None;
+            }
+            state.task = true;
+            wake.start_task = true;
         }
-        if state.runtime_gone || state.machine.is_shut_down() {
-            return None;
-        }
-        {
-            let _runtime = runtime.enter();
-            state.refresh = state.recorder.is_enabled().then(|| {
-                let first = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
-                let mut tick = tokio::time::interval_at(first, UNFINISHED_WORK_UPDATE_PERIOD);
-                tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-                tick
-            });
-        }
-        if start_timer_task(&mut state.task, runtime, self.me.clone()) {
-            Some(runtime)
-        } else {
-            debug!(queue = %self.name, "the queue's runtime has shut down: delays end at once");
-            state.runtime_gone = true;
-            state.refresh = None;
-            None
-        }
+        Some(runtime)
     }
 
     /// Adds keys whose wait is over, in the given order, under the lock.
@@ -252,7 +261,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
         let n = due.len();
         for (key, priority) in due {
             // Refused only after a shutdown, which drops the waiting keys first: never here.
-            let _ = self.add_unwaited(state, key, priority, wake);
+            let _ = self.add_locked(state, key, priority, false, wake);
         }
         debug!(queue = %self.name, due = n, "delays over");
     }
@@ -261,7 +270,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     #[cfg(feature = "test-util")]
     pub(crate) fn settle(&self) {
         self.with_lock(|state, wake| {
-            let Some(runtime) = self.clock.runtime().filter(|_| state.task.running()) else {
+            let Some(runtime) = self.clock.runtime().filter(|_| state.task) else {
                 return;
             };
             let due = {
@@ -273,15 +282,24 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     }
 }
 
-/// The timer task's loop ([`start_timer_task`] polls it each time `cx` is woken).
+/// The timer task's loop ([`spawn_timer_task`](crate::task::spawn_timer_task) polls it each time `cx` is woken).
 impl<K: QueueKey + 'static, M: Core<K>> Timed for Handle<K, M> {
     /// Adds the waiting keys whose deadline has passed, in deadline order, a chunk at a time
-    /// (see [`CHUNK`]), and refreshes the gauges when their period is over; `cx` is woken at
-    /// once while keys are due, else at the next deadline or tick.
-    fn poll_timers(&self, cx: &mut Context<'_>) {
+    /// (see [`CHUNK`]), and with metrics refreshes the gauges when their period is over; `cx`
+    /// is woken at once while keys are due, else at the next deadline or tick.
+    fn poll_timers(&self, cx: &mut Context<'_>) -> Poll<()> {
         self.with_lock(|state, wake| {
+            if state.machine.is_shut_down() {
+                return Poll::Ready(());
+            }
             let due = state.timers.poll_due(cx);
             self.add_due(state, due, wake);
+            if state.refresh.is_none() && state.recorder.is_some() {
+                let first = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
+                let mut tick = tokio::time::interval_at(first, UNFINISHED_WORK_UPDATE_PERIOD);
+                tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                state.refresh = Some(tick);
+            }
             let mut refresh = false;
             if let Some(tick) = &mut state.refresh {
                 // Polled until pending, so that `cx` is woken at the next tick.
@@ -289,21 +307,23 @@ impl<K: QueueKey + 'static, M: Core<K>> Timed for Handle<K, M> {
                     refresh = true;
                 }
             }
-            if refresh {
-                state.recorder.update_unfinished_work(&self.clock);
+            if refresh && let Some(recorder) = &state.recorder {
+                recorder.update_unfinished_work(&self.clock);
             }
-        });
+            Poll::Pending
+        })
     }
 
-    /// The queue's runtime shut down: every waiting key is added now, in deadline order,
-    /// rather than left waiting for a sleep that will never ring; later delayed adds are added at once.
-    fn timers_gone(&self) {
+    /// The task ended: every waiting key is added now, in deadline order, rather than left
+    /// waiting for a sleep that will never ring (after a shutdown none waits). If the queue's
+    /// runtime shut down, so does every later delayed add, whose task that runtime drops at once.
+    fn task_ended(&self) {
         self.with_lock(|state, wake| {
-            state.runtime_gone = true;
+            state.task = false;
             state.refresh = None;
             let due = state.timers.take_due(None, usize::MAX).0;
             if !due.is_empty() {
-                debug!(queue = %self.name, waiting = due.len(), "the queue's runtime shut down: waits end now");
+                debug!(queue = %self.name, waiting = due.len(), "the timer task ended: waits end now");
             }
             self.add_due(state, due, wake);
         });

@@ -60,7 +60,6 @@ mod provider;
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod testing;
 
-use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
@@ -74,13 +73,28 @@ pub use provider::{
     SettableGaugeMetric, UNFINISHED_WORK_UPDATE_PERIOD,
 };
 
-/// The recorder of a queue, called under the queue's lock: client-go's `queueMetrics`.
+/// The recorder of a queue, called under the queue's lock: client-go's `queueMetrics`. A queue
+/// without metrics has none (see [`Recorder::new`]).
 ///
-/// Disabled (no provider, or an empty name) it keeps nothing and records nothing. Enabled it
-/// keeps, per key, when it became dirty and when it was handed out, and drops both at `done`,
-/// so no clone of a key outlives its processing.
+/// It holds the metric handles of its queue, each asked of its provider once: when the queue
+/// is built, except the depth gauges, asked for at their first use (so a priority queue, which
+/// labels depth by priority, does not export an idle unlabelled series). It keeps, per key,
+/// when it became dirty and when it was handed out, and drops both at `done`, so no clone of a
+/// key outlives its processing.
 pub(crate) struct Recorder<K> {
-    inner: Option<Box<Enabled<K>>>,
+    name: String,
+    provider: Arc<dyn MetricsProvider>,
+    depth: Option<Depth>,
+    /// The depth gauge of each priority seen so far (priority queue only).
+    priority_depth: HashMap<i32, Depth>,
+    adds: Arc<dyn CounterMetric>,
+    queue_duration: Arc<dyn HistogramMetric>,
+    work_duration: Arc<dyn HistogramMetric>,
+    unfinished: Arc<dyn SettableGaugeMetric>,
+    longest: Arc<dyn SettableGaugeMetric>,
+    retries: Arc<dyn CounterMetric>,
+    add_times: HashMap<K, Instant>,
+    start_times: HashMap<K, Instant>,
 }
 
 /// A depth gauge and how much of its value this recorder put there: what it still counts when
@@ -115,45 +129,12 @@ impl Drop for Depth {
     }
 }
 
-/// The metric handles of one queue, each asked of its provider once: when the queue is built,
-/// except the depth gauges, asked for at their first use (so a priority queue, which labels
-/// depth by priority, does not export an idle unlabelled series).
-struct Enabled<K> {
-    name: String,
-    provider: Arc<dyn MetricsProvider>,
-    depth: Option<Depth>,
-    /// The depth gauge of each priority seen so far (priority queue only).
-    priority_depth: HashMap<i32, Depth>,
-    adds: Arc<dyn CounterMetric>,
-    queue_duration: Arc<dyn HistogramMetric>,
-    work_duration: Arc<dyn HistogramMetric>,
-    unfinished: Arc<dyn SettableGaugeMetric>,
-    longest: Arc<dyn SettableGaugeMetric>,
-    retries: Arc<dyn CounterMetric>,
-    add_times: HashMap<K, Instant>,
-    start_times: HashMap<K, Instant>,
-}
-
-impl<K> fmt::Debug for Recorder<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.inner {
-            None => f.write_str("Recorder(disabled)"),
-            Some(e) => f
-                .debug_struct("Recorder")
-                .field("name", &e.name)
-                .field("dirty", &e.add_times.len())
-                .field("processing", &e.start_times.len())
-                .finish(),
-        }
-    }
-}
-
 impl<K: Hash + Eq + Clone> Recorder<K> {
-    /// A recorder for queue `name` reporting through `provider`; disabled without one or with
-    /// an empty name (as client-go).
-    pub(crate) fn new(name: &str, provider: Option<Arc<dyn MetricsProvider>>) -> Self {
-        let inner = provider.filter(|_| !name.is_empty()).map(|provider| {
-            Box::new(Enabled {
+    /// A recorder for queue `name` reporting through `provider`; none without one or with an
+    /// empty name (as client-go): then nothing is kept or recorded.
+    pub(crate) fn new(name: &str, provider: Option<Arc<dyn MetricsProvider>>) -> Option<Box<Self>> {
+        provider.filter(|_| !name.is_empty()).map(|provider| {
+            Box::new(Recorder {
                 name: name.to_owned(),
                 depth: None,
                 priority_depth: HashMap::new(),
@@ -167,13 +148,7 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
                 add_times: HashMap::new(),
                 start_times: HashMap::new(),
             })
-        });
-        Self { inner }
-    }
-
-    /// Whether anything is recorded (callers skip periodic work when not).
-    pub(crate) fn is_enabled(&self) -> bool {
-        self.inner.is_some()
+        })
     }
 
     /// `key` became dirty (queued, or re-added while processing).
@@ -185,24 +160,18 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
     /// `key` became dirty at `priority` (priority queue: depth per priority). Times are read
     /// from the queue's `clock`, as are all of this recorder's.
     pub(crate) fn add_at_priority(&mut self, key: &K, priority: Option<i32>, clock: &QueueClock) {
-        let Some(e) = self.inner.as_deref_mut() else {
-            return;
-        };
-        e.adds.inc();
-        e.depth(priority).inc();
-        if !e.add_times.contains_key(key) {
-            e.add_times.insert(key.clone(), clock.now());
+        self.adds.inc();
+        self.depth(priority).inc();
+        if !self.add_times.contains_key(key) {
+            self.add_times.insert(key.clone(), clock.now());
         }
     }
 
     /// A dirty `key` moved from one priority's depth to another's (priority raise).
     pub(crate) fn reprioritize(&mut self, from: i32, to: i32) {
-        let Some(e) = self.inner.as_deref_mut() else {
-            return;
-        };
         if from != to {
-            e.depth(Some(from)).dec();
-            e.depth(Some(to)).inc();
+            self.depth(Some(from)).dec();
+            self.depth(Some(to)).inc();
         }
     }
 
@@ -214,14 +183,11 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
 
     /// `key`, dirty at `priority`, was handed out to a worker.
     pub(crate) fn get_at_priority(&mut self, key: &K, priority: Option<i32>, clock: &QueueClock) {
-        let Some(e) = self.inner.as_deref_mut() else {
-            return;
-        };
-        e.depth(priority).dec();
+        self.depth(priority).dec();
         let now = clock.now();
-        e.start_times.insert(key.clone(), now);
-        if let Some(added) = e.add_times.remove(key) {
-            e.queue_duration
+        self.start_times.insert(key.clone(), now);
+        if let Some(added) = self.add_times.remove(key) {
+            self.queue_duration
                 .observe(now.saturating_duration_since(added).as_secs_f64());
         }
     }
@@ -230,44 +196,36 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
     /// gauges read 0 now rather than at the next refresh, which never comes once the queue is
     /// shut down.
     pub(crate) fn done(&mut self, key: &K, clock: &QueueClock) {
-        let Some(e) = self.inner.as_deref_mut() else {
+        let Some(started) = self.start_times.remove(key) else {
             return;
         };
-        let Some(started) = e.start_times.remove(key) else {
-            return;
-        };
-        e.work_duration
+        self.work_duration
             .observe(clock.now().saturating_duration_since(started).as_secs_f64());
-        if e.start_times.is_empty() {
-            e.set_unfinished_work(0.0, 0.0);
+        if self.start_times.is_empty() {
+            self.set_unfinished_work(0.0, 0.0);
         }
     }
 
     /// A delayed or rate-limited add was accepted.
     pub(crate) fn retry(&self) {
-        if let Some(e) = self.inner.as_deref() {
-            e.retries.inc();
-        }
+        self.retries.inc();
     }
 
     /// Sets the unfinished-work gauge to the sum of the ages of the items in progress, and the
     /// longest-running gauge to the oldest age (seconds).
     pub(crate) fn update_unfinished_work(&self, clock: &QueueClock) {
-        let Some(e) = self.inner.as_deref() else {
-            return;
-        };
         let now = clock.now();
         let (mut total, mut longest) = (0.0, 0.0_f64);
-        for started in e.start_times.values() {
+        for started in self.start_times.values() {
             let age = now.saturating_duration_since(*started).as_secs_f64();
             total += age;
             longest = longest.max(age);
         }
-        e.set_unfinished_work(total, longest);
+        self.set_unfinished_work(total, longest);
     }
 }
 
-impl<K> Enabled<K> {
+impl<K> Recorder<K> {
     /// The depth gauge of `priority` (`None`: the unlabelled one), asked of the provider at
     /// its first use.
     fn depth(&mut self, priority: Option<i32>) -> &mut Depth {
@@ -292,7 +250,7 @@ impl<K> Enabled<K> {
     }
 }
 
-impl<K> Drop for Enabled<K> {
+impl<K> Drop for Recorder<K> {
     /// Items still in progress when the queue goes are no longer anybody's unfinished work.
     fn drop(&mut self) {
         if !self.start_times.is_empty() {
@@ -311,7 +269,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn client_go_metrics_sequence() {
         let p = Arc::new(RecordingProvider::default());
-        let mut r = Recorder::new("test", Some(p.clone()));
+        let mut r = Recorder::new("test", Some(p.clone())).expect("enabled");
         let step = |d| tokio::time::advance(d);
         let clock = QueueClock::new();
 
@@ -342,25 +300,20 @@ mod tests {
         r.retry();
         assert_eq!(p.recorded().retries, 1);
         // Nothing about `foo` is retained after done.
-        let e = r.inner.as_deref().unwrap();
-        assert!(e.add_times.is_empty() && e.start_times.is_empty());
+        assert!(r.add_times.is_empty() && r.start_times.is_empty());
     }
 
     #[test]
     fn empty_name_disables() {
         let p = Arc::new(RecordingProvider::default());
-        let mut r = Recorder::new("", Some(p.clone()));
-        assert!(!r.is_enabled());
-        r.add(&1);
-        r.retry();
+        assert!(Recorder::<u32>::new("", Some(p.clone())).is_none());
         assert_eq!(p.recorded().adds, 0);
-        assert_eq!(format!("{r:?}"), "Recorder(disabled)");
     }
 
     #[tokio::test(start_paused = true)]
     async fn priority_depth_moves_between_labels() {
         let p = Arc::new(RecordingProvider::default());
-        let mut r = Recorder::new("q", Some(p.clone()));
+        let mut r = Recorder::new("q", Some(p.clone())).expect("enabled");
         let clock = QueueClock::new();
         r.add_at_priority(&"a", Some(0), &clock);
         r.add_at_priority(&"b", Some(0), &clock);

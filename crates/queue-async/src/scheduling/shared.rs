@@ -28,7 +28,7 @@ use std::hash::Hash;
 use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::sync::Weak;
-use std::task::{Context, Waker};
+use std::task::{Context, Poll, Waker};
 
 use ctrlq_queue_core::Compare;
 use parking_lot::{Mutex, MutexGuard};
@@ -39,7 +39,7 @@ use tracing::{debug, trace};
 use super::QueuedItem;
 use super::machine::{Flight, SchedulingState};
 use crate::clock::QueueClock;
-use crate::task::{BackgroundTask, Timed, start_timer_task};
+use crate::task::{Timed, spawn_timer_task};
 
 /// The shared state of a queue and its handles; see the module docs.
 pub(crate) struct Shared<K, T, C> {
@@ -56,18 +56,16 @@ pub(crate) struct Shared<K, T, C> {
 /// Guarded by [`Shared::state`].
 pub(crate) struct Locked<K, T, C> {
     pub(crate) machine: SchedulingState<K, T, C>,
-    /// The timer task: started by the first deadline (on the queue's runtime, see the crate's
-    /// [Time](crate#time)), stopped by shutdown, and with this state when the last handle drops.
-    task: BackgroundTask,
+    /// The timer task runs, or starts once the lock is released: started by the first
+    /// deadline (on the queue's runtime, see the crate's [Time](crate#time)), it ends at
+    /// shutdown and with this state when the last handle drops (see [`crate::task`]).
+    task: bool,
     /// The sleep until `armed`, made by the timer task in the queue's runtime.
     sleep: Option<Pin<Box<Sleep>>>,
     /// The deadline the sleep is set to; `None` when it is not set.
     armed: Option<Instant>,
     /// The timer task's waker, taken by a change that sets an earlier deadline than `armed`.
     waker: Option<Waker>,
-    /// The queue's runtime dropped the timer task: none starts again, and the timed moves
-    /// happen when a pop looks.
-    runtime_gone: bool,
 }
 
 /// The lock held for a change; its drop wakes what the change calls for (see the module docs).
@@ -97,11 +95,10 @@ impl<K, T, C> Shared<K, T, C> {
         Shared {
             state: Mutex::new(Locked {
                 machine,
-                task: BackgroundTask::default(),
+                task: false,
                 sleep: None,
                 armed: None,
                 waker: None,
-                runtime_gone: false,
             }),
             pop_wake: Notify::new(),
             me,
@@ -114,7 +111,15 @@ impl<K, T, C> Shared<K, T, C> {
     /// wedge the queue; the state is consistent between transitions, which is all a panic can
     /// leave).
     pub(crate) fn lock(&self) -> MutexGuard<'_, Locked<K, T, C>> {
-        crate::count::lock(&self.state)
+        // With the `wake-counts` feature, an acquisition that finds it held is counted.
+        #[cfg(feature = "wake-counts")]
+        {
+            if let Some(guard) = self.state.try_lock() {
+                return guard;
+            }
+            crate::wake_counts::contended_lock();
+        }
+        self.state.lock()
     }
 }
 
@@ -130,7 +135,8 @@ where
             return Some(None);
         }
         let flight = locked.machine.pop(|| self.clock.now())?;
-        crate::count::hand_out();
+        #[cfg(feature = "wake-counts")]
+        crate::wake_counts::hand_out();
         Some(Some(flight))
     }
 
@@ -138,9 +144,13 @@ where
         {
             let mut locked = self.lock();
             locked.machine.shut_down();
-            locked.task.stop();
+            // The timer task, woken, ends.
+            if let Some(waker) = locked.waker.take() {
+                waker.wake();
+            }
         }
-        crate::count::wake();
+        #[cfg(feature = "wake-counts")]
+        crate::wake_counts::wake();
         self.pop_wake.notify_waiters();
     }
 }
@@ -156,57 +166,44 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Shared<K, T, C> {
         }
     }
 
-    /// Called by a `pop` about to wait: makes sure the timer task runs if a deadline needs it
-    /// (items may have gone to backoff from a plain thread before any runtime was bound), or,
-    /// with the queue's runtime gone, makes the timed moves that are due now.
+    /// Called by a `pop` about to wait: the change's drop makes sure the timer task runs if a
+    /// deadline needs it (items may have gone to backoff from a plain thread before any
+    /// runtime was bound). With the queue's runtime gone, that task's end makes the timed moves
+    /// that are due now (see [`crate::task`]).
     pub(crate) fn ensure_flush_task(&self) {
-        let mut locked = self.change();
-        if !locked.runtime_gone {
-            self.arm(&mut locked);
-        }
-        if locked.runtime_gone && !locked.machine.is_closed() {
-            flush_without_timer(&mut locked.machine, self.clock.now());
-        }
+        drop(self.change());
     }
 
-    /// Has the timer task look at the earliest deadline if it is earlier than the timer:
-    /// wakes the task, or starts it where none runs.
-    fn arm(&self, locked: &mut Locked<K, T, C>) {
+    /// Has the timer task look at the earliest deadline if it is earlier than the timer: wakes
+    /// the task, or returns `true` where none runs, to start it once the lock is released (it
+    /// sets its sleep at its first poll).
+    fn arm(&self, locked: &mut Locked<K, T, C>) -> bool {
         let Some(next) = locked.machine.next_deadline() else {
-            return;
+            return false;
         };
         if locked.armed.is_some_and(|armed| armed <= next) {
-            return;
+            return false;
         }
         if let Some(waker) = locked.waker.take() {
             waker.wake();
-        } else if !locked.task.running() && !locked.runtime_gone && !locked.machine.is_closed() {
-            self.start_task(locked);
+            return false;
         }
-    }
-
-    /// Starts the timer task on the queue's runtime (binding the queue to the calling one if
-    /// it has none yet); marks the runtime gone if it is shutting down. The task sets its
-    /// sleep at its first poll.
-    fn start_task(&self, locked: &mut Locked<K, T, C>) {
-        let Some(runtime) = self.clock.runtime() else {
+        if locked.task || locked.machine.is_closed() {
+            return false;
+        }
+        if self.clock.runtime().is_none() {
             trace!("no tokio runtime here: the timer task starts at the next call inside one");
-            return;
-        };
-        locked.sleep = None;
-        locked.armed = None;
-        locked.waker = None;
-        if !start_timer_task(&mut locked.task, runtime, self.me.clone()) {
-            debug!("the queue's runtime has shut down: timed moves happen when a pop looks");
-            locked.runtime_gone = true;
+            return false;
         }
+        locked.task = true;
+        true
     }
 }
 
-/// The moves a queue makes with no timer left (its runtime shut down), when the runtime goes
-/// and then at each `pop` that would wait: every item in backoff goes to active now, and the
-/// unschedulable items past their leftover deadline move; the others wait for an event, or for
-/// the next `pop` that looks.
+/// The moves a queue makes when its timer task ends (its runtime shut down, say), and so at
+/// each change or `pop` that would start a task the runtime drops at once: every item in
+/// backoff goes to active now, and the unschedulable items past their leftover deadline move;
+/// the others wait for an event, or for the next change or `pop` that looks.
 fn flush_without_timer<K, T, C>(machine: &mut SchedulingState<K, T, C>, now: Instant)
 where
     K: Hash + Eq + Clone,
@@ -219,16 +216,19 @@ where
     machine.flush_due(now);
 }
 
-/// The timer task ([`start_timer_task`]): one sleep until the earliest deadline.
+/// The timer task ([`spawn_timer_task`]): one sleep until the earliest deadline.
 impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Timed for Shared<K, T, C> {
     /// Makes the timed moves due by the clock and sets the sleep to the next deadline; `cx` is
     /// woken there, or by a change that sets an earlier one.
-    fn poll_timers(&self, cx: &mut Context<'_>) {
+    fn poll_timers(&self, cx: &mut Context<'_>) -> Poll<()> {
         // The moves first, in a change of their own: the pops they let take an item are woken
         // before the sleep is set.
         self.change().machine.flush_due(Instant::now());
         let mut locked = self.lock();
         let locked = &mut *locked;
+        if locked.machine.is_closed() {
+            return Poll::Ready(());
+        }
         if !locked
             .waker
             .as_ref()
@@ -239,7 +239,7 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Timed for Shared<K, T, C
         let Some(next) = locked.machine.next_deadline() else {
             locked.sleep = None;
             locked.armed = None;
-            return;
+            return Poll::Pending;
         };
         if locked.armed != Some(next) {
             match &mut locked.sleep {
@@ -256,17 +256,40 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Timed for Shared<K, T, C
             locked.armed = None;
             cx.waker().wake_by_ref();
         }
+        Poll::Pending
     }
 
-    fn timers_gone(&self) {
-        let mut locked = self.change();
-        locked.runtime_gone = true;
+    /// The task ended: the timed moves due now are made, since no timer rings for them any
+    /// more. If the queue's runtime shut down, a later deadline spawns a task there again,
+    /// which ends at once and makes the moves due then: at the next change or `pop` that looks.
+    /// This change's drop does not arm, so the end of a task never spawns the next.
+    fn task_ended(&self) {
+        let mut locked = self.lock();
+        locked.task = false;
         locked.armed = None;
         locked.waker = None;
         locked.sleep = None;
-        if !locked.machine.is_closed() {
-            debug!("the queue's runtime shut down: timed moves happen at once");
-            flush_without_timer(&mut locked.machine, self.clock.now());
+        if locked.machine.is_closed() {
+            return;
+        }
+        let could_pop = locked.machine.can_pop();
+        debug!("the timer task ended: timed moves happen now");
+        flush_without_timer(&mut locked.machine, self.clock.now());
+        let wake_pops = !could_pop && locked.machine.can_pop();
+        drop(locked);
+        if wake_pops {
+            #[cfg(feature = "wake-counts")]
+            crate::wake_counts::wake();
+            self.pop_wake.notify_waiters();
+        }
+    }
+}
+
+/// The last handle is gone: the timer task is woken and ends.
+impl<K, T, C> Drop for Shared<K, T, C> {
+    fn drop(&mut self) {
+        if let Some(waker) = self.state.get_mut().waker.take() {
+            waker.wake();
         }
     }
 }
@@ -293,11 +316,15 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Drop for Change<'_, K, T
             return;
         };
         let wake_pops = !self.could_pop && locked.machine.can_pop();
-        self.shared.arm(&mut locked);
+        let start_task = self.shared.arm(&mut locked);
         drop(locked);
         if wake_pops {
-            crate::count::wake();
+            #[cfg(feature = "wake-counts")]
+            crate::wake_counts::wake();
             self.shared.pop_wake.notify_waiters();
+        }
+        if start_task && let Some(runtime) = self.shared.clock.runtime() {
+            spawn_timer_task(runtime, self.shared.me.clone());
         }
     }
 }

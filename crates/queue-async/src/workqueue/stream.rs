@@ -1,13 +1,16 @@
 //! [`WorkQueue::stream`]: the queue as a `futures::Stream` of items.
 
 use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use ctrlq_queue_core::WorkState;
 use futures::Stream;
+use tokio::sync::Notify;
 
 use super::WorkQueue;
-use crate::handle::StreamWait;
+use crate::handle::{Handle, QueueKey};
 use crate::item::Item;
-use crate::wait::Wait;
+use crate::wait::{Source, Wait};
 
 impl<K> WorkQueue<K>
 where
@@ -42,5 +45,57 @@ where
             let (key, priority) = Wait::new(&StreamWait::new(&queue)).await?;
             Some((Item::new(queue.clone(), key, priority), queue))
         })
+    }
+}
+
+/// A stream's wait: registered while it waits, so that every add wakes it (a stream that is
+/// kept but not polled must not hold a wake-up another consumer needs, as a `get` would).
+pub(crate) struct StreamWait<'a, K: QueueKey> {
+    handle: &'a Handle<K, WorkState<K>>,
+    registered: AtomicBool,
+}
+
+impl<'a, K: QueueKey> StreamWait<'a, K> {
+    pub(crate) fn new(handle: &'a Handle<K, WorkState<K>>) -> Self {
+        StreamWait {
+            handle,
+            registered: AtomicBool::new(false),
+        }
+    }
+
+    fn register(&self, waiting: bool) {
+        if waiting != self.registered.swap(waiting, Ordering::Relaxed) {
+            if waiting {
+                self.handle.streams_waiting.fetch_add(1, Ordering::SeqCst);
+            } else {
+                self.handle.streams_waiting.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+impl<K: QueueKey + 'static> Source for StreamWait<'_, K> {
+    type Output = Option<(K, i32)>;
+
+    fn notify(&self) -> &Notify {
+        &self.handle.stream_wake
+    }
+
+    fn try_take(&self) -> Option<Option<(K, i32)>> {
+        // Registered before the look: an add that queues a key after the look reads the
+        // queue's count of waiting streams after that key's push (both ordered by the lock the
+        // look and the push take), so it sees this stream and wakes it.
+        self.register(true);
+        let out = Source::try_take(self.handle);
+        self.register(out.is_none());
+        out
+    }
+}
+
+impl<K: QueueKey> Drop for StreamWait<'_, K> {
+    fn drop(&mut self) {
+        if *self.registered.get_mut() {
+            self.handle.streams_waiting.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }

@@ -22,15 +22,10 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// ```
     #[inline]
     pub fn add(&mut self, key: K) -> AddOutcome<K> {
-        let hash = self.hasher.hash_one(&key);
-        self.add_with(hash, key)
-    }
-
-    #[inline]
-    fn add_with(&mut self, hash: u64, key: K) -> AddOutcome<K> {
         if self.shut_down {
             return AddOutcome::ShutDown(key);
         }
+        let hash = self.hasher.hash_one(&key);
         if let Some(outcome) = self.add_present(hash, &key) {
             return outcome;
         }
@@ -56,15 +51,10 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     /// ```
     #[inline]
     pub fn add_ref(&mut self, key: &K) -> AddOutcome<K> {
-        let hash = self.hasher.hash_one(key);
-        self.add_ref_with(hash, key)
-    }
-
-    #[inline]
-    fn add_ref_with(&mut self, hash: u64, key: &K) -> AddOutcome<K> {
         if self.shut_down {
             return AddOutcome::ShutDown(key.clone());
         }
+        let hash = self.hasher.hash_one(key);
         if let Some(outcome) = self.add_present(hash, key) {
             return outcome;
         }
@@ -73,7 +63,7 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     }
 
     /// The outcome of adding a key that is queued or processing; `None` if it is neither.
-    #[inline]
+    #[inline(always)]
     fn add_present(&mut self, hash: u64, key: &K) -> Option<AddOutcome<K>> {
         if self.queued_index(hash, key).is_some() {
             return Some(AddOutcome::Coalesced);
@@ -138,14 +128,6 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         Q: Hash + Eq + ?Sized,
     {
         let hash = self.hasher.hash_one(key);
-        self.done_with(hash, key)
-    }
-
-    fn done_with<Q>(&mut self, hash: u64, key: &Q) -> DoneOutcome
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
         let Ok(entry) = self.processing.find_entry(hash, |(k, _)| k.borrow() == key) else {
             return DoneOutcome::NotProcessing;
         };

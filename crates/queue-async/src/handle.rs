@@ -1,0 +1,620 @@
+//! [`Handle`], the state behind a [`WorkQueue`](crate::WorkQueue) or a
+//! [`PriorityQueue`](crate::PriorityQueue): one generic handle over the queue's state machine
+//! ([`Core`], implemented next to each queue), which the two public queues wrap. Adds,
+//! hand-outs, dones and shutdown are here; the waiting keys and the timer task that adds them
+//! at their deadlines are in `timer_task`.
+//!
+//! One lock (parking_lot, never held across an `.await`), `state`, guards everything that
+//! changes: the state machine, the metrics recorder, the waiting keys with their timers, and
+//! the timer task. Three `Notify`s carry the wake-ups, sent once the lock is released:
+//! `get_wake` (one waiting `get` per queued key), `stream_wake` (every waiting stream) and
+//! `idle_wake` (drains). The protocol is in the crate's design docs.
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use ctrlq_queue_core::{AddOutcome, PopOutcome};
+use ctrlq_ratelimit::RateLimiter;
+use hashbrown::HashSet;
+use parking_lot::{Mutex, MutexGuard};
+use tokio::sync::Notify;
+use tokio::time::{Instant, Interval};
+use tracing::debug;
+
+use crate::clock::{MAX_DELAY, QueueClock};
+use crate::error::AddError;
+use crate::item::ItemQueue;
+use crate::metrics::{MetricsProvider, Recorder};
+use crate::task::spawn_timer_task;
+use crate::wait::Source;
+
+mod timer_task;
+
+use self::timer_task::Timers;
+
+/// The bounds every queue key meets.
+pub(crate) trait QueueKey: Hash + Eq + Clone + Send + Sync {}
+impl<K: Hash + Eq + Clone + Send + Sync> QueueKey for K {}
+
+/// A queue's state machine, as the handle drives it. The handle is generic over it, so each
+/// queue's adds, gets and dones are compiled for its own machine. Every add carries a
+/// priority, which the work queue's machine ignores (its keys are handed out at priority 0).
+/// `now` gives the nanoseconds since the queue was built; only a machine that ages its keys
+/// reads it.
+pub(crate) trait Core<K>: Send + 'static {
+    /// Whether a delayed add with a zero delay counts as a retry: client-go's delaying queue
+    /// counts every `AddAfter`, controller-runtime's priority queue only delays above zero.
+    const ZERO_DELAY_IS_RETRY: bool;
+    /// How keys due at one instant with one priority are ordered. `true`: by their add
+    /// counter, which a key's first delayed add and each raise of its priority set, and a
+    /// deadline move keeps (controller-runtime's priority queue). `false`: by the delayed add
+    /// that set their deadline (the work queue; client-go leaves such ties unordered).
+    const TIES_BY_ADD_COUNTER: bool;
+    /// Whether the depth metric carries a priority label.
+    const HAS_PRIORITY: bool;
+
+    /// An empty machine; `aging` (nanoseconds per priority step) is the priority queue's.
+    fn new(aging: Option<u64>) -> Self;
+    fn add(&mut self, key: K, priority: i32, now: impl FnOnce() -> u64) -> AddOutcome<K>;
+    /// [`add`](Core::add) by reference, cloning the key only if the machine keeps it.
+    fn add_ref(&mut self, key: &K, priority: i32, now: impl FnOnce() -> u64) -> AddOutcome<K>;
+    fn pop(&mut self) -> PopOutcome<(K, i32)>;
+    /// Ends `key`'s hand-out; `true` if it was queued again (added while processing).
+    fn done(&mut self, key: &K, now: impl FnOnce() -> u64) -> bool;
+    fn shut_down(&mut self) -> bool;
+    fn is_shut_down(&self) -> bool;
+    fn len(&self) -> usize;
+    fn processing_len(&self) -> usize;
+    /// Nothing queued, nothing processing.
+    fn is_idle(&self) -> bool;
+    /// Whether a delayed add of `key` is absorbed because the key will be handed out without
+    /// it: ready, or re-added while processing (the priority queue's rule, controller-runtime's;
+    /// the plain work queue always waits, as client-go's delaying queue).
+    fn absorbs_delayed(&self, key: &K) -> bool;
+}
+
+/// The builder options every queue has.
+pub(crate) struct Options<K> {
+    pub(crate) name: String,
+    pub(crate) metrics: Option<Arc<dyn MetricsProvider>>,
+    pub(crate) limiter: Option<Arc<dyn RateLimiter<K>>>,
+    /// Nanoseconds per priority step; the priority queue's only.
+    pub(crate) aging: Option<u64>,
+}
+
+impl<K> Default for Options<K> {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            metrics: None,
+            limiter: None,
+            aging: None,
+        }
+    }
+}
+
+impl<K> fmt::Debug for Options<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Options");
+        d.field("name", &self.name)
+            .field("metrics", &self.metrics.is_some())
+            .field("rate_limiter", &self.limiter.is_some());
+        if let Some(aging) = self.aging {
+            d.field("aging", &Duration::from_nanos(aging));
+        }
+        d.finish()
+    }
+}
+
+/// The state behind a queue handle, over the state machine `M`. See the module docs.
+pub(crate) struct Handle<K: QueueKey, M> {
+    /// This handle, for the timer task (which holds it weakly).
+    me: Weak<Self>,
+    name: String,
+    /// The queue's one lock: every add, get and done takes it.
+    state: Mutex<State<K, M>>,
+    /// Woken once per key queued: one waiting `get` takes it.
+    get_wake: Notify,
+    /// Woken for every key queued while a stream waits: every waiting stream looks.
+    pub(crate) stream_wake: Notify,
+    /// Woken when a drain may be over.
+    idle_wake: Notify,
+    /// Streams waiting for a key (each registered in `stream_wake`).
+    pub(crate) streams_waiting: AtomicUsize,
+    limiter: Arc<dyn RateLimiter<K>>,
+    /// Set once the state machine refuses adds.
+    shutting_down: AtomicBool,
+    /// A drain is under way (`shut_down_with_drain`).
+    draining: AtomicBool,
+    /// Read for priority aging, the metrics and deadlines, so that calls from any thread share
+    /// the runtime's clock.
+    clock: QueueClock,
+    origin: Instant,
+}
+
+/// Guarded by [`Handle::state`].
+struct State<K: QueueKey, M> {
+    machine: M,
+    /// With metrics only.
+    recorder: Option<Box<Recorder<K>>>,
+    /// Keys handed out and taken out of their item with `into_key`: the only hand-outs the
+    /// handle's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
+    /// ends a later hand-out of the same key.
+    detached: HashSet<K>,
+    /// The keys waiting for a deadline, and their timers.
+    timers: Timers<K>,
+    /// The timer task runs, or starts once the lock is released: it adds the waiting keys at
+    /// their deadlines and ticks `refresh`. Started by the first delayed add, or with metrics
+    /// by the first add.
+    task: bool,
+    /// With metrics, when the timer task refreshes the unfinished-work gauges.
+    refresh: Option<Interval>,
+}
+
+/// What to wake once the lock is released.
+#[derive(Default)]
+#[must_use]
+struct Wake {
+    getters: usize,
+    idle: bool,
+    /// Spawn the timer task (see [`crate::task`]).
+    start_task: bool,
+}
+
+impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
+    pub(crate) fn new(options: Options<K>) -> Arc<Self> {
+        let Options {
+            name,
+            metrics,
+            limiter,
+            aging,
+        } = options;
+        let recorder = Recorder::new(&name, metrics);
+        let limiter =
+            limiter.unwrap_or_else(|| Arc::new(ctrlq_ratelimit::default_controller_rate_limiter()));
+        let clock = QueueClock::new();
+        Arc::new_cyclic(|me| Handle {
+            me: me.clone(),
+            name,
+            state: Mutex::new(State {
+                machine: M::new(aging),
+                recorder,
+                detached: HashSet::new(),
+                timers: Timers::new(M::TIES_BY_ADD_COUNTER),
+                task: false,
+                refresh: None,
+            }),
+            get_wake: Notify::new(),
+            stream_wake: Notify::new(),
+            idle_wake: Notify::new(),
+            streams_waiting: AtomicUsize::new(0),
+            limiter,
+            shutting_down: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            origin: clock.now(),
+            clock,
+        })
+    }
+
+    /// The lock. parking_lot's lock does not poison; every transition completes or changes
+    /// nothing before a user's Hash/Eq could panic under it. With the `wake-counts` feature, an
+    /// acquisition that finds it held is counted.
+    #[inline(always)]
+    fn lock(&self) -> MutexGuard<'_, State<K, M>> {
+        #[cfg(feature = "wake-counts")]
+        {
+            if let Some(guard) = self.state.try_lock() {
+                return guard;
+            }
+            crate::wake_counts::contended_lock();
+        }
+        self.state.lock()
+    }
+
+    /// The machine's clock: nanoseconds since the queue was built.
+    fn now_nanos(&self) -> u64 {
+        let since = self.clock.now().saturating_duration_since(self.origin);
+        u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Wakes what a locked step asked for; call after releasing the lock.
+    #[inline]
+    fn wake(&self, wake: Wake) {
+        for _ in 0..wake.getters {
+            #[cfg(feature = "wake-counts")]
+            crate::wake_counts::wake();
+            self.get_wake.notify_one();
+        }
+        if wake.getters > 0 && self.streams_waiting.load(Ordering::SeqCst) > 0 {
+            #[cfg(feature = "wake-counts")]
+            crate::wake_counts::wake();
+            self.stream_wake.notify_waiters();
+        }
+        if wake.idle {
+            self.idle_wake.notify_waiters();
+        }
+        if wake.start_task {
+            self.start_timer_task();
+        }
+    }
+
+    /// Spawns the timer task on the queue's runtime (see [`crate::task`]).
+    #[cold]
+    fn start_timer_task(&self) {
+        if let Some(runtime) = self.clock.runtime() {
+            spawn_timer_task(runtime, self.me.clone());
+        }
+    }
+
+    /// Runs `f` under the lock, then wakes what it asked for.
+    fn with_lock<R>(&self, f: impl FnOnce(&mut State<K, M>, &mut Wake) -> R) -> R {
+        let mut wake = Wake::default();
+        let r = f(&mut self.lock(), &mut wake);
+        self.wake(wake);
+        r
+    }
+
+    // ===== adds =====
+
+    /// Adds `key` now at `priority`; a wait of the key ends (its priority is kept if higher).
+    #[inline]
+    pub(crate) fn add(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
+        let mut wake = Wake::default();
+        let mut state = self.lock();
+        self.add_locked(&mut state, key, priority, true, &mut wake)?;
+        drop(state);
+        self.wake(wake);
+        Ok(())
+    }
+
+    /// Adds `key` now at `priority`, cloning it only if the queue keeps it.
+    #[inline]
+    pub(crate) fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>> {
+        let mut state = self.lock();
+        let priority = state.timers.end_wait(key, priority);
+        let added = state.machine.add_ref(key, priority, || self.now_nanos());
+        let mut wake = Wake::default();
+        if state.recorder.is_some() {
+            self.ensure_timer_task(&mut state, &mut wake);
+        }
+        wake.getters = self.added(&mut state, added, Some(key), priority)?;
+        drop(state);
+        self.wake(wake);
+        Ok(())
+    }
+
+    /// Adds `keys` now, in order, at priority 0 (see `WorkQueue::add_all`).
+    pub(crate) fn add_all(&self, keys: Vec<K>) -> Result<(), AddError<Vec<K>>> {
+        self.with_lock(|state, wake| {
+            if state.machine.is_shut_down() {
+                return Err(AddError::ShutDown(keys));
+            }
+            for key in keys {
+                // The state is open under this hold of the lock: every add succeeds.
+                let _ = self.add_locked(state, key, 0, true, wake);
+            }
+            Ok(())
+        })
+    }
+
+    /// Adds `key` now, under the lock, asking `wake` to wake a getter if it was queued. A
+    /// caller's add (`by_caller`; not the timer's) first ends a wait the key may have, and with
+    /// metrics has the timer task, which refreshes the gauges, run.
+    #[inline(always)]
+    fn add_locked(
+        &self,
+        state: &mut State<K, M>,
+        key: K,
+        priority: i32,
+        by_caller: bool,
+        wake: &mut Wake,
+    ) -> Result<(), AddError<K>> {
+        let priority = if by_caller {
+            state.timers.end_wait(&key, priority)
+        } else {
+            priority
+        };
+        // The recorder needs the key after the machine took it: cloned only with metrics.
+        let metric_key = state.recorder.is_some().then(|| key.clone());
+        let added = state.machine.add(key, priority, || self.now_nanos());
+        if by_caller && metric_key.is_some() {
+            self.ensure_timer_task(state, wake);
+        }
+        wake.getters += self.added(state, added, metric_key.as_ref(), priority)?;
+        Ok(())
+    }
+
+    /// Counts what the machine did with an add (`key`: for the metrics, `None` without) and
+    /// returns the getters to wake: one if it queued the key.
+    #[inline(always)]
+    fn added(
+        &self,
+        state: &mut State<K, M>,
+        added: AddOutcome<K>,
+        key: Option<&K>,
+        priority: i32,
+    ) -> Result<usize, AddError<K>> {
+        let (getters, newly_dirty) = match added {
+            AddOutcome::Queued => (1, true),
+            // Dirty while processing: counted by depth and adds, as the original.
+            AddOutcome::Deferred { newly_dirty } => (0, newly_dirty),
+            AddOutcome::Raised { from } => {
+                if let Some(recorder) = &mut state.recorder {
+                    recorder.reprioritize(from, priority);
+                }
+                (0, false)
+            }
+            AddOutcome::Coalesced => (0, false),
+            AddOutcome::ShutDown(key) => return Err(AddError::ShutDown(key)),
+        };
+        if newly_dirty
+            && let Some(key) = key
+            && let Some(recorder) = &mut state.recorder
+        {
+            let label = M::HAS_PRIORITY.then_some(priority);
+            recorder.add_at_priority(key, label, &self.clock);
+        }
+        Ok(getters)
+    }
+
+    /// Adds `key` at `priority` once `delay` has passed (see `WorkQueue::add_after`).
+    pub(crate) fn add_after(
+        &self,
+        key: K,
+        priority: i32,
+        delay: Duration,
+    ) -> Result<(), AddError<K>> {
+        self.with_lock(|state, wake| {
+            if state.machine.is_shut_down() {
+                return Err(AddError::ShutDown(key));
+            }
+            if let Some(recorder) = &state.recorder
+                && (!delay.is_zero() || M::ZERO_DELAY_IS_RETRY)
+            {
+                recorder.retry();
+            }
+            if delay.is_zero() || state.machine.absorbs_delayed(&key) {
+                return self.add_locked(state, key, priority, true, wake);
+            }
+            self.wait(state, key, priority, delay.min(MAX_DELAY), wake)
+        })
+    }
+
+    /// Adds `key` at `priority` after the rate limiter's delay for it.
+    pub(crate) fn add_rate_limited(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
+        if self.is_shutting_down() {
+            return Err(AddError::ShutDown(key));
+        }
+        let delay = self.rate_limit_delay(&key);
+        self.add_after(key, priority, delay)
+    }
+
+    /// Charges the rate limiter for `key` and returns its delay. The limiter reads tokio's
+    /// clock: from a plain thread, the queue's runtime clock.
+    pub(crate) fn rate_limit_delay(&self, key: &K) -> Duration {
+        self.clock.in_runtime(|| self.limiter.when(key))
+    }
+
+    /// Makes `key` wait `delay`, starting the timer task if it does not run. With no runtime
+    /// to time the wait (none bound yet and none here), the key is added now rather than lost;
+    /// so it is if the queue's runtime has shut down, by the end of the task that runtime
+    /// drops at once (see [`crate::task`]).
+    fn wait(
+        &self,
+        state: &mut State<K, M>,
+        key: K,
+        priority: i32,
+        delay: Duration,
+        wake: &mut Wake,
+    ) -> Result<(), AddError<K>> {
+        match self.ensure_timer_task(state, wake) {
+            Some(runtime) => {
+                // The deadline is read by the queue's runtime's clock (paused, in tests),
+                // whatever thread this add comes from.
+                let _runtime = runtime.enter();
+                let at = Instant::now() + delay;
+                state.timers.wait_until(key, priority, at);
+                Ok(())
+            }
+            None => {
+                debug!(queue = %self.name, "delayed add with no tokio runtime; adding now");
+                self.add_locked(state, key, priority, false, wake)
+            }
+        }
+    }
+
+    pub(crate) fn forget(&self, key: &K) {
+        self.limiter.forget(key);
+    }
+
+    pub(crate) fn num_requeues(&self, key: &K) -> usize {
+        self.limiter.num_requeues(key)
+    }
+
+    // ===== hand-outs and their end =====
+
+    /// The handles' `done`: ends the hand-out of `key` if it was taken out of its item with
+    /// `into_key` and not done since. Ignored otherwise: a key not processing, already done, or
+    /// held by an item (whose own drop ends it).
+    pub(crate) fn done(&self, key: &K) {
+        self.with_lock(|state, wake| {
+            if state.detached.remove(key) {
+                *wake = self.finish(state, key);
+            } else {
+                debug!(queue = %self.name, "done for a key not taken out of its item; ignored");
+            }
+        });
+    }
+
+    /// Ends `key`'s hand-out under the lock: a getter is woken if the key was queued again
+    /// (added while processing), a drain if the queue became idle.
+    #[inline]
+    fn finish(&self, state: &mut State<K, M>, key: &K) -> Wake {
+        if let Some(recorder) = &mut state.recorder {
+            recorder.done(key, &self.clock);
+        }
+        if state.machine.done(key, || self.now_nanos()) {
+            // Counted by the metrics when it became dirty, not again here (as the original).
+            Wake {
+                getters: 1,
+                ..Wake::default()
+            }
+        } else {
+            // The last hand-out may have ended: a drain is woken.
+            Wake {
+                idle: self.draining.load(Ordering::SeqCst) && state.machine.is_idle(),
+                ..Wake::default()
+            }
+        }
+    }
+
+    // ===== shutdown =====
+
+    /// Shuts down: adds refused, waiting keys and their timers dropped, the timer task
+    /// stopped, every waiting `get` and stream woken. With `drain`, a drain starts.
+    pub(crate) fn shut_down(&self, drain: bool) {
+        self.draining.store(drain, Ordering::SeqCst);
+        let first = {
+            let mut state = self.lock();
+            // Waiting keys are never added now: drop them and their timers; the timer task,
+            // woken, ends.
+            state.timers.clear();
+            state.refresh = None;
+            state.machine.shut_down()
+        };
+        self.shutting_down.store(true, Ordering::Release);
+        if first {
+            debug!(queue = %self.name, drain, "shutting down");
+        }
+        #[cfg(feature = "wake-counts")]
+        crate::wake_counts::wake();
+        self.get_wake.notify_waiters();
+        #[cfg(feature = "wake-counts")]
+        crate::wake_counts::wake();
+        self.stream_wake.notify_waiters();
+        if !drain {
+            // A forced shutdown cuts a drain short.
+            self.idle_wake.notify_waiters();
+        }
+    }
+
+    /// Waits until a drain is over: idle, or cut short by a forced shutdown.
+    pub(crate) async fn wait_drained(&self) {
+        loop {
+            let idle = self.idle_wake.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if !self.draining.load(Ordering::SeqCst) || self.lock().machine.is_idle() {
+                return;
+            }
+            idle.await;
+        }
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+
+    // ===== reads =====
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().machine.len()
+    }
+
+    pub(crate) fn processing_len(&self) -> usize {
+        self.lock().machine.processing_len()
+    }
+
+    pub(crate) fn waiting_len(&self) -> usize {
+        self.lock().timers.len()
+    }
+
+    /// The queue's `Debug`: its state, not its internals.
+    pub(crate) fn describe(&self, f: &mut fmt::Formatter<'_>, kind: &str) -> fmt::Result {
+        f.debug_struct(kind)
+            .field("name", &self.name)
+            .field("len", &self.len())
+            .field("processing", &self.processing_len())
+            .field("waiting", &self.waiting_len())
+            .field(
+                "streams_waiting",
+                &self.streams_waiting.load(Ordering::Relaxed),
+            )
+            .field("shutting_down", &self.is_shutting_down())
+            .finish()
+    }
+}
+
+/// What an item and its `get` call: the hand-out's end is written here, the adds are the
+/// handle's.
+impl<K: QueueKey + 'static, M: Core<K>> ItemQueue<K> for Handle<K, M> {
+    /// Ends the hand-out of `key` held by an item: called by that item only (its drop or a
+    /// consuming method), once, so it ends that hand-out and no later one. Queued again now if
+    /// the key was added while processing.
+    fn done_item(&self, key: &K) {
+        let mut state = self.lock();
+        let wake = self.finish(&mut state, key);
+        drop(state);
+        self.wake(wake);
+    }
+
+    /// `key`'s item gave up its hand-out (`into_key`): the handles' `done` ends it now.
+    fn detach(&self, key: &K) {
+        self.lock().detached.insert(key.clone());
+    }
+
+    /// A worker panicked holding `key` in an item: adds it back rate limited (a failure), then
+    /// ends the item's hand-out. After shutdown the add is refused and the hand-out only ended.
+    fn requeue_after_panic(&self, key: K, priority: i32) {
+        debug!(queue = %self.name, "a worker panicked holding a key; requeued rate limited");
+        let _ = Handle::add_rate_limited(self, key.clone(), priority);
+        self.done_item(&key);
+    }
+
+    fn forget(&self, key: &K) {
+        Handle::forget(self, key);
+    }
+
+    fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>> {
+        Handle::add_ref(self, key, priority)
+    }
+
+    fn add_after(&self, key: K, priority: i32, delay: Duration) -> Result<(), AddError<K>> {
+        Handle::add_after(self, key, priority, delay)
+    }
+
+    fn add_rate_limited(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
+        Handle::add_rate_limited(self, key, priority)
+    }
+}
+
+/// `get`: one waiting `get` per queued key is woken.
+impl<K: QueueKey + 'static, M: Core<K>> Source for Handle<K, M> {
+    type Output = Option<(K, i32)>;
+
+    fn notify(&self) -> &Notify {
+        &self.get_wake
+    }
+
+    /// Hands out the next key: `Some(Some(_))`, `Some(None)` once shut down and empty, or
+    /// `None` to wait.
+    fn try_take(&self) -> Option<Option<(K, i32)>> {
+        let mut state = self.lock();
+        match state.machine.pop() {
+            PopOutcome::Item((key, priority)) => {
+                #[cfg(feature = "wake-counts")]
+                crate::wake_counts::hand_out();
+                if let Some(recorder) = &mut state.recorder {
+                    let label = M::HAS_PRIORITY.then_some(priority);
+                    recorder.get_at_priority(&key, label, &self.clock);
+                }
+                Some(Some((key, priority)))
+            }
+            PopOutcome::ShutDown => Some(None),
+            PopOutcome::Empty => None,
+        }
+    }
+}
