@@ -1,24 +1,26 @@
-//! The elector: a candidate for one lease. What it does is split by behaviour: acquiring and
-//! one try at the store (`acquire`), renewing and releasing (`renew`), a term from acquisition
-//! to its end and standing again (`run`), and what it publishes about itself (`status`).
+//! The elector: a candidate for one lease. This file holds the type, what it observes of the
+//! record and what it publishes about itself (the status watch, the lossless leadership events,
+//! the health check); the protocol is split by behaviour: acquiring and one try at the store
+//! (`acquire`), renewing and releasing (`renew`), a term from acquisition to its end and
+//! standing again (`run`).
 
-#[cfg(feature = "prometheus")]
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tracing::{debug, warn};
 
-use crate::events::Transitions;
+use crate::events::{LeadershipEvents, Transitions};
 use crate::jitter::Jitter;
-use crate::{ConfigError, ElectorStatus, LeaderElectionConfig, LeaderRecord, Lock};
-
-use self::acquire::Term;
+use crate::{
+    ConfigError, ElectorStatus, HealthError, LeaderElectionConfig, LeaderRecord, Lock, LockError,
+};
 
 mod acquire;
 mod renew;
 mod run;
-mod status;
 
 /// Keeps at most one candidate leading among those sharing a lock.
 ///
@@ -123,11 +125,17 @@ pub struct LeaderElector<L> {
 struct Observed {
     record: LeaderRecord,
     version: Option<String>,
+    /// When this candidate last saw the record change (or sent its own write), on its clock.
     time: Instant,
-    /// This elector's own last successful write: its version and the term it wrote.
-    written: Option<(String, Term)>,
+    /// This elector's own last successful write: its version and the record it wrote.
+    written: Option<(String, LeaderRecord)>,
     jitter: Jitter,
 }
+
+/// After this many lock failures in a row the elector logs a warning (and again every
+/// [`WARN_EVERY`] failures while they last); each single failure is a `debug!`.
+const WARN_AFTER: u64 = 3;
+const WARN_EVERY: u64 = 30;
 
 impl<L: Lock> LeaderElector<L> {
     /// Validates `config` and builds an elector over `lock`.
@@ -157,21 +165,23 @@ impl<L: Lock> LeaderElector<L> {
                 renew_deadline: config.renew_deadline,
             });
         }
+        // FNV-1a of the identity: candidates that share a configuration jitter apart.
         let seed = config.jitter_seed.unwrap_or_else(|| {
             lock.identity().bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
                 (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
             })
         });
+        let state = Observed {
+            record: LeaderRecord::default(),
+            version: None,
+            time: Instant::now(),
+            written: None,
+            jitter: Jitter::new(seed),
+        };
         Ok(Self {
             lock,
             config,
-            state: Mutex::new(Observed {
-                record: LeaderRecord::default(),
-                version: None,
-                time: Instant::now(),
-                written: None,
-                jitter: Jitter::new(seed),
-            }),
+            state: Mutex::new(state),
             status: watch::Sender::new(ElectorStatus::default()),
             #[cfg(feature = "prometheus")]
             metrics: None,
@@ -260,5 +270,150 @@ impl<L: Lock> LeaderElector<L> {
     #[must_use]
     pub fn observed_at(&self) -> Instant {
         self.state.lock().time
+    }
+
+    /// Every leadership transition from now on, with its instant and fencing token, none lost
+    /// and in order (unlike [`subscribe_status`](Self::subscribe_status), a `watch` that
+    /// keeps only the latest value). See [`LeadershipEvents`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, LeadershipEnd, LeadershipEvent, MemoryStore};
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let mut events = elector.subscribe_leadership();
+    /// elector.run(CancellationToken::new(), |_| async {}).await;
+    /// elector.run(CancellationToken::new(), |_| async {}).await;
+    /// let mut tokens = Vec::new();
+    /// while let Some(event) = events.try_recv() {
+    ///     if let LeadershipEvent::Stopped { fencing_token, reason, .. } = event {
+    ///         assert_eq!(reason, LeadershipEnd::WorkFinished);
+    ///         tokens.push(fencing_token);
+    ///     }
+    /// }
+    /// assert_eq!(tokens, [0, 1]);
+    /// # }
+    /// ```
+    pub fn subscribe_leadership(&self) -> LeadershipEvents {
+        self.transitions.subscribe()
+    }
+
+    /// A watch of this candidate's [`ElectorStatus`]: leading, the observed leader, lock
+    /// failures (how many in a row, the last one) and the elector's counters, so a candidate
+    /// that cannot reach its store, or reaches it too slowly, is visible. It keeps only the
+    /// latest value; for every transition, see [`subscribe_leadership`](Self::subscribe_leadership).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// use tokio_util::sync::CancellationToken;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let status = elector.subscribe_status();
+    /// elector.run(CancellationToken::new(), |_| async {}).await;
+    /// assert_eq!(status.borrow().leader, "a");
+    /// assert_eq!(status.borrow().consecutive_failures, 0);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn subscribe_status(&self) -> watch::Receiver<ElectorStatus> {
+        self.status.subscribe()
+    }
+
+    /// Health: unhealthy when this candidate leads but has not renewed for longer than the lease
+    /// duration plus `tolerance`, as the original's watchdog.
+    ///
+    /// # Errors
+    ///
+    /// [`HealthError`] naming the election.
+    pub fn check(&self, tolerance: Duration) -> Result<(), HealthError> {
+        let s = self.state.lock();
+        if s.record.holder_identity == self.lock.identity()
+            && s.time.elapsed() > self.config.lease_duration + tolerance
+        {
+            return Err(HealthError {
+                name: self.config.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Publishes whether this candidate leads, with the grant's fencing token.
+    fn set_leading(&self, leading: bool, fencing: Option<u64>) {
+        self.status.send_modify(|s| {
+            s.leading = leading;
+            s.fencing_token = fencing;
+        });
+        #[cfg(feature = "prometheus")]
+        if let Some(m) = &self.metrics {
+            m.set_leading(&self.config.name, leading);
+        }
+    }
+
+    /// Publishes the holder of the last observed record as the leader.
+    fn report_leader(&self) {
+        let holder = self.observed_record().holder_identity;
+        self.status.send_if_modified(|s| {
+            if s.leader == holder {
+                return false;
+            }
+            debug!(leader = %holder, "new leader observed");
+            s.leader = holder;
+            true
+        });
+    }
+
+    /// Counts the answer to a lock operation and passes its value on: a backend error is a
+    /// failure (warned about when failures persist); any other answer, a lost race or a record
+    /// that moved included, shows the store answers and resets the failures in a row.
+    fn answered<T>(&self, result: Result<T, LockError>, op: &'static str) -> Option<T> {
+        let err = match result {
+            Ok(v) => {
+                self.reset_failures();
+                return Some(v);
+            }
+            Err(err @ LockError::Backend(_)) => Arc::new(err),
+            Err(err) => {
+                debug!(error = %err, op, "lock operation refused");
+                self.reset_failures();
+                return None;
+            }
+        };
+        #[cfg(feature = "prometheus")]
+        if let Some(m) = &self.metrics {
+            m.lock_error(&self.config.name);
+        }
+        let error = &*err as &(dyn std::error::Error + 'static);
+        self.status.send_modify(|s| {
+            s.lock_errors += 1;
+            s.consecutive_failures += 1;
+            let n = s.consecutive_failures;
+            if n >= WARN_AFTER && (n - WARN_AFTER).is_multiple_of(WARN_EVERY) {
+                let lock = self.lock.describe();
+                warn!(%lock, failures = n, error, op, "lock keeps failing");
+            } else {
+                debug!(error, op, "lock operation failed");
+            }
+            s.last_error = Some(err.clone());
+        });
+        None
+    }
+
+    /// Resets the lock failures in a row (waking watchers only if there were some).
+    fn reset_failures(&self) {
+        self.status.send_if_modified(|s| {
+            let was = s.consecutive_failures;
+            s.consecutive_failures = 0;
+            if was >= WARN_AFTER {
+                warn!(failures = was, "lock answers again");
+            }
+            was != 0
+        });
     }
 }

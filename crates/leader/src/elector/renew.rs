@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
-use tokio::time::{Instant, sleep_until, timeout_at};
+use tokio::time::{Instant, sleep_until, timeout, timeout_at};
 use tracing::debug;
 
 use super::LeaderElector;
-use super::acquire::Mode;
 use crate::{Leadership, LeadershipEnd, Lock, LockError};
 
 impl<L: Lock> LeaderElector<L> {
@@ -32,10 +31,10 @@ impl<L: Lock> LeaderElector<L> {
             sleep_until(last_sent + rp).await;
             loop {
                 let sent = Instant::now();
-                let ok = timeout_at(deadline, self.try_acquire_or_renew(Mode::Renew)).await;
+                let ok = timeout_at(deadline, self.try_acquire_or_renew(true)).await;
                 self.report_leader();
                 match ok {
-                    Ok(true) => {
+                    Ok(Some(_)) => {
                         last_sent = sent;
                         leadership.extend(sent + self.valid_for());
                         break;
@@ -44,11 +43,11 @@ impl<L: Lock> LeaderElector<L> {
                         debug!("renew deadline passed");
                         return LeadershipEnd::RenewDeadlinePassed;
                     }
-                    Ok(false) if !self.holds_record() => {
+                    Ok(None) if !self.holds_record() => {
                         debug!(holder = %self.observed_record().holder_identity, "lost the lease");
                         return LeadershipEnd::LostToOther;
                     }
-                    Ok(false) => {}
+                    Ok(None) => {}
                 }
                 sleep_until((sent + rp).min(deadline)).await;
                 if Instant::now() >= deadline {
@@ -61,7 +60,6 @@ impl<L: Lock> LeaderElector<L> {
 
     /// Blanks the record if it still names this candidate, within a renew deadline.
     pub(super) async fn release(&self) {
-        let deadline = Instant::now() + self.config.renew_deadline;
         let attempt = async {
             loop {
                 let old = match self.lock.get().await {
@@ -75,16 +73,16 @@ impl<L: Lock> LeaderElector<L> {
                 match self.lock.update(rec.clone()).await {
                     Ok(v) => {
                         debug!("released");
-                        self.observe(rec, v, Instant::now());
-                        self.report_leader();
-                        return;
+                        self.reset_failures();
+                        self.observe_write(rec, v, Instant::now());
+                        return self.report_leader();
                     }
-                    Err(LockError::Conflict) => continue,
+                    Err(LockError::Conflict) => {}
                     Err(e) => return debug!(error = %e, "release: update failed"),
                 }
             }
         };
-        if timeout_at(deadline, attempt).await.is_err() {
+        if timeout(self.config.renew_deadline, attempt).await.is_err() {
             debug!("release timed out");
         }
     }

@@ -2,13 +2,14 @@
 //! when asked; and standing again after each term until cancelled.
 
 use std::future::Future;
+use std::pin::pin;
 
 use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span};
 
 use super::LeaderElector;
-use crate::{Leadership, LeadershipEnd, Lock, Versioned};
+use crate::{Leadership, LeadershipEnd, Lock};
 
 impl<L: Lock> LeaderElector<L> {
     /// Acquires the lease, runs `work` while leading, then stops. Returns `None` if `cancel`
@@ -57,57 +58,46 @@ impl<L: Lock> LeaderElector<L> {
     {
         let span = debug_span!("leader_election", lock = %self.lock.describe());
         async {
-            let sent = self.acquire(&cancel).await?;
-            let fencing = {
-                let s = self.state.lock();
-                self.lock.fencing_token(&Versioned {
-                    record: s.record.clone(),
-                    version: s.version.clone().unwrap_or_default(),
-                })
-            };
+            let (sent, granted) = self.acquire(&cancel).await?;
+            let fencing = self.lock.fencing_token(&granted);
             let leadership = Leadership::new(fencing, sent + self.valid_for());
             self.set_leading(true, Some(fencing));
             self.transitions.started(fencing);
             // A dropped run stops leading too, and says so.
-            let mut leading = StopLeadingOnDrop {
+            let mut leading = StopLeading {
                 elector: self,
                 leadership: &leadership,
-                stopped: false,
+                run_ended: false,
             };
             debug!(identity = self.lock.identity(), fencing, "started leading");
-            let work = work(leadership.clone());
-            tokio::pin!(work);
-            let renew = self.renew(sent, &leadership);
-            tokio::pin!(renew);
+            let mut work = pin!(work(leadership.clone()));
+            let mut renew = pin!(self.renew(sent, &leadership));
+            let lost = |reason| {
+                debug!(?reason, "leadership lost");
+                leadership.end(reason);
+                None
+            };
             let out = tokio::select! {
                 out = &mut work => {
                     leadership.end(LeadershipEnd::WorkFinished);
                     Some(out)
                 }
-                reason = &mut renew => {
-                    debug!(?reason, "leadership lost");
-                    leadership.end(reason);
-                    None
-                }
+                reason = &mut renew => lost(reason),
                 () = cancel.cancelled() => {
                     debug!(grace = ?self.config.grace_period, "stop requested; draining");
                     leadership.end(LeadershipEnd::StopRequested);
-                    let grace = sleep(self.config.grace_period);
                     tokio::select! {
                         out = &mut work => Some(out),
-                        reason = &mut renew => {
-                            debug!(?reason, "leadership lost while draining");
-                            leadership.end(reason);
-                            None
-                        }
-                        () = grace => {
+                        reason = &mut renew => lost(reason),
+                        () = sleep(self.config.grace_period) => {
                             debug!("grace period over; no longer renewing");
                             None
                         }
                     }
                 }
             };
-            leading.stop();
+            leading.run_ended = true;
+            drop(leading);
             let out = match out {
                 Some(out) => out,
                 None => work.await,
@@ -173,48 +163,37 @@ impl<L: Lock> LeaderElector<L> {
                     work(leadership)
                 })
                 .await;
-            if led.is_none() {
-                return terms;
-            }
-            terms += 1;
+            // A run returns `None` only when `cancel` fired before it acquired.
+            terms += u64::from(led.is_some());
             if cancel.is_cancelled() {
                 return terms;
             }
             let reason = term.and_then(|l| l.end_reason());
             if reason == Some(LeadershipEnd::WorkFinished) {
-                tokio::select! {
-                    () = cancel.cancelled() => return terms,
-                    () = sleep(self.config.retry_period) => {}
+                let retry = sleep(self.config.retry_period);
+                if cancel.run_until_cancelled(retry).await.is_none() {
+                    return terms;
                 }
             }
         }
     }
 }
 
-/// Ends a term's leading: the status and the lossless events. A `run` dropped while leading
-/// stops renewing, so it must not go on saying it leads: dropped before [`stop`](Self::stop), it
-/// ends the leadership with [`LeadershipEnd::RunDropped`] and stops.
-struct StopLeadingOnDrop<'a, L: Lock> {
+/// Ends a term's leading when dropped: the status and the lossless events. A `run` dropped
+/// while leading stops renewing, so it must not go on saying it leads: dropped before the run
+/// reached its end, it ends the leadership with [`LeadershipEnd::RunDropped`] first.
+struct StopLeading<'a, L: Lock> {
     elector: &'a LeaderElector<L>,
     leadership: &'a Leadership,
-    stopped: bool,
+    run_ended: bool,
 }
 
-impl<L: Lock> StopLeadingOnDrop<'_, L> {
-    fn stop(&mut self) {
-        if !self.stopped {
-            self.stopped = true;
-            self.elector.set_leading(false, None);
-            self.elector.transitions.stopped(self.leadership);
-        }
-    }
-}
-
-impl<L: Lock> Drop for StopLeadingOnDrop<'_, L> {
+impl<L: Lock> Drop for StopLeading<'_, L> {
     fn drop(&mut self) {
-        if !self.stopped {
+        if !self.run_ended {
             self.leadership.end(LeadershipEnd::RunDropped);
-            self.stop();
         }
+        self.elector.set_leading(false, None);
+        self.elector.transitions.stopped(self.leadership);
     }
 }
