@@ -4,18 +4,19 @@
 //! (`acquire`), renewing and releasing (`renew`), a term from acquisition to its end and
 //! standing again (`run`).
 
+#[cfg(feature = "prometheus")]
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tracing::{debug, warn};
 
-use crate::events::{LeadershipEvents, Transitions};
 use crate::jitter::Jitter;
+use crate::status::Reports;
 use crate::{
-    ConfigError, ElectorStatus, HealthError, LeaderElectionConfig, LeaderRecord, Lock, LockError,
+    ConfigError, ElectorStatus, HealthError, LeaderElectionConfig, LeaderRecord, LeadershipEvents,
+    Lock,
 };
 
 mod acquire;
@@ -113,12 +114,8 @@ pub struct LeaderElector<L> {
     lock: L,
     config: LeaderElectionConfig,
     state: Mutex<Observed>,
-    /// Leading, the observed leader, the lock's failures and the counters: one watch.
-    status: watch::Sender<ElectorStatus>,
-    #[cfg(feature = "prometheus")]
-    metrics: Option<Arc<crate::prometheus::LeaderMetrics>>,
-    /// The subscribers of [`subscribe_leadership`](Self::subscribe_leadership).
-    transitions: Transitions,
+    /// The status watch, the leadership events and the metrics.
+    reports: Reports,
 }
 
 #[derive(Debug)]
@@ -131,11 +128,6 @@ struct Observed {
     written: Option<(String, LeaderRecord)>,
     jitter: Jitter,
 }
-
-/// After this many lock failures in a row the elector logs a warning (and again every
-/// [`WARN_EVERY`] failures while they last); each single failure is a `debug!`.
-const WARN_AFTER: u64 = 3;
-const WARN_EVERY: u64 = 30;
 
 impl<L: Lock> LeaderElector<L> {
     /// Validates `config` and builds an elector over `lock`.
@@ -178,14 +170,12 @@ impl<L: Lock> LeaderElector<L> {
             written: None,
             jitter: Jitter::new(seed),
         };
+        let reports = Reports::new(lock.describe());
         Ok(Self {
             lock,
             config,
             state: Mutex::new(state),
-            status: watch::Sender::new(ElectorStatus::default()),
-            #[cfg(feature = "prometheus")]
-            metrics: None,
-            transitions: Transitions::default(),
+            reports,
         })
     }
 
@@ -208,7 +198,7 @@ impl<L: Lock> LeaderElector<L> {
     #[must_use]
     pub fn metrics(mut self, metrics: Arc<crate::prometheus::LeaderMetrics>) -> Self {
         metrics.set_leading(&self.config.name, false);
-        self.metrics = Some(metrics);
+        self.reports.metrics = Some((metrics, self.config.name.clone()));
         self
     }
 
@@ -248,7 +238,7 @@ impl<L: Lock> LeaderElector<L> {
     /// ```
     #[must_use]
     pub fn is_leader(&self) -> bool {
-        self.status.borrow().leading
+        self.reports.status.borrow().leading
     }
 
     /// Whether the last record this candidate observed names it as the holder. Not whether it
@@ -299,7 +289,7 @@ impl<L: Lock> LeaderElector<L> {
     /// # }
     /// ```
     pub fn subscribe_leadership(&self) -> LeadershipEvents {
-        self.transitions.subscribe()
+        self.reports.subscribe_leadership()
     }
 
     /// A watch of this candidate's [`ElectorStatus`]: leading, the observed leader, lock
@@ -323,7 +313,7 @@ impl<L: Lock> LeaderElector<L> {
     /// ```
     #[must_use]
     pub fn subscribe_status(&self) -> watch::Receiver<ElectorStatus> {
-        self.status.subscribe()
+        self.reports.status.subscribe()
     }
 
     /// Health: unhealthy when this candidate leads but has not renewed for longer than the lease
@@ -342,78 +332,5 @@ impl<L: Lock> LeaderElector<L> {
             });
         }
         Ok(())
-    }
-
-    /// Publishes whether this candidate leads, with the grant's fencing token.
-    fn set_leading(&self, leading: bool, fencing: Option<u64>) {
-        self.status.send_modify(|s| {
-            s.leading = leading;
-            s.fencing_token = fencing;
-        });
-        #[cfg(feature = "prometheus")]
-        if let Some(m) = &self.metrics {
-            m.set_leading(&self.config.name, leading);
-        }
-    }
-
-    /// Publishes the holder of the last observed record as the leader.
-    fn report_leader(&self) {
-        let holder = self.observed_record().holder_identity;
-        self.status.send_if_modified(|s| {
-            if s.leader == holder {
-                return false;
-            }
-            debug!(leader = %holder, "new leader observed");
-            s.leader = holder;
-            true
-        });
-    }
-
-    /// Counts the answer to a lock operation and passes its value on: a backend error is a
-    /// failure (warned about when failures persist); any other answer, a lost race or a record
-    /// that moved included, shows the store answers and resets the failures in a row.
-    fn answered<T>(&self, result: Result<T, LockError>, op: &'static str) -> Option<T> {
-        let err = match result {
-            Ok(v) => {
-                self.reset_failures();
-                return Some(v);
-            }
-            Err(err @ LockError::Backend(_)) => Arc::new(err),
-            Err(err) => {
-                debug!(error = %err, op, "lock operation refused");
-                self.reset_failures();
-                return None;
-            }
-        };
-        #[cfg(feature = "prometheus")]
-        if let Some(m) = &self.metrics {
-            m.lock_error(&self.config.name);
-        }
-        let error = &*err as &(dyn std::error::Error + 'static);
-        self.status.send_modify(|s| {
-            s.lock_errors += 1;
-            s.consecutive_failures += 1;
-            let n = s.consecutive_failures;
-            if n >= WARN_AFTER && (n - WARN_AFTER).is_multiple_of(WARN_EVERY) {
-                let lock = self.lock.describe();
-                warn!(%lock, failures = n, error, op, "lock keeps failing");
-            } else {
-                debug!(error, op, "lock operation failed");
-            }
-            s.last_error = Some(err.clone());
-        });
-        None
-    }
-
-    /// Resets the lock failures in a row (waking watchers only if there were some).
-    fn reset_failures(&self) {
-        self.status.send_if_modified(|s| {
-            let was = s.consecutive_failures;
-            s.consecutive_failures = 0;
-            if was >= WARN_AFTER {
-                warn!(failures = was, "lock answers again");
-            }
-            was != 0
-        });
     }
 }

@@ -1,5 +1,4 @@
-//! What the leading work holds ([`Leadership`]), why it ended ([`LeadershipEnd`]), and what a
-//! candidate publishes about its election ([`ElectorStatus`]).
+//! What the leading work holds ([`Leadership`]) and why it ended ([`LeadershipEnd`]).
 
 use std::sync::Arc;
 
@@ -7,8 +6,6 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-use crate::LockError;
 
 /// Why a [`Leadership`] ended.
 ///
@@ -241,39 +238,6 @@ impl Leadership {
         }
         self.token.cancel();
     }
-}
-
-/// What a candidate observes of its election, published through
-/// [`LeaderElector::subscribe_status`](crate::LeaderElector::subscribe_status).
-///
-/// # Examples
-///
-/// ```
-/// let status = ctrlq_leader::ElectorStatus::default();
-/// assert!(!status.leading && status.last_error.is_none());
-/// ```
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct ElectorStatus {
-    /// Whether this candidate holds the lease and renews it.
-    pub leading: bool,
-    /// The last observed holder identity (empty: none).
-    pub leader: String,
-    /// The fencing token of the current grant, while leading.
-    pub fencing_token: Option<u64>,
-    /// Lock operations that failed in a row (reset by any answer from the store).
-    pub consecutive_failures: u64,
-    /// The last lock failure (the store unreachable, timed out, refusing); kept after recovery.
-    pub last_error: Option<Arc<LockError>>,
-    /// Lock operations that failed, in all (backend errors; lost races are not failures).
-    pub lock_errors: u64,
-    /// Renews that took the slow path: a get before the update, after the update of the
-    /// record last written failed.
-    pub slow_path_renews: u64,
-    /// Acquires granted only after their renew deadline had passed, so that this candidate did
-    /// not lead on them and backed off (see [`LeaderElector`](crate::LeaderElector)); a store
-    /// this slow for this candidate shows here.
-    pub late_acquires: u64,
 }
 
 #[cfg(test)]

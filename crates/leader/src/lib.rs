@@ -54,6 +54,7 @@ mod multi;
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
 mod record;
+mod status;
 
 pub use config::{DEFAULT_GRACE_PERIOD, ElectionTiming, LeaderElectionConfig};
 pub use elector::LeaderElector;
@@ -61,10 +62,11 @@ pub use error::{ConfigError, DEFAULT_REQUEST_TIMEOUT, HealthError, LockError, Re
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdLock;
 pub use events::{LeadershipEvent, LeadershipEvents};
-pub use leadership::{ElectorStatus, Leadership, LeadershipEnd};
+pub use leadership::{Leadership, LeadershipEnd};
 #[cfg(feature = "kube")]
 pub use lease::{DEFAULT_FIELD_MANAGER, DEFAULT_USER_AGENT, LeaseLock, lease_record};
 pub use lock::Lock;
 pub use memory::{MemoryLock, MemoryStore};
 pub use multi::{MultiLock, UNKNOWN_LEADER};
 pub use record::{LeaderRecord, Versioned};
+pub use status::ElectorStatus;

@@ -21,7 +21,7 @@ impl<L: Lock> LeaderElector<L> {
             let granted = cancel
                 .run_until_cancelled(self.try_acquire_or_renew(false))
                 .await?;
-            self.report_leader();
+            self.reports.leader(&self.observed_record().holder_identity);
             if let Some(granted) = &granted
                 && Instant::now() < sent + self.valid_for()
             {
@@ -37,7 +37,7 @@ impl<L: Lock> LeaderElector<L> {
                 // it: a lease duration, plus a jittered retry period for them to see the write
                 // and another for their try after the expiry.
                 debug!("acquired after the renew deadline; backing off");
-                self.status.send_modify(|s| s.late_acquires += 1);
+                self.reports.status.send_modify(|s| s.late_acquires += 1);
                 wait = self.config.lease_duration + rp.mul_f64(1.0 + JITTER_FACTOR) * 2;
             }
             let extra = rp.mul_f64(self.state.lock().jitter.next_f64() * JITTER_FACTOR);
@@ -57,17 +57,19 @@ impl<L: Lock> LeaderElector<L> {
             rec.acquire_time = held.acquire_time;
             rec.leader_transitions = held.leader_transitions;
             let written = self.lock.update(rec.clone()).await;
-            if let Some(v) = self.answered(written, "fast path update") {
+            if let Some(v) = self.reports.answered(written, "fast path update") {
                 return Some(self.observe_write(rec, v, now));
             }
         }
         let old = match self.lock.get().await {
             Err(LockError::NotFound) => {
-                self.reset_failures();
-                let v = self.answered(self.lock.create(rec.clone()).await, "create")?;
+                self.reports.store_answers();
+                let v = self
+                    .reports
+                    .answered(self.lock.create(rec.clone()).await, "create")?;
                 return Some(self.observe_write(rec, v, now));
             }
-            got => self.answered(got, "get")?,
+            got => self.reports.answered(got, "get")?,
         };
         self.observe(&old);
         // A record naming this candidate that this elector did not write is another process's
@@ -80,15 +82,13 @@ impl<L: Lock> LeaderElector<L> {
         if renewing && held_by_self {
             rec.acquire_time = old.record.acquire_time;
             rec.leader_transitions = old.record.leader_transitions;
-            self.status.send_modify(|s| s.slow_path_renews += 1);
-            #[cfg(feature = "prometheus")]
-            if let Some(m) = &self.metrics {
-                m.slow_path(&self.config.name);
-            }
+            self.reports.slow_path();
         } else {
             rec.leader_transitions = old.record.leader_transitions.saturating_add(1);
         }
-        let v = self.answered(self.lock.update(rec.clone()).await, "update")?;
+        let v = self
+            .reports
+            .answered(self.lock.update(rec.clone()).await, "update")?;
         Some(self.observe_write(rec, v, now))
     }
 

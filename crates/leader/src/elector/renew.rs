@@ -32,7 +32,7 @@ impl<L: Lock> LeaderElector<L> {
             loop {
                 let sent = Instant::now();
                 let ok = timeout_at(deadline, self.try_acquire_or_renew(true)).await;
-                self.report_leader();
+                self.reports.leader(&self.observed_record().holder_identity);
                 match ok {
                     Ok(Some(_)) => {
                         last_sent = sent;
@@ -73,9 +73,9 @@ impl<L: Lock> LeaderElector<L> {
                 match self.lock.update(rec.clone()).await {
                     Ok(v) => {
                         debug!("released");
-                        self.reset_failures();
+                        self.reports.store_answers();
                         self.observe_write(rec, v, Instant::now());
-                        return self.report_leader();
+                        return self.reports.leader(&self.observed_record().holder_identity);
                     }
                     Err(LockError::Conflict) => {}
                     Err(e) => return debug!(error = %e, "release: update failed"),

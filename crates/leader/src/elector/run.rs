@@ -61,8 +61,7 @@ impl<L: Lock> LeaderElector<L> {
             let (sent, granted) = self.acquire(&cancel).await?;
             let fencing = self.lock.fencing_token(&granted);
             let leadership = Leadership::new(fencing, sent + self.valid_for());
-            self.set_leading(true, Some(fencing));
-            self.transitions.started(fencing);
+            self.reports.started(fencing);
             // A dropped run stops leading too, and says so.
             let mut leading = StopLeading {
                 elector: self,
@@ -193,7 +192,6 @@ impl<L: Lock> Drop for StopLeading<'_, L> {
         if !self.run_ended {
             self.leadership.end(LeadershipEnd::RunDropped);
         }
-        self.elector.set_leading(false, None);
-        self.elector.transitions.stopped(self.leadership);
+        self.elector.reports.stopped(self.leadership);
     }
 }
