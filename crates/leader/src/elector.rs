@@ -1,8 +1,8 @@
 //! The elector: a candidate for one lease. This file holds the type, what it observes of the
 //! record and what it publishes about itself (the status watch, the lossless leadership events,
 //! the health check); the protocol is split by behaviour: acquiring and one try at the store
-//! (`acquire`), renewing and releasing (`renew`), a term from acquisition to its end and
-//! standing again (`run`).
+//! (`acquire`), and a term from acquisition to its end, renewing and releasing, and standing
+//! again (`run`).
 
 #[cfg(feature = "prometheus")]
 use std::sync::Arc;
@@ -20,7 +20,6 @@ use crate::{
 };
 
 mod acquire;
-mod renew;
 mod run;
 
 /// Keeps at most one candidate leading among those sharing a lock.
@@ -163,19 +162,20 @@ impl<L: Lock> LeaderElector<L> {
                 (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
             })
         });
-        let state = Observed {
-            record: LeaderRecord::default(),
-            version: None,
-            time: Instant::now(),
-            written: None,
-            jitter: Jitter::new(seed),
-        };
-        let reports = Reports::new(lock.describe());
         Ok(Self {
+            state: Mutex::new(Observed {
+                record: LeaderRecord::default(),
+                version: None,
+                time: Instant::now(),
+                written: None,
+                jitter: Jitter::new(seed),
+            }),
+            reports: Reports {
+                lock: lock.describe(),
+                ..Reports::default()
+            },
             lock,
             config,
-            state: Mutex::new(state),
-            reports,
         })
     }
 
@@ -324,12 +324,10 @@ impl<L: Lock> LeaderElector<L> {
     /// [`HealthError`] naming the election.
     pub fn check(&self, tolerance: Duration) -> Result<(), HealthError> {
         let s = self.state.lock();
-        if s.record.holder_identity == self.lock.identity()
-            && s.time.elapsed() > self.config.lease_duration + tolerance
-        {
-            return Err(HealthError {
-                name: self.config.name.clone(),
-            });
+        let stale = s.time.elapsed() > self.config.lease_duration + tolerance;
+        if stale && s.record.holder_identity == self.lock.identity() {
+            let name = self.config.name.clone();
+            return Err(HealthError { name });
         }
         Ok(())
     }

@@ -226,16 +226,13 @@ impl Leadership {
     /// Records `reason` unless an earlier one stands; a loss during a drain overrides the stop
     /// request.
     pub(crate) fn end(&self, reason: LeadershipEnd) {
-        {
-            let mut end = self.end.lock();
-            match *end {
-                None => *end = Some(reason),
-                // Only a loss can follow a stop request (the elector's drain ends on a loss, the
-                // work returning, or the grace period, and only a loss records a new reason).
-                Some(LeadershipEnd::StopRequested) => *end = Some(reason),
-                Some(_) => {}
-            }
+        let mut end = self.end.lock();
+        // Only a loss can follow a stop request (the elector's drain ends on a loss, the work
+        // returning, or the grace period, and only a loss records a new reason).
+        if matches!(*end, None | Some(LeadershipEnd::StopRequested)) {
+            *end = Some(reason);
         }
+        drop(end);
         self.token.cancel();
     }
 }

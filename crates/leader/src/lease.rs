@@ -192,33 +192,37 @@ impl LeaseLock {
     /// ```
     #[must_use]
     pub fn user_agent(mut self, user_agent: &str) -> Self {
-        let visible: String = user_agent
-            .chars()
-            .map(|c| {
-                if c == ' ' || c.is_ascii_graphic() {
-                    c
-                } else {
-                    '?'
-                }
-            })
-            .collect();
+        let visible = user_agent.replace(|c: char| c != ' ' && !c.is_ascii_graphic(), "?");
         // Only visible ASCII and spaces remain, which a header value always accepts.
-        if let Ok(v) = http::HeaderValue::from_str(&visible) {
+        if let Ok(v) = http::HeaderValue::try_from(visible) {
             self.user_agent = v;
         }
         self
     }
 
-    /// Sends `request` with this lock's user agent.
+    /// Sends `request` with this lock's user agent, bounded by the request timeout. Errors as
+    /// the API server gives them: 404 is [`LockError::NotFound`], 409 `on_conflict`, anything
+    /// else a backend failure.
     async fn send<T: k8s_openapi::serde::de::DeserializeOwned>(
         &self,
         request: Result<http::Request<Vec<u8>>, RequestError>,
-    ) -> kube::Result<T> {
-        let mut request = request.map_err(kube::Error::BuildRequest)?;
-        request
-            .headers_mut()
-            .insert(http::header::USER_AGENT, self.user_agent.clone());
-        self.client.request::<T>(request).await
+        on_conflict: LockError,
+    ) -> Result<T, LockError> {
+        let request = async {
+            let mut request = request.map_err(kube::Error::BuildRequest)?;
+            let agent = self.user_agent.clone();
+            request
+                .headers_mut()
+                .insert(http::header::USER_AGENT, agent);
+            self.client.request::<T>(request).await
+        };
+        match tokio::time::timeout(self.timeout, request).await {
+            Err(_) => Err(LockError::Backend(Box::new(RequestTimedOut(self.timeout)))),
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(kube::Error::Api(status))) if status.code == 404 => Err(LockError::NotFound),
+            Ok(Err(kube::Error::Api(status))) if status.code == 409 => Err(on_conflict),
+            Ok(Err(e)) => Err(LockError::Backend(Box::new(e))),
+        }
     }
 
     /// Writes `lease` with `request` (a create or a replace, given the post parameters and the
@@ -234,26 +238,10 @@ impl LeaseLock {
             field_manager: Some(self.field_manager.clone()),
             ..PostParams::default()
         };
-        let written = async {
-            let body = serde_json::to_vec(lease).map_err(kube::Error::SerdeError)?;
-            self.send::<Lease>(request(&params, body)).await
-        };
-        let written = self.bounded(written, on_conflict).await?;
+        let body = serde_json::to_vec(lease).map_err(kube::Error::SerdeError);
+        let body = body.map_err(|e| LockError::Backend(Box::new(e)))?;
+        let written = self.send(request(&params, body), on_conflict).await?;
         self.seen(written).map(|v| v.version)
-    }
-
-    async fn bounded<T>(
-        &self,
-        request: impl Future<Output = kube::Result<T>>,
-        on_conflict: LockError,
-    ) -> Result<T, LockError> {
-        match tokio::time::timeout(self.timeout, request).await {
-            Err(_) => Err(LockError::Backend(Box::new(RequestTimedOut(self.timeout)))),
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(kube::Error::Api(status))) if status.code == 404 => Err(LockError::NotFound),
-            Ok(Err(kube::Error::Api(status))) if status.code == 409 => Err(on_conflict),
-            Ok(Err(e)) => Err(LockError::Backend(Box::new(e))),
-        }
     }
 
     /// Caches `lease` and returns its record and version.
@@ -325,12 +313,8 @@ fn system_time(t: &MicroTime) -> SystemTime {
 #[async_trait::async_trait]
 impl Lock for LeaseLock {
     async fn get(&self) -> Result<Versioned, LockError> {
-        let lease = self
-            .bounded(
-                self.send::<Lease>(self.request.get(&self.name, &GetParams::default())),
-                LockError::Conflict,
-            )
-            .await?;
+        let get = self.request.get(&self.name, &GetParams::default());
+        let lease = self.send(get, LockError::Conflict).await?;
         self.seen(lease)
     }
 
@@ -383,16 +367,16 @@ impl Lock for LeaseLock {
             params = params.labels(&selector.join(","));
         }
         let leases: ObjectList<Lease> = self
-            .bounded(self.send(self.request.list(&params)), LockError::Conflict)
+            .send(self.request.list(&params), LockError::Conflict)
             .await?;
-        let mut listed = Vec::new();
-        for lease in leases.items {
-            let name = lease.metadata.name.clone().unwrap_or_default();
-            if !name.starts_with(prefix) {
-                continue;
-            }
-            listed.push((name, versioned(&lease)?));
-        }
+        let named = leases
+            .items
+            .iter()
+            .map(|l| (l.metadata.name.clone().unwrap_or_default(), l));
+        let mut listed = named
+            .filter(|(name, _)| name.starts_with(prefix))
+            .map(|(name, lease)| Ok((name, versioned(lease)?)))
+            .collect::<Result<Vec<_>, LockError>>()?;
         listed.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(listed)
     }

@@ -52,29 +52,19 @@ const WARN_AFTER: u64 = 3;
 const WARN_EVERY: u64 = 30;
 
 /// The elector's side of its status watch, its leadership events and its metrics.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Reports {
     pub(crate) status: watch::Sender<ElectorStatus>,
     /// One sender per live subscriber of the leadership events.
-    events: Mutex<Vec<mpsc::UnboundedSender<LeadershipEvent>>>,
+    pub(crate) events: Mutex<Vec<mpsc::UnboundedSender<LeadershipEvent>>>,
     /// The metrics, with the election's name, their label.
     #[cfg(feature = "prometheus")]
     pub(crate) metrics: Option<(Arc<crate::prometheus::LeaderMetrics>, String)>,
     /// The lock's description, for warnings.
-    lock: String,
+    pub(crate) lock: String,
 }
 
 impl Reports {
-    pub(crate) fn new(lock: String) -> Self {
-        Self {
-            status: watch::Sender::new(ElectorStatus::default()),
-            events: Mutex::default(),
-            #[cfg(feature = "prometheus")]
-            metrics: None,
-            lock,
-        }
-    }
-
     pub(crate) fn subscribe_leadership(&self) -> LeadershipEvents {
         let (tx, rx) = mpsc::unbounded_channel();
         self.events.lock().push(tx);
