@@ -1,8 +1,9 @@
 //! The in-memory lock: the embedded default and the test harness.
 //!
-//! Many candidates share one [`MemoryStore`]; each gets its own [`MemoryLock`]. The store logs
-//! every operation and, with the `test-util` feature, injects faults per candidate (fail, delay,
-//! partition, lose a race).
+//! Many candidates share one [`MemoryStore`]; each gets its own [`MemoryLock`]. With the
+//! `test-util` feature the store logs every operation and injects faults per candidate (fail,
+//! delay, partition, lose a race); without it, it keeps only the records, so a long-running
+//! process that elects in memory does not grow a log.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use crate::{LeaderRecord, Lock, LockError, Versioned};
 /// let a = store.lock("a");
 /// a.create(ctrlq_leader::LeaderRecord::default()).await.unwrap();
 /// assert!(a.get().await.is_ok());
-/// assert_eq!(store.operations(), vec![("a".to_string(), "create"), ("a".to_string(), "get")]);
+/// assert_eq!(store.record(), Some(ctrlq_leader::LeaderRecord::default()));
 /// # }
 /// ```
 #[derive(Clone, Default)]
@@ -55,6 +56,7 @@ struct State {
     /// Records by name with their versions; the unnamed record is `""`.
     records: BTreeMap<String, (LeaderRecord, u64)>,
     next_version: u64,
+    #[cfg(feature = "test-util")]
     log: Vec<(String, &'static str)>,
     #[cfg(feature = "test-util")]
     faults: std::collections::HashMap<String, Faults>,
@@ -114,12 +116,6 @@ impl MemoryStore {
     pub fn record(&self) -> Option<LeaderRecord> {
         self.record_named("")
     }
-
-    /// Every operation so far as `(identity, "get" | "create" | "update")`, failed ones included.
-    #[must_use]
-    pub fn operations(&self) -> Vec<(String, &'static str)> {
-        self.inner.lock().log.clone()
-    }
 }
 
 impl State {
@@ -133,21 +129,16 @@ impl State {
 }
 
 impl MemoryLock {
-    /// One operation of this lock, logged: `apply` runs at the store (with `test-util`, between
-    /// the two halves of an injected delay, unless a fault fails the operation first; an error
-    /// of `apply` returns at once).
+    /// One operation of this lock: `apply` runs at the store. With `test-util` the operation
+    /// is logged as `name` and `apply` runs between the two halves of an injected delay, unless
+    /// a fault fails the operation first (an error of `apply` returns at once).
     async fn op<T>(
         &self,
-        name: &'static str,
+        #[cfg_attr(not(feature = "test-util"), expect(unused_variables))] name: &'static str,
         apply: impl FnOnce(&mut State) -> Result<T, LockError>,
     ) -> Result<T, LockError> {
-        self.store
-            .inner
-            .lock()
-            .log
-            .push((self.identity.clone(), name));
         #[cfg(feature = "test-util")]
-        let back = self.store.enter(&self.identity).await?;
+        let back = self.store.enter(&self.identity, name).await?;
         let out = apply(&mut self.store.inner.lock())?;
         #[cfg(feature = "test-util")]
         tokio::time::sleep(back).await;
@@ -226,8 +217,7 @@ impl std::fmt::Debug for MemoryStore {
         let s = self.inner.lock();
         f.debug_struct("MemoryStore")
             .field("records", &s.records)
-            .field("operations", &s.log.len())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -306,6 +296,13 @@ impl MemoryStore {
         self.faults(identity, |f| f.lose_next_update = n);
     }
 
+    /// Every operation so far as `(identity, "get" | "create" | "update" | "list")`, failed
+    /// ones included.
+    #[must_use]
+    pub fn operations(&self) -> Vec<(String, &'static str)> {
+        self.inner.lock().log.clone()
+    }
+
     fn faults(&self, identity: &str, f: impl FnOnce(&mut Faults)) {
         f(self
             .inner
@@ -315,10 +312,15 @@ impl MemoryStore {
             .or_default());
     }
 
-    /// The faults of one operation of `identity`: sleeps the first half of an injected delay,
-    /// then fails the operation if it is cut off or set to fail; else returns the second half
-    /// of the delay, to sleep before the answer returns.
-    async fn enter(&self, identity: &str) -> Result<std::time::Duration, LockError> {
+    /// Logs the operation `op` of `identity` and applies its faults: sleeps the first half of
+    /// an injected delay, then fails the operation if it is cut off or set to fail; else
+    /// returns the second half of the delay, to sleep before the answer returns.
+    async fn enter(
+        &self,
+        identity: &str,
+        op: &'static str,
+    ) -> Result<std::time::Duration, LockError> {
+        self.inner.lock().log.push((identity.to_owned(), op));
         let mut delay = std::time::Duration::ZERO;
         self.faults(identity, |f| {
             if f.delay_next > 0 {
