@@ -86,13 +86,10 @@ impl Leadership {
 
     /// Moves [`valid_until`](Self::valid_until) on after a successful renew.
     pub(crate) fn extend(&self, valid_until: Instant) {
-        self.until.send_if_modified(|until| {
-            let later = valid_until > *until;
-            if later {
-                *until = valid_until;
-            }
-            later
-        });
+        // The elector's renew loop is the only writer.
+        if valid_until > self.valid_until() {
+            self.until.send_replace(valid_until);
+        }
     }
 
     /// The instant, on this process's tokio clock, until which this grant holds: retry period +
@@ -179,21 +176,11 @@ impl Leadership {
     /// ```
     pub async fn current(&self) -> bool {
         let mut until = self.until.subscribe();
-        loop {
-            if self.token.is_cancelled() {
-                return false;
-            }
-            if Instant::now() < *until.borrow_and_update() {
-                return true;
-            }
-            tokio::select! {
-                () = self.token.cancelled() => return false,
-                changed = until.changed() => {
-                    if changed.is_err() {
-                        return false;
-                    }
-                }
-            }
+        tokio::select! {
+            biased;
+            () = self.token.cancelled() => false,
+            // A renew moves `valid_until` on; `self` holds the sender, so the wait cannot fail.
+            _ = until.wait_for(|until| Instant::now() < *until) => true,
         }
     }
 

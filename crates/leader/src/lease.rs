@@ -262,13 +262,17 @@ fn versioned(lease: &Lease) -> Result<Versioned, LockError> {
 }
 
 /// client-go's `LeaderElectionRecordToLeaseSpec`, onto `spec` (whose other fields stay).
-pub(crate) fn record_to_spec(record: &LeaderRecord, spec: &mut LeaseSpec) {
-    spec.holder_identity = Some(record.holder_identity.clone());
-    spec.lease_duration_seconds =
-        Some(i32::try_from(record.lease_duration_seconds).unwrap_or(i32::MAX));
-    spec.acquire_time = Some(micro_time(record.acquire_time));
-    spec.renew_time = Some(micro_time(record.renew_time));
-    spec.lease_transitions = Some(i32::try_from(record.leader_transitions).unwrap_or(i32::MAX));
+pub(crate) fn record_to_spec(record: &LeaderRecord, spec: Option<LeaseSpec>) -> Option<LeaseSpec> {
+    Some(LeaseSpec {
+        holder_identity: Some(record.holder_identity.clone()),
+        lease_duration_seconds: Some(
+            i32::try_from(record.lease_duration_seconds).unwrap_or(i32::MAX),
+        ),
+        acquire_time: Some(micro_time(record.acquire_time)),
+        renew_time: Some(micro_time(record.renew_time)),
+        lease_transitions: Some(i32::try_from(record.leader_transitions).unwrap_or(i32::MAX)),
+        ..spec.unwrap_or_default()
+    })
 }
 
 /// client-go's `LeaseSpecToLeaderElectionRecord`: absent fields are zero (times: the epoch).
@@ -319,8 +323,6 @@ impl Lock for LeaseLock {
     }
 
     async fn create(&self, record: LeaderRecord) -> Result<String, LockError> {
-        let mut spec = LeaseSpec::default();
-        record_to_spec(&record, &mut spec);
         let lease = Lease {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
@@ -328,7 +330,7 @@ impl Lock for LeaseLock {
                 labels: (!self.labels.is_empty()).then(|| self.labels.clone()),
                 ..ObjectMeta::default()
             },
-            spec: Some(spec),
+            spec: record_to_spec(&record, None),
         };
         self.write(&lease, LockError::AlreadyExists, |params, body| {
             self.request.create(params, body)
@@ -339,7 +341,7 @@ impl Lock for LeaseLock {
     async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
         let cached = self.cached.lock().clone();
         let mut lease = cached.ok_or(LockError::Conflict)?;
-        record_to_spec(&record, lease.spec.get_or_insert_with(LeaseSpec::default));
+        lease.spec = record_to_spec(&record, lease.spec.take());
         self.write(&lease, LockError::Conflict, |params, body| {
             self.request.replace(&self.name, params, body)
         })
@@ -369,14 +371,13 @@ impl Lock for LeaseLock {
         let leases: ObjectList<Lease> = self
             .send(self.request.list(&params), LockError::Conflict)
             .await?;
-        let named = leases
-            .items
-            .iter()
-            .map(|l| (l.metadata.name.clone().unwrap_or_default(), l));
-        let mut listed = named
-            .filter(|(name, _)| name.starts_with(prefix))
-            .map(|(name, lease)| Ok((name, versioned(lease)?)))
-            .collect::<Result<Vec<_>, LockError>>()?;
+        let mut listed = Vec::new();
+        for lease in &leases.items {
+            let name = lease.metadata.name.clone().unwrap_or_default();
+            if name.starts_with(prefix) {
+                listed.push((name, versioned(lease)?));
+            }
+        }
         listed.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(listed)
     }
@@ -439,9 +440,7 @@ pub mod lease_record {
     ///
     /// Only if serialization fails, which a valid record does not.
     pub fn to_spec_json(record: &LeaderRecord) -> Result<serde_json::Value, serde_json::Error> {
-        let mut spec = LeaseSpec::default();
-        record_to_spec(record, &mut spec);
-        serde_json::to_value(spec)
+        serde_json::to_value(record_to_spec(record, None))
     }
 
     /// Writes `record` into an existing Lease object's `spec`, keeping every field the record does
@@ -456,7 +455,7 @@ pub mod lease_record {
     ) -> Result<serde_json::Value, serde_json::Error> {
         let mut lease: k8s_openapi::api::coordination::v1::Lease =
             serde_json::from_value(lease.clone())?;
-        record_to_spec(record, lease.spec.get_or_insert_with(LeaseSpec::default));
+        lease.spec = record_to_spec(record, lease.spec.take());
         serde_json::to_value(lease)
     }
 }

@@ -22,13 +22,11 @@ impl<L: Lock> LeaderElector<L> {
                 .run_until_cancelled(self.try_acquire_or_renew(false))
                 .await?;
             self.reports.leader(&self.observed_record().holder_identity);
-            if let Some(granted) = &granted
-                && Instant::now() < sent + self.valid_for()
-            {
-                return Some((sent, granted.clone()));
-            }
             let mut wait = rp;
-            if granted.is_some() {
+            if let Some(granted) = granted {
+                if Instant::now() < sent + self.valid_for() {
+                    return Some((sent, granted));
+                }
                 // Granted too late to lead: the renew deadline counted from the send has passed
                 // already. Yet the write landed, so the record names this candidate with a fresh
                 // version, and every other candidate's clock starts anew. Retrying after a retry

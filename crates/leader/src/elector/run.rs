@@ -168,8 +168,7 @@ impl<L: Lock> LeaderElector<L> {
             if cancel.is_cancelled() {
                 return terms;
             }
-            let reason = term.and_then(|l| l.end_reason());
-            if reason == Some(LeadershipEnd::WorkFinished) {
+            if term.and_then(|l| l.end_reason()) == Some(LeadershipEnd::WorkFinished) {
                 let retry = sleep(self.config.retry_period);
                 if cancel.run_until_cancelled(retry).await.is_none() {
                     return terms;
@@ -199,25 +198,22 @@ impl<L: Lock> LeaderElector<L> {
             sleep_until(last_sent + rp).await;
             loop {
                 let sent = Instant::now();
-                let ok = timeout_at(deadline, self.try_acquire_or_renew(true)).await;
+                let renewed = timeout_at(deadline, self.try_acquire_or_renew(true)).await;
                 self.reports.leader(&self.observed_record().holder_identity);
-                match ok {
+                match renewed {
                     Ok(Some(_)) => {
                         last_sent = sent;
                         leadership.extend(sent + self.valid_for());
                         break;
                     }
-                    Err(_) => {
-                        debug!("renew deadline passed");
-                        return LeadershipEnd::RenewDeadlinePassed;
-                    }
                     Ok(None) if !self.holds_record() => {
                         debug!(holder = %self.observed_record().holder_identity, "lost the lease");
                         return LeadershipEnd::LostToOther;
                     }
-                    Ok(None) => {}
+                    Ok(None) => sleep_until((sent + rp).min(deadline)).await,
+                    // The deadline passed: the check below ends the term.
+                    Err(_) => {}
                 }
-                sleep_until((sent + rp).min(deadline)).await;
                 if Instant::now() >= deadline {
                     debug!("renew deadline passed");
                     return LeadershipEnd::RenewDeadlinePassed;
