@@ -105,20 +105,17 @@ impl EtcdLock {
 #[error("malformed leader record at the etcd key")]
 struct Malformed;
 
-fn nanos(t: SystemTime) -> u128 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-}
-
+/// The value: the lease duration, the acquire and renew times (Unix nanoseconds; 0 before the
+/// epoch), the leader transitions, then the holder identity, one per line.
 fn encode(r: &LeaderRecord) -> String {
-    format!(
-        "{}\n{}\n{}\n{}\n{}",
-        r.lease_duration_seconds,
-        nanos(r.acquire_time),
-        nanos(r.renew_time),
-        r.leader_transitions,
-        r.holder_identity
-    )
+    let nanos = |t: SystemTime| {
+        t.duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    };
+    let (acquired, renewed) = (nanos(r.acquire_time), nanos(r.renew_time));
+    let (duration, transitions) = (r.lease_duration_seconds, r.leader_transitions);
+    let holder = &r.holder_identity;
+    format!("{duration}\n{acquired}\n{renewed}\n{transitions}\n{holder}")
 }
 
 /// The record at `kv` and its version.
