@@ -179,8 +179,8 @@ impl Leadership {
         tokio::select! {
             biased;
             () = self.token.cancelled() => false,
-            // A renew moves `valid_until` on; `self` holds the sender, so the wait cannot fail.
-            _ = until.wait_for(|until| Instant::now() < *until) => true,
+            // A renew moves `valid_until` on (`self` holds the sender, so the wait cannot fail).
+            current = until.wait_for(|until| Instant::now() < *until) => current.is_ok(),
         }
     }
 
