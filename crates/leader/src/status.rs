@@ -10,8 +10,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::{Leadership, LeadershipEnd, LockError};
-use crate::{LeadershipEvent, LeadershipEvents};
+use crate::{Leadership, LeadershipEnd, LeadershipEvent, LeadershipEvents, LockError};
 
 /// What a candidate observes of its election, published through
 /// [`LeaderElector::subscribe_status`](crate::LeaderElector::subscribe_status).
