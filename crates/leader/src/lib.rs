@@ -12,8 +12,7 @@
 //!
 //! Every lock of the workspace's crates is `parking_lot`'s `Mutex`, one family for all: it does
 //! not poison, so a panic in a caller's code while a lock is held (a hook, a hint, a lock
-//! backend) cannot wedge what the lock guards, which is consistent between transitions; it
-//! spins briefly before parking, which suits locks held for a few hundred nanoseconds; and its
+//! backend) cannot wedge what the lock guards, which is consistent between transitions; and its
 //! guard is not `Send`, so a lock held across an `.await` does not compile in a spawned task.
 //!
 //! # Examples
