@@ -166,14 +166,9 @@ impl LeaderElectionConfig {
                 retry_period: rp,
             });
         }
-        for (d, what) in [
-            (ld, "lease duration"),
-            (rd, "renew deadline"),
-            (rp, "retry period"),
-        ] {
-            if d.is_zero() {
-                return Err(ConfigError::Zero(what));
-            }
+        // The two rules above already keep the lease duration and the renew deadline positive.
+        if rp.is_zero() {
+            return Err(ConfigError::Zero("retry period"));
         }
         if ld.subsec_nanos() != 0 || ld.as_secs() > u64::from(u32::MAX) {
             return Err(ConfigError::LeaseNotWholeSeconds(ld));

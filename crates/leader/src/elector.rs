@@ -1,24 +1,26 @@
-//! The elector: a candidate for one lease. What it does is split by behaviour: acquiring and
-//! one try at the store (`acquire`), renewing and releasing (`renew`), a term from acquisition
-//! to its end and standing again (`run`), and what it publishes about itself (`status`).
+//! The elector: a candidate for one lease. This file holds the type, what it observes of the
+//! record and what it publishes about itself (the status watch, the lossless leadership events,
+//! the health check); the protocol is split by behaviour: acquiring and one try at the store
+//! (`acquire`), and a term from acquisition to its end, renewing and releasing, and standing
+//! again (`run`).
 
 #[cfg(feature = "prometheus")]
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::events::Transitions;
 use crate::jitter::Jitter;
-use crate::{ConfigError, ElectorStatus, LeaderElectionConfig, LeaderRecord, Lock};
-
-use self::acquire::Term;
+use crate::status::Reports;
+use crate::{
+    ConfigError, ElectorStatus, HealthError, LeaderElectionConfig, LeaderRecord, LeadershipEvents,
+    Lock,
+};
 
 mod acquire;
-mod renew;
 mod run;
-mod status;
 
 /// Keeps at most one candidate leading among those sharing a lock.
 ///
@@ -111,21 +113,18 @@ pub struct LeaderElector<L> {
     lock: L,
     config: LeaderElectionConfig,
     state: Mutex<Observed>,
-    /// Leading, the observed leader, the lock's failures and the counters: one watch.
-    status: watch::Sender<ElectorStatus>,
-    #[cfg(feature = "prometheus")]
-    metrics: Option<Arc<crate::prometheus::LeaderMetrics>>,
-    /// The subscribers of [`subscribe_leadership`](Self::subscribe_leadership).
-    transitions: Transitions,
+    /// The status watch, the leadership events and the metrics.
+    reports: Reports,
 }
 
 #[derive(Debug)]
 struct Observed {
     record: LeaderRecord,
     version: Option<String>,
+    /// When this candidate last saw the record change (or sent its own write), on its clock.
     time: Instant,
-    /// This elector's own last successful write: its version and the term it wrote.
-    written: Option<(String, Term)>,
+    /// This elector's own last successful write: its version and the record it wrote.
+    written: Option<(String, LeaderRecord)>,
     jitter: Jitter,
 }
 
@@ -157,14 +156,13 @@ impl<L: Lock> LeaderElector<L> {
                 renew_deadline: config.renew_deadline,
             });
         }
+        // FNV-1a of the identity: candidates that share a configuration jitter apart.
         let seed = config.jitter_seed.unwrap_or_else(|| {
             lock.identity().bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
                 (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
             })
         });
         Ok(Self {
-            lock,
-            config,
             state: Mutex::new(Observed {
                 record: LeaderRecord::default(),
                 version: None,
@@ -172,10 +170,12 @@ impl<L: Lock> LeaderElector<L> {
                 written: None,
                 jitter: Jitter::new(seed),
             }),
-            status: watch::Sender::new(ElectorStatus::default()),
-            #[cfg(feature = "prometheus")]
-            metrics: None,
-            transitions: Transitions::default(),
+            reports: Reports {
+                lock: lock.describe(),
+                ..Reports::default()
+            },
+            lock,
+            config,
         })
     }
 
@@ -198,7 +198,7 @@ impl<L: Lock> LeaderElector<L> {
     #[must_use]
     pub fn metrics(mut self, metrics: Arc<crate::prometheus::LeaderMetrics>) -> Self {
         metrics.set_leading(&self.config.name, false);
-        self.metrics = Some(metrics);
+        self.reports.metrics = Some((metrics, self.config.name.clone()));
         self
     }
 
@@ -238,7 +238,7 @@ impl<L: Lock> LeaderElector<L> {
     /// ```
     #[must_use]
     pub fn is_leader(&self) -> bool {
-        self.status.borrow().leading
+        self.reports.status.borrow().leading
     }
 
     /// Whether the last record this candidate observed names it as the holder. Not whether it
@@ -260,5 +260,75 @@ impl<L: Lock> LeaderElector<L> {
     #[must_use]
     pub fn observed_at(&self) -> Instant {
         self.state.lock().time
+    }
+
+    /// Every leadership transition from now on, with its instant and fencing token, none lost
+    /// and in order (unlike [`subscribe_status`](Self::subscribe_status), a `watch` that
+    /// keeps only the latest value). See [`LeadershipEvents`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, LeadershipEnd, LeadershipEvent, MemoryStore};
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let mut events = elector.subscribe_leadership();
+    /// elector.run(CancellationToken::new(), |_| async {}).await;
+    /// elector.run(CancellationToken::new(), |_| async {}).await;
+    /// let mut tokens = Vec::new();
+    /// while let Some(event) = events.try_recv() {
+    ///     if let LeadershipEvent::Stopped { fencing_token, reason, .. } = event {
+    ///         assert_eq!(reason, LeadershipEnd::WorkFinished);
+    ///         tokens.push(fencing_token);
+    ///     }
+    /// }
+    /// assert_eq!(tokens, [0, 1]);
+    /// # }
+    /// ```
+    pub fn subscribe_leadership(&self) -> LeadershipEvents {
+        self.reports.subscribe_leadership()
+    }
+
+    /// A watch of this candidate's [`ElectorStatus`]: leading, the observed leader, lock
+    /// failures (how many in a row, the last one) and the elector's counters, so a candidate
+    /// that cannot reach its store, or reaches it too slowly, is visible. It keeps only the
+    /// latest value; for every transition, see [`subscribe_leadership`](Self::subscribe_leadership).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// use tokio_util::sync::CancellationToken;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let elector = LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap();
+    /// let status = elector.subscribe_status();
+    /// elector.run(CancellationToken::new(), |_| async {}).await;
+    /// assert_eq!(status.borrow().leader, "a");
+    /// assert_eq!(status.borrow().consecutive_failures, 0);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn subscribe_status(&self) -> watch::Receiver<ElectorStatus> {
+        self.reports.status.subscribe()
+    }
+
+    /// Health: unhealthy when this candidate leads but has not renewed for longer than the lease
+    /// duration plus `tolerance`, as the original's watchdog.
+    ///
+    /// # Errors
+    ///
+    /// [`HealthError`] naming the election.
+    pub fn check(&self, tolerance: Duration) -> Result<(), HealthError> {
+        let s = self.state.lock();
+        let stale = s.time.elapsed() > self.config.lease_duration + tolerance;
+        if stale && s.record.holder_identity == self.lock.identity() {
+            let name = self.config.name.clone();
+            return Err(HealthError { name });
+        }
+        Ok(())
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, ResponseHeader, Txn, TxnOp};
 use parking_lot::Mutex;
 
 use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimedOut, Versioned};
@@ -89,15 +89,10 @@ impl EtcdLock {
         record: &LeaderRecord,
         failed: LockError,
     ) -> Result<String, LockError> {
-        let txn =
-            Txn::new()
-                .when([cmp])
-                .and_then([TxnOp::put(self.key.clone(), encode(record), None)]);
-        let mut client = self.client.clone();
-        let resp = self.bounded(client.txn(txn)).await?;
-        let rev = resp
-            .header()
-            .map_or(0, etcd_client::ResponseHeader::revision);
+        let put = TxnOp::put(self.key.clone(), encode(record), None);
+        let txn = Txn::new().when([cmp]).and_then([put]);
+        let resp = self.bounded(self.client.clone().txn(txn)).await?;
+        let rev = resp.header().map_or(0, ResponseHeader::revision);
         if !resp.succeeded() {
             return Err(failed);
         }
@@ -110,20 +105,17 @@ impl EtcdLock {
 #[error("malformed leader record at the etcd key")]
 struct Malformed;
 
-fn nanos(t: SystemTime) -> u128 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-}
-
+/// The value: the lease duration, the acquire and renew times (Unix nanoseconds; 0 before the
+/// epoch), the leader transitions, then the holder identity, one per line.
 fn encode(r: &LeaderRecord) -> String {
-    format!(
-        "{}\n{}\n{}\n{}\n{}",
-        r.lease_duration_seconds,
-        nanos(r.acquire_time),
-        nanos(r.renew_time),
-        r.leader_transitions,
-        r.holder_identity
-    )
+    let nanos = |t: SystemTime| {
+        t.duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    };
+    let (acquired, renewed) = (nanos(r.acquire_time), nanos(r.renew_time));
+    let (duration, transitions) = (r.lease_duration_seconds, r.leader_transitions);
+    let holder = &r.holder_identity;
+    format!("{duration}\n{acquired}\n{renewed}\n{transitions}\n{holder}")
 }
 
 /// The record at `kv` and its version.
@@ -152,8 +144,9 @@ fn decode(v: &[u8]) -> Option<LeaderRecord> {
 #[async_trait::async_trait]
 impl Lock for EtcdLock {
     async fn get(&self) -> Result<Versioned, LockError> {
-        let mut client = self.client.clone();
-        let resp = self.bounded(client.get(self.key.clone(), None)).await?;
+        let resp = self
+            .bounded(self.client.clone().get(self.key.clone(), None))
+            .await?;
         let kv = resp.kvs().first().ok_or(LockError::NotFound)?;
         let versioned = versioned(kv)?;
         *self.last_seen.lock() = Some(kv.mod_revision());
@@ -166,12 +159,8 @@ impl Lock for EtcdLock {
     }
 
     async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
-        let last = *self.last_seen.lock();
-        let cmp = Compare::mod_revision(
-            self.key.clone(),
-            CompareOp::Equal,
-            last.ok_or(LockError::Conflict)?,
-        );
+        let last = self.last_seen.lock().ok_or(LockError::Conflict)?;
+        let cmp = Compare::mod_revision(self.key.clone(), CompareOp::Equal, last);
         self.put_if(cmp, &record, LockError::Conflict).await
     }
 
@@ -199,20 +188,11 @@ impl Lock for EtcdLock {
 
     /// One prefix range read: the keys starting with `prefix` (full keys), in key order.
     async fn list(&self, prefix: &str) -> Result<Vec<(String, Versioned)>, LockError> {
-        let mut client = self.client.clone();
         let options = GetOptions::new().with_prefix();
-        let resp = self
-            .bounded(client.get(prefix.to_owned(), Some(options)))
-            .await?;
-        resp.kvs()
-            .iter()
-            .map(|kv| {
-                Ok((
-                    String::from_utf8_lossy(kv.key()).into_owned(),
-                    versioned(kv)?,
-                ))
-            })
-            .collect()
+        let mut client = self.client.clone();
+        let resp = self.bounded(client.get(prefix, Some(options))).await?;
+        let named = |kv: &KeyValue| Ok((String::from_utf8_lossy(kv.key()).into(), versioned(kv)?));
+        resp.kvs().iter().map(named).collect()
     }
 }
 

@@ -6,11 +6,10 @@
 //! and fencing token. Transitions come at most one per grant, so the queues stay small for any
 //! reader that keeps up at all.
 
-use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::{Leadership, LeadershipEnd};
+use crate::LeadershipEnd;
 
 /// One leadership transition of a [`LeaderElector`](crate::LeaderElector).
 ///
@@ -36,7 +35,7 @@ pub enum LeadershipEvent {
     Started {
         /// When (tokio's clock).
         at: Instant,
-        /// The grant's fencing token ([`Leadership::fencing_token`]).
+        /// The grant's fencing token ([`Leadership::fencing_token`](crate::Leadership::fencing_token)).
         fencing_token: u64,
     },
     /// The candidate stopped leading: it no longer renews and no longer counts as leader. Its
@@ -46,7 +45,7 @@ pub enum LeadershipEvent {
         at: Instant,
         /// The fencing token of the grant that ended.
         fencing_token: u64,
-        /// Why ([`Leadership::end_reason`]).
+        /// Why ([`Leadership::end_reason`](crate::Leadership::end_reason)).
         reason: LeadershipEnd,
     },
 }
@@ -74,7 +73,7 @@ pub enum LeadershipEvent {
 /// ```
 #[derive(Debug)]
 pub struct LeadershipEvents {
-    rx: mpsc::UnboundedReceiver<LeadershipEvent>,
+    pub(crate) rx: mpsc::UnboundedReceiver<LeadershipEvent>,
 }
 
 impl LeadershipEvents {
@@ -130,42 +129,5 @@ impl LeadershipEvents {
     /// ```
     pub fn into_inner(self) -> mpsc::UnboundedReceiver<LeadershipEvent> {
         self.rx
-    }
-}
-
-/// The elector's side: one sender per live subscriber.
-#[derive(Debug, Default)]
-pub(crate) struct Transitions {
-    subscribers: Mutex<Vec<mpsc::UnboundedSender<LeadershipEvent>>>,
-}
-
-impl Transitions {
-    pub(crate) fn subscribe(&self) -> LeadershipEvents {
-        let (tx, rx) = mpsc::unbounded_channel();
-        self.subscribers.lock().push(tx);
-        LeadershipEvents { rx }
-    }
-
-    pub(crate) fn started(&self, fencing_token: u64) {
-        self.send(LeadershipEvent::Started {
-            at: Instant::now(),
-            fencing_token,
-        });
-    }
-
-    pub(crate) fn stopped(&self, leadership: &Leadership) {
-        self.send(LeadershipEvent::Stopped {
-            at: Instant::now(),
-            fencing_token: leadership.fencing_token(),
-            // The elector records why before it stops leading; the fallback is never taken.
-            reason: leadership
-                .end_reason()
-                .unwrap_or(LeadershipEnd::WorkFinished),
-        });
-    }
-
-    /// Sends to every subscriber, dropping those whose receiver is gone.
-    fn send(&self, event: LeadershipEvent) {
-        self.subscribers.lock().retain(|tx| tx.send(event).is_ok());
     }
 }

@@ -1,5 +1,4 @@
-//! What the leading work holds ([`Leadership`]), why it ended ([`LeadershipEnd`]), and what a
-//! candidate publishes about its election ([`ElectorStatus`]).
+//! What the leading work holds ([`Leadership`]) and why it ended ([`LeadershipEnd`]).
 
 use std::sync::Arc;
 
@@ -7,8 +6,6 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-use crate::LockError;
 
 /// Why a [`Leadership`] ended.
 ///
@@ -89,13 +86,10 @@ impl Leadership {
 
     /// Moves [`valid_until`](Self::valid_until) on after a successful renew.
     pub(crate) fn extend(&self, valid_until: Instant) {
-        self.until.send_if_modified(|until| {
-            let later = valid_until > *until;
-            if later {
-                *until = valid_until;
-            }
-            later
-        });
+        // The elector's renew loop is the only writer.
+        if valid_until > self.valid_until() {
+            self.until.send_replace(valid_until);
+        }
     }
 
     /// The instant, on this process's tokio clock, until which this grant holds: retry period +
@@ -182,21 +176,11 @@ impl Leadership {
     /// ```
     pub async fn current(&self) -> bool {
         let mut until = self.until.subscribe();
-        loop {
-            if self.token.is_cancelled() {
-                return false;
-            }
-            if Instant::now() < *until.borrow_and_update() {
-                return true;
-            }
-            tokio::select! {
-                () = self.token.cancelled() => return false,
-                changed = until.changed() => {
-                    if changed.is_err() {
-                        return false;
-                    }
-                }
-            }
+        tokio::select! {
+            biased;
+            () = self.token.cancelled() => false,
+            // A renew moves `valid_until` on (`self` holds the sender, so the wait cannot fail).
+            current = until.wait_for(|until| Instant::now() < *until) => current.is_ok(),
         }
     }
 
@@ -229,51 +213,15 @@ impl Leadership {
     /// Records `reason` unless an earlier one stands; a loss during a drain overrides the stop
     /// request.
     pub(crate) fn end(&self, reason: LeadershipEnd) {
-        {
-            let mut end = self.end.lock();
-            match *end {
-                None => *end = Some(reason),
-                // Only a loss can follow a stop request (the elector's drain ends on a loss, the
-                // work returning, or the grace period, and only a loss records a new reason).
-                Some(LeadershipEnd::StopRequested) => *end = Some(reason),
-                Some(_) => {}
-            }
+        let mut end = self.end.lock();
+        // Only a loss can follow a stop request (the elector's drain ends on a loss, the work
+        // returning, or the grace period, and only a loss records a new reason).
+        if matches!(*end, None | Some(LeadershipEnd::StopRequested)) {
+            *end = Some(reason);
         }
+        drop(end);
         self.token.cancel();
     }
-}
-
-/// What a candidate observes of its election, published through
-/// [`LeaderElector::subscribe_status`](crate::LeaderElector::subscribe_status).
-///
-/// # Examples
-///
-/// ```
-/// let status = ctrlq_leader::ElectorStatus::default();
-/// assert!(!status.leading && status.last_error.is_none());
-/// ```
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct ElectorStatus {
-    /// Whether this candidate holds the lease and renews it.
-    pub leading: bool,
-    /// The last observed holder identity (empty: none).
-    pub leader: String,
-    /// The fencing token of the current grant, while leading.
-    pub fencing_token: Option<u64>,
-    /// Lock operations that failed in a row (reset by any answer from the store).
-    pub consecutive_failures: u64,
-    /// The last lock failure (the store unreachable, timed out, refusing); kept after recovery.
-    pub last_error: Option<Arc<LockError>>,
-    /// Lock operations that failed, in all (backend errors; lost races are not failures).
-    pub lock_errors: u64,
-    /// Renews that took the slow path: a get before the update, after the update of the
-    /// record last written failed.
-    pub slow_path_renews: u64,
-    /// Acquires granted only after their renew deadline had passed, so that this candidate did
-    /// not lead on them and backed off (see [`LeaderElector`](crate::LeaderElector)); a store
-    /// this slow for this candidate shows here.
-    pub late_acquires: u64,
 }
 
 #[cfg(test)]

@@ -192,33 +192,37 @@ impl LeaseLock {
     /// ```
     #[must_use]
     pub fn user_agent(mut self, user_agent: &str) -> Self {
-        let visible: String = user_agent
-            .chars()
-            .map(|c| {
-                if c == ' ' || c.is_ascii_graphic() {
-                    c
-                } else {
-                    '?'
-                }
-            })
-            .collect();
+        let visible = user_agent.replace(|c: char| c != ' ' && !c.is_ascii_graphic(), "?");
         // Only visible ASCII and spaces remain, which a header value always accepts.
-        if let Ok(v) = http::HeaderValue::from_str(&visible) {
+        if let Ok(v) = http::HeaderValue::try_from(visible) {
             self.user_agent = v;
         }
         self
     }
 
-    /// Sends `request` with this lock's user agent.
+    /// Sends `request` with this lock's user agent, bounded by the request timeout. Errors as
+    /// the API server gives them: 404 is [`LockError::NotFound`], 409 `on_conflict`, anything
+    /// else a backend failure.
     async fn send<T: k8s_openapi::serde::de::DeserializeOwned>(
         &self,
         request: Result<http::Request<Vec<u8>>, RequestError>,
-    ) -> kube::Result<T> {
-        let mut request = request.map_err(kube::Error::BuildRequest)?;
-        request
-            .headers_mut()
-            .insert(http::header::USER_AGENT, self.user_agent.clone());
-        self.client.request::<T>(request).await
+        on_conflict: LockError,
+    ) -> Result<T, LockError> {
+        let request = async {
+            let mut request = request.map_err(kube::Error::BuildRequest)?;
+            let agent = self.user_agent.clone();
+            request
+                .headers_mut()
+                .insert(http::header::USER_AGENT, agent);
+            self.client.request::<T>(request).await
+        };
+        match tokio::time::timeout(self.timeout, request).await {
+            Err(_) => Err(LockError::Backend(Box::new(RequestTimedOut(self.timeout)))),
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(kube::Error::Api(status))) if status.code == 404 => Err(LockError::NotFound),
+            Ok(Err(kube::Error::Api(status))) if status.code == 409 => Err(on_conflict),
+            Ok(Err(e)) => Err(LockError::Backend(Box::new(e))),
+        }
     }
 
     /// Writes `lease` with `request` (a create or a replace, given the post parameters and the
@@ -234,26 +238,10 @@ impl LeaseLock {
             field_manager: Some(self.field_manager.clone()),
             ..PostParams::default()
         };
-        let written = async {
-            let body = serde_json::to_vec(lease).map_err(kube::Error::SerdeError)?;
-            self.send::<Lease>(request(&params, body)).await
-        };
-        let written = self.bounded(written, on_conflict).await?;
+        let body = serde_json::to_vec(lease).map_err(kube::Error::SerdeError);
+        let body = body.map_err(|e| LockError::Backend(Box::new(e)))?;
+        let written = self.send(request(&params, body), on_conflict).await?;
         self.seen(written).map(|v| v.version)
-    }
-
-    async fn bounded<T>(
-        &self,
-        request: impl Future<Output = kube::Result<T>>,
-        on_conflict: LockError,
-    ) -> Result<T, LockError> {
-        match tokio::time::timeout(self.timeout, request).await {
-            Err(_) => Err(LockError::Backend(Box::new(RequestTimedOut(self.timeout)))),
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(kube::Error::Api(status))) if status.code == 404 => Err(LockError::NotFound),
-            Ok(Err(kube::Error::Api(status))) if status.code == 409 => Err(on_conflict),
-            Ok(Err(e)) => Err(LockError::Backend(Box::new(e))),
-        }
     }
 
     /// Caches `lease` and returns its record and version.
@@ -274,13 +262,17 @@ fn versioned(lease: &Lease) -> Result<Versioned, LockError> {
 }
 
 /// client-go's `LeaderElectionRecordToLeaseSpec`, onto `spec` (whose other fields stay).
-pub(crate) fn record_to_spec(record: &LeaderRecord, spec: &mut LeaseSpec) {
-    spec.holder_identity = Some(record.holder_identity.clone());
-    spec.lease_duration_seconds =
-        Some(i32::try_from(record.lease_duration_seconds).unwrap_or(i32::MAX));
-    spec.acquire_time = Some(micro_time(record.acquire_time));
-    spec.renew_time = Some(micro_time(record.renew_time));
-    spec.lease_transitions = Some(i32::try_from(record.leader_transitions).unwrap_or(i32::MAX));
+pub(crate) fn record_to_spec(record: &LeaderRecord, spec: Option<LeaseSpec>) -> Option<LeaseSpec> {
+    Some(LeaseSpec {
+        holder_identity: Some(record.holder_identity.clone()),
+        lease_duration_seconds: Some(
+            i32::try_from(record.lease_duration_seconds).unwrap_or(i32::MAX),
+        ),
+        acquire_time: Some(micro_time(record.acquire_time)),
+        renew_time: Some(micro_time(record.renew_time)),
+        lease_transitions: Some(i32::try_from(record.leader_transitions).unwrap_or(i32::MAX)),
+        ..spec.unwrap_or_default()
+    })
 }
 
 /// client-go's `LeaseSpecToLeaderElectionRecord`: absent fields are zero (times: the epoch).
@@ -325,18 +317,12 @@ fn system_time(t: &MicroTime) -> SystemTime {
 #[async_trait::async_trait]
 impl Lock for LeaseLock {
     async fn get(&self) -> Result<Versioned, LockError> {
-        let lease = self
-            .bounded(
-                self.send::<Lease>(self.request.get(&self.name, &GetParams::default())),
-                LockError::Conflict,
-            )
-            .await?;
+        let get = self.request.get(&self.name, &GetParams::default());
+        let lease = self.send(get, LockError::Conflict).await?;
         self.seen(lease)
     }
 
     async fn create(&self, record: LeaderRecord) -> Result<String, LockError> {
-        let mut spec = LeaseSpec::default();
-        record_to_spec(&record, &mut spec);
         let lease = Lease {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
@@ -344,7 +330,7 @@ impl Lock for LeaseLock {
                 labels: (!self.labels.is_empty()).then(|| self.labels.clone()),
                 ..ObjectMeta::default()
             },
-            spec: Some(spec),
+            spec: record_to_spec(&record, None),
         };
         self.write(&lease, LockError::AlreadyExists, |params, body| {
             self.request.create(params, body)
@@ -355,7 +341,7 @@ impl Lock for LeaseLock {
     async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
         let cached = self.cached.lock().clone();
         let mut lease = cached.ok_or(LockError::Conflict)?;
-        record_to_spec(&record, lease.spec.get_or_insert_with(LeaseSpec::default));
+        lease.spec = record_to_spec(&record, lease.spec.take());
         self.write(&lease, LockError::Conflict, |params, body| {
             self.request.replace(&self.name, params, body)
         })
@@ -383,15 +369,14 @@ impl Lock for LeaseLock {
             params = params.labels(&selector.join(","));
         }
         let leases: ObjectList<Lease> = self
-            .bounded(self.send(self.request.list(&params)), LockError::Conflict)
+            .send(self.request.list(&params), LockError::Conflict)
             .await?;
         let mut listed = Vec::new();
-        for lease in leases.items {
+        for lease in &leases.items {
             let name = lease.metadata.name.clone().unwrap_or_default();
-            if !name.starts_with(prefix) {
-                continue;
+            if name.starts_with(prefix) {
+                listed.push((name, versioned(lease)?));
             }
-            listed.push((name, versioned(&lease)?));
         }
         listed.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(listed)
@@ -455,9 +440,7 @@ pub mod lease_record {
     ///
     /// Only if serialization fails, which a valid record does not.
     pub fn to_spec_json(record: &LeaderRecord) -> Result<serde_json::Value, serde_json::Error> {
-        let mut spec = LeaseSpec::default();
-        record_to_spec(record, &mut spec);
-        serde_json::to_value(spec)
+        serde_json::to_value(record_to_spec(record, None))
     }
 
     /// Writes `record` into an existing Lease object's `spec`, keeping every field the record does
@@ -472,7 +455,7 @@ pub mod lease_record {
     ) -> Result<serde_json::Value, serde_json::Error> {
         let mut lease: k8s_openapi::api::coordination::v1::Lease =
             serde_json::from_value(lease.clone())?;
-        record_to_spec(record, lease.spec.get_or_insert_with(LeaseSpec::default));
+        lease.spec = record_to_spec(record, lease.spec.take());
         serde_json::to_value(lease)
     }
 }

@@ -12,8 +12,7 @@
 //!
 //! Every lock of the workspace's crates is `parking_lot`'s `Mutex`, one family for all: it does
 //! not poison, so a panic in a caller's code while a lock is held (a hook, a hint, a lock
-//! backend) cannot wedge what the lock guards, which is consistent between transitions; it
-//! spins briefly before parking, which suits locks held for a few hundred nanoseconds; and its
+//! backend) cannot wedge what the lock guards, which is consistent between transitions; and its
 //! guard is not `Send`, so a lock held across an `.await` does not compile in a spawned task.
 //!
 //! # Examples
@@ -54,6 +53,7 @@ mod multi;
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
 mod record;
+mod status;
 
 pub use config::{DEFAULT_GRACE_PERIOD, ElectionTiming, LeaderElectionConfig};
 pub use elector::LeaderElector;
@@ -61,10 +61,11 @@ pub use error::{ConfigError, DEFAULT_REQUEST_TIMEOUT, HealthError, LockError, Re
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdLock;
 pub use events::{LeadershipEvent, LeadershipEvents};
-pub use leadership::{ElectorStatus, Leadership, LeadershipEnd};
+pub use leadership::{Leadership, LeadershipEnd};
 #[cfg(feature = "kube")]
 pub use lease::{DEFAULT_FIELD_MANAGER, DEFAULT_USER_AGENT, LeaseLock, lease_record};
 pub use lock::Lock;
 pub use memory::{MemoryLock, MemoryStore};
 pub use multi::{MultiLock, UNKNOWN_LEADER};
 pub use record::{LeaderRecord, Versioned};
+pub use status::ElectorStatus;

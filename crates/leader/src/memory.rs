@@ -1,12 +1,12 @@
 //! The in-memory lock: the embedded default and the test harness.
 //!
-//! Many candidates share one [`MemoryStore`]; each gets its own [`MemoryLock`]. The store logs
-//! every operation and, with the `test-util` feature, injects faults per candidate (fail, delay,
-//! partition, lose a race).
+//! Many candidates share one [`MemoryStore`]; each gets its own [`MemoryLock`]. With the
+//! `test-util` feature the store logs every operation and injects faults per candidate (fail,
+//! delay, partition, lose a race); without it, it keeps only the records, so a long-running
+//! process that elects in memory does not grow a log.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -25,7 +25,7 @@ use crate::{LeaderRecord, Lock, LockError, Versioned};
 /// let a = store.lock("a");
 /// a.create(ctrlq_leader::LeaderRecord::default()).await.unwrap();
 /// assert!(a.get().await.is_ok());
-/// assert_eq!(store.operations(), vec![("a".to_string(), "create"), ("a".to_string(), "get")]);
+/// assert_eq!(store.record(), Some(ctrlq_leader::LeaderRecord::default()));
 /// # }
 /// ```
 #[derive(Clone, Default)]
@@ -53,25 +53,14 @@ pub struct MemoryLock {
 
 #[derive(Default)]
 struct State {
-    /// Records by name; the unnamed record is `""`.
+    /// Records by name with their versions; the unnamed record is `""`.
     records: BTreeMap<String, (LeaderRecord, u64)>,
     next_version: u64,
-    faults: HashMap<String, Faults>,
+    #[cfg(feature = "test-util")]
     log: Vec<(String, &'static str)>,
+    #[cfg(feature = "test-util")]
+    faults: std::collections::HashMap<String, Faults>,
 }
-
-#[derive(Default)]
-struct Faults {
-    fail_next: u32,
-    delay_next: u32,
-    delay: Duration,
-    partitioned: bool,
-    lose_next_update: u32,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("injected fault: {0}")]
-struct Injected(&'static str);
 
 impl MemoryStore {
     /// An empty store.
@@ -127,13 +116,131 @@ impl MemoryStore {
     pub fn record(&self) -> Option<LeaderRecord> {
         self.record_named("")
     }
+}
 
-    /// Every operation so far as `(identity, "get" | "create" | "update")`, failed ones included.
-    #[must_use]
-    pub fn operations(&self) -> Vec<(String, &'static str)> {
-        self.inner.lock().log.clone()
+impl State {
+    /// Stores `record` under `name` at a new version, and returns it.
+    fn write(&mut self, name: &str, record: LeaderRecord) -> u64 {
+        self.next_version += 1;
+        self.records
+            .insert(name.to_owned(), (record, self.next_version));
+        self.next_version
+    }
+}
+
+impl MemoryLock {
+    /// One operation of this lock: `apply` runs at the store. With `test-util` the operation
+    /// is logged as `name` and `apply` runs between the two halves of an injected delay, unless
+    /// a fault fails the operation first (an error of `apply` returns at once).
+    async fn op<T>(
+        &self,
+        #[cfg_attr(not(feature = "test-util"), expect(unused_variables))] name: &'static str,
+        apply: impl FnOnce(&mut State) -> Result<T, LockError>,
+    ) -> Result<T, LockError> {
+        #[cfg(feature = "test-util")]
+        let back = self.store.enter(&self.identity, name).await?;
+        let out = apply(&mut self.store.inner.lock())?;
+        #[cfg(feature = "test-util")]
+        tokio::time::sleep(back).await;
+        Ok(out)
     }
 
+    /// Remembers `v` as the version this lock last saw, and returns it as the lock's version.
+    fn seen(&self, v: u64) -> String {
+        *self.last_seen.lock() = Some(v);
+        v.to_string()
+    }
+}
+
+#[async_trait::async_trait]
+impl Lock for MemoryLock {
+    async fn get(&self) -> Result<Versioned, LockError> {
+        let found = self.op("get", |s| Ok(s.records.get(&self.name).cloned()));
+        let (record, v) = found.await?.ok_or(LockError::NotFound)?;
+        let version = self.seen(v);
+        Ok(Versioned { record, version })
+    }
+
+    async fn create(&self, record: LeaderRecord) -> Result<String, LockError> {
+        let created = self.op("create", |s| {
+            if s.records.contains_key(&self.name) {
+                return Err(LockError::AlreadyExists);
+            }
+            Ok(s.write(&self.name, record))
+        });
+        Ok(self.seen(created.await?))
+    }
+
+    async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
+        let last = *self.last_seen.lock();
+        let updated = self.op("update", |s| {
+            #[cfg(feature = "test-util")]
+            s.lose_race(&self.identity, &self.name);
+            match s.records.get(&self.name) {
+                None => Err(LockError::NotFound),
+                Some((_, current)) if last != Some(*current) => Err(LockError::Conflict),
+                Some(_) => Ok(s.write(&self.name, record)),
+            }
+        });
+        Ok(self.seen(updated.await?))
+    }
+
+    fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    fn describe(&self) -> String {
+        if self.name.is_empty() {
+            format!("memory/{}", self.identity)
+        } else {
+            format!("memory:{}/{}", self.name, self.identity)
+        }
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, Versioned)>, LockError> {
+        self.op("list", |s| {
+            let found = s.records.range(prefix.to_owned()..);
+            let found = found.take_while(|(name, _)| name.starts_with(prefix));
+            Ok(found
+                .map(|(name, (record, v))| {
+                    let (record, version) = (record.clone(), v.to_string());
+                    (name.clone(), Versioned { record, version })
+                })
+                .collect())
+        })
+        .await
+    }
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.inner.lock();
+        f.debug_struct("MemoryStore")
+            .field("records", &s.records)
+            .finish_non_exhaustive()
+    }
+}
+
+// ===== fault injection (`test-util`) =====
+
+#[cfg(feature = "test-util")]
+#[derive(Default)]
+struct Faults {
+    fail_next: u32,
+    delay_next: u32,
+    delay: std::time::Duration,
+    partitioned: bool,
+    lose_next_update: u32,
+}
+
+#[cfg(feature = "test-util")]
+#[derive(Debug, thiserror::Error)]
+#[error("injected fault: {0}")]
+struct Injected(&'static str);
+
+#[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+impl MemoryStore {
     /// Fails the next `n` operations of `identity` with a backend error.
     ///
     /// # Examples
@@ -149,8 +256,6 @@ impl MemoryStore {
     /// assert!(matches!(a.get().await, Err(ctrlq_leader::LockError::NotFound)));
     /// # }
     /// ```
-    #[cfg(feature = "test-util")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub fn fail_next(&self, identity: &str, n: u32) {
         self.faults(identity, |f| f.fail_next = n);
     }
@@ -158,9 +263,7 @@ impl MemoryStore {
     /// Delays the next `n` operations of `identity` by `delay`: half before the operation reaches
     /// the store, half before its answer returns (a caller that gives up may miss a write that
     /// happened).
-    #[cfg(feature = "test-util")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
-    pub fn delay_next(&self, identity: &str, n: u32, delay: Duration) {
+    pub fn delay_next(&self, identity: &str, n: u32, delay: std::time::Duration) {
         self.faults(identity, |f| {
             f.delay_next = n;
             f.delay = delay;
@@ -183,21 +286,23 @@ impl MemoryStore {
     /// assert!(matches!(a.get().await, Err(ctrlq_leader::LockError::NotFound)));
     /// # }
     /// ```
-    #[cfg(feature = "test-util")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub fn partition(&self, identity: &str, partitioned: bool) {
         self.faults(identity, |f| f.partitioned = partitioned);
     }
 
     /// Makes the next `n` updates of `identity` lose a race: another writer changes the version
     /// (record unchanged) just before, so they fail with [`LockError::Conflict`].
-    #[cfg(feature = "test-util")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub fn lose_next_update(&self, identity: &str, n: u32) {
         self.faults(identity, |f| f.lose_next_update = n);
     }
 
-    #[cfg(feature = "test-util")]
+    /// Every operation so far as `(identity, "get" | "create" | "update" | "list")`, failed
+    /// ones included.
+    #[must_use]
+    pub fn operations(&self) -> Vec<(String, &'static str)> {
+        self.inner.lock().log.clone()
+    }
+
     fn faults(&self, identity: &str, f: impl FnOnce(&mut Faults)) {
         f(self
             .inner
@@ -207,150 +312,52 @@ impl MemoryStore {
             .or_default());
     }
 
-    /// Logs the operation, sleeps if delayed, and fails it if a fault says so.
-    async fn enter(&self, identity: &str, op: &'static str) -> Result<Duration, LockError> {
-        let delay = {
-            let mut s = self.inner.lock();
-            s.log.push((identity.to_owned(), op));
-            let f = s.faults.entry(identity.to_owned()).or_default();
+    /// Logs the operation `op` of `identity` and applies its faults: sleeps the first half of
+    /// an injected delay, then fails the operation if it is cut off or set to fail; else
+    /// returns the second half of the delay, to sleep before the answer returns.
+    async fn enter(
+        &self,
+        identity: &str,
+        op: &'static str,
+    ) -> Result<std::time::Duration, LockError> {
+        self.inner.lock().log.push((identity.to_owned(), op));
+        let mut delay = std::time::Duration::ZERO;
+        self.faults(identity, |f| {
             if f.delay_next > 0 {
                 f.delay_next -= 1;
-                Some(f.delay)
-            } else {
-                None
+                delay = f.delay;
             }
-        };
-        let delay = delay.unwrap_or_default();
-        tokio::time::sleep(delay / 2).await;
-        let mut s = self.inner.lock();
-        let f = s.faults.entry(identity.to_owned()).or_default();
-        if f.partitioned {
-            return Err(LockError::Backend(Box::new(Injected("partitioned"))));
-        }
-        if f.fail_next > 0 {
-            f.fail_next -= 1;
-            return Err(LockError::Backend(Box::new(Injected("failed"))));
-        }
-        Ok(delay - delay / 2)
-    }
-}
-
-impl MemoryLock {
-    fn apply_create(&self, record: LeaderRecord) -> Result<u64, LockError> {
-        let mut s = self.store.inner.lock();
-        if s.records.contains_key(&self.name) {
-            return Err(LockError::AlreadyExists);
-        }
-        s.next_version += 1;
-        let v = s.next_version;
-        s.records.insert(self.name.clone(), (record, v));
-        Ok(v)
-    }
-
-    /// Compare-and-set against the version this lock last saw; a lost race bumps the version
-    /// first.
-    fn apply_update(&self, record: LeaderRecord) -> Result<u64, LockError> {
-        let last = *self.last_seen.lock();
-        let mut s = self.store.inner.lock();
-        let f = s.faults.entry(self.identity.clone()).or_default();
-        let lose = f.lose_next_update > 0;
-        f.lose_next_update = f.lose_next_update.saturating_sub(1);
-        if lose {
-            s.next_version += 1;
-            let v = s.next_version;
-            if let Some((_, ver)) = s.records.get_mut(&self.name) {
-                *ver = v;
-            }
-        }
-        let current = s
-            .records
-            .get(&self.name)
-            .map(|(_, v)| *v)
-            .ok_or(LockError::NotFound)?;
-        if last != Some(current) {
-            return Err(LockError::Conflict);
-        }
-        s.next_version += 1;
-        let v = s.next_version;
-        s.records.insert(self.name.clone(), (record, v));
-        Ok(v)
-    }
-
-    /// Remembers `v` as the version this lock last saw, and returns it as the lock's version.
-    fn seen(&self, v: u64) -> String {
-        *self.last_seen.lock() = Some(v);
-        v.to_string()
-    }
-
-    /// One operation of this lock: logged, delayed and failed as the injected faults say, with
-    /// `apply` run at the store between the two halves of a delay (its error returns at once).
-    async fn op<T>(
-        &self,
-        name: &'static str,
-        apply: impl FnOnce() -> Result<T, LockError>,
-    ) -> Result<T, LockError> {
-        let back = self.store.enter(&self.identity, name).await?;
-        let out = apply()?;
-        tokio::time::sleep(back).await;
-        Ok(out)
-    }
-}
-
-#[async_trait::async_trait]
-impl Lock for MemoryLock {
-    async fn get(&self) -> Result<Versioned, LockError> {
-        let found = self.op("get", || {
-            Ok(self.store.inner.lock().records.get(&self.name).cloned())
         });
-        let (record, v) = found.await?.ok_or(LockError::NotFound)?;
-        let version = self.seen(v);
-        Ok(Versioned { record, version })
-    }
-
-    async fn create(&self, record: LeaderRecord) -> Result<String, LockError> {
-        let v = self.op("create", || self.apply_create(record)).await?;
-        Ok(self.seen(v))
-    }
-
-    async fn update(&self, record: LeaderRecord) -> Result<String, LockError> {
-        let v = self.op("update", || self.apply_update(record)).await?;
-        Ok(self.seen(v))
-    }
-
-    fn identity(&self) -> &str {
-        &self.identity
-    }
-
-    fn describe(&self) -> String {
-        if self.name.is_empty() {
-            format!("memory/{}", self.identity)
-        } else {
-            format!("memory:{}/{}", self.name, self.identity)
+        tokio::time::sleep(delay / 2).await;
+        let mut failed = None;
+        self.faults(identity, |f| {
+            if f.partitioned {
+                failed = Some("partitioned");
+            } else if f.fail_next > 0 {
+                f.fail_next -= 1;
+                failed = Some("failed");
+            }
+        });
+        match failed {
+            Some(why) => Err(LockError::Backend(Box::new(Injected(why)))),
+            None => Ok(delay - delay / 2),
         }
-    }
-
-    async fn list(&self, prefix: &str) -> Result<Vec<(String, Versioned)>, LockError> {
-        self.op("list", || {
-            let state = self.store.inner.lock();
-            let found = state.records.range(prefix.to_owned()..);
-            let found = found.take_while(|(name, _)| name.starts_with(prefix));
-            Ok(found
-                .map(|(name, (record, v))| {
-                    let (record, version) = (record.clone(), v.to_string());
-                    (name.clone(), Versioned { record, version })
-                })
-                .collect())
-        })
-        .await
     }
 }
 
-impl std::fmt::Debug for MemoryStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = self.inner.lock();
-        f.debug_struct("MemoryStore")
-            .field("records", &s.records)
-            .field("operations", &s.log.len())
-            .finish()
+#[cfg(feature = "test-util")]
+impl State {
+    /// Makes an update of `identity` lose a race if a fault says so: another writer changes
+    /// the version of the record `name` (the record unchanged) just before.
+    fn lose_race(&mut self, identity: &str, name: &str) {
+        let f = self.faults.entry(identity.to_owned()).or_default();
+        if f.lose_next_update == 0 {
+            return;
+        }
+        f.lose_next_update -= 1;
+        self.next_version += 1;
+        if let Some((_, v)) = self.records.get_mut(name) {
+            *v = self.next_version;
+        }
     }
 }

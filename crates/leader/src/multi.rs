@@ -43,21 +43,18 @@ impl<P: Lock, S: Lock> MultiLock<P, S> {
 impl<P: Lock, S: Lock> Lock for MultiLock<P, S> {
     async fn get(&self) -> Result<Versioned, LockError> {
         let mut p = self.primary.get().await?;
-        let s = match self.secondary.get().await {
-            Ok(s) => s,
+        let (holder, version) = match self.secondary.get().await {
+            Ok(s) => (s.record.holder_identity, s.version),
             Err(LockError::NotFound) => {
-                let v = self.secondary.create(p.record.clone()).await?;
-                Versioned {
-                    record: p.record.clone(),
-                    version: v,
-                }
+                let created = self.secondary.create(p.record.clone()).await?;
+                (p.record.holder_identity.clone(), created)
             }
             Err(e) => return Err(e),
         };
-        if p.record.holder_identity != s.record.holder_identity {
+        if p.record.holder_identity != holder {
             p.record.holder_identity = UNKNOWN_LEADER.to_owned();
         }
-        p.version = format!("{}|{}", p.version, s.version);
+        p.version = format!("{}|{version}", p.version);
         Ok(p)
     }
 

@@ -535,3 +535,40 @@ async fn a_grant_is_current_until_its_last_renew_plus_the_renew_deadline() {
         .await;
     assert_eq!(out, Some((true, false, false)));
 }
+
+/// A grant holds strictly before retry period + renew deadline after its write was sent: an
+/// acquire answered exactly then (get and create at 6 s each, 12 s in all) is late.
+#[tokio::test(start_paused = true)]
+async fn an_acquire_answered_exactly_at_its_deadline_is_late() {
+    let store = MemoryStore::new();
+    let e = std::sync::Arc::new(LeaderElector::new(store.lock("a"), config()).unwrap());
+    store.delay_next("a", 2, Duration::from_secs(6));
+    let e2 = e.clone();
+    let run = tokio::spawn(async move {
+        e2.run(CancellationToken::new(), |_| async {}).await;
+    });
+    tokio::time::sleep(Duration::from_millis(12_100)).await;
+    assert_eq!(e.subscribe_status().borrow().late_acquires, 1);
+    assert!(!e.is_leader());
+    run.abort();
+}
+
+/// Setters keep what they are given, and the lease duration may be as long as the record's
+/// whole seconds can hold, not longer.
+#[test]
+fn config_should_keep_its_timing_up_to_what_the_record_holds() {
+    let timing = LeaderElectionConfig::default()
+        .renew_deadline(Duration::from_secs(5))
+        .timing();
+    assert_eq!(timing.renew_deadline, Duration::from_secs(5));
+    let longest = Duration::from_secs(u64::from(u32::MAX));
+    let c = LeaderElectionConfig::default();
+    assert!(c.clone().lease_duration(longest).validate().is_ok());
+    assert_eq!(
+        c.lease_duration(longest + Duration::from_secs(1))
+            .validate(),
+        Err(ConfigError::LeaseNotWholeSeconds(
+            longest + Duration::from_secs(1)
+        ))
+    );
+}

@@ -1,7 +1,8 @@
-//! The elector's warnings for persistent lock failures, captured by a subscriber on the test's
-//! thread. Alone in its test binary: `tracing` caches whether a call site is enabled across the
-//! whole process, so a test running beside it on another thread with no subscriber could have
-//! the cache say "disabled" for a call site this test needs to see.
+//! The elector's warnings for persistent lock failures, captured by a subscriber on each test's
+//! thread. In a test binary of their own, where every test sets a subscriber: `tracing` caches
+//! whether a call site is enabled across the whole process, so a test running beside them on
+//! another thread with no subscriber could have the cache say "disabled" for a call site these
+//! tests need to see.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,4 +81,33 @@ async fn persistent_failures_should_warn_a_few_times_not_per_retry() {
         ],
         "{w:?}"
     );
+}
+
+/// Failures below the threshold, and a store that answers from the start, give no warning; the
+/// third failure in a row warns, and so does the answer that ends it.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn only_failures_that_reach_the_threshold_should_warn() {
+    let warnings = Warnings::default();
+    let _guard = tracing::subscriber::set_default(warnings.clone());
+    let store = MemoryStore::new();
+    let e = LeaderElector::new(store.lock("a"), config()).unwrap();
+    let term = || {
+        e.run(
+            CancellationToken::new(),
+            |l| async move { l.fencing_token() },
+        )
+    };
+    assert_eq!(term().await, Some(0));
+    store.fail_next("a", 2);
+    assert_eq!(term().await, Some(1));
+    assert_eq!(
+        warnings.0.lock().unwrap().len(),
+        0,
+        "nothing to warn of yet"
+    );
+    store.fail_next("a", 3);
+    assert_eq!(term().await, Some(2));
+    assert_eq!(e.subscribe_status().borrow().lock_errors, 5);
+    let w = warnings.0.lock().unwrap().clone();
+    assert_eq!(w, ["lock keeps failing", "lock answers again"], "{w:?}");
 }

@@ -9,58 +9,24 @@ use tracing::debug;
 
 use super::LeaderElector;
 use crate::config::JITTER_FACTOR;
-use crate::{LeaderRecord, Lock, LockError};
-
-/// What identifies one grant in a record: its holder, its leader transitions and its acquire
-/// time (to the microsecond, which every store keeps). A record naming this candidate is its
-/// own when it carries the term of its own last write, even at another version: a tool that
-/// labels the Lease, or a write of its own whose answer was lost, changes the version only.
-/// Another process with the same identity writes another term: it acquired with more
-/// transitions, at another instant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Term {
-    holder: String,
-    transitions: u32,
-    acquired_micros: u128,
-}
-
-impl Term {
-    fn of(record: &LeaderRecord) -> Self {
-        Self {
-            holder: record.holder_identity.clone(),
-            transitions: record.leader_transitions,
-            acquired_micros: record
-                .acquire_time
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_micros()),
-        }
-    }
-}
-
-/// Whether a try runs while acquiring or while renewing a term already held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Mode {
-    Acquire,
-    Renew,
-}
+use crate::{LeaderRecord, Lock, LockError, Versioned};
 
 impl<L: Lock> LeaderElector<L> {
-    /// Tries every retry period (with jitter) until a grant; returns when its write was sent,
-    /// or `None` once `cancel` fires.
-    pub(super) async fn acquire(&self, cancel: &CancellationToken) -> Option<Instant> {
+    /// Tries every retry period (with jitter) until a grant; returns when its write was sent
+    /// and the write, or `None` once `cancel` fires.
+    pub(super) async fn acquire(&self, cancel: &CancellationToken) -> Option<(Instant, Versioned)> {
+        let rp = self.config.retry_period;
         loop {
             let sent = Instant::now();
-            let ok = tokio::select! {
-                () = cancel.cancelled() => return None,
-                ok = self.try_acquire_or_renew(Mode::Acquire) => ok,
-            };
-            self.report_leader();
-            let rp = self.config.retry_period;
+            let granted = cancel
+                .run_until_cancelled(self.try_acquire_or_renew(false))
+                .await?;
+            self.reports.leader(&self.observed_record().holder_identity);
             let mut wait = rp;
-            if ok && Instant::now() < sent + rp + self.config.renew_deadline {
-                return Some(sent);
-            }
-            if ok {
+            if let Some(granted) = granted {
+                if Instant::now() < sent + self.valid_for() {
+                    return Some((sent, granted));
+                }
                 // Granted too late to lead: the renew deadline counted from the send has passed
                 // already. Yet the write landed, so the record names this candidate with a fresh
                 // version, and every other candidate's clock starts anew. Retrying after a retry
@@ -69,97 +35,103 @@ impl<L: Lock> LeaderElector<L> {
                 // it: a lease duration, plus a jittered retry period for them to see the write
                 // and another for their try after the expiry.
                 debug!("acquired after the renew deadline; backing off");
-                self.status.send_modify(|s| s.late_acquires += 1);
+                self.reports.status.send_modify(|s| s.late_acquires += 1);
                 wait = self.config.lease_duration + rp.mul_f64(1.0 + JITTER_FACTOR) * 2;
             }
             let extra = rp.mul_f64(self.state.lock().jitter.next_f64() * JITTER_FACTOR);
-            tokio::select! {
-                () = cancel.cancelled() => return None,
-                () = sleep(wait + extra) => {}
-            }
+            cancel.run_until_cancelled(sleep(wait + extra)).await?;
         }
     }
 
     /// One try, as the original's `tryAcquireOrRenew`: the fast path while renewing, else get
     /// and create or take over. Acquiring always starts a new term (leader transitions + 1),
     /// even when the record still names this candidate, so fencing tokens never repeat.
-    pub(super) async fn try_acquire_or_renew(&self, mode: Mode) -> bool {
+    /// Returns this candidate's write if it landed.
+    pub(super) async fn try_acquire_or_renew(&self, renewing: bool) -> Option<Versioned> {
         let now = Instant::now();
         let mut rec = LeaderRecord::new(self.lock.identity(), self.config.lease_duration, 0);
-        if mode == Mode::Renew && self.holds_record() && self.is_lease_valid(now) {
-            let old = self.observed_record();
-            rec.acquire_time = old.acquire_time;
-            rec.leader_transitions = old.leader_transitions;
-            match self.lock.update(rec.clone()).await {
-                Ok(v) => return self.observe(rec, v, now),
-                Err(e) => {
-                    self.note_result(Some(e), "fast path update");
-                }
+        if renewing && self.holds_record() && self.is_lease_valid(now) {
+            let held = self.observed_record();
+            rec.acquire_time = held.acquire_time;
+            rec.leader_transitions = held.leader_transitions;
+            let written = self.lock.update(rec.clone()).await;
+            if let Some(v) = self.reports.answered(written, "fast path update") {
+                return Some(self.observe_write(rec, v, now));
             }
         }
         let old = match self.lock.get().await {
-            Ok(v) => v,
             Err(LockError::NotFound) => {
-                self.note_result(None, "get");
-                return match self.lock.create(rec.clone()).await {
-                    Ok(v) => self.observe(rec, v, now),
-                    Err(e) => self.note_result(Some(e), "create"),
-                };
+                self.reports.store_answers();
+                let v = self
+                    .reports
+                    .answered(self.lock.create(rec.clone()).await, "create")?;
+                return Some(self.observe_write(rec, v, now));
             }
-            Err(e) => return self.note_result(Some(e), "get"),
+            got => self.reports.answered(got, "get")?,
         };
-        self.note_result(None, "get");
-        {
-            let mut s = self.state.lock();
-            if s.version.as_deref() != Some(&old.version) {
-                s.record = old.record.clone();
-                s.version = Some(old.version.clone());
-                s.time = Instant::now();
-            }
-        }
+        self.observe(&old);
         // A record naming this candidate that this elector did not write is another process's
         // (the same identity used twice, or an earlier run of it): like any other holder's, it
         // is taken over only once it has expired.
         let held_by_self = self.holds_record();
-        let holder = &old.record.holder_identity;
-        if !holder.is_empty() && !held_by_self && self.is_lease_valid(now) {
-            return false;
+        if !old.record.is_free() && !held_by_self && self.is_lease_valid(now) {
+            return None;
         }
-        if mode == Mode::Renew && held_by_self {
+        if renewing && held_by_self {
             rec.acquire_time = old.record.acquire_time;
             rec.leader_transitions = old.record.leader_transitions;
-            self.status.send_modify(|s| s.slow_path_renews += 1);
-            #[cfg(feature = "prometheus")]
-            if let Some(m) = &self.metrics {
-                m.slow_path(&self.config.name);
-            }
+            self.reports.slow_path();
         } else {
             rec.leader_transitions = old.record.leader_transitions.saturating_add(1);
         }
-        match self.lock.update(rec.clone()).await {
-            Ok(v) => self.observe(rec, v, now),
-            Err(e) => self.note_result(Some(e), "update"),
+        let v = self
+            .reports
+            .answered(self.lock.update(rec.clone()).await, "update")?;
+        Some(self.observe_write(rec, v, now))
+    }
+
+    /// Takes in a record read from the store; this candidate's clock for it restarts when its
+    /// version changed.
+    fn observe(&self, read: &Versioned) {
+        let mut s = self.state.lock();
+        if s.version.as_ref() != Some(&read.version) {
+            s.record = read.record.clone();
+            s.version = Some(read.version.clone());
+            s.time = Instant::now();
         }
     }
 
-    /// Records our own successful write; our clock for it starts at `sent`, before the request.
-    pub(super) fn observe(&self, rec: LeaderRecord, version: String, sent: Instant) -> bool {
-        self.note_result(None, "write");
+    /// Records this elector's own successful write, sent at `sent`, and returns it.
+    pub(super) fn observe_write(
+        &self,
+        record: LeaderRecord,
+        version: String,
+        sent: Instant,
+    ) -> Versioned {
         let mut s = self.state.lock();
-        s.written = Some((version.clone(), Term::of(&rec)));
-        s.record = rec;
-        s.version = Some(version);
+        s.written = Some((version.clone(), record.clone()));
+        s.record = record.clone();
+        s.version = Some(version.clone());
         s.time = sent;
-        true
+        Versioned { record, version }
     }
 
     /// Whether the observed record names this candidate in the term of this elector's own last
-    /// write (see [`Term`]).
+    /// write: at that write's version, or at another version but with the same holder, leader
+    /// transitions and acquire time to the microsecond (which every store keeps). A tool that
+    /// labels the Lease, or a write of its own whose answer was lost, changes the version only;
+    /// another process with the same identity acquires with more transitions, at another
+    /// instant.
     pub(super) fn holds_record(&self) -> bool {
+        fn term(r: &LeaderRecord) -> (&str, u32, u128) {
+            let acquired = r.acquire_time.duration_since(SystemTime::UNIX_EPOCH);
+            let micros = acquired.map_or(0, |d| d.as_micros());
+            (&r.holder_identity, r.leader_transitions, micros)
+        }
         let s = self.state.lock();
         s.record.holder_identity == self.lock.identity()
-            && s.written.as_ref().is_some_and(|(version, term)| {
-                s.version.as_ref() == Some(version) || *term == Term::of(&s.record)
+            && s.written.as_ref().is_some_and(|(version, written)| {
+                s.version.as_ref() == Some(version) || term(written) == term(&s.record)
             })
     }
 

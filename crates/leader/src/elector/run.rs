@@ -1,14 +1,16 @@
-//! A term: acquire, run the work while renewing, stop (draining on a stop request), release
-//! when asked; and standing again after each term until cancelled.
+//! A term: acquire, run the work while renewing (every retry period within the renew
+//! deadline), stop (draining on a stop request), release when asked; and standing again after
+//! each term until cancelled.
 
-use std::future::Future;
+use std::pin::pin;
+use std::time::Duration;
 
-use tokio::time::sleep;
+use tokio::time::{Instant, sleep, sleep_until, timeout, timeout_at};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span};
 
 use super::LeaderElector;
-use crate::{Leadership, LeadershipEnd, Lock, Versioned};
+use crate::{Leadership, LeadershipEnd, Lock, LockError};
 
 impl<L: Lock> LeaderElector<L> {
     /// Acquires the lease, runs `work` while leading, then stops. Returns `None` if `cancel`
@@ -57,57 +59,45 @@ impl<L: Lock> LeaderElector<L> {
     {
         let span = debug_span!("leader_election", lock = %self.lock.describe());
         async {
-            let sent = self.acquire(&cancel).await?;
-            let fencing = {
-                let s = self.state.lock();
-                self.lock.fencing_token(&Versioned {
-                    record: s.record.clone(),
-                    version: s.version.clone().unwrap_or_default(),
-                })
-            };
+            let (sent, granted) = self.acquire(&cancel).await?;
+            let fencing = self.lock.fencing_token(&granted);
             let leadership = Leadership::new(fencing, sent + self.valid_for());
-            self.set_leading(true, Some(fencing));
-            self.transitions.started(fencing);
+            self.reports.started(fencing);
             // A dropped run stops leading too, and says so.
-            let mut leading = StopLeadingOnDrop {
+            let mut leading = StopLeading {
                 elector: self,
                 leadership: &leadership,
-                stopped: false,
+                run_ended: false,
             };
             debug!(identity = self.lock.identity(), fencing, "started leading");
-            let work = work(leadership.clone());
-            tokio::pin!(work);
-            let renew = self.renew(sent, &leadership);
-            tokio::pin!(renew);
+            let mut work = pin!(work(leadership.clone()));
+            let mut renew = pin!(self.renew(sent, &leadership));
+            let lost = |reason| {
+                debug!(?reason, "leadership lost");
+                leadership.end(reason);
+                None
+            };
             let out = tokio::select! {
                 out = &mut work => {
                     leadership.end(LeadershipEnd::WorkFinished);
                     Some(out)
                 }
-                reason = &mut renew => {
-                    debug!(?reason, "leadership lost");
-                    leadership.end(reason);
-                    None
-                }
+                reason = &mut renew => lost(reason),
                 () = cancel.cancelled() => {
                     debug!(grace = ?self.config.grace_period, "stop requested; draining");
                     leadership.end(LeadershipEnd::StopRequested);
-                    let grace = sleep(self.config.grace_period);
                     tokio::select! {
                         out = &mut work => Some(out),
-                        reason = &mut renew => {
-                            debug!(?reason, "leadership lost while draining");
-                            leadership.end(reason);
-                            None
-                        }
-                        () = grace => {
+                        reason = &mut renew => lost(reason),
+                        () = sleep(self.config.grace_period) => {
                             debug!("grace period over; no longer renewing");
                             None
                         }
                     }
                 }
             };
-            leading.stop();
+            leading.run_ended = true;
+            drop(leading);
             let out = match out {
                 Some(out) => out,
                 None => work.await,
@@ -173,48 +163,109 @@ impl<L: Lock> LeaderElector<L> {
                     work(leadership)
                 })
                 .await;
-            if led.is_none() {
-                return terms;
-            }
-            terms += 1;
+            // A run returns `None` only when `cancel` fired before it acquired.
+            terms += u64::from(led.is_some());
             if cancel.is_cancelled() {
                 return terms;
             }
-            let reason = term.and_then(|l| l.end_reason());
-            if reason == Some(LeadershipEnd::WorkFinished) {
-                tokio::select! {
-                    () = cancel.cancelled() => return terms,
-                    () = sleep(self.config.retry_period) => {}
+            if term.and_then(|l| l.end_reason()) == Some(LeadershipEnd::WorkFinished) {
+                let retry = sleep(self.config.retry_period);
+                if cancel.run_until_cancelled(retry).await.is_none() {
+                    return terms;
                 }
             }
         }
     }
-}
 
-/// Ends a term's leading: the status and the lossless events. A `run` dropped while leading
-/// stops renewing, so it must not go on saying it leads: dropped before [`stop`](Self::stop), it
-/// ends the leadership with [`LeadershipEnd::RunDropped`] and stops.
-struct StopLeadingOnDrop<'a, L: Lock> {
-    elector: &'a LeaderElector<L>,
-    leadership: &'a Leadership,
-    stopped: bool,
-}
+    /// How long a grant holds after the acquire or renew that made it was sent: retry period +
+    /// renew deadline ([`crate::Leadership::valid_until`]).
+    pub(super) fn valid_for(&self) -> Duration {
+        self.config.retry_period + self.config.renew_deadline
+    }
 
-impl<L: Lock> StopLeadingOnDrop<'_, L> {
-    fn stop(&mut self) {
-        if !self.stopped {
-            self.stopped = true;
-            self.elector.set_leading(false, None);
-            self.elector.transitions.stopped(self.leadership);
+    /// Renews until a renew cannot succeed before `last_sent + retry period + renew deadline`
+    /// or a renew sees another holder; returns why it stopped. Each renew is sent a retry period
+    /// after the previous successful one was sent (at once if its answer came later), and moves
+    /// the leadership's [`valid_until`](crate::Leadership::valid_until) on.
+    pub(super) async fn renew(
+        &self,
+        mut last_sent: Instant,
+        leadership: &Leadership,
+    ) -> LeadershipEnd {
+        let rp = self.config.retry_period;
+        loop {
+            let deadline = last_sent + self.valid_for();
+            sleep_until(last_sent + rp).await;
+            loop {
+                let sent = Instant::now();
+                let renewed = timeout_at(deadline, self.try_acquire_or_renew(true)).await;
+                self.reports.leader(&self.observed_record().holder_identity);
+                match renewed {
+                    Ok(Some(_)) => {
+                        last_sent = sent;
+                        leadership.extend(sent + self.valid_for());
+                        break;
+                    }
+                    Ok(None) if !self.holds_record() => {
+                        debug!(holder = %self.observed_record().holder_identity, "lost the lease");
+                        return LeadershipEnd::LostToOther;
+                    }
+                    Ok(None) => sleep_until((sent + rp).min(deadline)).await,
+                    // The deadline passed: the check below ends the term.
+                    Err(_) => {}
+                }
+                if Instant::now() >= deadline {
+                    debug!("renew deadline passed");
+                    return LeadershipEnd::RenewDeadlinePassed;
+                }
+            }
+        }
+    }
+
+    /// Blanks the record if it still names this candidate, within a renew deadline.
+    pub(super) async fn release(&self) {
+        let attempt = async {
+            loop {
+                let old = match self.lock.get().await {
+                    Ok(old) => old,
+                    Err(e) => return debug!(error = %e, "release: get failed"),
+                };
+                if old.record.holder_identity != self.lock.identity() {
+                    return debug!("release: not the holder any more");
+                }
+                let rec = old.record.released();
+                match self.lock.update(rec.clone()).await {
+                    Ok(v) => {
+                        debug!("released");
+                        self.reports.store_answers();
+                        self.observe_write(rec, v, Instant::now());
+                        return self.reports.leader(&self.observed_record().holder_identity);
+                    }
+                    Err(LockError::Conflict) => {}
+                    Err(e) => return debug!(error = %e, "release: update failed"),
+                }
+            }
+        };
+        if timeout(self.config.renew_deadline, attempt).await.is_err() {
+            debug!("release timed out");
         }
     }
 }
 
-impl<L: Lock> Drop for StopLeadingOnDrop<'_, L> {
+/// Ends a term's leading when dropped: the status and the lossless events. A `run` dropped
+/// while leading stops renewing, so it must not go on saying it leads: dropped before the run
+/// reached its end, it ends the leadership with [`LeadershipEnd::RunDropped`] first.
+struct StopLeading<'a, L: Lock> {
+    elector: &'a LeaderElector<L>,
+    leadership: &'a Leadership,
+    run_ended: bool,
+}
+
+impl<L: Lock> Drop for StopLeading<'_, L> {
     fn drop(&mut self) {
-        if !self.stopped {
+        if !self.run_ended {
             self.leadership.end(LeadershipEnd::RunDropped);
-            self.stop();
         }
+        self.elector.reports.stopped(self.leadership);
     }
 }
