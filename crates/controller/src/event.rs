@@ -1,5 +1,6 @@
 //! [`Event`]: what the runner reports as it happens, and [`Summary`]: what a run did.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 /// A transition of the runner, handed to the hook given to
@@ -174,21 +175,6 @@ pub enum ReconcileOutcome {
     Aborted,
 }
 
-/// How a reconcile ended, as the counters and the metrics label it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// Returned [`Action::Done`](crate::Action::Done).
-    Success,
-    /// Returned [`Action::RequeueRateLimited`](crate::Action::RequeueRateLimited).
-    Requeue,
-    /// Returned [`Action::RequeueAfter`](crate::Action::RequeueAfter).
-    RequeueAfter,
-    /// Returned an error.
-    Error,
-    /// Panicked.
-    Panic,
-}
-
 /// What a [`Controller::run`](crate::Controller::run) did, returned after the drain.
 ///
 /// `reconciles` = `successes` + `errors` + `panics`; aborted reconciles are counted apart.
@@ -269,6 +255,72 @@ impl Drain {
             Self::Finished
         } else {
             Self::CutShort
+        }
+    }
+}
+
+/// The counters of one run, behind its [`Summary`]: each counts an [`Event`].
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    successes: AtomicU64,
+    errors: AtomicU64,
+    panics: AtomicU64,
+    pub(crate) aborted: AtomicU64,
+    terms: AtomicU64,
+    leases_lost: AtomicU64,
+    source_errors: AtomicU64,
+    source_failures: AtomicU64,
+    /// The longest time from a term's start to its first reconcile, in nanoseconds plus one;
+    /// 0 while no term has reconciled.
+    slowest_first_reconcile: AtomicU64,
+}
+
+impl Stats {
+    /// Counts `event`.
+    pub(crate) fn record<K>(&self, event: &Event<'_, K>) {
+        let counter = match event {
+            Event::Leading { .. } => &self.terms,
+            Event::ReconcileFinished { outcome, .. } => match outcome {
+                ReconcileOutcome::Ok(_) => &self.successes,
+                ReconcileOutcome::Error(_) => &self.errors,
+                ReconcileOutcome::Panic(_) => &self.panics,
+                ReconcileOutcome::Aborted => &self.aborted,
+            },
+            Event::LeadershipLost { .. } => &self.leases_lost,
+            Event::SourceError { .. } => &self.source_errors,
+            Event::SourceFailed { .. } => &self.source_failures,
+            Event::FirstReconcile { after, .. } => {
+                let nanos = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX - 1);
+                self.slowest_first_reconcile.fetch_max(nanos + 1, Relaxed);
+                return;
+            }
+            _ => return,
+        };
+        counter.fetch_add(1, Relaxed);
+    }
+
+    /// What the run did, with how its drains went.
+    pub(crate) fn summary(&self, drain: Drain) -> Summary {
+        let (successes, errors, panics) = (
+            self.successes.load(Relaxed),
+            self.errors.load(Relaxed),
+            self.panics.load(Relaxed),
+        );
+        Summary {
+            reconciles: successes + errors + panics,
+            successes,
+            errors,
+            panics,
+            aborted: self.aborted.load(Relaxed),
+            terms: self.terms.load(Relaxed),
+            leases_lost: self.leases_lost.load(Relaxed),
+            source_errors: self.source_errors.load(Relaxed),
+            source_failures: self.source_failures.load(Relaxed),
+            slowest_first_reconcile: match self.slowest_first_reconcile.load(Relaxed) {
+                0 => None,
+                n => Some(Duration::from_nanos(n - 1)),
+            },
+            drain,
         }
     }
 }

@@ -147,7 +147,6 @@ pub mod kube;
 pub mod prometheus;
 pub mod shard;
 mod source;
-mod stats;
 mod term;
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]

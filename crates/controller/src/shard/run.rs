@@ -9,19 +9,20 @@ use ctrlq_leader::{LeaderElector, Lock};
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::ShardFn;
 use super::assign::shards_of;
+use super::key::{ShardKey, shard_of};
 use super::leases::ShardLeases;
 use super::members::{Membership, View};
 use super::sharding::Sharding;
 use crate::controller::Run;
 use crate::key::Key;
 use crate::source::pump_all;
-use crate::term::Stands;
+use crate::term::{TermEnd, Terms};
 use crate::warm::WarmView;
 use crate::{Drain, Event};
 
@@ -29,18 +30,14 @@ use crate::{Drain, Event};
 struct Ctx<'a, K: Key, E, L> {
     plan: &'a Sharding<L>,
     name: &'a str,
-    stands: Stands<'a, K, E>,
+    terms: Terms<'a, K, E>,
 }
 
 /// Runs a sharded replica until the shutdown fires and every held shard has drained; returns
 /// how the drains went: [`Drain::NotLeading`] if no shard's term drained.
-pub(crate) async fn run<K, E, L>(
-    plan: Sharding<L>,
-    shard_of: ShardFn<K>,
-    run: Run<'_, K, E>,
-) -> Drain
+pub(crate) async fn run<K, E, L>(plan: Sharding<L>, run: Run<'_, K, E>) -> Drain
 where
-    K: Key,
+    K: Key + ShardKey,
     E: Send + 'static,
     L: Lock,
 {
@@ -52,7 +49,10 @@ where
         shutdown,
         ..
     } = run;
-    let view = Arc::new(WarmView::new(Some(shard_of)));
+    let shards = plan.shards;
+    let view = Arc::new(WarmView::new(Some(Arc::new(move |key: &K| {
+        shard_of(key, shards)
+    }))));
     let mut pumps = pump_all(sources, &view, shared);
     let timing = plan.config.timing();
     let member_prefix = format!("{}{name}-member-", plan.prefix);
@@ -69,12 +69,16 @@ where
     .list_with(format!("{}{name}-", plan.prefix));
     let mut leases = ShardLeases::new(format!("{}{name}-shard-", plan.prefix), plan.locks.clone());
     let (view_tx, mut view_rx) = watch::channel(None::<View>);
-    let mut stands = Stands::new(settings, shared, &view);
-    stands.held = Some(&plan.held);
     let ctx = Ctx {
         plan: &plan,
         name,
-        stands,
+        terms: Terms {
+            settings,
+            shared,
+            view: &view,
+            cold: None,
+            drain: Mutex::new(Drain::NotLeading),
+        },
     };
     {
         // Looks at the members and the shard leases every retry period until shutdown. The
@@ -148,7 +152,7 @@ where
     }
     pumps.abort_all();
     while pumps.join_next().await.is_some() {}
-    ctx.stands.drain.into_inner()
+    ctx.terms.drain.into_inner()
 }
 
 impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
@@ -158,7 +162,7 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
             Some(View::Members(members)) => {
                 let shards = shards_of(members, self.plan.shards, &self.plan.identity);
                 debug!(?members, ?shards, "shards assigned");
-                self.stands.shared.emit(&Event::ShardsAssigned {
+                self.terms.shared.emit(&Event::ShardsAssigned {
                     shards: &shards,
                     members,
                 });
@@ -166,25 +170,49 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
             }
             Some(View::Refused(reason)) => {
                 warn!(%reason, "taking no shard");
-                self.stands.shared.emit(&Event::ShardingRefused { reason });
+                self.terms.shared.emit(&Event::ShardingRefused { reason });
                 BTreeSet::new()
             }
             None => BTreeSet::new(),
         }
     }
 
-    /// Stands for `shard` until `token` fires (see [`Stands::stand`]). Returns the shard.
+    /// Stands for `shard` until `token` fires: runs a term on its lease each time it is won,
+    /// and stands again after a loss. Returns the shard.
     async fn stand(&self, shard: u32, token: CancellationToken) -> u32 {
         let record = format!("{}{}-shard-{shard}", self.plan.prefix, self.name);
         let lock = (self.plan.locks)(&record);
-        match LeaderElector::new(lock, self.plan.config.clone()) {
-            Ok(elector) => self.stands.stand(&elector, Some(shard), &token).await,
+        let elector = match LeaderElector::new(lock, self.plan.config.clone()) {
+            Ok(elector) => elector,
             Err(e) => {
                 // Checked in `Sharding::new` on a lock from the same factory.
                 warn!(error = %e, shard, "the shard's elector cannot run");
                 token.cancelled().await;
+                return shard;
             }
-        }
+        };
+        let (terms, token) = (&self.terms, &token);
+        elector
+            .run_until_cancelled(token.clone(), |leadership| {
+                let status = elector.subscribe_status();
+                let fencing_token = leadership.fencing_token();
+                async move {
+                    terms.shared.emit(&Event::ShardLeading {
+                        shard,
+                        fencing_token,
+                    });
+                    self.plan.held.send_modify(|held| {
+                        held.insert(shard);
+                    });
+                    let end = terms.lead(leadership, status, Some(shard), token).await;
+                    self.plan.held.send_modify(|held| {
+                        held.remove(&shard);
+                    });
+                    let lost = end == TermEnd::Lost;
+                    terms.shared.emit(&Event::ShardEnded { shard, lost });
+                }
+            })
+            .await;
         shard
     }
 }

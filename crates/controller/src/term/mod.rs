@@ -1,9 +1,11 @@
 //! One term: a fresh queue, whatever feeds it keys, the workers taking from it, and how it
 //! ends (drain on shutdown, drop on a lost lease). What feeds the queue is the caller's: the
-//! controller's sources, or a shard layer above that routes one shard's keys to it. What every
-//! term shares (the reconcile function, the error policy, the hooks) is in `reconciler`, one
-//! worker's loop in `worker`, the terms run on a lease in `stand`.
+//! controller's sources, or the warm view. What every term shares (the reconcile function, the
+//! error policy, the hooks, the counters) is the [`Reconciler`]; one worker's loop is in
+//! `worker`.
 
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -12,22 +14,22 @@ use ctrlq_leader::{ElectorStatus, Leadership, LeadershipEnd};
 use ctrlq_queue_async::WorkQueue;
 use ctrlq_queue_async::metrics::MetricsProvider;
 use ctrlq_ratelimit::RateLimiter;
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug};
 
-use crate::Event;
+use crate::event::Stats;
 use crate::key::Key;
-use crate::stats::WorkerSlot;
+use crate::{Action, Context, Event, ReconcileError};
 
-mod reconciler;
-mod stand;
+mod lead;
 mod worker;
 
-pub(crate) use reconciler::{Hook, Policy, Reconciler, StartWorker};
-pub(crate) use stand::Stands;
+pub(crate) use lead::Terms;
 
 /// What every term is built from.
 pub(crate) struct TermSettings<K> {
@@ -47,6 +49,42 @@ pub(crate) enum TermEnd {
     Lost,
 }
 
+/// The reconcile function, able to start one worker of a term. Its type is erased here, once
+/// per worker started, rather than at each call: the worker loop is compiled for the user's
+/// function, so each reconcile's future is awaited inline instead of boxed.
+pub(crate) trait StartWorker<K, E>: Send + Sync {
+    fn start(self: Arc<Self>, term: Arc<Term<K, E>>) -> BoxFuture<'static, ()>
+    where
+        K: Key,
+        E: Send + 'static;
+}
+
+impl<K, E, F, Fut> StartWorker<K, E> for F
+where
+    F: Fn(K, Context) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+{
+    fn start(self: Arc<Self>, term: Arc<Term<K, E>>) -> BoxFuture<'static, ()>
+    where
+        K: Key,
+        E: Send + 'static,
+    {
+        term.work(self).boxed()
+    }
+}
+
+pub(crate) type Policy<K, E> = Arc<dyn Fn(&K, &ReconcileError<E>, u32) -> Action + Send + Sync>;
+pub(crate) type Hook<K> = Arc<dyn Fn(&Event<'_, K>) + Send + Sync>;
+
+/// The reconcile function with what surrounds each call (the error policy, the event hooks,
+/// the counters): what the workers of every term share.
+pub(crate) struct Reconciler<K, E> {
+    pub(crate) reconcile: Arc<dyn StartWorker<K, E>>,
+    pub(crate) policy: Policy<K, E>,
+    pub(crate) hooks: Vec<Hook<K>>,
+    pub(crate) stats: Stats,
+}
+
 /// One term's queue and tokens, shared by its workers.
 pub(crate) struct Term<K: Key, E> {
     shared: Arc<Reconciler<K, E>>,
@@ -60,15 +98,9 @@ pub(crate) struct Term<K: Key, E> {
     /// The lease this term runs on: no reconcile starts unless it
     /// [is current](Leadership::is_current) on this process's clock.
     grant: Option<Leadership>,
-    /// With the queue's own rate limiter, which nothing but this term's workers charge or
-    /// forget: how many keys have failures on record in it. While none has, every key's
-    /// attempts are 0 and the limiter is not asked. A limiter given with
-    /// [`Controller::rate_limiter`](crate::Controller::rate_limiter) is shared by all terms
-    /// and may be charged elsewhere, so it is always asked.
-    failing: Option<AtomicU64>,
-    /// One per worker.
-    workers: Box<[WorkerSlot]>,
-    /// When the term began, and the shard it runs on: what its first reconcile reports.
+    /// The reconciles running now.
+    in_flight: AtomicU64,
+    /// When the term began, and the shard its events name: what its first reconcile reports.
     began: Instant,
     shard: Option<u32>,
     /// Set by the worker that starts the term's first reconcile.
@@ -78,8 +110,8 @@ pub(crate) struct Term<K: Key, E> {
 impl<K: Key> TermSettings<K> {
     /// Runs one term until `shutdown` fires or `leadership` ends. `feed` starts filling the
     /// term's fresh queue; the tasks it returns are aborted when the term stops taking keys
-    /// (a feed that keeps the queue elsewhere finds it shut down from then on). `shard` only
-    /// labels what the term reports.
+    /// (a feed that keeps the queue elsewhere finds it shut down from then on). `shard` is what
+    /// the term's events carry as theirs.
     pub(crate) async fn term<E: Send + 'static>(
         &self,
         shared: &Arc<Reconciler<K, E>>,
@@ -105,7 +137,7 @@ impl<K: Key> TermSettings<K> {
         pumps.abort_all();
         // A pump catches its source's panics; what is left to join is its cancellation.
         while pumps.join_next().await.is_some() {}
-        let before = shared.telemetry.stats.aborted.load(Relaxed);
+        let before = shared.stats.aborted.load(Relaxed);
         let lost = leadership
             .as_ref()
             .and_then(Leadership::end_reason)
@@ -117,10 +149,14 @@ impl<K: Key> TermSettings<K> {
             TermEnd::Lost
         };
         workers.abort_all();
-        // Every worker's future is dropped by now, and its counts added.
+        // Every worker's future is dropped by now, and its aborted reconcile counted.
         join_all(&mut workers).await;
-        let aborted = shared.telemetry.stats.aborted.load(Relaxed) - before;
-        shared.ended(end, aborted);
+        let aborted = shared.stats.aborted.load(Relaxed) - before;
+        shared.emit(&match end {
+            TermEnd::Drained { .. } => Event::DrainFinished { aborted },
+            TermEnd::Lost => Event::LeadershipLost { aborted },
+        });
+        debug!(?end, aborted, "term ended");
         end
     }
 
@@ -133,36 +169,35 @@ impl<K: Key> TermSettings<K> {
         shard: Option<u32>,
     ) -> (Arc<Term<K, E>>, JoinSet<()>, JoinSet<()>) {
         let fencing = grant.as_ref().map(Leadership::fencing_token);
-        shared.telemetry.stats.terms.fetch_add(1, Relaxed);
-        shared.telemetry.workers(self.workers);
         debug!(?fencing, "term started");
         shared.emit(&Event::Leading {
             fencing_token: fencing,
         });
+        let mut queue = WorkQueue::builder().name(self.name.clone());
+        if let Some(l) = &self.limiter {
+            queue = queue.rate_limiter(l.clone());
+        }
+        if let (Some(m), false) = (&self.queue_metrics, self.name.is_empty()) {
+            queue = queue.metrics(m.clone());
+        }
         let term = Arc::new(Term {
             shared: shared.clone(),
-            queue: self.queue(),
+            queue: queue.build(),
             stopping: AtomicBool::new(false),
             ctx_token: CancellationToken::new(),
             fencing,
             grant,
-            failing: self.limiter.is_none().then(AtomicU64::default),
-            workers: (0..self.workers).map(|_| WorkerSlot::default()).collect(),
+            in_flight: AtomicU64::new(0),
             began: Instant::now(),
             shard,
             reconciled: AtomicBool::new(false),
         });
         let pumps = feed(&term.queue);
         let mut workers = JoinSet::new();
-        for i in 0..self.workers {
+        for _ in 0..self.workers {
             // Spawned tasks do not inherit the span: carry the controller's into each worker.
-            workers.spawn(
-                shared
-                    .reconcile
-                    .clone()
-                    .start(term.clone(), i)
-                    .in_current_span(),
-            );
+            let worker = shared.reconcile.clone().start(term.clone());
+            workers.spawn(worker.in_current_span());
         }
         (term, pumps, workers)
     }
@@ -175,11 +210,7 @@ impl<K: Key> TermSettings<K> {
         workers: &mut JoinSet<()>,
         mut leading: Option<watch::Receiver<ElectorStatus>>,
     ) -> bool {
-        let in_flight = term
-            .workers
-            .iter()
-            .filter(|w| w.in_flight.load(Relaxed))
-            .count() as u64;
+        let in_flight = term.in_flight.load(Relaxed);
         debug!(in_flight, "draining");
         term.shared.emit(&Event::DrainStarted { in_flight });
         let stopped_leading = async {
@@ -196,16 +227,20 @@ impl<K: Key> TermSettings<K> {
             }
         }
     }
+}
 
-    fn queue(&self) -> WorkQueue<K> {
-        let mut b = WorkQueue::builder().name(self.name.clone());
-        if let Some(l) = &self.limiter {
-            b = b.rate_limiter(l.clone());
+impl<K, E> Reconciler<K, E> {
+    /// Counts `event` and hands it to the hooks.
+    pub(crate) fn emit(&self, event: &Event<'_, K>) {
+        self.stats.record(event);
+        for hook in &self.hooks {
+            hook(event);
         }
-        if let (Some(m), false) = (&self.queue_metrics, self.name.is_empty()) {
-            b = b.metrics(m.clone());
-        }
-        b.build()
+    }
+
+    fn policy(&self, key: &K, err: &ReconcileError<E>, attempts: u32) -> Action {
+        catch_unwind(AssertUnwindSafe(|| (self.policy)(key, err, attempts)))
+            .unwrap_or(Action::RequeueRateLimited)
     }
 }
 

@@ -7,37 +7,25 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use ctrlq_queue_async::WorkQueue;
 use futures::FutureExt;
 use tokio::time::Instant;
 use tracing::{Instrument, Level, debug, debug_span};
 
 use super::Term;
 use crate::action::panic_message;
-use crate::event::{Outcome, ReconcileOutcome};
 use crate::key::Key;
-use crate::stats::{Counts, WorkerSlot};
-use crate::{Action, Context, Event, ReconcileError};
+use crate::{Action, Context, Event, ReconcileError, ReconcileOutcome};
 
 impl<K: Key, E: Send + 'static> Term<K, E> {
     /// One worker: takes keys until the term stops taking them or the queue shuts down.
-    pub(crate) async fn work<F, Fut>(self: Arc<Self>, reconcile: Arc<F>, index: usize)
+    pub(super) async fn work<F, Fut>(self: Arc<Self>, reconcile: Arc<F>)
     where
         F: Fn(K, Context) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
     {
-        // The reconciles' token, shared by this worker's contexts: cloning a
-        // `CancellationToken` locks its tree, an `Arc` clone does not.
+        // The reconciles' token, shared by this worker's contexts.
         let token = Arc::new(self.ctx_token.clone());
-        let shared = &*self.shared;
-        // What nobody reads is not built: the events without hooks, the reconcile's duration
-        // without hooks or metrics (two clock reads are a measurable part of a fast reconcile).
-        let hooked = !shared.hooks.is_empty();
-        let timed = hooked || shared.telemetry.is_timed();
-        let slot = &self.workers[index];
-        let mut counts = Counts::new(&shared.telemetry.stats);
-        // The queue alone wakes a waiting worker, at a key or at its shutdown: a stop token in
-        // a `select!` next to `get` would cost every key a poll of it and a copy of both futures.
+        // The queue alone wakes a waiting worker, at a key or at its shutdown.
         while let Some(item) = self.queue.get().await {
             // A key taken after the stop is dropped unstarted: the term's queue goes with the
             // term. So is one taken once the lease may have lapsed on this process's clock
@@ -46,18 +34,16 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             if self.stopping.load(Relaxed) || !self.granted().await {
                 return;
             }
-            // The reconcile is awaited here rather than in a helper `async fn`: the helper's
-            // future, holding the item and the guard, would be built and copied into this one
-            // at every key.
             let key = item.key();
-            let attempts = self.attempts(key);
+            let attempts = u32::try_from(self.queue.num_requeues(key)).unwrap_or(u32::MAX);
             if !self.reconciled.load(Relaxed) && !self.reconciled.swap(true, Relaxed) {
-                self.first_reconcile();
+                let after = self.began.elapsed();
+                debug!(?after, shard = self.shard, "first reconcile of the term");
+                let shard = self.shard;
+                self.shared.emit(&Event::FirstReconcile { shard, after });
             }
-            if hooked {
-                shared.emit(&Event::ReconcileStarted { key, attempts });
-            }
-            let mut guard = InFlight::new(&self, slot, key, timed);
+            self.shared.emit(&Event::ReconcileStarted { key, attempts });
+            let mut guard = InFlight::new(&self, key);
             let ctx = Context {
                 token: token.clone(),
                 attempts,
@@ -68,8 +54,7 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             let result = match catch_unwind(AssertUnwindSafe(|| reconcile(key.clone(), ctx))) {
                 // Instrumented only for an interested subscriber: with tracing's `log` feature
                 // on (kube-client turns it on) and no subscriber, a disabled span still records
-                // its fields and goes through the `log` fallback at every enter and exit, and
-                // even an empty span is entered and left at every poll.
+                // its fields and goes through the `log` fallback at every enter and exit.
                 Ok(fut) if tracing::enabled!(Level::DEBUG) => {
                     let span = debug_span!("reconcile", key = ?key, attempts);
                     let fut = AssertUnwindSafe(fut).catch_unwind().instrument(span);
@@ -79,28 +64,41 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
                 Err(payload) => Err(payload),
             };
             let took = guard.finish();
-            let action = match result {
-                Ok(Ok(action)) => {
-                    counts.successes += 1;
-                    if timed {
-                        self.report(key, ok_outcome(action), ReconcileOutcome::Ok(action), took);
-                    }
-                    action
-                }
+            let (action, outcome) = match result {
+                Ok(Ok(action)) => (action, ReconcileOutcome::Ok(action)),
                 Ok(Err(e)) => {
-                    counts.errors += 1;
-                    self.failed(key, attempts, ReconcileError::Failed(e), took)
+                    let action = self
+                        .shared
+                        .policy(key, &ReconcileError::Failed(e), attempts);
+                    (action, ReconcileOutcome::Error(action))
                 }
                 Err(payload) => {
-                    counts.panics += 1;
                     let msg = panic_message(&*payload);
                     debug!(key = ?key, panic = %msg, "reconcile panicked");
-                    self.failed(key, attempts, ReconcileError::Panicked(msg), took)
+                    let err = ReconcileError::Panicked(msg);
+                    let action = self.shared.policy(key, &err, attempts);
+                    (action, ReconcileOutcome::Panic(action))
                 }
             };
+            let finished = Event::ReconcileFinished { key, outcome, took };
+            self.shared.emit(&finished);
             drop(guard);
-            self.track_failing(attempts, action);
-            apply(&self.queue, item, action);
+            let requeued = match action {
+                Action::Done => {
+                    item.forget();
+                    Ok(())
+                }
+                Action::RequeueAfter(delay) => {
+                    self.queue.forget(item.key());
+                    item.requeue_after(delay)
+                }
+                Action::RequeueRateLimited => item.requeue_rate_limited(),
+            };
+            if let Err(e) = requeued {
+                // Only at the end of a term (the queue shut down): the next term's sources
+                // bring the key back.
+                debug!(key = ?e.key(), "queue shut down; requeue dropped with the term");
+            }
             // A reconcile that finished without ever awaiting something pending kept the
             // thread for all of its run: give it back before the next key, so that the elector
             // renews (or stops) and a drain's grace period ends between two such reconciles,
@@ -122,103 +120,32 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             _ => true,
         }
     }
-
-    /// Reports the term's first reconcile: how long after the term began it starts.
-    fn first_reconcile(&self) {
-        let after = self.began.elapsed();
-        self.shared.telemetry.first_reconcile(after);
-        debug!(?after, shard = self.shard, "first reconcile of the term");
-        self.shared.emit(&Event::FirstReconcile {
-            shard: self.shard,
-            after,
-        });
-    }
-
-    /// The key's failures in a row so far.
-    fn attempts(&self, key: &K) -> u32 {
-        match &self.failing {
-            Some(failing) if failing.load(Relaxed) == 0 => 0,
-            _ => u32::try_from(self.queue.num_requeues(key)).unwrap_or(u32::MAX),
-        }
-    }
-
-    /// Keeps [`failing`](Self::failing) up to date with what `action` is about to do to a key
-    /// that had `attempts` failures on record. Done before the action: the key is handed out
-    /// again only after it, so whoever takes it next reads a count that includes it.
-    fn track_failing(&self, attempts: u32, action: Action) {
-        if let Some(failing) = &self.failing {
-            match (action, attempts) {
-                (Action::RequeueRateLimited, 0) => {
-                    failing.fetch_add(1, Relaxed);
-                }
-                (Action::Done | Action::RequeueAfter(_), 1..) => {
-                    failing.fetch_sub(1, Relaxed);
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// Asks the error policy what to do with the key of a failed reconcile, and reports it.
-    fn failed(&self, key: &K, attempts: u32, err: ReconcileError<E>, took: Duration) -> Action {
-        let action = self.shared.policy(key, &err, attempts);
-        let (outcome, event) = if err.is_panic() {
-            (Outcome::Panic, ReconcileOutcome::Panic(action))
-        } else {
-            (Outcome::Error, ReconcileOutcome::Error(action))
-        };
-        self.report(key, outcome, event, took);
-        action
-    }
-
-    /// Records a finished reconcile in the metrics and tells the hooks.
-    fn report(&self, key: &K, outcome: Outcome, event: ReconcileOutcome, took: Duration) {
-        self.shared.telemetry.finished(outcome, took);
-        self.shared.emit(&Event::ReconcileFinished {
-            key,
-            outcome: event,
-            took,
-        });
-    }
-}
-
-fn ok_outcome(action: Action) -> Outcome {
-    match action {
-        Action::Done => Outcome::Success,
-        Action::RequeueAfter(_) => Outcome::RequeueAfter,
-        Action::RequeueRateLimited => Outcome::Requeue,
-    }
 }
 
 /// Marks the worker's reconcile in flight; if dropped before [`finish`](Self::finish) (the
-/// worker was aborted), records it as aborted.
+/// worker was aborted), reports it aborted.
 struct InFlight<'a, K: Key, E> {
     term: &'a Term<K, E>,
-    slot: &'a WorkerSlot,
     key: &'a K,
-    /// When the reconcile began, if anything reads how long it took.
-    start: Option<Instant>,
+    start: Instant,
     armed: bool,
 }
 
 impl<'a, K: Key, E> InFlight<'a, K, E> {
-    fn new(term: &'a Term<K, E>, slot: &'a WorkerSlot, key: &'a K, timed: bool) -> Self {
-        slot.in_flight.store(true, Relaxed);
-        term.shared.telemetry.active(1);
+    fn new(term: &'a Term<K, E>, key: &'a K) -> Self {
+        term.in_flight.fetch_add(1, Relaxed);
         Self {
             term,
-            slot,
             key,
-            start: timed.then(Instant::now),
+            start: Instant::now(),
             armed: true,
         }
     }
 
     fn finish(&mut self) -> Duration {
         self.armed = false;
-        self.slot.in_flight.store(false, Relaxed);
-        self.term.shared.telemetry.active(-1);
-        self.start.map_or(Duration::ZERO, |start| start.elapsed())
+        self.term.in_flight.fetch_sub(1, Relaxed);
+        self.start.elapsed()
     }
 }
 
@@ -226,7 +153,6 @@ impl<K: Key, E> Drop for InFlight<'_, K, E> {
     fn drop(&mut self) {
         if self.armed {
             let took = self.finish();
-            self.term.shared.telemetry.aborted();
             self.term.shared.emit(&Event::ReconcileFinished {
                 key: self.key,
                 outcome: ReconcileOutcome::Aborted,
@@ -245,27 +171,4 @@ async fn noting_pending<F: Future>(fut: F, pended: &mut bool) -> F::Output {
         poll
     })
     .await
-}
-
-/// Applies `action` to the finished `item` of `queue`.
-///
-/// Inlined into the worker loop: a call would move the item into it at every key.
-#[inline]
-fn apply<K: Key>(queue: &WorkQueue<K>, item: ctrlq_queue_async::Item<K>, action: Action) {
-    let r = match action {
-        Action::Done => {
-            item.forget();
-            Ok(())
-        }
-        Action::RequeueAfter(delay) => {
-            queue.forget(item.key());
-            item.requeue_after(delay)
-        }
-        Action::RequeueRateLimited => item.requeue_rate_limited(),
-    };
-    if let Err(e) = r {
-        // Only at the end of a term (the queue shut down): the next term's sources bring the
-        // key back.
-        debug!(key = ?e.key(), "queue shut down; requeue dropped with the term");
-    }
 }
