@@ -20,6 +20,32 @@ pub(crate) enum View {
     Refused(String),
 }
 
+/// What a member record says: a replica's identity and its shard count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MemberRecord {
+    /// The replica; empty in a blanked record.
+    identity: String,
+    /// The shard count the replica runs with.
+    shards: u32,
+}
+
+impl MemberRecord {
+    /// The record as the [`Lock`] stores it, renewed now: a [`LeaderRecord`] (the record type
+    /// all its backends map, the Kubernetes Lease among them) with the identity as the holder
+    /// and the shard count in the leader transitions, a field membership has no other use for.
+    fn stored(&self, lease: Duration) -> LeaderRecord {
+        LeaderRecord::new(self.identity.as_str(), lease, self.shards)
+    }
+
+    /// The member record a stored record holds.
+    fn read(stored: &LeaderRecord) -> Self {
+        Self {
+            identity: stored.holder_identity.clone(),
+            shards: stored.leader_transitions,
+        }
+    }
+}
+
 /// One replica's membership: its record, and what it observed of the others'.
 pub(crate) struct Membership<L> {
     lock: L,
@@ -86,12 +112,15 @@ impl<L: Lock> Membership<L> {
         self.listed.take()
     }
 
-    /// This replica's member record naming `replica` (itself, or empty to blank), written now.
-    /// The [`Lock`] stores every record as a [`LeaderRecord`] (the record type all its backends
-    /// map, the Kubernetes Lease among them): the replica is the holder, and the shard count
-    /// travels in the leader transitions, a field membership has no other use for.
-    fn record(&self, replica: &str) -> LeaderRecord {
-        LeaderRecord::new(replica, self.lease, self.shards)
+    /// This replica's member record naming `identity` (its own, or empty to blank), as
+    /// stored.
+    fn record(&self, identity: &str) -> LeaderRecord {
+        let identity = identity.to_owned();
+        MemberRecord {
+            identity,
+            shards: self.shards,
+        }
+        .stored(self.lease)
     }
 
     /// Renews this replica's record, reads the others', and says what it may hold.
@@ -179,7 +208,8 @@ impl<L: Lock> Membership<L> {
             };
             names.insert(name.clone());
             let first_seen = self.seen.first_seen(&name, &v.version, now);
-            if v.record.is_free() || id == self.identity {
+            let member = MemberRecord::read(&v.record);
+            if member.identity.is_empty() || id == self.identity {
                 continue;
             }
             if first_seen + self.lease <= now {
@@ -187,7 +217,7 @@ impl<L: Lock> Membership<L> {
                 continue;
             }
             live.insert(id.to_owned());
-            counts.insert(v.record.leader_transitions);
+            counts.insert(member.shards);
         }
         self.seen.keep(&names);
         (self.decide(live, counts), stale)
@@ -309,6 +339,19 @@ mod tests {
 
     fn members(ids: &[&str]) -> View {
         View::Members(ids.iter().map(|s| (*s).to_owned()).collect())
+    }
+
+    #[test]
+    fn a_member_record_is_stored_with_its_shard_count_as_the_transitions() {
+        let record = MemberRecord {
+            identity: "a".to_owned(),
+            shards: 12,
+        };
+        let stored = record.stored(LEASE);
+        assert_eq!(stored.holder_identity, "a");
+        assert_eq!(stored.leader_transitions, 12);
+        assert_eq!(stored.lease_duration_seconds, 15);
+        assert_eq!(MemberRecord::read(&stored), record);
     }
 
     #[tokio::test(start_paused = true)]
