@@ -15,9 +15,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span};
 
 use crate::key::Key;
+use crate::lead::Terms;
 use crate::shard::{ShardKey, Sharding};
 use crate::source::{Source, Subscribe, pump_all};
-use crate::term::{Hook, Policy, Reconciler, StartWorker, TermEnd, TermSettings, Terms};
+use crate::term::{Hook, Policy, Reconciler, StartWorker, TermEnd, TermSettings};
 use crate::warm::WarmView;
 use crate::{Action, Context, Drain, Event, ReconcileError, Summary};
 

@@ -21,8 +21,9 @@ use super::members::{Membership, View};
 use super::sharding::Sharding;
 use crate::controller::Run;
 use crate::key::Key;
+use crate::lead::Terms;
 use crate::source::pump_all;
-use crate::term::{TermEnd, Terms};
+use crate::term::TermEnd;
 use crate::warm::WarmView;
 use crate::{Drain, Event};
 
