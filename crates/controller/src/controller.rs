@@ -537,24 +537,25 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             .map(|(i, subscribe)| Arc::new(Source::new(i, subscribe)))
             .collect();
         let span = debug_span!("controller", controller = %name);
-        let drain = async {
-            let run = Run {
-                name: &name,
-                settings: &settings,
-                shared: &shared,
-                sources: &sources,
-                warm,
-                shutdown: &shutdown,
-            };
-            if let Some(plan) = sharding.or(elector) {
-                return plan.run(run).await;
+        let drain = match sharding.or(elector) {
+            Some(plan) => {
+                let run = Run {
+                    name: &name,
+                    settings: &settings,
+                    shared: &shared,
+                    sources: &sources,
+                    warm,
+                    shutdown: &shutdown,
+                };
+                plan.run(run).instrument(span).await
             }
-            let feed = |queue: &_| pump_all(&sources, queue, &shared);
-            let end = settings.term(&shared, feed, None, None, &shutdown).await;
-            Drain::ran(end == TermEnd::Drained { finished: true })
-        }
-        .instrument(span)
-        .await;
+            None => {
+                let feed = |queue: &_| pump_all(&sources, queue, &shared);
+                let term = settings.term(&shared, feed, None, None, &shutdown);
+                let end = term.instrument(span).await;
+                Drain::ran(matches!(end, TermEnd::Drained { finished: true }))
+            }
+        };
         shared.stats.summary(drain)
     }
 }
@@ -601,7 +602,8 @@ impl<K: Key, E: Send + 'static, L: Lock> Plan<K, E> for Arc<LeaderElector<L>> {
             self.run_until_cancelled(shutdown.clone(), |leadership| {
                 let status = self.subscribe_status();
                 async move {
-                    if terms.lead(leadership, status, None, shutdown).await == TermEnd::Lost {
+                    let end = terms.lead(leadership, status, None, shutdown).await;
+                    if matches!(end, TermEnd::Lost) {
                         debug!("lease lost; standing for election again");
                     }
                 }

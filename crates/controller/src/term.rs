@@ -38,7 +38,7 @@ pub(crate) struct TermSettings<K> {
 }
 
 /// How a term ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum TermEnd {
     /// Shutdown requested; `finished` if the in-flight reconciles ended within the grace period.
     Drained { finished: bool },

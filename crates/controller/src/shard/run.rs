@@ -209,7 +209,7 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
                     self.plan.held.send_modify(|held| {
                         held.remove(&shard);
                     });
-                    let lost = end == TermEnd::Lost;
+                    let lost = matches!(end, TermEnd::Lost);
                     terms.shared.emit(&Event::ShardEnded { shard, lost });
                 }
             })
