@@ -511,7 +511,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             name,
             reconcile,
             policy,
-            mut hooks,
+            hooks,
             sources,
             elector,
             sharding,
@@ -520,11 +520,16 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             #[cfg(feature = "prometheus")]
             metrics,
         } = self;
+        // The metrics are a hook after the user's.
         #[cfg(feature = "prometheus")]
-        if let Some(metrics) = metrics {
-            let (name, workers) = (name.clone(), settings.workers);
-            hooks.push(Arc::new(move |e| metrics.record(&name, workers, e)));
-        }
+        let hooks = {
+            let mut hooks = hooks;
+            if let Some(metrics) = metrics {
+                let (name, workers) = (name.clone(), settings.workers);
+                hooks.push(Arc::new(move |e| metrics.record(&name, workers, e)));
+            }
+            hooks
+        };
         let shared = Arc::new(Reconciler {
             reconcile,
             policy,
