@@ -266,7 +266,8 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             let aborted = Aborted {
                 term: &self,
                 key,
-                start: Instant::now(),
+                // Only hooks (the metrics among them) read how long a reconcile took.
+                start: (!self.shared.hooks.is_empty()).then(Instant::now),
             };
             let ctx = Context {
                 token: token.clone(),
@@ -297,7 +298,7 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
                 }
                 Err(payload) => Err(payload),
             };
-            let took = aborted.start.elapsed();
+            let took = elapsed(aborted.start);
             // Disarmed: the reconcile ended.
             std::mem::forget(aborted);
             self.in_flight.fetch_sub(1, Relaxed);
@@ -376,7 +377,7 @@ async fn join_all(set: &mut JoinSet<()>) {
 struct Aborted<'a, K: Key, E> {
     term: &'a Term<K, E>,
     key: &'a K,
-    start: Instant,
+    start: Option<Instant>,
 }
 
 impl<K: Key, E> Drop for Aborted<'_, K, E> {
@@ -385,7 +386,12 @@ impl<K: Key, E> Drop for Aborted<'_, K, E> {
         self.term.shared.emit(&Event::ReconcileFinished {
             key: self.key,
             outcome: ReconcileOutcome::Aborted,
-            took: self.start.elapsed(),
+            took: elapsed(self.start),
         });
     }
+}
+
+/// The time since `start`; zero without one.
+fn elapsed(start: Option<Instant>) -> Duration {
+    start.map_or(Duration::ZERO, |start| start.elapsed())
 }
