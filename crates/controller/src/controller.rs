@@ -160,7 +160,8 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// keys are added to that term's queue. The stream should begin with every key that
     /// currently needs reconciling (a watch's initial list does): what the streams yield is all
     /// a term's queue is filled with. Several sources are merged. The keys a stream has ready at
-    /// once (a relist, a burst of events; up to 64) are added together, with one `add_all`.
+    /// once (a relist, a burst of events; up to 64) are added together: with one `add_all` to a
+    /// term's queue, or into the warm view under one hold of its lock.
     ///
     /// Every key a stream yields is queued, whatever it does next. A stream that panics (or a
     /// `subscribe` that panics) is reported ([`Event::SourceFailed`](crate::Event::SourceFailed),

@@ -4,7 +4,7 @@
 //! resubscribed with backoff when they fail.
 //!
 //! A pump polls its stream for the keys it has ready at once (up to [`PUMP_BATCH`]) and adds
-//! them with one `add_all`. Every poll is guarded: a stream that panics has the
+//! them together (one `add_all` to a queue, one hold of the warm view's lock). Every poll is guarded: a stream that panics has the
 //! keys it yielded before the panic added first, so no key it yielded is lost. An error item
 //! (from a [`try_source`](crate::Controller::try_source)) is reported and the stream polled on;
 //! a stream that panics, or ends right after an error, is reported and subscribed again after a
@@ -39,8 +39,8 @@ pub(crate) type SourceError = String;
 pub(crate) type Subscribe<K> =
     Box<dyn FnMut() -> BoxStream<'static, Result<K, SourceError>> + Send>;
 
-/// The most keys a source pump adds with one `add_all`: the keys its source has ready at
-/// once, up to this many.
+/// The most keys a source pump adds together: the keys its source has ready at once, up to
+/// this many.
 const PUMP_BATCH: usize = 64;
 
 /// The first wait before a failed source is subscribed again; it doubles at each failure in a

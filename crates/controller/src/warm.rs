@@ -90,23 +90,10 @@ impl<K: Key> Sink<K> for Arc<WarmView<K>> {
     fn add(&self, keys: &mut Vec<K>) -> bool {
         let mut state = self.state.lock();
         let State { keys: view, queues } = &mut *state;
-        if self.shard_of.is_none() {
-            let set = view.entry(0).or_default();
-            for key in keys.iter() {
-                if !set.contains(key) {
-                    set.insert(key.clone());
-                }
-            }
-            if let Some(queue) = queues.get(&0) {
-                // Refused only once the term's queue shuts down: the view keeps the keys.
-                let _ = queue.add_all(keys.drain(..));
-            }
-            keys.clear();
-            return true;
-        }
         for key in keys.drain(..) {
             let shard = self.shard(&key);
             if let Some(queue) = queues.get(&shard) {
+                // Refused only once the term's queue shuts down: the view keeps the key.
                 let _ = queue.add(key.clone());
             }
             view.entry(shard).or_default().insert(key);

@@ -74,10 +74,9 @@ pub(crate) struct Membership<L> {
 }
 
 impl<L: Lock> Membership<L> {
-    /// `lock` is this replica's member record `{prefix}{identity}`; `locks` makes locks on the
-    /// others'.
+    /// The membership of `identity` among the member records `{prefix}{id}`, each on a lock
+    /// from `locks`; its own record is `{prefix}{identity}`.
     pub(crate) fn new(
-        lock: L,
         locks: Arc<dyn Fn(&str) -> L + Send + Sync>,
         prefix: String,
         identity: String,
@@ -85,7 +84,7 @@ impl<L: Lock> Membership<L> {
         lease: Duration,
     ) -> Self {
         Self {
-            lock,
+            lock: locks(&format!("{prefix}{identity}")),
             locks,
             list_prefix: prefix.clone(),
             prefix,
@@ -327,14 +326,7 @@ mod tests {
         let (s, me) = (store.clone(), id.to_owned());
         let locks: Arc<dyn Fn(&str) -> MemoryLock + Send + Sync> =
             Arc::new(move |name: &str| s.named_lock(name, me.clone()));
-        Membership::new(
-            locks(&format!("{PREFIX}{id}")),
-            locks,
-            PREFIX.to_owned(),
-            id.to_owned(),
-            shards,
-            LEASE,
-        )
+        Membership::new(locks, PREFIX.to_owned(), id.to_owned(), shards, LEASE)
     }
 
     fn members(ids: &[&str]) -> View {

@@ -56,12 +56,9 @@ where
     }))));
     let mut pumps = pump_all(sources, &view, shared);
     let timing = plan.config.timing();
-    let member_prefix = format!("{}{name}-member-", plan.prefix);
-    let member_lock = (plan.locks)(&format!("{member_prefix}{}", plan.identity));
     let mut members = Membership::new(
-        member_lock,
         plan.locks.clone(),
-        member_prefix,
+        format!("{}{name}-member-", plan.prefix),
         plan.identity.clone(),
         plan.shards,
         timing.lease_duration,
