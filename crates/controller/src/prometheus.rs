@@ -11,7 +11,7 @@
 //! | `controller_runtime_active_workers` | gauge | `controller` |
 //! | `ctrlq_controller_shards_held` | gauge | `controller` (sharded: the shards this replica leads) |
 //! | `ctrlq_controller_shard_moves_total` | counter | `controller` (sharded: shards that came to this replica) |
-//! | `ctrlq_controller_first_reconcile_seconds` | histogram (5 ms … 60 s) | `controller` (per term: the time from winning the lease or the shard to the first reconcile, [`Event::FirstReconcile`](crate::Event::FirstReconcile)) |
+//! | `ctrlq_controller_first_reconcile_seconds` | histogram (5 ms … 60 s) | `controller` (per term: the time from winning the lease or the shard to the first reconcile, [`Event::FirstReconcile`]) |
 //!
 //! As in controller-runtime, a panic counts as a panic, as an error and as a reconcile with
 //! result `error`; every series of a controller exists (at zero) from its first term. The
