@@ -13,7 +13,7 @@ use tracing::{debug, warn};
 
 /// What one look at the members came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum View {
+pub(crate) enum Look {
     /// The live members, this replica among them, sorted.
     Members(Vec<String>),
     /// This replica takes no shard, for the reason given.
@@ -123,21 +123,21 @@ impl<L: Lock> Membership<L> {
     }
 
     /// Renews this replica's record, reads the others', and says what it may hold.
-    pub(crate) async fn look(&mut self) -> View {
+    pub(crate) async fn look(&mut self) -> Look {
         self.announce().await;
         self.listed = None;
         match self.lock.list(&self.list_prefix).await {
             Ok(listed) => {
                 self.listed = Some(listed.clone());
-                let (view, stale) = self.view(listed);
+                let (look, stale) = self.judge(listed);
                 for (name, version) in stale {
                     self.blank(&name, &version).await;
                 }
-                view
+                look
             }
             Err(e) => {
                 debug!(error = %e, "listing the members failed");
-                self.stale_view()
+                self.recalled()
             }
         }
     }
@@ -193,9 +193,9 @@ impl<L: Lock> Membership<L> {
         }
     }
 
-    /// The view from a fresh list, and the other members' records that went stale: not changed
+    /// What a fresh list comes to, and the other members' records that went stale: not changed
     /// for a lease duration on this replica's clock.
-    fn view(&mut self, listed: Vec<(String, Versioned)>) -> (View, Vec<(String, String)>) {
+    fn judge(&mut self, listed: Vec<(String, Versioned)>) -> (Look, Vec<(String, String)>) {
         let now = Instant::now();
         let mut stale = Vec::new();
         let mut live = BTreeSet::new();
@@ -232,7 +232,7 @@ impl<L: Lock> Membership<L> {
 
     /// Without a fresh list: the members whose records this replica last saw change within a
     /// lease duration.
-    fn stale_view(&self) -> View {
+    fn recalled(&self) -> Look {
         let now = Instant::now();
         let live = self
             .seen
@@ -274,15 +274,15 @@ impl<L: Lock> Membership<L> {
         self.duplicate_until.is_some_and(|t| Instant::now() < t)
     }
 
-    fn decide(&self, mut live: BTreeSet<String>, counts: BTreeSet<u32>) -> View {
+    fn decide(&self, mut live: BTreeSet<String>, counts: BTreeSet<u32>) -> Look {
         if self.is_duplicate() {
-            return View::Refused(format!(
+            return Look::Refused(format!(
                 "another process uses the identity {:?}",
                 self.identity
             ));
         }
         if let Some(other) = counts.iter().find(|&&n| n != self.shards) {
-            return View::Refused(format!(
+            return Look::Refused(format!(
                 "a live member has {other} shards, this replica {}",
                 self.shards
             ));
@@ -290,14 +290,14 @@ impl<L: Lock> Membership<L> {
         match self.announced {
             Some(at) if at + self.lease > Instant::now() => {
                 live.insert(self.identity.clone());
-                View::Members(live.into_iter().collect())
+                Look::Members(live.into_iter().collect())
             }
-            None if self.inherited.is_some() => View::Refused(format!(
+            None if self.inherited.is_some() => Look::Refused(format!(
                 "a member record of the identity {:?} exists (an earlier run's, or another \
                  process's): waiting for it to stay unchanged for a lease duration",
                 self.identity
             )),
-            _ => View::Refused("this replica's member record is not renewed".to_owned()),
+            _ => Look::Refused("this replica's member record is not renewed".to_owned()),
         }
     }
 
@@ -329,8 +329,8 @@ mod tests {
         Membership::new(locks, PREFIX.to_owned(), id.to_owned(), shards, LEASE)
     }
 
-    fn members(ids: &[&str]) -> View {
-        View::Members(ids.iter().map(|s| (*s).to_owned()).collect())
+    fn members(ids: &[&str]) -> Look {
+        Look::Members(ids.iter().map(|s| (*s).to_owned()).collect())
     }
 
     #[test]
@@ -402,7 +402,7 @@ mod tests {
         let store = MemoryStore::new();
         let mut a = member(&store, "a", 4);
         store.partition("a", true);
-        assert!(matches!(a.look().await, View::Refused(r) if r.contains("not renewed")));
+        assert!(matches!(a.look().await, Look::Refused(r) if r.contains("not renewed")));
         store.partition("a", false);
         assert_eq!(a.look().await, members(&["a"]));
     }
@@ -473,7 +473,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn without_a_list_the_last_view_holds_for_a_lease_duration() {
+    async fn without_a_list_the_last_look_holds_for_a_lease_duration() {
         let store = MemoryStore::new();
         let (mut a, mut b) = (member(&store, "a", 4), member(&store, "b", 4));
         b.look().await;
@@ -484,7 +484,7 @@ mod tests {
         // a cannot list or renew: it keeps what it saw change within a lease duration.
         assert_eq!(a.look().await, members(&["a", "b"]));
         advance(Duration::from_secs(5)).await;
-        assert!(matches!(a.look().await, View::Refused(r) if r.contains("not renewed")));
+        assert!(matches!(a.look().await, Look::Refused(r) if r.contains("not renewed")));
         store.partition("a", false);
         assert_eq!(a.look().await, members(&["a", "b"]));
     }
@@ -494,14 +494,14 @@ mod tests {
         let store = MemoryStore::new();
         let (mut a, mut b) = (member(&store, "a", 4), member(&store, "b", 8));
         a.look().await;
-        assert!(matches!(b.look().await, View::Refused(r) if r.contains("4 shards")));
-        assert!(matches!(a.look().await, View::Refused(r) if r.contains("8 shards")));
+        assert!(matches!(b.look().await, Look::Refused(r) if r.contains("4 shards")));
+        assert!(matches!(a.look().await, Look::Refused(r) if r.contains("8 shards")));
         // A second process with a's identity: refused, and it never writes, while a1 renews.
         let store = MemoryStore::new();
         let (mut a1, mut a2) = (member(&store, "a", 4), member(&store, "a", 4));
         assert_eq!(a1.look().await, members(&["a"]));
         for _ in 0..20 {
-            assert!(matches!(a2.look().await, View::Refused(r) if r.contains("exists")));
+            assert!(matches!(a2.look().await, Look::Refused(r) if r.contains("exists")));
             assert_eq!(a1.look().await, members(&["a"]));
             advance(Duration::from_secs(2)).await;
         }
@@ -509,9 +509,9 @@ mod tests {
         // a1 stops renewing (it died): a2 takes the record once it has not changed for a lease
         // duration since a2 first saw it unchanged.
         drop(a1);
-        assert!(matches!(a2.look().await, View::Refused(_)));
+        assert!(matches!(a2.look().await, Look::Refused(_)));
         advance(LEASE - Duration::from_secs(1)).await;
-        assert!(matches!(a2.look().await, View::Refused(_)));
+        assert!(matches!(a2.look().await, Look::Refused(_)));
         advance(Duration::from_secs(1)).await;
         assert_eq!(a2.look().await, members(&["a"]));
         // Another process that writes over a record this replica already wrote: refused for
@@ -523,9 +523,9 @@ mod tests {
         let mut record = intruder.get().await.unwrap().record;
         record.renew_time = SystemTime::now();
         intruder.update(record).await.unwrap();
-        assert!(matches!(a1.look().await, View::Refused(r) if r.contains("identity")));
+        assert!(matches!(a1.look().await, Look::Refused(r) if r.contains("identity")));
         advance(LEASE * 2 - Duration::from_secs(1)).await;
-        assert!(matches!(a1.look().await, View::Refused(_)));
+        assert!(matches!(a1.look().await, Look::Refused(_)));
         advance(Duration::from_secs(1)).await;
         assert_eq!(a1.look().await, members(&["a"]));
     }

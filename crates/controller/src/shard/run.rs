@@ -17,7 +17,7 @@ use tracing::{debug, warn};
 use super::assign::shards_of;
 use super::key::{ShardKey, shard_of};
 use super::leases::ShardLeases;
-use super::members::{Membership, View};
+use super::members::{Look, Membership};
 use super::sharding::Sharding;
 use crate::controller::Run;
 use crate::key::Key;
@@ -66,7 +66,7 @@ where
     // One listing a look: the member records and the shard leases.
     .list_with(format!("{}{name}-", plan.prefix));
     let mut leases = ShardLeases::new(format!("{}{name}-shard-", plan.prefix), plan.locks.clone());
-    let (view_tx, mut view_rx) = watch::channel(None::<View>);
+    let (look_tx, mut look_rx) = watch::channel(None::<Look>);
     let ctx = Ctx {
         plan: &plan,
         name,
@@ -80,24 +80,24 @@ where
     };
     {
         // Looks at the members and the shard leases every retry period until shutdown. The
-        // stale leases of the shards this view assigns here are blanked before the view is
+        // stale leases of the shards this look assigns here are blanked before the look is
         // published, so that a stand it starts takes them at its first try.
         let membership = async {
             loop {
-                let view = members.look().await;
+                let look = members.look().await;
                 if let Some(listed) = members.take_listing() {
-                    let mine = match &view {
-                        View::Members(live) => shards_of(live, plan.shards, &plan.identity),
-                        View::Refused(_) => Vec::new(),
+                    let mine = match &look {
+                        Look::Members(live) => shards_of(live, plan.shards, &plan.identity),
+                        Look::Refused(_) => Vec::new(),
                     };
                     let held = plan.held.borrow().clone();
                     leases
                         .look(listed, &mine.into_iter().collect(), &held)
                         .await;
                 }
-                view_tx.send_if_modified(|v| {
-                    let changed = v.as_ref() != Some(&view);
-                    *v = Some(view);
+                look_tx.send_if_modified(|v| {
+                    let changed = v.as_ref() != Some(&look);
+                    *v = Some(look);
                     changed
                 });
                 tokio::select! {
@@ -114,9 +114,9 @@ where
         loop {
             tokio::select! {
                 () = &mut membership, if !membership_done => membership_done = true,
-                Ok(()) = view_rx.changed(), if !shutdown.is_cancelled() => {
-                    let view = view_rx.borrow_and_update().clone();
-                    desired = ctx.assigned(view.as_ref());
+                Ok(()) = look_rx.changed(), if !shutdown.is_cancelled() => {
+                    let look = look_rx.borrow_and_update().clone();
+                    desired = ctx.assigned(look.as_ref());
                     for (shard, token) in &running {
                         if !desired.contains(shard) {
                             // Handed back: the term drains, then the lease is released.
@@ -154,10 +154,10 @@ where
 }
 
 impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
-    /// The shards this replica stands for under `view`, reported.
-    fn assigned(&self, view: Option<&View>) -> BTreeSet<u32> {
-        match view {
-            Some(View::Members(members)) => {
+    /// The shards this replica stands for under `look`, reported.
+    fn assigned(&self, look: Option<&Look>) -> BTreeSet<u32> {
+        match look {
+            Some(Look::Members(members)) => {
                 let shards = shards_of(members, self.plan.shards, &self.plan.identity);
                 debug!(?members, ?shards, "shards assigned");
                 self.terms.shared.emit(&Event::ShardsAssigned {
@@ -166,7 +166,7 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
                 });
                 shards.into_iter().collect()
             }
-            Some(View::Refused(reason)) => {
+            Some(Look::Refused(reason)) => {
                 warn!(%reason, "taking no shard");
                 self.terms.shared.emit(&Event::ShardingRefused { reason });
                 BTreeSet::new()
