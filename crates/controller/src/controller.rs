@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span};
 
 use crate::key::Key;
-use crate::lead::Terms;
+use crate::lead::{Run, Terms};
 use crate::shard::{ShardKey, Sharding};
 use crate::source::{Source, Subscribe, pump_all};
 use crate::term::{Hook, Policy, Reconciler, StartWorker, TermEnd, TermSettings};
@@ -564,17 +564,6 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
         };
         shared.stats.summary(drain)
     }
-}
-
-/// What a run gives the plan that runs its terms.
-pub(crate) struct Run<'a, K, E> {
-    pub(crate) name: &'a str,
-    pub(crate) settings: &'a TermSettings<K>,
-    pub(crate) shared: &'a Arc<Reconciler<K, E>>,
-    pub(crate) sources: &'a [Arc<Source<K>>],
-    /// With an elector: whether the sources run once per run into a warm view.
-    pub(crate) warm: bool,
-    pub(crate) shutdown: &'a CancellationToken,
 }
 
 /// How a run leads, under one elector or as shards, with the lock type erased so that a

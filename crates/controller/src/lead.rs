@@ -1,6 +1,6 @@
-//! Terms on a lease: a term each time a lease is won (the controller's, or one a layer above
-//! hands in), filled from the warm view or by subscribing the sources, and how their drains
-//! went.
+//! Terms on a lease: what a run hands to the plan that leads it (one elector, or the shard
+//! layer above), a term each time a lease is won, filled from the warm view or by subscribing
+//! the sources, and how their drains went.
 
 use std::sync::Arc;
 
@@ -17,6 +17,17 @@ use crate::source::{Source, pump_all};
 use crate::term::{Reconciler, TermEnd, TermSettings};
 use crate::warm::WarmView;
 use crate::{Drain, Event};
+
+/// What a run gives the plan that runs its terms.
+pub(crate) struct Run<'a, K, E> {
+    pub(crate) name: &'a str,
+    pub(crate) settings: &'a TermSettings<K>,
+    pub(crate) shared: &'a Arc<Reconciler<K, E>>,
+    pub(crate) sources: &'a [Arc<Source<K>>],
+    /// With an elector: whether the sources run once per run into a warm view.
+    pub(crate) warm: bool,
+    pub(crate) shutdown: &'a CancellationToken,
+}
 
 /// What the terms of a run share, and how their drains went.
 pub(crate) struct Terms<'a, K: Key, E> {
