@@ -332,3 +332,89 @@ impl Summary {
         self.errors + self.panics
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Action;
+
+    #[test]
+    fn the_summary_counts_each_event_once_and_keeps_the_slowest_first_reconcile() {
+        let stats = Stats::default();
+        let key = 7u32;
+        let finished = |outcome| Event::ReconcileFinished {
+            key: &key,
+            outcome,
+            took: Duration::ZERO,
+        };
+        let failure = SourceFailure::Panicked("boom".to_owned());
+        for event in [
+            Event::Leading {
+                fencing_token: None,
+            },
+            Event::ReconcileStarted {
+                key: &key,
+                attempts: 0,
+            },
+            finished(ReconcileOutcome::Ok(Action::Done)),
+            finished(ReconcileOutcome::Ok(Action::RequeueRateLimited)),
+            finished(ReconcileOutcome::Error(Action::Done)),
+            finished(ReconcileOutcome::Panic(Action::Done)),
+            finished(ReconcileOutcome::Panic(Action::RequeueRateLimited)),
+            finished(ReconcileOutcome::Aborted),
+            Event::LeadershipLost { aborted: 1 },
+            Event::DrainStarted { in_flight: 2 },
+            Event::SourceError {
+                source: 0,
+                error: "expired",
+            },
+            Event::SourceFailed {
+                source: 1,
+                failure: &failure,
+                retry_in: Duration::ZERO,
+            },
+            Event::FirstReconcile {
+                shard: None,
+                after: Duration::from_millis(3),
+            },
+            Event::FirstReconcile {
+                shard: Some(1),
+                after: Duration::ZERO,
+            },
+        ] {
+            stats.record(&event);
+        }
+        let summary = stats.summary(Drain::Finished);
+        assert_eq!(
+            summary,
+            Summary {
+                reconciles: 5,
+                successes: 2,
+                errors: 1,
+                panics: 2,
+                aborted: 1,
+                terms: 1,
+                leases_lost: 1,
+                source_errors: 1,
+                source_failures: 1,
+                slowest_first_reconcile: Some(Duration::from_millis(3)),
+                drain: Drain::Finished,
+            }
+        );
+        assert_eq!(summary.failures(), 3);
+    }
+
+    #[test]
+    fn a_first_reconcile_at_once_or_after_ages_is_kept_as_it_was() {
+        let none = Stats::default().summary(Drain::NotLeading);
+        assert_eq!(none.slowest_first_reconcile, None);
+        let first = |after| {
+            let stats = Stats::default();
+            stats.record::<u32>(&Event::FirstReconcile { shard: None, after });
+            stats.summary(Drain::NotLeading).slowest_first_reconcile
+        };
+        assert_eq!(first(Duration::ZERO), Some(Duration::ZERO));
+        let longest = Duration::from_nanos(u64::MAX - 1);
+        assert_eq!(first(Duration::MAX), Some(longest));
+    }
+}
