@@ -1,5 +1,6 @@
 //! [`Event`]: what the runner reports as it happens, and [`Summary`]: what a run did.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 /// A transition of the runner, handed to the hook given to
@@ -174,21 +175,6 @@ pub enum ReconcileOutcome {
     Aborted,
 }
 
-/// How a reconcile ended, as the counters and the metrics label it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// Returned [`Action::Done`](crate::Action::Done).
-    Success,
-    /// Returned [`Action::RequeueRateLimited`](crate::Action::RequeueRateLimited).
-    Requeue,
-    /// Returned [`Action::RequeueAfter`](crate::Action::RequeueAfter).
-    RequeueAfter,
-    /// Returned an error.
-    Error,
-    /// Panicked.
-    Panic,
-}
-
 /// What a [`Controller::run`](crate::Controller::run) did, returned after the drain.
 ///
 /// `reconciles` = `successes` + `errors` + `panics`; aborted reconciles are counted apart.
@@ -273,10 +259,162 @@ impl Drain {
     }
 }
 
+/// The counters of one run, behind its [`Summary`]: each counts an [`Event`].
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    successes: AtomicU64,
+    errors: AtomicU64,
+    panics: AtomicU64,
+    pub(crate) aborted: AtomicU64,
+    terms: AtomicU64,
+    leases_lost: AtomicU64,
+    source_errors: AtomicU64,
+    source_failures: AtomicU64,
+    /// The longest time from a term's start to its first reconcile, in nanoseconds plus one;
+    /// 0 while no term has reconciled.
+    slowest_first_reconcile: AtomicU64,
+}
+
+impl Stats {
+    /// Counts `event`.
+    pub(crate) fn record<K>(&self, event: &Event<'_, K>) {
+        let counter = match event {
+            Event::Leading { .. } => &self.terms,
+            Event::ReconcileFinished { outcome, .. } => match outcome {
+                ReconcileOutcome::Ok(_) => &self.successes,
+                ReconcileOutcome::Error(_) => &self.errors,
+                ReconcileOutcome::Panic(_) => &self.panics,
+                ReconcileOutcome::Aborted => &self.aborted,
+            },
+            Event::LeadershipLost { .. } => &self.leases_lost,
+            Event::SourceError { .. } => &self.source_errors,
+            Event::SourceFailed { .. } => &self.source_failures,
+            Event::FirstReconcile { after, .. } => {
+                let nanos = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX - 1);
+                self.slowest_first_reconcile.fetch_max(nanos + 1, Relaxed);
+                return;
+            }
+            _ => return,
+        };
+        counter.fetch_add(1, Relaxed);
+    }
+
+    /// What the run did, with how its drains went.
+    pub(crate) fn summary(&self, drain: Drain) -> Summary {
+        let (successes, errors, panics) = (
+            self.successes.load(Relaxed),
+            self.errors.load(Relaxed),
+            self.panics.load(Relaxed),
+        );
+        Summary {
+            reconciles: successes + errors + panics,
+            successes,
+            errors,
+            panics,
+            aborted: self.aborted.load(Relaxed),
+            terms: self.terms.load(Relaxed),
+            leases_lost: self.leases_lost.load(Relaxed),
+            source_errors: self.source_errors.load(Relaxed),
+            source_failures: self.source_failures.load(Relaxed),
+            slowest_first_reconcile: match self.slowest_first_reconcile.load(Relaxed) {
+                0 => None,
+                n => Some(Duration::from_nanos(n - 1)),
+            },
+            drain,
+        }
+    }
+}
+
 impl Summary {
     /// Errors and panics.
     #[must_use]
     pub fn failures(&self) -> u64 {
         self.errors + self.panics
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Action;
+
+    #[test]
+    fn the_summary_counts_each_event_once_and_keeps_the_slowest_first_reconcile() {
+        let stats = Stats::default();
+        let key = 7u32;
+        let finished = |outcome| Event::ReconcileFinished {
+            key: &key,
+            outcome,
+            took: Duration::ZERO,
+        };
+        let failure = SourceFailure::Panicked("boom".to_owned());
+        for event in [
+            Event::Leading {
+                fencing_token: None,
+            },
+            Event::ReconcileStarted {
+                key: &key,
+                attempts: 0,
+            },
+            finished(ReconcileOutcome::Ok(Action::Done)),
+            finished(ReconcileOutcome::Ok(Action::RequeueRateLimited)),
+            finished(ReconcileOutcome::Error(Action::Done)),
+            finished(ReconcileOutcome::Panic(Action::Done)),
+            finished(ReconcileOutcome::Panic(Action::RequeueRateLimited)),
+            finished(ReconcileOutcome::Aborted),
+            Event::LeadershipLost { aborted: 1 },
+            Event::DrainStarted { in_flight: 2 },
+            Event::SourceError {
+                source: 0,
+                error: "expired",
+            },
+            Event::SourceFailed {
+                source: 1,
+                failure: &failure,
+                retry_in: Duration::ZERO,
+            },
+            Event::FirstReconcile {
+                shard: None,
+                after: Duration::from_millis(3),
+            },
+            Event::FirstReconcile {
+                shard: Some(1),
+                after: Duration::ZERO,
+            },
+        ] {
+            stats.record(&event);
+        }
+        let summary = stats.summary(Drain::Finished);
+        assert_eq!(
+            summary,
+            Summary {
+                reconciles: 5,
+                successes: 2,
+                errors: 1,
+                panics: 2,
+                aborted: 1,
+                terms: 1,
+                leases_lost: 1,
+                source_errors: 1,
+                source_failures: 1,
+                slowest_first_reconcile: Some(Duration::from_millis(3)),
+                drain: Drain::Finished,
+            }
+        );
+        assert_eq!(summary.failures(), 3);
+    }
+
+    #[test]
+    fn a_first_reconcile_at_once_or_after_ages_is_kept_as_it_was() {
+        let none = Stats::default().summary(Drain::NotLeading);
+        assert_eq!(none.slowest_first_reconcile, None);
+        let first = |after| {
+            let stats = Stats::default();
+            stats.record::<u32>(&Event::FirstReconcile { shard: None, after });
+            stats.summary(Drain::NotLeading).slowest_first_reconcile
+        };
+        assert_eq!(first(Duration::ZERO), Some(Duration::ZERO));
+        let longest = Duration::from_nanos(u64::MAX - 1);
+        assert_eq!(first(Duration::MAX), Some(longest));
     }
 }

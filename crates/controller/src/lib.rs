@@ -142,12 +142,12 @@ mod key;
 #[cfg(feature = "kube")]
 #[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
 pub mod kube;
+mod lead;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
 pub mod shard;
 mod source;
-mod stats;
 mod term;
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]

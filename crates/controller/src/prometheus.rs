@@ -11,7 +11,7 @@
 //! | `controller_runtime_active_workers` | gauge | `controller` |
 //! | `ctrlq_controller_shards_held` | gauge | `controller` (sharded: the shards this replica leads) |
 //! | `ctrlq_controller_shard_moves_total` | counter | `controller` (sharded: shards that came to this replica) |
-//! | `ctrlq_controller_first_reconcile_seconds` | histogram (5 ms … 60 s) | `controller` (per term: the time from winning the lease or the shard to the first reconcile, [`Event::FirstReconcile`](crate::Event::FirstReconcile)) |
+//! | `ctrlq_controller_first_reconcile_seconds` | histogram (5 ms … 60 s) | `controller` (per term: the time from winning the lease or the shard to the first reconcile, [`Event::FirstReconcile`]) |
 //!
 //! As in controller-runtime, a panic counts as a panic, as an error and as a reconcile with
 //! result `error`; every series of a controller exists (at zero) from its first term. The
@@ -79,7 +79,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -89,7 +88,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::event::Outcome;
+use crate::{Action, Event, ReconcileOutcome};
 
 pub use ctrlq_queue_async::prometheus::{CONTENT_TYPE, encode};
 
@@ -213,64 +212,64 @@ impl ControllerMetrics {
         Arc::new(metrics)
     }
 
-    /// Sets the worker gauge and, as controller-runtime does when a controller starts, creates
-    /// every series at zero so dashboards see them before the first failure.
-    pub(crate) fn set_max_concurrent(&self, name: &str, n: usize) {
+    /// Records `event` of the controller `name`, which runs `workers` workers per term.
+    pub(crate) fn record<K>(&self, name: &str, workers: usize, event: &Event<'_, K>) {
         let l = labels(name);
-        let n = i64::try_from(n).unwrap_or(i64::MAX);
-        self.max_concurrent.get_or_create(&l).set(n);
-        let _ = self.active.get_or_create(&l);
-        let _ = self.errors.get_or_create(&l);
-        let _ = self.panics.get_or_create(&l);
-        let _ = self.first_reconcile.get_or_create(&l);
-        for result in ["success", "error", "requeue", "requeue_after"] {
-            let mut l = l.clone();
-            l.push(("result", result.to_owned()));
-            let _ = self.total.get_or_create(&l);
+        match event {
+            // As controller-runtime does when a controller starts, every series is created at
+            // zero, so that dashboards see them before the first failure.
+            Event::Leading { .. } => {
+                let n = i64::try_from(workers).unwrap_or(i64::MAX);
+                self.max_concurrent.get_or_create(&l).set(n);
+                let _ = self.active.get_or_create(&l);
+                let _ = self.errors.get_or_create(&l);
+                let _ = self.panics.get_or_create(&l);
+                let _ = self.first_reconcile.get_or_create(&l);
+                for result in ["success", "error", "requeue", "requeue_after"] {
+                    let _ = self.total.get_or_create(&with_result(&l, result));
+                }
+            }
+            Event::ReconcileStarted { .. } => {
+                self.active.get_or_create(&l).inc();
+            }
+            Event::ReconcileFinished { outcome, took, .. } => {
+                self.active.get_or_create(&l).dec();
+                let result = match outcome {
+                    ReconcileOutcome::Ok(Action::Done) => "success",
+                    ReconcileOutcome::Ok(Action::RequeueRateLimited) => "requeue",
+                    ReconcileOutcome::Ok(Action::RequeueAfter(_)) => "requeue_after",
+                    ReconcileOutcome::Error(_) | ReconcileOutcome::Panic(_) => "error",
+                    ReconcileOutcome::Aborted => return,
+                };
+                if let ReconcileOutcome::Panic(_) = outcome {
+                    self.panics.get_or_create(&l).inc();
+                }
+                if result == "error" {
+                    self.errors.get_or_create(&l).inc();
+                }
+                self.time.get_or_create(&l).observe(took.as_secs_f64());
+                self.total.get_or_create(&with_result(&l, result)).inc();
+            }
+            Event::FirstReconcile { after, .. } => {
+                let first = self.first_reconcile.get_or_create(&l);
+                first.observe(after.as_secs_f64());
+            }
+            Event::ShardLeading { .. } => {
+                self.shards_held.get_or_create(&l).inc();
+                self.shard_moves.get_or_create(&l).inc();
+            }
+            Event::ShardEnded { .. } => {
+                self.shards_held.get_or_create(&l).dec();
+            }
+            _ => {}
         }
     }
+}
 
-    /// A shard came to this replica (`true`) or left it.
-    pub(crate) fn shard(&self, name: &str, gained: bool) {
-        let l = labels(name);
-        if gained {
-            self.shards_held.get_or_create(&l).inc();
-            self.shard_moves.get_or_create(&l).inc();
-        } else {
-            self.shards_held.get_or_create(&l).dec();
-        }
-    }
-
-    /// A term began its first reconcile `after` it won its lease or shard.
-    pub(crate) fn first_reconcile(&self, name: &str, after: Duration) {
-        self.first_reconcile
-            .get_or_create(&labels(name))
-            .observe(after.as_secs_f64());
-    }
-
-    pub(crate) fn add_active(&self, name: &str, delta: i64) {
-        self.active.get_or_create(&labels(name)).inc_by(delta);
-    }
-
-    pub(crate) fn finished(&self, name: &str, outcome: Outcome, took: Duration) {
-        let result = match outcome {
-            Outcome::Success => "success",
-            Outcome::Requeue => "requeue",
-            Outcome::RequeueAfter => "requeue_after",
-            Outcome::Error | Outcome::Panic => "error",
-        };
-        let l = labels(name);
-        if outcome == Outcome::Panic {
-            self.panics.get_or_create(&l).inc();
-        }
-        if matches!(outcome, Outcome::Error | Outcome::Panic) {
-            self.errors.get_or_create(&l).inc();
-        }
-        self.time.get_or_create(&l).observe(took.as_secs_f64());
-        let mut l = l;
-        l.push(("result", result.to_owned()));
-        self.total.get_or_create(&l).inc();
-    }
+fn with_result(l: &Labels, result: &str) -> Labels {
+    let mut l = l.clone();
+    l.push(("result", result.to_owned()));
+    l
 }
 
 fn labels(name: &str) -> Labels {
@@ -280,5 +279,16 @@ fn labels(name: &str) -> Labels {
 impl fmt::Debug for ControllerMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ControllerMetrics").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_names_the_type_alone() {
+        let metrics = ControllerMetrics::register(&mut Registry::default());
+        assert_eq!(format!("{metrics:?}"), "ControllerMetrics { .. }");
     }
 }

@@ -4,7 +4,7 @@
 //! resubscribed with backoff when they fail.
 //!
 //! A pump polls its stream for the keys it has ready at once (up to [`PUMP_BATCH`]) and adds
-//! them with one `add_all`. Every poll is guarded: a stream that panics has the
+//! them together (one `add_all` to a queue, one hold of the warm view's lock). Every poll is guarded: a stream that panics has the
 //! keys it yielded before the panic added first, so no key it yielded is lost. An error item
 //! (from a [`try_source`](crate::Controller::try_source)) is reported and the stream polled on;
 //! a stream that panics, or ends right after an error, is reported and subscribed again after a
@@ -12,6 +12,7 @@
 //! kube-runtime re-lists a failed watch. A stream that ends after a key is done: its keys
 //! stay in the warm view.
 
+use std::future::poll_fn;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -22,13 +23,14 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use parking_lot::Mutex;
 use tokio::task::JoinSet;
-use tracing::Instrument;
+use tracing::{Instrument, warn};
 
 use ctrlq_ratelimit::capped_exponential;
 
-use crate::SourceFailure;
 use crate::action::panic_message;
 use crate::key::Key;
+use crate::term::Reconciler;
+use crate::{Event, SourceFailure};
 
 /// An error a source yielded, as its message.
 pub(crate) type SourceError = String;
@@ -37,8 +39,8 @@ pub(crate) type SourceError = String;
 pub(crate) type Subscribe<K> =
     Box<dyn FnMut() -> BoxStream<'static, Result<K, SourceError>> + Send>;
 
-/// The most keys a source pump adds with one `add_all`: the keys its source has ready at
-/// once, up to this many.
+/// The most keys a source pump adds together: the keys its source has ready at once, up to
+/// this many.
 const PUMP_BATCH: usize = 64;
 
 /// The first wait before a failed source is subscribed again; it doubles at each failure in a
@@ -73,80 +75,71 @@ impl<K: Key> Source<K> {
         }
     }
 
-    /// A fresh stream, or the panic message of a `subscribe` that panicked.
-    fn subscribe(&self) -> Result<BoxStream<'static, Result<K, SourceError>>, String> {
-        let mut subscribe = self.subscribe.lock();
-        catch_unwind(AssertUnwindSafe(&mut *subscribe)).map_err(|p| panic_message(&*p))
-    }
-
-    /// Adds this source's keys to `sink` until the stream ends after a key or the sink closes;
+    /// Adds this source's keys to `sink` until a stream ends after a key or the sink closes;
     /// a failed stream is reported and subscribed again after a backoff.
-    pub(crate) async fn pump(self: Arc<Self>, sink: impl Sink<K>, report: Arc<impl SourceReport>) {
+    async fn pump<E: 'static>(self: Arc<Self>, sink: impl Sink<K>, report: Arc<Reconciler<K, E>>) {
+        let source = self.index;
+        let mut keys = Vec::with_capacity(PUMP_BATCH);
         // Failures in a row since a subscription last yielded a key.
         let mut failures = 0;
         loop {
-            let failure = match self.subscribe() {
-                Ok(stream) => match self
-                    .pump_stream(stream, &sink, &*report, &mut failures)
-                    .await
-                {
-                    StreamEnd::Done => return,
-                    StreamEnd::Failed(failure) => failure,
-                },
-                Err(panic) => SourceFailure::Panicked(panic),
+            let subscribed = catch_unwind(AssertUnwindSafe(&mut *self.subscribe.lock()));
+            let failure = 'stream: {
+                let mut stream = match subscribed {
+                    Ok(stream) => stream,
+                    Err(p) => break 'stream SourceFailure::Panicked(panic_message(&*p)),
+                };
+                let mut last_error = None;
+                loop {
+                    let step = poll_fn(|cx| poll_ready_keys(&mut stream, cx, &mut keys)).await;
+                    if !keys.is_empty() {
+                        // Added before the step is acted on: the keys yielded before an error,
+                        // an end or a panic are queued whatever comes next.
+                        failures = 0;
+                        last_error = None;
+                        if !sink.add(&mut keys) {
+                            return;
+                        }
+                    }
+                    match step {
+                        Step::Keys => {}
+                        Step::Error(error) => {
+                            warn!(source, error, "a source yielded an error");
+                            report.emit(&Event::SourceError {
+                                source,
+                                error: &error,
+                            });
+                            last_error = Some(error);
+                        }
+                        Step::Ended => match last_error {
+                            None => return,
+                            Some(e) => break 'stream SourceFailure::EndedWithError(e),
+                        },
+                        Step::Panicked(panic) => break 'stream SourceFailure::Panicked(panic),
+                    }
+                    // A source that always has keys ready must not keep the thread.
+                    tokio::task::coop::consume_budget().await;
+                }
             };
-            let backoff = capped_exponential(INITIAL_BACKOFF, MAX_BACKOFF, failures);
-            report.source_failed(self.index, &failure, backoff);
-            tokio::time::sleep(backoff).await;
+            let retry_in = capped_exponential(INITIAL_BACKOFF, MAX_BACKOFF, failures);
+            warn!(source, %failure, ?retry_in, "a source failed; subscribing again");
+            let failure = &failure;
+            report.emit(&Event::SourceFailed {
+                source,
+                failure,
+                retry_in,
+            });
+            tokio::time::sleep(retry_in).await;
             failures = failures.saturating_add(1);
-        }
-    }
-
-    /// Pumps one stream until it ends or fails.
-    async fn pump_stream(
-        &self,
-        mut stream: BoxStream<'static, Result<K, SourceError>>,
-        sink: &impl Sink<K>,
-        report: &impl SourceReport,
-        failures: &mut u32,
-    ) -> StreamEnd {
-        let mut keys = Vec::with_capacity(PUMP_BATCH);
-        let mut last_error = None;
-        loop {
-            let step = std::future::poll_fn(|cx| poll_ready_keys(&mut stream, cx, &mut keys)).await;
-            if !keys.is_empty() {
-                // Added before the step is acted on: the keys yielded before an error, an end
-                // or a panic are queued whatever comes next.
-                *failures = 0;
-                last_error = None;
-                if !sink.add(&mut keys) {
-                    return StreamEnd::Done;
-                }
-            }
-            match step {
-                Step::Keys => {}
-                Step::Error(e) => {
-                    report.source_error(self.index, &e);
-                    last_error = Some(e);
-                }
-                Step::Ended => {
-                    return last_error.map_or(StreamEnd::Done, |e| {
-                        StreamEnd::Failed(SourceFailure::EndedWithError(e))
-                    });
-                }
-                Step::Panicked(panic) => return StreamEnd::Failed(SourceFailure::Panicked(panic)),
-            }
-            // A source that always has keys ready must not keep the thread.
-            tokio::task::coop::consume_budget().await;
         }
     }
 }
 
 /// Spawns one pump per source into `sink`, in the current span; aborting the set stops them.
-pub(crate) fn pump_all<K: Key, S>(
+pub(crate) fn pump_all<K: Key, E: Send + 'static, S>(
     sources: &[Arc<Source<K>>],
     sink: &S,
-    report: &Arc<impl SourceReport>,
+    report: &Arc<Reconciler<K, E>>,
 ) -> JoinSet<()>
 where
     S: Sink<K> + Clone + 'static,
@@ -157,23 +150,6 @@ where
         pumps.spawn(pump.in_current_span());
     }
     pumps
-}
-
-/// Where a pump reports its source's errors and failures: the runner's counters and hooks.
-pub(crate) trait SourceReport: Send + Sync + 'static {
-    /// Reports an error item of source `index`.
-    fn source_error(&self, index: usize, error: &str);
-
-    /// Reports a failed source, subscribed again after `retry_in`.
-    fn source_failed(&self, index: usize, failure: &SourceFailure, retry_in: Duration);
-}
-
-/// How one stream's pumping ended.
-enum StreamEnd {
-    /// It ended after a key, or the sink closed: done.
-    Done,
-    /// It failed: subscribe again after the backoff.
-    Failed(SourceFailure),
 }
 
 /// Where a pump puts the keys: a term's queue, or a replica's warm view.

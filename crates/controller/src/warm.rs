@@ -18,13 +18,17 @@
 //! a term starts with the deleted keys too, each reconciled once more (finding the object gone).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use ctrlq_queue_async::WorkQueue;
 use parking_lot::Mutex;
 
 use crate::key::Key;
-use crate::shard::ShardFn;
 use crate::source::Sink;
+
+/// The shard of a key, as [`shard_of`](crate::shard::shard_of) computes it for the
+/// controller's shard count.
+pub(crate) type ShardFn<K> = Arc<dyn Fn(&K) -> u32 + Send + Sync>;
 
 /// A replica's warm view of its sources' keys, by shard, and the queues of the terms it runs.
 pub(crate) struct WarmView<K: Key> {
@@ -82,27 +86,14 @@ impl<K: Key> WarmView<K> {
     }
 }
 
-impl<K: Key> Sink<K> for &WarmView<K> {
+impl<K: Key> Sink<K> for Arc<WarmView<K>> {
     fn add(&self, keys: &mut Vec<K>) -> bool {
         let mut state = self.state.lock();
         let State { keys: view, queues } = &mut *state;
-        if self.shard_of.is_none() {
-            let set = view.entry(0).or_default();
-            for key in keys.iter() {
-                if !set.contains(key) {
-                    set.insert(key.clone());
-                }
-            }
-            if let Some(queue) = queues.get(&0) {
-                // Refused only once the term's queue shuts down: the view keeps the keys.
-                let _ = queue.add_all(keys.drain(..));
-            }
-            keys.clear();
-            return true;
-        }
         for key in keys.drain(..) {
             let shard = self.shard(&key);
             if let Some(queue) = queues.get(&shard) {
+                // Refused only once the term's queue shuts down: the view keeps the key.
                 let _ = queue.add(key.clone());
             }
             view.entry(shard).or_default().insert(key);
@@ -111,43 +102,35 @@ impl<K: Key> Sink<K> for &WarmView<K> {
     }
 }
 
-impl<K: Key> Sink<K> for std::sync::Arc<WarmView<K>> {
-    fn add(&self, keys: &mut Vec<K>) -> bool {
-        (&**self).add(keys)
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
 
     #[tokio::test]
     async fn a_queue_attached_is_filled_then_sent_its_shards_keys_only() {
-        let view = WarmView::new(Some(Arc::new(|k: &u32| k % 2)));
-        (&view).add(&mut vec![1, 2, 3, 3]);
+        let view = Arc::new(WarmView::new(Some(Arc::new(|k: &u32| k % 2))));
+        view.add(&mut vec![1, 2, 3, 3]);
         assert_eq!(view.len(), 3);
         let odd = WorkQueue::new();
         assert_eq!(view.attach(1, odd.clone()), 2);
-        (&view).add(&mut vec![4, 5, 7]);
+        view.add(&mut vec![4, 5, 7]);
         assert_eq!(odd.len(), 4, "1 and 3 filled, 5 and 7 sent on");
         view.detach(1);
-        (&view).add(&mut vec![9]);
+        view.add(&mut vec![9]);
         assert_eq!(odd.len(), 4);
         assert_eq!(view.len(), 7);
     }
 
     #[tokio::test]
     async fn without_shards_every_key_goes_to_the_one_queue() {
-        let view = WarmView::new(None);
-        (&view).add(&mut vec!["a", "b"]);
+        let view = Arc::new(WarmView::new(None));
+        view.add(&mut vec!["a", "b"]);
         let queue = WorkQueue::new();
         assert_eq!(view.attach(0, queue.clone()), 2);
-        (&view).add(&mut vec!["b", "c"]);
+        view.add(&mut vec!["b", "c"]);
         assert_eq!(queue.len(), 3, "b is queued once");
         queue.shut_down();
-        (&view).add(&mut vec!["d"]);
+        view.add(&mut vec!["d"]);
         assert_eq!(view.len(), 4, "kept after the queue shut down");
     }
 }

@@ -789,3 +789,62 @@ async fn a_leader_s_drain_at_shutdown_is_reported_as_finished() {
         (1, 1, Drain::Finished)
     );
 }
+
+/// A worker resumed after a freeze (the clock moved past the lease's renew deadline while no
+/// task ran) starts no reconcile on the lease until the elector has renewed it. Here another
+/// candidate took the lease during the freeze: the next key waits, the term ends as lost, and
+/// the key is reconciled only in the next term, under a larger fencing token.
+#[tokio::test(start_paused = true)]
+async fn after_a_freeze_no_reconcile_starts_on_a_lease_taken_meanwhile() {
+    use ctrlq_leader::{LeaderElectionConfig, LeaderElector, Lock, MemoryStore};
+    use futures::FutureExt;
+    let store = MemoryStore::new();
+    let leader = LeaderElector::new(store.lock("a"), LeaderElectionConfig::default()).unwrap();
+    let started: Log<(u32, Option<u64>)> = log();
+    let (seen, thief) = (started.clone(), Arc::new(store.lock("b")));
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(
+        Controller::new("pods", move |key: u32, ctx: Context| {
+            let (seen, thief) = (seen.clone(), thief.clone());
+            async move {
+                let first = {
+                    let mut seen = seen.lock().unwrap();
+                    seen.push((key, ctx.fencing_token()));
+                    seen.len() == 1
+                };
+                if first {
+                    // The first reconcile pends once, so the worker does not yield after it.
+                    sleep(Duration::from_millis(1)).await;
+                    // Another candidate takes the lease while this process is frozen...
+                    let mut record = thief.get().await.unwrap().record;
+                    record.holder_identity = "b".to_owned();
+                    thief.update(record).await.unwrap();
+                    // ...and the clock moves on with no other task run.
+                    let _ = tokio::time::advance(Duration::from_secs(30)).now_or_never();
+                }
+                Ok::<_, Infallible>(Action::Done)
+            }
+        })
+        .source(|| futures::stream::iter([1u32, 2]).chain(futures::stream::pending()))
+        .leader_elector(Arc::new(leader))
+        .run(shutdown.clone()),
+    );
+    sleep(Duration::from_secs(60)).await;
+    shutdown.cancel();
+    let summary = bounded(LIMIT, run).await.unwrap();
+    let started = started.lock().unwrap();
+    assert_eq!(started[0].0, 1, "{started:?}");
+    let first = started[0].1;
+    assert!(
+        started.iter().any(|(key, _)| *key == 2),
+        "reconciled in the next term: {started:?}"
+    );
+    assert!(
+        started
+            .iter()
+            .filter(|(key, _)| *key == 2)
+            .all(|(_, token)| *token > first),
+        "key 2 started only on a newer lease: {started:?}"
+    );
+    assert_eq!(summary.leases_lost, 1);
+}

@@ -2,10 +2,6 @@
 //! computes alike.
 
 use std::borrow::Cow;
-use std::sync::Arc;
-
-/// The shard of a key, as [`shard_of`] computes it for the controller's shard count.
-pub(crate) type ShardFn<K> = Arc<dyn Fn(&K) -> u32 + Send + Sync>;
 
 /// A key whose shard every replica computes alike from its bytes ([`shard_of`]).
 ///

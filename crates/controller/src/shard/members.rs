@@ -13,11 +13,37 @@ use tracing::{debug, warn};
 
 /// What one look at the members came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum View {
+pub(crate) enum Look {
     /// The live members, this replica among them, sorted.
     Members(Vec<String>),
     /// This replica takes no shard, for the reason given.
     Refused(String),
+}
+
+/// What a member record says: a replica's identity and its shard count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MemberRecord {
+    /// The replica; empty in a blanked record.
+    identity: String,
+    /// The shard count the replica runs with.
+    shards: u32,
+}
+
+impl MemberRecord {
+    /// The record as the [`Lock`] stores it, renewed now: a [`LeaderRecord`] (the record type
+    /// all its backends map, the Kubernetes Lease among them) with the identity as the holder
+    /// and the shard count in the leader transitions, a field membership has no other use for.
+    fn stored(&self, lease: Duration) -> LeaderRecord {
+        LeaderRecord::new(self.identity.as_str(), lease, self.shards)
+    }
+
+    /// The member record a stored record holds.
+    fn read(stored: &LeaderRecord) -> Self {
+        Self {
+            identity: stored.holder_identity.clone(),
+            shards: stored.leader_transitions,
+        }
+    }
 }
 
 /// One replica's membership: its record, and what it observed of the others'.
@@ -48,10 +74,9 @@ pub(crate) struct Membership<L> {
 }
 
 impl<L: Lock> Membership<L> {
-    /// `lock` is this replica's member record `{prefix}{identity}`; `locks` makes locks on the
-    /// others'.
+    /// The membership of `identity` among the member records `{prefix}{id}`, each on a lock
+    /// from `locks`; its own record is `{prefix}{identity}`.
     pub(crate) fn new(
-        lock: L,
         locks: Arc<dyn Fn(&str) -> L + Send + Sync>,
         prefix: String,
         identity: String,
@@ -59,7 +84,7 @@ impl<L: Lock> Membership<L> {
         lease: Duration,
     ) -> Self {
         Self {
-            lock,
+            lock: locks(&format!("{prefix}{identity}")),
             locks,
             list_prefix: prefix.clone(),
             prefix,
@@ -86,30 +111,33 @@ impl<L: Lock> Membership<L> {
         self.listed.take()
     }
 
-    /// This replica's member record naming `replica` (itself, or empty to blank), written now.
-    /// The [`Lock`] stores every record as a [`LeaderRecord`] (the record type all its backends
-    /// map, the Kubernetes Lease among them): the replica is the holder, and the shard count
-    /// travels in the leader transitions, a field membership has no other use for.
-    fn record(&self, replica: &str) -> LeaderRecord {
-        LeaderRecord::new(replica, self.lease, self.shards)
+    /// This replica's member record naming `identity` (its own, or empty to blank), as
+    /// stored.
+    fn record(&self, identity: &str) -> LeaderRecord {
+        let identity = identity.to_owned();
+        MemberRecord {
+            identity,
+            shards: self.shards,
+        }
+        .stored(self.lease)
     }
 
     /// Renews this replica's record, reads the others', and says what it may hold.
-    pub(crate) async fn look(&mut self) -> View {
+    pub(crate) async fn look(&mut self) -> Look {
         self.announce().await;
         self.listed = None;
         match self.lock.list(&self.list_prefix).await {
             Ok(listed) => {
                 self.listed = Some(listed.clone());
-                let (view, stale) = self.view(listed);
+                let (look, stale) = self.judge(listed);
                 for (name, version) in stale {
                     self.blank(&name, &version).await;
                 }
-                view
+                look
             }
             Err(e) => {
                 debug!(error = %e, "listing the members failed");
-                self.stale_view()
+                self.recalled()
             }
         }
     }
@@ -165,9 +193,9 @@ impl<L: Lock> Membership<L> {
         }
     }
 
-    /// The view from a fresh list, and the other members' records that went stale: not changed
+    /// What a fresh list comes to, and the other members' records that went stale: not changed
     /// for a lease duration on this replica's clock.
-    fn view(&mut self, listed: Vec<(String, Versioned)>) -> (View, Vec<(String, String)>) {
+    fn judge(&mut self, listed: Vec<(String, Versioned)>) -> (Look, Vec<(String, String)>) {
         let now = Instant::now();
         let mut stale = Vec::new();
         let mut live = BTreeSet::new();
@@ -179,7 +207,8 @@ impl<L: Lock> Membership<L> {
             };
             names.insert(name.clone());
             let first_seen = self.seen.first_seen(&name, &v.version, now);
-            if v.record.is_free() || id == self.identity {
+            let member = MemberRecord::read(&v.record);
+            if member.identity.is_empty() || id == self.identity {
                 continue;
             }
             if first_seen + self.lease <= now {
@@ -187,7 +216,7 @@ impl<L: Lock> Membership<L> {
                 continue;
             }
             live.insert(id.to_owned());
-            counts.insert(v.record.leader_transitions);
+            counts.insert(member.shards);
         }
         self.seen.keep(&names);
         (self.decide(live, counts), stale)
@@ -203,7 +232,7 @@ impl<L: Lock> Membership<L> {
 
     /// Without a fresh list: the members whose records this replica last saw change within a
     /// lease duration.
-    fn stale_view(&self) -> View {
+    fn recalled(&self) -> Look {
         let now = Instant::now();
         let live = self
             .seen
@@ -245,15 +274,15 @@ impl<L: Lock> Membership<L> {
         self.duplicate_until.is_some_and(|t| Instant::now() < t)
     }
 
-    fn decide(&self, mut live: BTreeSet<String>, counts: BTreeSet<u32>) -> View {
+    fn decide(&self, mut live: BTreeSet<String>, counts: BTreeSet<u32>) -> Look {
         if self.is_duplicate() {
-            return View::Refused(format!(
+            return Look::Refused(format!(
                 "another process uses the identity {:?}",
                 self.identity
             ));
         }
         if let Some(other) = counts.iter().find(|&&n| n != self.shards) {
-            return View::Refused(format!(
+            return Look::Refused(format!(
                 "a live member has {other} shards, this replica {}",
                 self.shards
             ));
@@ -261,14 +290,14 @@ impl<L: Lock> Membership<L> {
         match self.announced {
             Some(at) if at + self.lease > Instant::now() => {
                 live.insert(self.identity.clone());
-                View::Members(live.into_iter().collect())
+                Look::Members(live.into_iter().collect())
             }
-            None if self.inherited.is_some() => View::Refused(format!(
+            None if self.inherited.is_some() => Look::Refused(format!(
                 "a member record of the identity {:?} exists (an earlier run's, or another \
                  process's): waiting for it to stay unchanged for a lease duration",
                 self.identity
             )),
-            _ => View::Refused("this replica's member record is not renewed".to_owned()),
+            _ => Look::Refused("this replica's member record is not renewed".to_owned()),
         }
     }
 
@@ -297,18 +326,24 @@ mod tests {
         let (s, me) = (store.clone(), id.to_owned());
         let locks: Arc<dyn Fn(&str) -> MemoryLock + Send + Sync> =
             Arc::new(move |name: &str| s.named_lock(name, me.clone()));
-        Membership::new(
-            locks(&format!("{PREFIX}{id}")),
-            locks,
-            PREFIX.to_owned(),
-            id.to_owned(),
-            shards,
-            LEASE,
-        )
+        Membership::new(locks, PREFIX.to_owned(), id.to_owned(), shards, LEASE)
     }
 
-    fn members(ids: &[&str]) -> View {
-        View::Members(ids.iter().map(|s| (*s).to_owned()).collect())
+    fn members(ids: &[&str]) -> Look {
+        Look::Members(ids.iter().map(|s| (*s).to_owned()).collect())
+    }
+
+    #[test]
+    fn a_member_record_is_stored_with_its_shard_count_as_the_transitions() {
+        let record = MemberRecord {
+            identity: "a".to_owned(),
+            shards: 12,
+        };
+        let stored = record.stored(LEASE);
+        assert_eq!(stored.holder_identity, "a");
+        assert_eq!(stored.leader_transitions, 12);
+        assert_eq!(stored.lease_duration_seconds, 15);
+        assert_eq!(MemberRecord::read(&stored), record);
     }
 
     #[tokio::test(start_paused = true)]
@@ -367,7 +402,7 @@ mod tests {
         let store = MemoryStore::new();
         let mut a = member(&store, "a", 4);
         store.partition("a", true);
-        assert!(matches!(a.look().await, View::Refused(r) if r.contains("not renewed")));
+        assert!(matches!(a.look().await, Look::Refused(r) if r.contains("not renewed")));
         store.partition("a", false);
         assert_eq!(a.look().await, members(&["a"]));
     }
@@ -438,7 +473,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn without_a_list_the_last_view_holds_for_a_lease_duration() {
+    async fn without_a_list_the_last_look_holds_for_a_lease_duration() {
         let store = MemoryStore::new();
         let (mut a, mut b) = (member(&store, "a", 4), member(&store, "b", 4));
         b.look().await;
@@ -449,7 +484,7 @@ mod tests {
         // a cannot list or renew: it keeps what it saw change within a lease duration.
         assert_eq!(a.look().await, members(&["a", "b"]));
         advance(Duration::from_secs(5)).await;
-        assert!(matches!(a.look().await, View::Refused(r) if r.contains("not renewed")));
+        assert!(matches!(a.look().await, Look::Refused(r) if r.contains("not renewed")));
         store.partition("a", false);
         assert_eq!(a.look().await, members(&["a", "b"]));
     }
@@ -459,14 +494,14 @@ mod tests {
         let store = MemoryStore::new();
         let (mut a, mut b) = (member(&store, "a", 4), member(&store, "b", 8));
         a.look().await;
-        assert!(matches!(b.look().await, View::Refused(r) if r.contains("4 shards")));
-        assert!(matches!(a.look().await, View::Refused(r) if r.contains("8 shards")));
+        assert!(matches!(b.look().await, Look::Refused(r) if r.contains("4 shards")));
+        assert!(matches!(a.look().await, Look::Refused(r) if r.contains("8 shards")));
         // A second process with a's identity: refused, and it never writes, while a1 renews.
         let store = MemoryStore::new();
         let (mut a1, mut a2) = (member(&store, "a", 4), member(&store, "a", 4));
         assert_eq!(a1.look().await, members(&["a"]));
         for _ in 0..20 {
-            assert!(matches!(a2.look().await, View::Refused(r) if r.contains("exists")));
+            assert!(matches!(a2.look().await, Look::Refused(r) if r.contains("exists")));
             assert_eq!(a1.look().await, members(&["a"]));
             advance(Duration::from_secs(2)).await;
         }
@@ -474,9 +509,9 @@ mod tests {
         // a1 stops renewing (it died): a2 takes the record once it has not changed for a lease
         // duration since a2 first saw it unchanged.
         drop(a1);
-        assert!(matches!(a2.look().await, View::Refused(_)));
+        assert!(matches!(a2.look().await, Look::Refused(_)));
         advance(LEASE - Duration::from_secs(1)).await;
-        assert!(matches!(a2.look().await, View::Refused(_)));
+        assert!(matches!(a2.look().await, Look::Refused(_)));
         advance(Duration::from_secs(1)).await;
         assert_eq!(a2.look().await, members(&["a"]));
         // Another process that writes over a record this replica already wrote: refused for
@@ -488,9 +523,9 @@ mod tests {
         let mut record = intruder.get().await.unwrap().record;
         record.renew_time = SystemTime::now();
         intruder.update(record).await.unwrap();
-        assert!(matches!(a1.look().await, View::Refused(r) if r.contains("identity")));
+        assert!(matches!(a1.look().await, Look::Refused(r) if r.contains("identity")));
         advance(LEASE * 2 - Duration::from_secs(1)).await;
-        assert!(matches!(a1.look().await, View::Refused(_)));
+        assert!(matches!(a1.look().await, Look::Refused(_)));
         advance(Duration::from_secs(1)).await;
         assert_eq!(a1.look().await, members(&["a"]));
     }

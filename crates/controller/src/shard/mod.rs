@@ -106,6 +106,5 @@ pub(crate) mod run;
 mod sharding;
 mod sightings;
 
-pub(crate) use key::ShardFn;
 pub use key::{ShardKey, shard_of};
 pub use sharding::{Sharding, ShardingError};

@@ -9,19 +9,20 @@ use ctrlq_leader::{LeaderElector, Lock};
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::ShardFn;
 use super::assign::shards_of;
+use super::key::{ShardKey, shard_of};
 use super::leases::ShardLeases;
-use super::members::{Membership, View};
+use super::members::{Look, Membership};
 use super::sharding::Sharding;
-use crate::controller::Run;
 use crate::key::Key;
+use crate::lead::{Run, Terms};
 use crate::source::pump_all;
-use crate::term::Stands;
+use crate::term::TermEnd;
 use crate::warm::WarmView;
 use crate::{Drain, Event};
 
@@ -29,18 +30,14 @@ use crate::{Drain, Event};
 struct Ctx<'a, K: Key, E, L> {
     plan: &'a Sharding<L>,
     name: &'a str,
-    stands: Stands<'a, K, E>,
+    terms: Terms<'a, K, E>,
 }
 
 /// Runs a sharded replica until the shutdown fires and every held shard has drained; returns
 /// how the drains went: [`Drain::NotLeading`] if no shard's term drained.
-pub(crate) async fn run<K, E, L>(
-    plan: Sharding<L>,
-    shard_of: ShardFn<K>,
-    run: Run<'_, K, E>,
-) -> Drain
+pub(crate) async fn run<K, E, L>(plan: Sharding<L>, run: Run<'_, K, E>) -> Drain
 where
-    K: Key,
+    K: Key + ShardKey,
     E: Send + 'static,
     L: Lock,
 {
@@ -52,15 +49,15 @@ where
         shutdown,
         ..
     } = run;
-    let view = Arc::new(WarmView::new(Some(shard_of)));
+    let shards = plan.shards;
+    let view = Arc::new(WarmView::new(Some(Arc::new(move |key: &K| {
+        shard_of(key, shards)
+    }))));
     let mut pumps = pump_all(sources, &view, shared);
     let timing = plan.config.timing();
-    let member_prefix = format!("{}{name}-member-", plan.prefix);
-    let member_lock = (plan.locks)(&format!("{member_prefix}{}", plan.identity));
     let mut members = Membership::new(
-        member_lock,
         plan.locks.clone(),
-        member_prefix,
+        format!("{}{name}-member-", plan.prefix),
         plan.identity.clone(),
         plan.shards,
         timing.lease_duration,
@@ -68,34 +65,38 @@ where
     // One listing a look: the member records and the shard leases.
     .list_with(format!("{}{name}-", plan.prefix));
     let mut leases = ShardLeases::new(format!("{}{name}-shard-", plan.prefix), plan.locks.clone());
-    let (view_tx, mut view_rx) = watch::channel(None::<View>);
-    let mut stands = Stands::new(settings, shared, &view);
-    stands.held = Some(&plan.held);
+    let (look_tx, mut look_rx) = watch::channel(None::<Look>);
     let ctx = Ctx {
         plan: &plan,
         name,
-        stands,
+        terms: Terms {
+            settings,
+            shared,
+            view: &view,
+            cold: None,
+            drain: Mutex::new(Drain::NotLeading),
+        },
     };
     {
         // Looks at the members and the shard leases every retry period until shutdown. The
-        // stale leases of the shards this view assigns here are blanked before the view is
+        // stale leases of the shards this look assigns here are blanked before the look is
         // published, so that a stand it starts takes them at its first try.
         let membership = async {
             loop {
-                let view = members.look().await;
+                let look = members.look().await;
                 if let Some(listed) = members.take_listing() {
-                    let mine = match &view {
-                        View::Members(live) => shards_of(live, plan.shards, &plan.identity),
-                        View::Refused(_) => Vec::new(),
+                    let mine = match &look {
+                        Look::Members(live) => shards_of(live, plan.shards, &plan.identity),
+                        Look::Refused(_) => Vec::new(),
                     };
                     let held = plan.held.borrow().clone();
                     leases
                         .look(listed, &mine.into_iter().collect(), &held)
                         .await;
                 }
-                view_tx.send_if_modified(|v| {
-                    let changed = v.as_ref() != Some(&view);
-                    *v = Some(view);
+                look_tx.send_if_modified(|v| {
+                    let changed = v.as_ref() != Some(&look);
+                    *v = Some(look);
                     changed
                 });
                 tokio::select! {
@@ -112,9 +113,9 @@ where
         loop {
             tokio::select! {
                 () = &mut membership, if !membership_done => membership_done = true,
-                Ok(()) = view_rx.changed(), if !shutdown.is_cancelled() => {
-                    let view = view_rx.borrow_and_update().clone();
-                    desired = ctx.assigned(view.as_ref());
+                Ok(()) = look_rx.changed(), if !shutdown.is_cancelled() => {
+                    let look = look_rx.borrow_and_update().clone();
+                    desired = ctx.assigned(look.as_ref());
                     for (shard, token) in &running {
                         if !desired.contains(shard) {
                             // Handed back: the term drains, then the lease is released.
@@ -148,43 +149,67 @@ where
     }
     pumps.abort_all();
     while pumps.join_next().await.is_some() {}
-    ctx.stands.drain.into_inner()
+    ctx.terms.drain.into_inner()
 }
 
 impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
-    /// The shards this replica stands for under `view`, reported.
-    fn assigned(&self, view: Option<&View>) -> BTreeSet<u32> {
-        match view {
-            Some(View::Members(members)) => {
+    /// The shards this replica stands for under `look`, reported.
+    fn assigned(&self, look: Option<&Look>) -> BTreeSet<u32> {
+        match look {
+            Some(Look::Members(members)) => {
                 let shards = shards_of(members, self.plan.shards, &self.plan.identity);
                 debug!(?members, ?shards, "shards assigned");
-                self.stands.shared.emit(&Event::ShardsAssigned {
+                self.terms.shared.emit(&Event::ShardsAssigned {
                     shards: &shards,
                     members,
                 });
                 shards.into_iter().collect()
             }
-            Some(View::Refused(reason)) => {
+            Some(Look::Refused(reason)) => {
                 warn!(%reason, "taking no shard");
-                self.stands.shared.emit(&Event::ShardingRefused { reason });
+                self.terms.shared.emit(&Event::ShardingRefused { reason });
                 BTreeSet::new()
             }
             None => BTreeSet::new(),
         }
     }
 
-    /// Stands for `shard` until `token` fires (see [`Stands::stand`]). Returns the shard.
+    /// Stands for `shard` until `token` fires: runs a term on its lease each time it is won,
+    /// and stands again after a loss. Returns the shard.
     async fn stand(&self, shard: u32, token: CancellationToken) -> u32 {
         let record = format!("{}{}-shard-{shard}", self.plan.prefix, self.name);
         let lock = (self.plan.locks)(&record);
-        match LeaderElector::new(lock, self.plan.config.clone()) {
-            Ok(elector) => self.stands.stand(&elector, Some(shard), &token).await,
+        let elector = match LeaderElector::new(lock, self.plan.config.clone()) {
+            Ok(elector) => elector,
             Err(e) => {
                 // Checked in `Sharding::new` on a lock from the same factory.
                 warn!(error = %e, shard, "the shard's elector cannot run");
                 token.cancelled().await;
+                return shard;
             }
-        }
+        };
+        let (terms, token) = (&self.terms, &token);
+        elector
+            .run_until_cancelled(token.clone(), |leadership| {
+                let status = elector.subscribe_status();
+                let fencing_token = leadership.fencing_token();
+                async move {
+                    terms.shared.emit(&Event::ShardLeading {
+                        shard,
+                        fencing_token,
+                    });
+                    self.plan.held.send_modify(|held| {
+                        held.insert(shard);
+                    });
+                    let end = terms.lead(leadership, status, Some(shard), token).await;
+                    self.plan.held.send_modify(|held| {
+                        held.remove(&shard);
+                    });
+                    let lost = matches!(end, TermEnd::Lost);
+                    terms.shared.emit(&Event::ShardEnded { shard, lost });
+                }
+            })
+            .await;
         shard
     }
 }

@@ -6,23 +6,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctrlq_leader::{LeaderElector, Lock};
+use ctrlq_queue_async::metrics::MetricsProvider;
 use ctrlq_ratelimit::RateLimiter;
-use futures::{Stream, StreamExt};
+use futures::future::BoxFuture;
+use futures::{FutureExt, Stream, StreamExt};
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, debug_span};
 
 use crate::key::Key;
-use crate::shard::{ShardFn, ShardKey, Sharding, shard_of};
-use crate::source::Subscribe;
-use crate::stats::Telemetry;
-use crate::term::{Hook, Policy, StartWorker, TermSettings};
-use crate::{Action, Context, ReconcileError};
-
-use self::erased::Plan;
-
-mod erased;
-mod observe;
-mod run;
-
-pub(crate) use self::erased::Run;
+use crate::lead::{Run, Terms};
+use crate::shard::{ShardKey, Sharding};
+use crate::source::{Source, Subscribe, pump_all};
+use crate::term::{Hook, Policy, Reconciler, StartWorker, TermEnd, TermSettings};
+use crate::warm::WarmView;
+use crate::{Action, Context, Drain, Event, ReconcileError, Summary};
 
 /// How long in-flight reconciles may run after a shutdown request: controller-runtime's default
 /// graceful shutdown timeout.
@@ -111,7 +109,8 @@ pub struct Controller<K, E> {
     /// term).
     warm: bool,
     settings: TermSettings<K>,
-    telemetry: Telemetry,
+    #[cfg(feature = "prometheus")]
+    metrics: Option<Arc<crate::prometheus::ControllerMetrics>>,
 }
 
 impl<K: Key, E: Send + 'static> Controller<K, E> {
@@ -148,10 +147,8 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
                 limiter: None,
                 queue_metrics: None,
             },
-            telemetry: Telemetry {
-                name: name.clone(),
-                ..Telemetry::default()
-            },
+            #[cfg(feature = "prometheus")]
+            metrics: None,
             name,
         }
     }
@@ -163,7 +160,8 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// keys are added to that term's queue. The stream should begin with every key that
     /// currently needs reconciling (a watch's initial list does): what the streams yield is all
     /// a term's queue is filled with. Several sources are merged. The keys a stream has ready at
-    /// once (a relist, a burst of events; up to 64) are added together, with one `add_all`.
+    /// once (a relist, a burst of events; up to 64) are added together: with one `add_all` to a
+    /// term's queue, or into the warm view under one hold of its lock.
     ///
     /// Every key a stream yields is queued, whatever it does next. A stream that panics (or a
     /// `subscribe` that panics) is reported ([`Event::SourceFailed`](crate::Event::SourceFailed),
@@ -419,9 +417,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     where
         K: ShardKey,
     {
-        let shards = sharding.shards();
-        let shard: ShardFn<K> = Arc::new(move |key: &K| shard_of(key, shards));
-        self.sharding = Some(Box::new((sharding, shard)));
+        self.sharding = Some(Box::new(sharding));
         self
     }
 
@@ -448,6 +444,169 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     pub fn grace_period(mut self, grace: Duration) -> Self {
         self.settings.grace = grace;
         self
+    }
+
+    /// Calls `hook` at every [`Event`] as it happens (terms, reconciles, drains), after the hooks
+    /// added before it. A hook runs on the worker or the runner, so it must be quick and must not
+    /// panic.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use ctrlq_controller::{Action, Context, Controller, Event};
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .on_event(|e| if let Event::LeadershipLost { aborted } = e { eprintln!("lost, {aborted} dropped") });
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn on_event<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&Event<'_, K>) + Send + Sync + 'static,
+    {
+        self.hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// Reports the work queue's client-go metrics through `provider`, under the controller's
+    /// name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use ctrlq_controller::{Action, Context, Controller};
+    /// let provider = Arc::new(ctrlq_queue_async::metrics::NoopProvider);
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .queue_metrics(provider);
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn queue_metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
+        self.settings.queue_metrics = Some(provider);
+        self
+    }
+
+    /// Reports controller-runtime's reconcile metrics to `metrics` under the controller's name.
+    ///
+    /// See [`prometheus`](crate::prometheus) for an example.
+    #[cfg(feature = "prometheus")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+    #[must_use]
+    pub fn metrics(mut self, metrics: Arc<crate::prometheus::ControllerMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Runs until `shutdown` fires, then drains and returns what was done.
+    ///
+    /// With an elector: stands for election, runs a term while leading, and after a lost lease
+    /// stands again; `shutdown` is also the elector's cancel, so it releases the lease after the
+    /// drain if configured to.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops the workers with their in-flight reconciles and the term's
+    /// queue, without a drain; with an elector, the lease is not released and expires.
+    pub async fn run(self, shutdown: CancellationToken) -> Summary {
+        let Self {
+            name,
+            reconcile,
+            policy,
+            hooks,
+            sources,
+            elector,
+            sharding,
+            warm,
+            settings,
+            #[cfg(feature = "prometheus")]
+            metrics,
+        } = self;
+        // The metrics are a hook after the user's.
+        #[cfg(feature = "prometheus")]
+        let hooks = {
+            let mut hooks = hooks;
+            if let Some(metrics) = metrics {
+                let (name, workers) = (name.clone(), settings.workers);
+                hooks.push(Arc::new(move |e| metrics.record(&name, workers, e)));
+            }
+            hooks
+        };
+        let shared = Arc::new(Reconciler {
+            reconcile,
+            policy,
+            hooks,
+            stats: Default::default(),
+        });
+        let sources: Vec<_> = sources
+            .into_iter()
+            .enumerate()
+            .map(|(i, subscribe)| Arc::new(Source::new(i, subscribe)))
+            .collect();
+        let span = debug_span!("controller", controller = %name);
+        let drain = match sharding.or(elector) {
+            Some(plan) => {
+                let run = Run {
+                    name: &name,
+                    settings: &settings,
+                    shared: &shared,
+                    sources: &sources,
+                    warm,
+                    shutdown: &shutdown,
+                };
+                plan.run(run).instrument(span).await
+            }
+            None => {
+                let feed = |queue: &_| pump_all(&sources, queue, &shared);
+                let term = settings.term(&shared, feed, None, None, &shutdown);
+                let end = term.instrument(span).await;
+                Drain::ran(matches!(end, TermEnd::Drained { finished: true }))
+            }
+        };
+        shared.stats.summary(drain)
+    }
+}
+
+/// How a run leads, under one elector or as shards, with the lock type erased so that a
+/// [`Controller`] is generic over its keys and errors only. Runs until the shutdown and
+/// returns how the drains went.
+trait Plan<K, E>: Send {
+    fn run<'a>(self: Box<Self>, run: Run<'a, K, E>) -> BoxFuture<'a, Drain>;
+}
+
+impl<K: Key + ShardKey, E: Send + 'static, L: Lock> Plan<K, E> for Sharding<L> {
+    fn run<'a>(self: Box<Self>, run: Run<'a, K, E>) -> BoxFuture<'a, Drain> {
+        crate::shard::run::run(*self, run).boxed()
+    }
+}
+
+impl<K: Key, E: Send + 'static, L: Lock> Plan<K, E> for Arc<LeaderElector<L>> {
+    fn run<'a>(self: Box<Self>, run: Run<'a, K, E>) -> BoxFuture<'a, Drain> {
+        async move {
+            // A warm standby: the sources run for the whole run, into the view.
+            let view = Arc::new(WarmView::new(None));
+            let _pumps = run.warm.then(|| pump_all(run.sources, &view, run.shared));
+            let terms = Terms {
+                settings: run.settings,
+                shared: run.shared,
+                view: &view,
+                cold: (!run.warm).then_some(run.sources),
+                drain: Mutex::new(Drain::NotLeading),
+            };
+            let terms = &terms;
+            let shutdown = run.shutdown;
+            self.run_until_cancelled(shutdown.clone(), |leadership| {
+                let status = self.subscribe_status();
+                async move {
+                    let end = terms.lead(leadership, status, None, shutdown).await;
+                    if matches!(end, TermEnd::Lost) {
+                        debug!("lease lost; standing for election again");
+                    }
+                }
+            })
+            .await;
+            *terms.drain.lock()
+        }
+        .boxed()
     }
 }
 
