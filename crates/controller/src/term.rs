@@ -241,6 +241,10 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             // term. So is one taken once the lease may have lapsed on this process's clock
             // (after a freeze, before the elector's task has run again), unless a renew that
             // answered in time turns out to hold it.
+            // The key's failures are read (under the limiter's lock) before the lease check,
+            // so that the check comes as close as it can to the reconcile's start.
+            let key = item.key();
+            let attempts = u32::try_from(self.queue.num_requeues(key)).unwrap_or(u32::MAX);
             if self.stopping.load(Relaxed) {
                 return;
             }
@@ -252,8 +256,6 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
                     return;
                 }
             }
-            let key = item.key();
-            let attempts = u32::try_from(self.queue.num_requeues(key)).unwrap_or(u32::MAX);
             if !self.reconciled.load(Relaxed) && !self.reconciled.swap(true, Relaxed) {
                 let after = self.began.elapsed();
                 debug!(?after, shard = self.shard, "first reconcile of the term");
