@@ -16,6 +16,7 @@ use super::pop::Pop;
 use super::popped::Popped;
 use super::shared::Shared;
 use crate::AddError;
+use crate::wait::Source;
 
 /// A scheduler's queue: pops the most important pending item, and decides on each failure
 /// whether the item retries after a backoff, waits for an event that could help, or goes
@@ -152,7 +153,7 @@ where
 
     /// [`pop`](Self::pop) without waiting: `None` if nothing can be popped now or if shut down.
     pub fn try_pop(&self) -> Option<Popped<K, T>> {
-        let flight = self.shared.try_pop().flatten()?;
+        let flight = self.shared.try_take().flatten()?;
         Some(Popped::new(self.shared.clone(), flight))
     }
 
@@ -190,7 +191,7 @@ where
     /// [`Popped::done`] does the same from the guard; after this call, the guard of that
     /// flight does nothing when dropped (and a hand-back treats its item as not in flight).
     pub fn done(&self, key: &K) {
-        self.shared.lock().machine.done(key);
+        self.shared.lock().machine.in_flight.done(key);
     }
 
     /// Replaces the data of `key`, with the `events` the change amounts to.
@@ -215,7 +216,7 @@ where
 impl<K, T, C> SchedulingQueue<K, T, C> {
     /// The scheduling cycle: how many items were popped so far.
     pub fn scheduling_cycle(&self) -> u64 {
-        self.shared.lock().machine.scheduling_cycle()
+        self.shared.lock().machine.cycle
     }
 
     /// Shuts the queue down: pending and future `pop`s return `None`, every flight ends, and the
@@ -230,7 +231,7 @@ impl<K, T, C> SchedulingQueue<K, T, C> {
 
     /// Whether [`shut_down`](Self::shut_down) was called.
     pub fn is_shutting_down(&self) -> bool {
-        self.shared.lock().machine.is_closed()
+        self.shared.lock().machine.closed
     }
 }
 
@@ -410,12 +411,12 @@ where
 
     /// Whether `key` is in flight (popped, not yet done or handed back).
     pub fn is_in_flight(&self, key: &K) -> bool {
-        self.shared.lock().machine.is_in_flight(key)
+        self.shared.lock().machine.in_flight.contains(key)
     }
 
     /// The keys in flight, in arbitrary order.
     pub fn in_flight(&self) -> Vec<K> {
-        self.shared.lock().machine.in_flight_keys()
+        self.shared.lock().machine.in_flight.keys()
     }
 
     /// The in-flight list: markers of items in flight and the events recorded after them, in
@@ -433,12 +434,12 @@ where
     /// # }
     /// ```
     pub fn in_flight_events(&self) -> Vec<InFlightEntry<K>> {
-        self.shared.lock().machine.in_flight_events()
+        self.shared.lock().machine.in_flight.entries()
     }
 
     /// How many items are unschedulable (rejected or gated).
     pub fn num_unschedulable(&self) -> usize {
-        self.shared.lock().machine.num_unschedulable()
+        self.shared.lock().machine.unschedulable.len()
     }
 
     /// How many items are queued in all three sub-queues.

@@ -105,6 +105,34 @@ impl<K: std::hash::Hash + Eq + Clone, T: super::Priority> SchedulingState<K, T> 
     ) -> Result<(), QueuedItem<K, T>> {
         self.hand_back(item, flight, cycle, now, false)
     }
+
+    fn done(&mut self, key: &K) -> bool {
+        self.in_flight.done(key)
+    }
+
+    fn is_in_flight(&self, key: &K) -> bool {
+        self.in_flight.contains(key)
+    }
+
+    fn in_flight_keys(&self) -> Vec<K> {
+        self.in_flight.keys()
+    }
+
+    fn in_flight_events(&self) -> Vec<super::InFlightEntry<K>> {
+        self.in_flight.entries()
+    }
+
+    fn num_unschedulable(&self) -> usize {
+        self.unschedulable.len()
+    }
+
+    fn scheduling_cycle(&self) -> u64 {
+        self.cycle
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed
+    }
 }
 
 /// The model: the clock, which keys are queued, which are in flight (and the popped items

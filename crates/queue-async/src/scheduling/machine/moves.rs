@@ -65,7 +65,7 @@ where
             trace!(event = event.label, "event of no interest dropped");
             return 0;
         }
-        self.move_request_cycle = Some(self.scheduling_cycle());
+        self.move_request_cycle = Some(self.cycle);
         self.in_flight.record(*event, payload.clone(), None);
         let hints = self.hooks.hints_for(event);
         let select = |hooks: &Hooks<K, T>, item: &QueuedItem<K, T>| {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use ctrlq_queue_core::Compare;
 use tokio::time::Instant;
 
-use super::active::{self, ActiveHeap, ActiveOrder, InFlight, InFlightEntry, RecordedEvent};
+use super::active::{self, ActiveHeap, ActiveOrder, InFlight, RecordedEvent};
 use super::backoff::{self, BackoffQueue};
 use super::config::{ConfigError, SchedulingQueueConfig};
 use super::event::{ClusterEvent, EventPayload};
@@ -32,17 +32,17 @@ use super::unschedulable::Unschedulable;
 /// attempts, gates and hints, and the rules that move items between them. No clock is read:
 /// every operation that depends on time takes `now`.
 ///
-/// A popped key is in flight until [`done`](Self::done) or [`hand_back`](Self::hand_back), and
-/// a key in flight is never popped again.
+/// A popped key is in flight until `in_flight` ends its flight (done, or
+/// [`hand_back`](Self::hand_back)), and a key in flight is never popped again.
 pub(crate) struct SchedulingState<K, T, C = PriorityOrder> {
     pub(super) config: SchedulingQueueConfig,
     pub(super) hooks: Hooks<K, T>,
     pub(super) active: ActiveHeap<K, T, C>,
     /// The keys popped and not yet done, and the events seen meanwhile.
-    pub(super) in_flight: InFlight<K>,
+    pub(crate) in_flight: InFlight<K>,
     pub(super) backoff: BackoffQueue<K, T, C>,
     /// Rejected or gated items, waiting for an event.
-    pub(super) unschedulable: Unschedulable<K, T>,
+    pub(crate) unschedulable: Unschedulable<K, T>,
     /// The cycle of the last move request (event or activation); decides where an item that
     /// was not tracked in flight goes on failure.
     pub(super) move_request_cycle: Option<u64>,
@@ -52,8 +52,9 @@ pub(crate) struct SchedulingState<K, T, C = PriorityOrder> {
     /// The insertion sequence: the last tiebreak of every order.
     seq: u64,
     /// The scheduling cycle: how many items were popped.
-    cycle: u64,
-    closed: bool,
+    pub(crate) cycle: u64,
+    /// Nothing pops, and adds are refused.
+    pub(crate) closed: bool,
 }
 
 /// An item popped: it, its flight id (never reused) and the scheduling cycle it was popped in.
@@ -163,11 +164,6 @@ where
         !self.closed
             && (!self.active.is_empty()
                 || (self.config.pop_from_backoff && self.backoff.has_rejected()))
-    }
-
-    /// Ends the flight of `key` after a successful attempt; false if it was not in flight.
-    pub(crate) fn done(&mut self, key: &K) -> bool {
-        self.in_flight.done(key)
     }
 
     /// Ends `flight` of `key` if it is still the key's current flight.
@@ -417,46 +413,14 @@ where
             unschedulable: self.unschedulable.items().map(|i| i.key.clone()).collect(),
         }
     }
-
-    /// Whether `key` is in flight.
-    pub(crate) fn is_in_flight(&self, key: &K) -> bool {
-        self.in_flight.contains(key)
-    }
-
-    /// The keys in flight, in arbitrary order.
-    pub(crate) fn in_flight_keys(&self) -> Vec<K> {
-        self.in_flight.keys()
-    }
-
-    /// The in-flight list: markers and the events recorded after them, in order.
-    pub(crate) fn in_flight_events(&self) -> Vec<InFlightEntry<K>> {
-        self.in_flight.entries()
-    }
 }
 
 impl<K, T, C> SchedulingState<K, T, C> {
-    /// The scheduling cycle: how many items were popped.
-    pub(crate) fn scheduling_cycle(&self) -> u64 {
-        self.cycle
-    }
-
-    /// Whether the state is closed: nothing pops, and adds are refused.
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed
-    }
-
-    /// How many items are unschedulable.
-    pub(crate) fn num_unschedulable(&self) -> usize {
-        self.unschedulable.len()
-    }
-
     /// How many items are queued in the three sub-queues.
     pub(crate) fn len(&self) -> usize {
         self.active.len() + self.backoff.len() + self.unschedulable.len()
     }
-}
 
-impl<K, T, C> SchedulingState<K, T, C> {
     /// The `Debug` of the state and of its queue (named `name`): its content, not its items.
     pub(crate) fn describe(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct(name)
