@@ -45,22 +45,9 @@ pin_project! {
     /// [`SchedulingQueue::pop`]: super::SchedulingQueue::pop
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Pop<'a, K, T, C> {
-        shared: &'a Arc<Shared<K, T, C>>,
+        pub(super) shared: &'a Arc<Shared<K, T, C>>,
         #[pin]
-        wait: Wait<'a, Shared<K, T, C>>,
-    }
-}
-
-impl<'a, K, T, C> Pop<'a, K, T, C>
-where
-    K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T>>,
-{
-    pub(crate) fn new(shared: &'a Arc<Shared<K, T, C>>) -> Self {
-        Pop {
-            shared,
-            wait: Wait::new(shared),
-        }
+        pub(super) wait: Wait<'a, Shared<K, T, C>>,
     }
 }
 

@@ -16,7 +16,7 @@ use super::pop::Pop;
 use super::popped::Popped;
 use super::shared::Shared;
 use crate::AddError;
-use crate::wait::Source;
+use crate::wait::{Source, Wait};
 
 /// A scheduler's queue: pops the most important pending item, and decides on each failure
 /// whether the item retries after a backoff, waits for an event that could help, or goes
@@ -148,7 +148,11 @@ where
     /// # }
     /// ```
     pub fn pop(&self) -> Pop<'_, K, T, C> {
-        Pop::new(&self.shared)
+        let shared = &self.shared;
+        Pop {
+            shared,
+            wait: Wait::new(shared),
+        }
     }
 
     /// [`pop`](Self::pop) without waiting: `None` if nothing can be popped now or if shut down.

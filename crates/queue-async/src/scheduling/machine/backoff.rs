@@ -133,15 +133,16 @@ where
     }
 
     /// Pops the earliest head of the two heaps (the rejected one on a tie) if its backoff is
-    /// over at `now` (expiry <= now).
-    pub(crate) fn pop_completed(&mut self, now: Instant) -> Option<QueuedItem<K, T>> {
+    /// over at `until` (expiry <= until), or whatever its expiry if `until` is `None`.
+    pub(crate) fn pop_completed(&mut self, until: Option<Instant>) -> Option<QueuedItem<K, T>> {
         let (rejected, errors) = self.head_expiries();
         let heap = if errors.is_some_and(|e| rejected.is_none_or(|r| e < r)) {
             &mut self.errors
         } else {
             &mut self.rejected
         };
-        if heap.peek()?.1.expiry > now {
+        let expiry = heap.peek()?.1.expiry;
+        if until.is_some_and(|until| expiry > until) {
             return None;
         }
         heap.pop().map(|(_, w)| w.item)

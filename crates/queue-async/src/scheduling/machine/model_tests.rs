@@ -67,7 +67,9 @@ fn new_state(pop_from_backoff: bool) -> State {
     hint(&mut hooks, NODE_ADD, "skip", QueueingHint::Skip);
     hint(&mut hooks, ITEM_UPDATE, "pend", QueueingHint::Queue);
     let gate = |item: &QueuedItem<u8, i64>| *item.data() != GATED;
-    hooks.add_gate("gate", vec![ITEM_UPDATE], Arc::new(gate));
+    hooks
+        .gates
+        .push(("gate", vec![ITEM_UPDATE], Arc::new(gate)));
     SchedulingState::new(config, hooks, PriorityOrder).unwrap()
 }
 
@@ -78,7 +80,9 @@ fn hint<K, T>(
     plugin: &'static str,
     answer: QueueingHint,
 ) {
-    hooks.add_hint(event, plugin, Arc::new(move |_, _, _| Ok(answer)));
+    hooks
+        .hints
+        .push((event, plugin, Arc::new(move |_, _, _| Ok(answer))));
 }
 
 /// A state with the default settings and one hint, of `Fit` for `NODE_ADD`, that queues.
@@ -842,7 +846,9 @@ fn a_new_state_is_empty_and_open() {
 fn hooks_care_only_for_the_events_of_their_hints_and_gates() {
     let mut hooks = Hooks::<&str, i64>::new();
     hint(&mut hooks, NODE_ADD, "Fit", QueueingHint::Queue);
-    hooks.add_gate("Quota", vec![NODE_ADD], Arc::new(|item| *item.data() < 100));
+    hooks
+        .gates
+        .push(("Quota", vec![NODE_ADD], Arc::new(|item| *item.data() < 100)));
     assert!(hooks.is_of_interest(&NODE_ADD));
     assert!(!hooks.is_of_interest(&ClusterEvent::new("Pv", ActionType::ADD)));
 }

@@ -24,24 +24,21 @@ where
 {
     /// Moves every backoff item whose expiry is at or before `now` to active; how many.
     pub(crate) fn flush_backoff_completed(&mut self, now: Instant) -> usize {
-        let mut count = 0;
-        while let Some(item) = self.backoff.pop_completed(now) {
-            active::push(&mut self.active, item, now);
-            count += 1;
-        }
-        count
+        self.flush_backoff(Some(now), now)
     }
 
     /// Moves every item in backoff to active, stamped `now`, whether its backoff is over or
     /// not: for a queue whose timer can no longer ring (the runtime that timed it is gone), so
     /// that no item waits for an expiry nothing will act on. Returns how many moved.
     pub(crate) fn flush_backoff_all(&mut self, now: Instant) -> usize {
+        self.flush_backoff(None, now)
+    }
+
+    /// Moves the backoff items whose expiry is at or before `until` (all, if `None`) to active,
+    /// stamped `now`, earliest expiry first; how many.
+    fn flush_backoff(&mut self, until: Option<Instant>, now: Instant) -> usize {
         let mut count = 0;
-        let backoff = &mut self.backoff;
-        while let Some(item) = backoff
-            .next_expiry()
-            .and_then(|at| backoff.pop_completed(at))
-        {
+        while let Some(item) = self.backoff.pop_completed(until) {
             active::push(&mut self.active, item, now);
             count += 1;
         }
@@ -125,10 +122,10 @@ where
     /// When the state next moves an item by itself: the earlier of the backoff head's expiry
     /// and the next leftover deadline (never late, maybe early).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        match (self.next_leftover, self.backoff.next_expiry()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.next_leftover
+            .into_iter()
+            .chain(self.backoff.next_expiry())
+            .min()
     }
 
     /// Moves the unschedulable items `select` picks out, in one pass: `select` gives the

@@ -244,8 +244,7 @@ where
             } else if let Some(item) = self.unschedulable.remove(&key) {
                 moved += usize::from(self.place(item, Strategy::Immediately, now));
             } else if self.in_flight.contains(&key) {
-                let event = ClusterEvent::FORCE_ACTIVATE;
-                let payload = EventPayload::none();
+                let (event, payload) = (ClusterEvent::FORCE_ACTIVATE, EventPayload::none());
                 self.in_flight.record(event, payload, Some(key));
                 self.move_request_cycle = Some(self.cycle);
             }
