@@ -420,7 +420,14 @@ where
 
     /// The keys in flight, in arbitrary order.
     pub fn in_flight(&self) -> Vec<K> {
-        self.shared.lock().machine.in_flight.keys()
+        self.shared
+            .lock()
+            .machine
+            .in_flight
+            .markers
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// The in-flight list: markers of items in flight and the events recorded after them, in

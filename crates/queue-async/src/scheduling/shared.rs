@@ -198,13 +198,7 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Timed for Shared<K, T, C
         if locked.machine.closed {
             return Poll::Ready(());
         }
-        if !locked
-            .waker
-            .as_ref()
-            .is_some_and(|w| w.will_wake(cx.waker()))
-        {
-            locked.waker = Some(cx.waker().clone());
-        }
+        locked.waker = Some(cx.waker().clone());
         let Some(next) = locked.machine.next_deadline() else {
             locked.sleep = None;
             return Poll::Pending;

@@ -67,8 +67,8 @@ pub(crate) struct InFlight<K> {
     slots: VecDeque<Slot<K>>,
     /// Absolute position of `slots[0]`.
     head: u64,
-    /// The absolute position of each key's marker.
-    markers: HashMap<K, u64>,
+    /// The absolute position of each key's marker: the keys in flight.
+    pub(crate) markers: HashMap<K, u64>,
 }
 
 /// The active sub-queue: a keyed heap in [`ActiveOrder`].
@@ -102,12 +102,6 @@ pub(crate) fn push<K, T, C>(
 }
 
 // ===== impl InFlight =====
-
-impl<K> InFlight<K> {
-    pub(crate) fn len(&self) -> usize {
-        self.markers.len()
-    }
-}
 
 impl<K: Hash + Eq + Clone> InFlight<K> {
     pub(crate) fn new() -> Self {
@@ -183,10 +177,6 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
         self.head += self.slots.len() as u64;
         self.slots.clear();
         self.markers.clear();
-    }
-
-    pub(crate) fn keys(&self) -> Vec<K> {
-        self.markers.keys().cloned().collect()
     }
 
     pub(crate) fn entries(&self) -> Vec<InFlightEntry<K>> {

@@ -119,7 +119,7 @@ impl<K: std::hash::Hash + Eq + Clone, T: super::Priority> SchedulingState<K, T> 
     }
 
     fn in_flight_keys(&self) -> Vec<K> {
-        self.in_flight.keys()
+        self.in_flight.markers.keys().cloned().collect()
     }
 
     fn in_flight_events(&self) -> Vec<super::InFlightEntry<K>> {
@@ -136,6 +136,12 @@ impl<K: std::hash::Hash + Eq + Clone, T: super::Priority> SchedulingState<K, T> 
 
     fn is_closed(&self) -> bool {
         self.closed
+    }
+}
+
+impl<K, T, C> std::fmt::Debug for SchedulingState<K, T, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.describe("SchedulingState", f)
     }
 }
 
@@ -332,7 +338,7 @@ fn check(s: &mut State, m: &Model) -> Result<(), TestCaseError> {
     prop_assert_eq!(s.len(), queued.len());
     prop_assert_eq!(s.scheduling_cycle(), m.pops);
     // The next leftover deadline is never later than any unschedulable item's.
-    prop_assert_eq!(s.in_flight.len(), m.in_flight.len());
+    prop_assert_eq!(s.in_flight.markers.len(), m.in_flight.len());
     let earliest = s
         .unschedulable
         .items()

@@ -68,12 +68,7 @@ where
         let select = |hooks: &Hooks<K, T>, item: &QueuedItem<K, T>| {
             pre_check(item).then(|| hooks.strategy(&hints, item, event, &payload, None))
         };
-        let moved = self.move_where(now, select);
-        debug!(
-            event = event.label,
-            moved, "moved items out of unschedulable"
-        );
-        moved
+        self.move_where(event, now, select)
     }
 
     /// Moves the unschedulable items queued more than the configured maximum before `now`
@@ -92,11 +87,7 @@ where
             let due = |_: &Hooks<K, T>, item: &QueuedItem<K, T>| {
                 is_due(item).then_some(Strategy::AfterBackoff)
             };
-            moved = self.move_where(now, due);
-            debug!(
-                event = event.label,
-                moved, "moved items out of unschedulable"
-            );
+            moved = self.move_where(&event, now, due);
         }
         // The items left (refused gates stamped `now`) set the next deadline.
         self.next_leftover = self
@@ -128,12 +119,13 @@ where
             .min()
     }
 
-    /// Moves the unschedulable items `select` picks out, in one pass: `select` gives the
+    /// Moves the unschedulable items `select` picks out on `event`, in one pass: `select` gives the
     /// strategy of a candidate (`None` or `Skip` leaves it), the gates are asked while the
     /// item is still in the map (a refused item stays there, stamped `flushed_at`), and the
     /// others are inserted as the scan goes on, so a hint or gate that panics loses no item.
     fn move_where(
         &mut self,
+        event: &ClusterEvent,
         now: Instant,
         mut select: impl FnMut(&Hooks<K, T>, &QueuedItem<K, T>) -> Option<Strategy>,
     ) -> usize {
@@ -171,6 +163,10 @@ where
                 backoff.reserve(rest * (SAMPLE - to_active) / SAMPLE);
             }
         }
+        debug!(
+            event = event.label,
+            moved, "moved items out of unschedulable"
+        );
         moved
     }
 }

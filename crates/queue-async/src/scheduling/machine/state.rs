@@ -199,13 +199,10 @@ where
         if !current && only_in_flight {
             return Ok(());
         }
-        let missed = if current {
-            let events = self.in_flight.events_for(key);
+        let missed = current.then(|| self.in_flight.events_for(key)).flatten();
+        if current {
             self.in_flight.done(key);
-            events
-        } else {
-            None
-        };
+        }
         if self.where_is(key).is_some() {
             return Err(item);
         }
@@ -426,14 +423,8 @@ impl<K, T, C> SchedulingState<K, T, C> {
             .field("active", &self.active.len())
             .field("backoff", &self.backoff.len())
             .field("unschedulable", &self.unschedulable.len())
-            .field("in_flight", &self.in_flight.len())
+            .field("in_flight", &self.in_flight.markers.len())
             .field("shutting_down", &self.closed)
             .finish()
-    }
-}
-
-impl<K, T, C> fmt::Debug for SchedulingState<K, T, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.describe("SchedulingState", f)
     }
 }
