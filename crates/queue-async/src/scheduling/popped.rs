@@ -8,7 +8,6 @@ use std::sync::Arc;
 use ctrlq_queue_core::Compare;
 
 use super::QueuedItem;
-use super::error::AlreadyQueuedError;
 use super::machine::Flight;
 use super::shared::{Shared, TaskKey, TaskOrder};
 
@@ -168,29 +167,6 @@ impl<K: fmt::Debug, T: fmt::Debug> fmt::Debug for Popped<K, T> {
 
 // ===== impl Flights for Shared =====
 
-impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Shared<K, T, C> {
-    /// Takes back a popped item whose attempt failed (see
-    /// [`SchedulingQueue::add_unschedulable_if_not_present`]); `flight` is its flight if it was
-    /// popped from this queue. With `only_in_flight` (a guard dropped without a verdict), an
-    /// item whose flight already ended is not queued again.
-    ///
-    /// [`SchedulingQueue::add_unschedulable_if_not_present`]: super::SchedulingQueue::add_unschedulable_if_not_present
-    pub(crate) fn hand_back(
-        &self,
-        item: QueuedItem<K, T>,
-        flight: Option<u64>,
-        cycle: u64,
-        only_in_flight: bool,
-    ) -> Result<(), AlreadyQueuedError<K, T>> {
-        let now = self.clock.now();
-        let mut locked = self.change();
-        let back = locked
-            .machine
-            .hand_back(item, flight, cycle, now, only_in_flight);
-        back.map_err(AlreadyQueuedError)
-    }
-}
-
 impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Flights<K, T> for Shared<K, T, C> {
     fn end(&self, key: &K, flight: u64) {
         self.lock().machine.end_flight(key, flight);
@@ -198,7 +174,12 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Flights<K, T> for Shared
 
     fn abandon(&self, item: QueuedItem<K, T>, flight: u64, cycle: u64) {
         tracing::debug!("a popped item was dropped without a verdict: handed back as an error");
-        // A copy queued meanwhile wins: dropping this one loses no key.
-        let _ = self.hand_back(item, Some(flight), cycle, true);
+        // A copy queued meanwhile wins (an `Err`): dropping this one loses no key; one whose
+        // flight already ended is not queued again.
+        let now = self.clock.now();
+        let mut locked = self.change();
+        let _ = locked
+            .machine
+            .hand_back(item, Some(flight), cycle, now, true);
     }
 }

@@ -186,7 +186,10 @@ where
         cycle: u64,
     ) -> Result<(), AlreadyQueuedError<K, T>> {
         let (item, flight) = item.disarm(&self.shared);
-        self.shared.hand_back(item, flight, cycle, false)
+        let now = self.shared.clock.now();
+        let mut locked = self.shared.change();
+        let back = locked.machine.hand_back(item, flight, cycle, now, false);
+        back.map_err(AlreadyQueuedError)
     }
 
     /// Ends the flight of `key` after a successful attempt; prunes the in-flight events nobody
@@ -215,38 +218,9 @@ where
     pub fn delete(&self, key: &K) -> Option<T> {
         self.shared.lock().machine.delete(key)
     }
-}
 
-impl<K, T, C> SchedulingQueue<K, T, C> {
-    /// The scheduling cycle: how many items were popped so far.
-    pub fn scheduling_cycle(&self) -> u64 {
-        self.shared.lock().machine.cycle
-    }
+    // ===== moving items =====
 
-    /// Shuts the queue down: pending and future `pop`s return `None`, every flight ends, and the
-    /// background task stops. Queued items stay (they can still be listed or deleted).
-    pub fn shut_down(&self)
-    where
-        K: Hash + Eq + Clone,
-        C: Compare<QueuedItem<K, T>>,
-    {
-        self.shared.shut_down();
-    }
-
-    /// Whether [`shut_down`](Self::shut_down) was called.
-    pub fn is_shutting_down(&self) -> bool {
-        self.shared.lock().machine.closed
-    }
-}
-
-// ===== moving items =====
-
-impl<K, T, C> SchedulingQueue<K, T, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
     /// Moves `keys` from backoff or unschedulable to active at once (gates still apply to
     /// unschedulable ones). A key in flight gets a `FORCE_ACTIVATE` event targeted at it, so it
     /// goes back to active if it fails. Unknown keys are ignored. Returns how many moved.
@@ -350,6 +324,28 @@ where
             .change()
             .machine
             .flush_unschedulable_leftover(now)
+    }
+}
+
+impl<K, T, C> SchedulingQueue<K, T, C> {
+    /// The scheduling cycle: how many items were popped so far.
+    pub fn scheduling_cycle(&self) -> u64 {
+        self.shared.lock().machine.cycle
+    }
+
+    /// Shuts the queue down: pending and future `pop`s return `None`, every flight ends, and the
+    /// background task stops. Queued items stay (they can still be listed or deleted).
+    pub fn shut_down(&self)
+    where
+        K: Hash + Eq + Clone,
+        C: Compare<QueuedItem<K, T>>,
+    {
+        self.shared.shut_down();
+    }
+
+    /// Whether [`shut_down`](Self::shut_down) was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shared.lock().machine.closed
     }
 }
 

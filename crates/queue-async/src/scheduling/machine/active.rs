@@ -97,7 +97,7 @@ pub(crate) fn push<K, T, C>(
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    item.enter_active(now);
+    item.initial_attempt.get_or_insert(now);
     active.add(item.key.clone(), item);
 }
 

@@ -3,9 +3,7 @@
 use std::cmp::Ordering;
 use std::hash::Hash;
 use std::sync::Arc;
-use std::time::Duration;
 
-use ctrlq_queue_core::MAX_DELAY;
 use tokio::time::Instant;
 
 use super::item::QueuedItem;
@@ -153,13 +151,4 @@ where
         let rejected = self.rejected.peek().map(|(_, w)| w.expiry);
         (rejected, self.errors.peek().map(|(_, w)| w.expiry))
     }
-}
-
-/// `timestamp + backoff`; where that does not fit in an instant, [`MAX_DELAY`] after
-/// `timestamp` (or `timestamp` itself if even that does not fit). Never overflows.
-pub(crate) fn expiry(timestamp: Instant, backoff: Duration) -> Instant {
-    timestamp
-        .checked_add(backoff)
-        .or_else(|| timestamp.checked_add(MAX_DELAY))
-        .unwrap_or(timestamp)
 }

@@ -103,7 +103,8 @@ impl SchedulingQueueConfig {
     pub(crate) fn leftover_deadline<K, T>(&self, item: &QueuedItem<K, T>) -> Option<Instant> {
         let marks = item.info();
         let flushed = marks.flushed_at.filter(|_| marks.gating.is_some());
-        (flushed.unwrap_or(item.timestamp))
+        let since = flushed.unwrap_or(item.timestamp);
+        since
             .checked_add(self.max_in_unschedulable)
             .and_then(|t| t.checked_add(Duration::from_nanos(1)))
     }

@@ -166,8 +166,9 @@ impl<K, T> Hooks<K, T> {
         }
         if let Some(gate) = item.info().gating {
             // Only an event the gate registered for (a wildcard only if it registered one).
-            let ungates = (self.gates.iter())
-                .any(|(p, evs, _)| *p == gate && evs.iter().any(|reg| reg.matches(event)));
+            let registered =
+                |(p, evs, _): &Gate<K, T>| *p == gate && evs.iter().any(|reg| reg.matches(event));
+            let ungates = self.gates.iter().any(registered);
             return if ungates {
                 Strategy::AfterBackoff
             } else {

@@ -15,11 +15,11 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use ctrlq_queue_core::Compare;
+use ctrlq_queue_core::{Compare, MAX_DELAY};
 use tokio::time::Instant;
 
 use super::active::{self, ActiveHeap, ActiveOrder, InFlight, RecordedEvent};
-use super::backoff::{self, BackoffQueue};
+use super::backoff::BackoffQueue;
 use super::config::{ConfigError, SchedulingQueueConfig};
 use super::event::{ClusterEvent, EventPayload};
 use super::hints::{Hooks, Strategy};
@@ -140,7 +140,7 @@ where
                 Some(entry) => entry,
                 None if self.config.pop_from_backoff => {
                     let (key, mut item) = self.backoff.pop_rejected()?;
-                    item.enter_active(now());
+                    item.initial_attempt.get_or_insert_with(&now);
                     (key, item)
                 }
                 None => return None,
@@ -305,11 +305,9 @@ where
 
     /// Removes `key` from whichever sub-queue holds it. The in-flight record is not touched.
     fn take(&mut self, key: &K) -> Option<QueuedItem<K, T>> {
-        if let Some((_, item)) = self.active.delete(key) {
-            return Some(item);
-        }
-        self.backoff
-            .delete(key)
+        let active = self.active.delete(key).map(|(_, item)| item);
+        active
+            .or_else(|| self.backoff.delete(key))
             .or_else(|| self.unschedulable.remove(key))
     }
 
@@ -354,7 +352,11 @@ pub(super) fn enter<K: Hash + Eq + Clone, T, C: Compare<QueuedItem<K, T>>>(
 ) -> bool {
     if strategy == Strategy::AfterBackoff {
         let wait = config.backoff_duration(item.backoff_count());
-        let expiry = backoff::expiry(item.timestamp, wait);
+        // Where `timestamp + wait` does not fit in an instant, `MAX_DELAY` after it (or the
+        // timestamp itself if even that does not fit): never overflows.
+        let t = item.timestamp;
+        let expiry = t.checked_add(wait).or_else(|| t.checked_add(MAX_DELAY));
+        let expiry = expiry.unwrap_or(t);
         if expiry > now {
             backoff.push(item, expiry);
             return false;
