@@ -1,11 +1,8 @@
 //! [`Popped`]: an item handed out by `pop`, in flight until it is done or handed back.
 
 use std::fmt;
-use std::hash::Hash;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
-
-use ctrlq_queue_core::Compare;
 
 use super::QueuedItem;
 use super::machine::Flight;
@@ -106,9 +103,9 @@ impl<K, T> Popped<K, T> {
         shared: &Arc<Shared<K, T, C>>,
     ) -> (QueuedItem<K, T>, Option<u64>)
     where
-        K: Hash + Eq + Clone + Send + Sync + 'static,
+        K: TaskKey,
         T: Send + 'static,
-        C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+        C: TaskOrder<K, T>,
     {
         let item = self.take();
         let ours = std::ptr::addr_eq(Arc::as_ptr(&self.queue), Arc::as_ptr(shared));

@@ -36,7 +36,8 @@ pub(crate) struct Waiting<K, T> {
 /// 2. An item is in `errors` exactly when it has no rejectors and no pending plugins.
 #[derive(Debug)]
 pub(crate) struct BackoffQueue<K, T, C> {
-    rejected: KeyedHeap<K, Waiting<K, T>, BackoffOrder<C>>,
+    /// The items pop-from-backoff may take early, and the only ones a move brings here.
+    pub(super) rejected: KeyedHeap<K, Waiting<K, T>, BackoffOrder<C>>,
     errors: KeyedHeap<K, Waiting<K, T>, BackoffOrder<C>>,
 }
 
@@ -77,12 +78,6 @@ where
         rejected.chain(self.errors.iter().map(|(k, _)| k))
     }
 
-    /// Whether an item whose last attempt was rejected waits here (pop-from-backoff may take
-    /// it).
-    pub(crate) fn has_rejected(&self) -> bool {
-        !self.rejected.is_empty()
-    }
-
     /// Inserts an item that waits until `expiry`, in the heap its last attempt's outcome
     /// chooses.
     pub(crate) fn push(&mut self, item: QueuedItem<K, T>, expiry: Instant) {
@@ -116,12 +111,6 @@ where
     /// of its key (pop-from-backoff). Items that failed with an error are never taken here.
     pub(crate) fn pop_rejected(&mut self) -> Option<(K, QueuedItem<K, T>)> {
         self.rejected.pop().map(|(k, w)| (k, w.item))
-    }
-
-    /// Makes room for `incoming` more rejected items (moves carry only rejected or gated
-    /// items).
-    pub(crate) fn reserve(&mut self, incoming: usize) {
-        self.rejected.reserve(incoming);
     }
 
     /// The earliest expiry, for the flush timer.

@@ -42,6 +42,9 @@ where
             active::push(&mut self.active, item, now);
             count += 1;
         }
+        if count > 0 {
+            trace!(count, "backoff ended");
+        }
         count
     }
 
@@ -101,10 +104,7 @@ where
     /// The timed moves due at `now`: the backoff items whose expiry has passed, and the
     /// leftover flush if its deadline has.
     pub(crate) fn flush_due(&mut self, now: Instant) {
-        let count = self.flush_backoff_completed(now);
-        if count > 0 {
-            trace!(count, "backoff completed");
-        }
+        self.flush_backoff_completed(now);
         if self.next_leftover.is_some_and(|next| next <= now) {
             self.flush_unschedulable_leftover(now);
         }
@@ -160,7 +160,9 @@ where
                 // now, so that a large move does not re-hash the heaps as they grow.
                 let rest = (candidates - scanned.get()) * SAMPLE / scanned.get();
                 active.reserve(rest * to_active / SAMPLE);
-                backoff.reserve(rest * (SAMPLE - to_active) / SAMPLE);
+                backoff
+                    .rejected
+                    .reserve(rest * (SAMPLE - to_active) / SAMPLE);
             }
         }
         debug!(

@@ -163,7 +163,7 @@ where
     pub(crate) fn can_pop(&self) -> bool {
         !self.closed
             && (!self.active.is_empty()
-                || (self.config.pop_from_backoff && self.backoff.has_rejected()))
+                || (self.config.pop_from_backoff && !self.backoff.rejected.is_empty()))
     }
 
     /// Ends `flight` of `key` if it is still the key's current flight.
