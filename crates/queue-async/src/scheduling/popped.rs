@@ -166,7 +166,10 @@ impl<K: fmt::Debug, T: fmt::Debug> fmt::Debug for Popped<K, T> {
 
 impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Flights<K, T> for Shared<K, T, C> {
     fn end(&self, key: &K, flight: u64) {
-        self.lock().machine.end_flight(key, flight);
+        let in_flight = &mut self.lock().machine.in_flight;
+        if in_flight.is_current(key, flight) {
+            in_flight.done(key);
+        }
     }
 
     fn abandon(&self, item: QueuedItem<K, T>, flight: u64, cycle: u64) {

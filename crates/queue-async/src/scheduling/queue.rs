@@ -216,7 +216,7 @@ where
     /// Removes `key` from whichever sub-queue holds it and returns its data. Does not touch
     /// the in-flight record (`done` does).
     pub fn delete(&self, key: &K) -> Option<T> {
-        self.shared.lock().machine.delete(key)
+        self.shared.lock().machine.take(key).map(|item| item.data)
     }
 
     // ===== moving items =====
@@ -335,11 +335,7 @@ impl<K, T, C> SchedulingQueue<K, T, C> {
 
     /// Shuts the queue down: pending and future `pop`s return `None`, every flight ends, and the
     /// background task stops. Queued items stay (they can still be listed or deleted).
-    pub fn shut_down(&self)
-    where
-        K: Hash + Eq + Clone,
-        C: Compare<QueuedItem<K, T>>,
-    {
+    pub fn shut_down(&self) {
         self.shared.shut_down();
     }
 

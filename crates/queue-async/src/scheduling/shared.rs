@@ -119,13 +119,7 @@ impl<K, T, C> Shared<K, T, C> {
         }
         self.state.lock()
     }
-}
 
-impl<K, T, C> Shared<K, T, C>
-where
-    K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T>>,
-{
     pub(crate) fn shut_down(&self) {
         {
             let mut locked = self.lock();
@@ -137,9 +131,7 @@ where
         }
         self.wake_pops();
     }
-}
 
-impl<K, T, C> Shared<K, T, C> {
     /// Wakes every waiting pop.
     fn wake_pops(&self) {
         #[cfg(feature = "wake-counts")]
@@ -194,7 +186,6 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Timed for Shared<K, T, C
         // before the sleep is set.
         self.change().machine.flush_due(Instant::now());
         let mut locked = self.lock();
-        let locked = &mut *locked;
         if locked.machine.closed {
             return Poll::Ready(());
         }

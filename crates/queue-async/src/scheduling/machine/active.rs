@@ -103,6 +103,15 @@ pub(crate) fn push<K, T, C>(
 
 // ===== impl InFlight =====
 
+impl<K> InFlight<K> {
+    /// Ends every flight (on close).
+    pub(crate) fn clear(&mut self) {
+        self.head += self.slots.len() as u64;
+        self.slots.clear();
+        self.markers.clear();
+    }
+}
+
 impl<K: Hash + Eq + Clone> InFlight<K> {
     pub(crate) fn new() -> Self {
         InFlight {
@@ -170,13 +179,6 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
             self.head += 1;
         }
         true
-    }
-
-    /// Ends every flight (on close).
-    pub(crate) fn clear(&mut self) {
-        self.head += self.slots.len() as u64;
-        self.slots.clear();
-        self.markers.clear();
     }
 
     pub(crate) fn entries(&self) -> Vec<InFlightEntry<K>> {

@@ -137,6 +137,16 @@ impl<K: std::hash::Hash + Eq + Clone, T: super::Priority> SchedulingState<K, T> 
     fn is_closed(&self) -> bool {
         self.closed
     }
+
+    fn delete(&mut self, key: &K) -> Option<T> {
+        self.take(key).map(|item| item.data)
+    }
+
+    fn end_flight(&mut self, key: &K, flight: u64) {
+        if self.in_flight.is_current(key, flight) {
+            self.in_flight.done(key);
+        }
+    }
 }
 
 impl<K, T, C> std::fmt::Debug for SchedulingState<K, T, C> {

@@ -49,7 +49,7 @@ pub(crate) struct SchedulingState<K, T, C = PriorityOrder> {
     /// When the leftover flush must next look at unschedulable (invariant 3); `None` if
     /// nothing there is due ever. An early one costs one scan that moves nothing.
     pub(super) next_leftover: Option<Instant>,
-    /// The insertion sequence: the last tiebreak of every order.
+    /// The last insertion's number: the last tiebreak of every order.
     seq: u64,
     /// The scheduling cycle: how many items were popped.
     pub(crate) cycle: u64,
@@ -122,7 +122,8 @@ where
             }
             None => QueuedItem::new(key, data, now, 0),
         };
-        item.seq = self.next_seq();
+        self.seq += 1;
+        item.seq = self.seq;
         self.place(item, Strategy::Immediately, now);
         Ok(())
     }
@@ -164,13 +165,6 @@ where
         !self.closed
             && (!self.active.is_empty()
                 || (self.config.pop_from_backoff && !self.backoff.rejected.is_empty()))
-    }
-
-    /// Ends `flight` of `key` if it is still the key's current flight.
-    pub(crate) fn end_flight(&mut self, key: &K, flight: u64) {
-        if self.in_flight.is_current(key, flight) {
-            self.in_flight.done(key);
-        }
     }
 
     /// Takes back an item whose attempt failed, popped as flight `flight` (if from this state;
@@ -215,7 +209,8 @@ where
             marks.consecutive_errors = 0;
         }
         item.timestamp = now;
-        item.seq = self.next_seq();
+        self.seq += 1;
+        item.seq = self.seq;
         let strategy = if errored {
             Strategy::AfterBackoff
         } else if let Some(events) = missed {
@@ -290,31 +285,12 @@ where
         None
     }
 
-    /// Removes `key` from whichever sub-queue holds it and returns its data. The in-flight
-    /// record is not touched.
-    pub(crate) fn delete(&mut self, key: &K) -> Option<T> {
-        self.take(key).map(|item| item.data)
-    }
-
-    /// Closes the state: nothing pops and adds are refused; every flight ends. Queued items
-    /// stay.
-    pub(crate) fn shut_down(&mut self) {
-        self.closed = true;
-        self.in_flight.clear();
-    }
-
     /// Removes `key` from whichever sub-queue holds it. The in-flight record is not touched.
-    fn take(&mut self, key: &K) -> Option<QueuedItem<K, T>> {
+    pub(crate) fn take(&mut self, key: &K) -> Option<QueuedItem<K, T>> {
         let active = self.active.delete(key).map(|(_, item)| item);
         active
             .or_else(|| self.backoff.delete(key))
             .or_else(|| self.unschedulable.remove(key))
-    }
-
-    /// The next insertion number.
-    fn next_seq(&mut self) -> u64 {
-        self.seq += 1;
-        self.seq - 1
     }
 
     /// Inserts `item` where `strategy` sends it once the gates are asked: unschedulable for
@@ -414,6 +390,13 @@ where
 }
 
 impl<K, T, C> SchedulingState<K, T, C> {
+    /// Closes the state: nothing pops and adds are refused; every flight ends. Queued items
+    /// stay.
+    pub(crate) fn shut_down(&mut self) {
+        self.closed = true;
+        self.in_flight.clear();
+    }
+
     /// How many items are queued in the three sub-queues.
     pub(crate) fn len(&self) -> usize {
         self.active.len() + self.backoff.len() + self.unschedulable.len()

@@ -100,8 +100,8 @@ impl<K: Hash + Eq, T> Unschedulable<K, T> {
             return;
         }
         let slots = &self.slots;
-        let hasher = |&p: &usize| slots[p].hash;
-        self.index.insert_unique(hash, slots.len(), hasher);
+        self.index
+            .insert_unique(hash, slots.len(), |&p| slots[p].hash);
         self.slots.push(Slot {
             hash,
             item: Some(item),
