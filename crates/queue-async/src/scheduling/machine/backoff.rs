@@ -20,7 +20,7 @@ pub(crate) struct BackoffOrder<C>(pub(crate) Arc<C>);
 #[derive(Debug)]
 pub(crate) struct Waiting<K, T> {
     expiry: Instant,
-    item: QueuedItem<K, T>,
+    pub(super) item: QueuedItem<K, T>,
 }
 
 /// Items waiting out their backoff.
@@ -105,12 +105,6 @@ where
             .delete(key)
             .or_else(|| self.errors.delete(key))
             .map(|(_, w)| w.item)
-    }
-
-    /// Removes the rejected item whose backoff ends first, over or not, with the heap's copy
-    /// of its key (pop-from-backoff). Items that failed with an error are never taken here.
-    pub(crate) fn pop_rejected(&mut self) -> Option<(K, QueuedItem<K, T>)> {
-        self.rejected.pop().map(|(k, w)| (k, w.item))
     }
 
     /// The earliest expiry, for the flush timer.

@@ -140,7 +140,10 @@ where
             let (key, mut item) = match self.active.pop() {
                 Some(entry) => entry,
                 None if self.config.pop_from_backoff => {
-                    let (key, mut item) = self.backoff.pop_rejected()?;
+                    // The rejected item whose backoff ends first, over or not (never an error),
+                    // with the heap's copy of its key.
+                    let (key, waiting) = self.backoff.rejected.pop()?;
+                    let mut item = waiting.item;
                     item.initial_attempt.get_or_insert_with(&now);
                     (key, item)
                 }
