@@ -312,7 +312,7 @@ where
     /// Moves every backoff item whose expiry is at or before `now` to active; returns how
     /// many. The background task calls this at each exact expiry; tests may call it directly.
     pub fn flush_backoff_completed(&self, now: Instant) -> usize {
-        self.shared.change().machine.flush_backoff_completed(now)
+        self.shared.change().machine.flush_backoff(Some(now), now)
     }
 
     /// Moves unschedulable items queued more than the configured maximum before `now`

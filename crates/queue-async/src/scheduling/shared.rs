@@ -229,7 +229,7 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Timed for Shared<K, T, C
         // leftover deadline move; the others wait for an event, or for the next change or
         // `pop` that looks.
         let now = self.clock.now();
-        locked.machine.flush_backoff_all(now);
+        locked.machine.flush_backoff(None, now);
         locked.machine.flush_due(now);
         let wake_pops = !could_pop && locked.machine.can_pop();
         drop(locked);

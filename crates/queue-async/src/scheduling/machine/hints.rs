@@ -105,6 +105,15 @@ impl<K, T> Hooks<K, T> {
 }
 
 impl<K, T> Hooks<K, T> {
+    /// Whether `event` is one the gate `plugin` registered for (a wildcard is not, unless the
+    /// gate registered the wildcard).
+    fn ungates(&self, plugin: PluginId, event: &ClusterEvent) -> bool {
+        self.gates
+            .iter()
+            .filter(|(p, _, _)| *p == plugin)
+            .any(|(_, evs, _)| evs.iter().any(|reg| reg.matches(event)))
+    }
+
     /// Runs the gates on `item` (those of the plugin that held it last go first) and records
     /// the answer in it: true if a gate refused, which then holds it.
     pub(crate) fn gate_in_place(&self, item: &mut QueuedItem<K, T>) -> bool {
@@ -165,11 +174,7 @@ impl<K, T> Hooks<K, T> {
             return Strategy::Skip;
         }
         if let Some(gate) = item.info().gating {
-            // Only an event the gate registered for (a wildcard only if it registered one).
-            let registered =
-                |(p, evs, _): &Gate<K, T>| *p == gate && evs.iter().any(|reg| reg.matches(event));
-            let ungates = self.gates.iter().any(registered);
-            return if ungates {
+            return if self.ungates(gate, event) {
                 Strategy::AfterBackoff
             } else {
                 Strategy::Skip

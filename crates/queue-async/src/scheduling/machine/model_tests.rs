@@ -138,6 +138,14 @@ impl<K: std::hash::Hash + Eq + Clone, T: super::Priority> SchedulingState<K, T> 
         self.closed
     }
 
+    fn flush_backoff_completed(&mut self, now: Instant) -> usize {
+        self.flush_backoff(Some(now), now)
+    }
+
+    fn flush_backoff_all(&mut self, now: Instant) -> usize {
+        self.flush_backoff(None, now)
+    }
+
     fn delete(&mut self, key: &K) -> Option<T> {
         self.take(key).map(|item| item.data)
     }

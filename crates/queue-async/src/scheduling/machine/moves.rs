@@ -22,21 +22,11 @@ where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    /// Moves every backoff item whose expiry is at or before `now` to active; how many.
-    pub(crate) fn flush_backoff_completed(&mut self, now: Instant) -> usize {
-        self.flush_backoff(Some(now), now)
-    }
-
-    /// Moves every item in backoff to active, stamped `now`, whether its backoff is over or
-    /// not: for a queue whose timer can no longer ring (the runtime that timed it is gone), so
-    /// that no item waits for an expiry nothing will act on. Returns how many moved.
-    pub(crate) fn flush_backoff_all(&mut self, now: Instant) -> usize {
-        self.flush_backoff(None, now)
-    }
-
-    /// Moves the backoff items whose expiry is at or before `until` (all, if `None`) to active,
-    /// stamped `now`, earliest expiry first; how many.
-    fn flush_backoff(&mut self, until: Option<Instant>, now: Instant) -> usize {
+    /// Moves the backoff items whose expiry is at or before `until` to active, stamped `now`,
+    /// earliest expiry first; how many. With `until` `None`, every item moves, whether its
+    /// backoff is over or not: for a queue whose timer can no longer ring (the runtime that
+    /// timed it is gone), so that no item waits for an expiry nothing will act on.
+    pub(crate) fn flush_backoff(&mut self, until: Option<Instant>, now: Instant) -> usize {
         let mut count = 0;
         while let Some(item) = self.backoff.pop_completed(until) {
             active::push(&mut self.active, item, now);
@@ -104,7 +94,7 @@ where
     /// The timed moves due at `now`: the backoff items whose expiry has passed, and the
     /// leftover flush if its deadline has.
     pub(crate) fn flush_due(&mut self, now: Instant) {
-        self.flush_backoff_completed(now);
+        self.flush_backoff(Some(now), now);
         if self.next_leftover.is_some_and(|next| next <= now) {
             self.flush_unschedulable_leftover(now);
         }
