@@ -203,8 +203,7 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Timed for Shared<K, T, C
         }
         if sleep.as_mut().poll(cx).is_ready() {
             // The next deadline passed since the clock was read: its moves are made at the
-            // next poll, which sets the sleep again.
-            locked.sleep = None;
+            // next poll, which resets the sleep to the deadline after it.
             cx.waker().wake_by_ref();
         }
         Poll::Pending
