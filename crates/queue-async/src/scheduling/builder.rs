@@ -119,7 +119,7 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
             }
             answer
         };
-        self.hooks.add_hint(event, plugin, Arc::new(logged));
+        self.hooks.hints.push((event, plugin, Arc::new(logged)));
         self
     }
 
@@ -138,7 +138,7 @@ impl<K, T, C> SchedulingQueueBuilder<K, T, C> {
         F: Fn(&QueuedItem<K, T>) -> bool + Send + Sync + 'static,
     {
         let events = events.into_iter().collect();
-        self.hooks.add_gate(plugin, events, Arc::new(gate));
+        self.hooks.gates.push((plugin, events, Arc::new(gate)));
         self
     }
 

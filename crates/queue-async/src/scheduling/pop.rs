@@ -45,22 +45,9 @@ pin_project! {
     /// [`SchedulingQueue::pop`]: super::SchedulingQueue::pop
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Pop<'a, K, T, C> {
-        shared: &'a Arc<Shared<K, T, C>>,
+        pub(super) shared: &'a Arc<Shared<K, T, C>>,
         #[pin]
-        wait: Wait<'a, Shared<K, T, C>>,
-    }
-}
-
-impl<'a, K, T, C> Pop<'a, K, T, C>
-where
-    K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T>>,
-{
-    pub(crate) fn new(shared: &'a Arc<Shared<K, T, C>>) -> Self {
-        Pop {
-            shared,
-            wait: Wait::new(shared),
-        }
+        pub(super) wait: Wait<'a, Shared<K, T, C>>,
     }
 }
 
@@ -76,7 +63,10 @@ where
         let this = self.project();
         let wait = this.wait.poll(cx);
         if wait.is_pending() {
-            this.shared.ensure_flush_task();
+            // A change's drop makes sure the timer task runs if a deadline needs it (items may
+            // have gone to backoff from a plain thread before any runtime was bound). With the
+            // queue's runtime gone, that task's end makes the timed moves that are due now.
+            drop(this.shared.change());
         }
         let out = ready!(wait);
         Poll::Ready(out.map(|flight| Popped::new(this.shared.clone(), flight)))
@@ -95,8 +85,16 @@ where
         &self.pop_wake
     }
 
+    /// One pop attempt: `None` if nothing to pop, `Some(None)` once closed.
     fn try_take(&self) -> Option<Option<Flight<K, T>>> {
-        self.try_pop()
+        let mut locked = self.lock();
+        if locked.machine.closed {
+            return Some(None);
+        }
+        let flight = locked.machine.pop(|| self.clock.now())?;
+        #[cfg(feature = "wake-counts")]
+        crate::wake_counts::hand_out();
+        Some(Some(flight))
     }
 }
 

@@ -1,14 +1,10 @@
 //! [`Popped`]: an item handed out by `pop`, in flight until it is done or handed back.
 
 use std::fmt;
-use std::hash::Hash;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use ctrlq_queue_core::Compare;
-
 use super::QueuedItem;
-use super::error::AlreadyQueuedError;
 use super::machine::Flight;
 use super::shared::{Shared, TaskKey, TaskOrder};
 
@@ -107,9 +103,9 @@ impl<K, T> Popped<K, T> {
         shared: &Arc<Shared<K, T, C>>,
     ) -> (QueuedItem<K, T>, Option<u64>)
     where
-        K: Hash + Eq + Clone + Send + Sync + 'static,
+        K: TaskKey,
         T: Send + 'static,
-        C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
+        C: TaskOrder<K, T>,
     {
         let item = self.take();
         let ours = std::ptr::addr_eq(Arc::as_ptr(&self.queue), Arc::as_ptr(shared));
@@ -168,37 +164,22 @@ impl<K: fmt::Debug, T: fmt::Debug> fmt::Debug for Popped<K, T> {
 
 // ===== impl Flights for Shared =====
 
-impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Shared<K, T, C> {
-    /// Takes back a popped item whose attempt failed (see
-    /// [`SchedulingQueue::add_unschedulable_if_not_present`]); `flight` is its flight if it was
-    /// popped from this queue. With `only_in_flight` (a guard dropped without a verdict), an
-    /// item whose flight already ended is not queued again.
-    ///
-    /// [`SchedulingQueue::add_unschedulable_if_not_present`]: super::SchedulingQueue::add_unschedulable_if_not_present
-    pub(crate) fn hand_back(
-        &self,
-        item: QueuedItem<K, T>,
-        flight: Option<u64>,
-        cycle: u64,
-        only_in_flight: bool,
-    ) -> Result<(), AlreadyQueuedError<K, T>> {
-        let now = self.clock.now();
-        let mut locked = self.change();
-        let back = locked
-            .machine
-            .hand_back(item, flight, cycle, now, only_in_flight);
-        back.map_err(AlreadyQueuedError)
-    }
-}
-
 impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Flights<K, T> for Shared<K, T, C> {
     fn end(&self, key: &K, flight: u64) {
-        self.lock().machine.end_flight(key, flight);
+        let in_flight = &mut self.lock().machine.in_flight;
+        if in_flight.is_current(key, flight) {
+            in_flight.done(key);
+        }
     }
 
     fn abandon(&self, item: QueuedItem<K, T>, flight: u64, cycle: u64) {
         tracing::debug!("a popped item was dropped without a verdict: handed back as an error");
-        // A copy queued meanwhile wins: dropping this one loses no key.
-        let _ = self.hand_back(item, Some(flight), cycle, true);
+        // A copy queued meanwhile wins (an `Err`): dropping this one loses no key; one whose
+        // flight already ended is not queued again.
+        let now = self.clock.now();
+        let mut locked = self.change();
+        let _ = locked
+            .machine
+            .hand_back(item, Some(flight), cycle, now, true);
     }
 }

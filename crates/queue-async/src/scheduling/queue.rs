@@ -16,6 +16,7 @@ use super::pop::Pop;
 use super::popped::Popped;
 use super::shared::Shared;
 use crate::AddError;
+use crate::wait::{Source, Wait};
 
 /// A scheduler's queue: pops the most important pending item, and decides on each failure
 /// whether the item retries after a backoff, waits for an event that could help, or goes
@@ -147,12 +148,16 @@ where
     /// # }
     /// ```
     pub fn pop(&self) -> Pop<'_, K, T, C> {
-        Pop::new(&self.shared)
+        let shared = &self.shared;
+        Pop {
+            shared,
+            wait: Wait::new(shared),
+        }
     }
 
     /// [`pop`](Self::pop) without waiting: `None` if nothing can be popped now or if shut down.
     pub fn try_pop(&self) -> Option<Popped<K, T>> {
-        let flight = self.shared.try_pop().flatten()?;
+        let flight = self.shared.try_take().flatten()?;
         Some(Popped::new(self.shared.clone(), flight))
     }
 
@@ -181,7 +186,10 @@ where
         cycle: u64,
     ) -> Result<(), AlreadyQueuedError<K, T>> {
         let (item, flight) = item.disarm(&self.shared);
-        self.shared.hand_back(item, flight, cycle, false)
+        let now = self.shared.clock.now();
+        let mut locked = self.shared.change();
+        let back = locked.machine.hand_back(item, flight, cycle, now, false);
+        back.map_err(AlreadyQueuedError)
     }
 
     /// Ends the flight of `key` after a successful attempt; prunes the in-flight events nobody
@@ -190,7 +198,7 @@ where
     /// [`Popped::done`] does the same from the guard; after this call, the guard of that
     /// flight does nothing when dropped (and a hand-back treats its item as not in flight).
     pub fn done(&self, key: &K) {
-        self.shared.lock().machine.done(key);
+        self.shared.lock().machine.in_flight.done(key);
     }
 
     /// Replaces the data of `key`, with the `events` the change amounts to.
@@ -208,40 +216,11 @@ where
     /// Removes `key` from whichever sub-queue holds it and returns its data. Does not touch
     /// the in-flight record (`done` does).
     pub fn delete(&self, key: &K) -> Option<T> {
-        self.shared.lock().machine.delete(key)
-    }
-}
-
-impl<K, T, C> SchedulingQueue<K, T, C> {
-    /// The scheduling cycle: how many items were popped so far.
-    pub fn scheduling_cycle(&self) -> u64 {
-        self.shared.lock().machine.scheduling_cycle()
+        self.shared.lock().machine.take(key).map(|item| item.data)
     }
 
-    /// Shuts the queue down: pending and future `pop`s return `None`, every flight ends, and the
-    /// background task stops. Queued items stay (they can still be listed or deleted).
-    pub fn shut_down(&self)
-    where
-        K: Hash + Eq + Clone,
-        C: Compare<QueuedItem<K, T>>,
-    {
-        self.shared.shut_down();
-    }
+    // ===== moving items =====
 
-    /// Whether [`shut_down`](Self::shut_down) was called.
-    pub fn is_shutting_down(&self) -> bool {
-        self.shared.lock().machine.is_closed()
-    }
-}
-
-// ===== moving items =====
-
-impl<K, T, C> SchedulingQueue<K, T, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-    C: Compare<QueuedItem<K, T>> + Send + Sync + 'static,
-{
     /// Moves `keys` from backoff or unschedulable to active at once (gates still apply to
     /// unschedulable ones). A key in flight gets a `FORCE_ACTIVATE` event targeted at it, so it
     /// goes back to active if it fails. Unknown keys are ignored. Returns how many moved.
@@ -333,7 +312,7 @@ where
     /// Moves every backoff item whose expiry is at or before `now` to active; returns how
     /// many. The background task calls this at each exact expiry; tests may call it directly.
     pub fn flush_backoff_completed(&self, now: Instant) -> usize {
-        self.shared.change().machine.flush_backoff_completed(now)
+        self.shared.change().machine.flush_backoff(Some(now), now)
     }
 
     /// Moves unschedulable items queued more than the configured maximum before `now`
@@ -345,6 +324,24 @@ where
             .change()
             .machine
             .flush_unschedulable_leftover(now)
+    }
+}
+
+impl<K, T, C> SchedulingQueue<K, T, C> {
+    /// The scheduling cycle: how many items were popped so far.
+    pub fn scheduling_cycle(&self) -> u64 {
+        self.shared.lock().machine.cycle
+    }
+
+    /// Shuts the queue down: pending and future `pop`s return `None`, every flight ends, and the
+    /// background task stops. Queued items stay (they can still be listed or deleted).
+    pub fn shut_down(&self) {
+        self.shared.shut_down();
+    }
+
+    /// Whether [`shut_down`](Self::shut_down) was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shared.lock().machine.closed
     }
 }
 
@@ -410,12 +407,19 @@ where
 
     /// Whether `key` is in flight (popped, not yet done or handed back).
     pub fn is_in_flight(&self, key: &K) -> bool {
-        self.shared.lock().machine.is_in_flight(key)
+        self.shared.lock().machine.in_flight.contains(key)
     }
 
     /// The keys in flight, in arbitrary order.
     pub fn in_flight(&self) -> Vec<K> {
-        self.shared.lock().machine.in_flight_keys()
+        self.shared
+            .lock()
+            .machine
+            .in_flight
+            .markers
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// The in-flight list: markers of items in flight and the events recorded after them, in
@@ -433,12 +437,12 @@ where
     /// # }
     /// ```
     pub fn in_flight_events(&self) -> Vec<InFlightEntry<K>> {
-        self.shared.lock().machine.in_flight_events()
+        self.shared.lock().machine.in_flight.entries()
     }
 
     /// How many items are unschedulable (rejected or gated).
     pub fn num_unschedulable(&self) -> usize {
-        self.shared.lock().machine.num_unschedulable()
+        self.shared.lock().machine.unschedulable.len()
     }
 
     /// How many items are queued in all three sub-queues.

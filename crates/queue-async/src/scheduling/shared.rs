@@ -37,7 +37,7 @@ use tokio::time::{Instant, Sleep};
 use tracing::{debug, trace};
 
 use super::QueuedItem;
-use super::machine::{Flight, SchedulingState};
+use super::machine::SchedulingState;
 use crate::clock::QueueClock;
 use crate::task::{Timed, spawn_timer_task};
 
@@ -60,11 +60,10 @@ pub(crate) struct Locked<K, T, C> {
     /// deadline (on the queue's runtime, see the crate's [Time](crate#time)), it ends at
     /// shutdown and with this state when the last handle drops (see [`crate::task`]).
     task: bool,
-    /// The sleep until `armed`, made by the timer task in the queue's runtime.
+    /// The sleep until the deadline the timer task set, made in the queue's runtime; `None`
+    /// when none is set.
     sleep: Option<Pin<Box<Sleep>>>,
-    /// The deadline the sleep is set to; `None` when it is not set.
-    armed: Option<Instant>,
-    /// The timer task's waker, taken by a change that sets an earlier deadline than `armed`.
+    /// The timer task's waker, taken by a change that sets an earlier deadline than the sleep.
     waker: Option<Waker>,
 }
 
@@ -97,7 +96,6 @@ impl<K, T, C> Shared<K, T, C> {
                 machine,
                 task: false,
                 sleep: None,
-                armed: None,
                 waker: None,
             }),
             pop_wake: Notify::new(),
@@ -121,24 +119,6 @@ impl<K, T, C> Shared<K, T, C> {
         }
         self.state.lock()
     }
-}
-
-impl<K, T, C> Shared<K, T, C>
-where
-    K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T>>,
-{
-    /// One pop attempt: `None` if nothing to pop, `Some(None)` once closed.
-    pub(crate) fn try_pop(&self) -> Option<Option<Flight<K, T>>> {
-        let mut locked = self.lock();
-        if locked.machine.is_closed() {
-            return Some(None);
-        }
-        let flight = locked.machine.pop(|| self.clock.now())?;
-        #[cfg(feature = "wake-counts")]
-        crate::wake_counts::hand_out();
-        Some(Some(flight))
-    }
 
     pub(crate) fn shut_down(&self) {
         {
@@ -149,6 +129,11 @@ where
                 waker.wake();
             }
         }
+        self.wake_pops();
+    }
+
+    /// Wakes every waiting pop.
+    fn wake_pops(&self) {
         #[cfg(feature = "wake-counts")]
         crate::wake_counts::wake();
         self.pop_wake.notify_waiters();
@@ -166,14 +151,6 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Shared<K, T, C> {
         }
     }
 
-    /// Called by a `pop` about to wait: the change's drop makes sure the timer task runs if a
-    /// deadline needs it (items may have gone to backoff from a plain thread before any
-    /// runtime was bound). With the queue's runtime gone, that task's end makes the timed moves
-    /// that are due now (see [`crate::task`]).
-    pub(crate) fn ensure_flush_task(&self) {
-        drop(self.change());
-    }
-
     /// Has the timer task look at the earliest deadline if it is earlier than the timer: wakes
     /// the task, or returns `true` where none runs, to start it once the lock is released (it
     /// sets its sleep at its first poll).
@@ -181,14 +158,14 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Shared<K, T, C> {
         let Some(next) = locked.machine.next_deadline() else {
             return false;
         };
-        if locked.armed.is_some_and(|armed| armed <= next) {
+        if locked.sleep.as_ref().is_some_and(|s| s.deadline() <= next) {
             return false;
         }
         if let Some(waker) = locked.waker.take() {
             waker.wake();
             return false;
         }
-        if locked.task || locked.machine.is_closed() {
+        if locked.task || locked.machine.closed {
             return false;
         }
         if self.clock.runtime().is_none() {
@@ -200,22 +177,6 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Shared<K, T, C> {
     }
 }
 
-/// The moves a queue makes when its timer task ends (its runtime shut down, say), and so at
-/// each change or `pop` that would start a task the runtime drops at once: every item in
-/// backoff goes to active now, and the unschedulable items past their leftover deadline move;
-/// the others wait for an event, or for the next change or `pop` that looks.
-fn flush_without_timer<K, T, C>(machine: &mut SchedulingState<K, T, C>, now: Instant)
-where
-    K: Hash + Eq + Clone,
-    C: Compare<QueuedItem<K, T>>,
-{
-    let moved = machine.flush_backoff_all(now);
-    if moved > 0 {
-        trace!(moved, "backoff ended: no timer left");
-    }
-    machine.flush_due(now);
-}
-
 /// The timer task ([`spawn_timer_task`]): one sleep until the earliest deadline.
 impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Timed for Shared<K, T, C> {
     /// Makes the timed moves due by the clock and sets the sleep to the next deadline; `cx` is
@@ -225,35 +186,24 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Timed for Shared<K, T, C
         // before the sleep is set.
         self.change().machine.flush_due(Instant::now());
         let mut locked = self.lock();
-        let locked = &mut *locked;
-        if locked.machine.is_closed() {
+        if locked.machine.closed {
             return Poll::Ready(());
         }
-        if !locked
-            .waker
-            .as_ref()
-            .is_some_and(|w| w.will_wake(cx.waker()))
-        {
-            locked.waker = Some(cx.waker().clone());
-        }
+        locked.waker = Some(cx.waker().clone());
         let Some(next) = locked.machine.next_deadline() else {
             locked.sleep = None;
-            locked.armed = None;
             return Poll::Pending;
         };
-        if locked.armed != Some(next) {
-            match &mut locked.sleep {
-                Some(sleep) => sleep.as_mut().reset(next),
-                // The task runs in the queue's runtime: the sleep belongs to it.
-                None => locked.sleep = Some(Box::pin(tokio::time::sleep_until(next))),
-            }
-            locked.armed = Some(next);
+        // The task runs in the queue's runtime: the sleep belongs to it.
+        let sleep = locked
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(next)));
+        if sleep.deadline() != next {
+            sleep.as_mut().reset(next);
         }
-        let sleep = locked.sleep.as_mut().expect("a set deadline has its sleep");
         if sleep.as_mut().poll(cx).is_ready() {
             // The next deadline passed since the clock was read: its moves are made at the
-            // next poll, which sets the sleep again.
-            locked.armed = None;
+            // next poll, which resets the sleep to the deadline after it.
             cx.waker().wake_by_ref();
         }
         Poll::Pending
@@ -266,21 +216,24 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Timed for Shared<K, T, C
     fn task_ended(&self) {
         let mut locked = self.lock();
         locked.task = false;
-        locked.armed = None;
         locked.waker = None;
         locked.sleep = None;
-        if locked.machine.is_closed() {
+        if locked.machine.closed {
             return;
         }
         let could_pop = locked.machine.can_pop();
         debug!("the timer task ended: timed moves happen now");
-        flush_without_timer(&mut locked.machine, self.clock.now());
+        // So also at each change or `pop` that would start a task the runtime drops at once:
+        // every item in backoff goes to active now, and the unschedulable items past their
+        // leftover deadline move; the others wait for an event, or for the next change or
+        // `pop` that looks.
+        let now = self.clock.now();
+        locked.machine.flush_backoff(None, now);
+        locked.machine.flush_due(now);
         let wake_pops = !could_pop && locked.machine.can_pop();
         drop(locked);
         if wake_pops {
-            #[cfg(feature = "wake-counts")]
-            crate::wake_counts::wake();
-            self.pop_wake.notify_waiters();
+            self.wake_pops();
         }
     }
 }
@@ -319,9 +272,7 @@ impl<K: TaskKey, T: Send + 'static, C: TaskOrder<K, T>> Drop for Change<'_, K, T
         let start_task = self.shared.arm(&mut locked);
         drop(locked);
         if wake_pops {
-            #[cfg(feature = "wake-counts")]
-            crate::wake_counts::wake();
-            self.shared.pop_wake.notify_waiters();
+            self.shared.wake_pops();
         }
         if start_task && let Some(runtime) = self.shared.clock.runtime() {
             spawn_timer_task(runtime, self.shared.me.clone());

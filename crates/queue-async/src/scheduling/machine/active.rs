@@ -67,8 +67,8 @@ pub(crate) struct InFlight<K> {
     slots: VecDeque<Slot<K>>,
     /// Absolute position of `slots[0]`.
     head: u64,
-    /// The absolute position of each key's marker.
-    markers: HashMap<K, u64>,
+    /// The absolute position of each key's marker: the keys in flight.
+    pub(crate) markers: HashMap<K, u64>,
 }
 
 /// The active sub-queue: a keyed heap in [`ActiveOrder`].
@@ -97,15 +97,18 @@ pub(crate) fn push<K, T, C>(
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    item.enter_active(now);
+    item.initial_attempt.get_or_insert(now);
     active.add(item.key.clone(), item);
 }
 
 // ===== impl InFlight =====
 
 impl<K> InFlight<K> {
-    pub(crate) fn len(&self) -> usize {
-        self.markers.len()
+    /// Ends every flight (on close).
+    pub(crate) fn clear(&mut self) {
+        self.head += self.slots.len() as u64;
+        self.slots.clear();
+        self.markers.clear();
     }
 }
 
@@ -176,17 +179,6 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
             self.head += 1;
         }
         true
-    }
-
-    /// Ends every flight (on close).
-    pub(crate) fn clear(&mut self) {
-        self.head += self.slots.len() as u64;
-        self.slots.clear();
-        self.markers.clear();
-    }
-
-    pub(crate) fn keys(&self) -> Vec<K> {
-        self.markers.keys().cloned().collect()
     }
 
     pub(crate) fn entries(&self) -> Vec<InFlightEntry<K>> {

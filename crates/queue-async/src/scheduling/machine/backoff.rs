@@ -3,9 +3,7 @@
 use std::cmp::Ordering;
 use std::hash::Hash;
 use std::sync::Arc;
-use std::time::Duration;
 
-use ctrlq_queue_core::MAX_DELAY;
 use tokio::time::Instant;
 
 use super::item::QueuedItem;
@@ -22,7 +20,7 @@ pub(crate) struct BackoffOrder<C>(pub(crate) Arc<C>);
 #[derive(Debug)]
 pub(crate) struct Waiting<K, T> {
     expiry: Instant,
-    item: QueuedItem<K, T>,
+    pub(super) item: QueuedItem<K, T>,
 }
 
 /// Items waiting out their backoff.
@@ -38,7 +36,8 @@ pub(crate) struct Waiting<K, T> {
 /// 2. An item is in `errors` exactly when it has no rejectors and no pending plugins.
 #[derive(Debug)]
 pub(crate) struct BackoffQueue<K, T, C> {
-    rejected: KeyedHeap<K, Waiting<K, T>, BackoffOrder<C>>,
+    /// The items pop-from-backoff may take early, and the only ones a move brings here.
+    pub(super) rejected: KeyedHeap<K, Waiting<K, T>, BackoffOrder<C>>,
     errors: KeyedHeap<K, Waiting<K, T>, BackoffOrder<C>>,
 }
 
@@ -79,12 +78,6 @@ where
         rejected.chain(self.errors.iter().map(|(k, _)| k))
     }
 
-    /// Whether an item whose last attempt was rejected waits here (pop-from-backoff may take
-    /// it).
-    pub(crate) fn has_rejected(&self) -> bool {
-        !self.rejected.is_empty()
-    }
-
     /// Inserts an item that waits until `expiry`, in the heap its last attempt's outcome
     /// chooses.
     pub(crate) fn push(&mut self, item: QueuedItem<K, T>, expiry: Instant) {
@@ -114,18 +107,6 @@ where
             .map(|(_, w)| w.item)
     }
 
-    /// Removes the rejected item whose backoff ends first, over or not, with the heap's copy
-    /// of its key (pop-from-backoff). Items that failed with an error are never taken here.
-    pub(crate) fn pop_rejected(&mut self) -> Option<(K, QueuedItem<K, T>)> {
-        self.rejected.pop().map(|(k, w)| (k, w.item))
-    }
-
-    /// Makes room for `incoming` more rejected items (moves carry only rejected or gated
-    /// items).
-    pub(crate) fn reserve(&mut self, incoming: usize) {
-        self.rejected.reserve(incoming);
-    }
-
     /// The earliest expiry, for the flush timer.
     pub(crate) fn next_expiry(&self) -> Option<Instant> {
         let (rejected, errors) = self.head_expiries();
@@ -133,15 +114,16 @@ where
     }
 
     /// Pops the earliest head of the two heaps (the rejected one on a tie) if its backoff is
-    /// over at `now` (expiry <= now).
-    pub(crate) fn pop_completed(&mut self, now: Instant) -> Option<QueuedItem<K, T>> {
+    /// over at `until` (expiry <= until), or whatever its expiry if `until` is `None`.
+    pub(crate) fn pop_completed(&mut self, until: Option<Instant>) -> Option<QueuedItem<K, T>> {
         let (rejected, errors) = self.head_expiries();
         let heap = if errors.is_some_and(|e| rejected.is_none_or(|r| e < r)) {
             &mut self.errors
         } else {
             &mut self.rejected
         };
-        if heap.peek()?.1.expiry > now {
+        let expiry = heap.peek()?.1.expiry;
+        if until.is_some_and(|until| expiry > until) {
             return None;
         }
         heap.pop().map(|(_, w)| w.item)
@@ -152,13 +134,4 @@ where
         let rejected = self.rejected.peek().map(|(_, w)| w.expiry);
         (rejected, self.errors.peek().map(|(_, w)| w.expiry))
     }
-}
-
-/// `timestamp + backoff`; where that does not fit in an instant, [`MAX_DELAY`] after
-/// `timestamp` (or `timestamp` itself if even that does not fit). Never overflows.
-pub(crate) fn expiry(timestamp: Instant, backoff: Duration) -> Instant {
-    timestamp
-        .checked_add(backoff)
-        .or_else(|| timestamp.checked_add(MAX_DELAY))
-        .unwrap_or(timestamp)
 }

@@ -92,9 +92,7 @@ impl SchedulingQueueConfig {
         }
         capped_exponential(self.initial_backoff, self.max_backoff, count - 1)
     }
-}
 
-impl SchedulingQueueConfig {
     /// When the leftover flush takes `item`: the first instant at which it has been waiting
     /// strictly longer than the maximum, counted from its entry into unschedulable or, for a
     /// gated item, from the last time the flush asked its gates. `None` if that is beyond what
@@ -104,13 +102,34 @@ impl SchedulingQueueConfig {
     /// is 1 ns past `since + max`, so a timer and the check agree on one value.
     pub(crate) fn leftover_deadline<K, T>(&self, item: &QueuedItem<K, T>) -> Option<Instant> {
         let marks = item.info();
-        let since = match marks.gating {
-            Some(_) => marks.flushed_at.unwrap_or(item.timestamp),
-            None => item.timestamp,
-        };
+        let flushed = marks.flushed_at.filter(|_| marks.gating.is_some());
+        let since = flushed.unwrap_or(item.timestamp);
         since
             .checked_add(self.max_in_unschedulable)
             .and_then(|t| t.checked_add(Duration::from_nanos(1)))
+    }
+
+    /// Checks the settings; building a queue calls this, so a queue never runs with bad ones.
+    ///
+    /// # Errors
+    ///
+    /// The first [`ConfigError`] rule the settings break.
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if !self.max_backoff.is_zero() {
+            if self.initial_backoff.is_zero() {
+                return Err(ConfigError::ZeroInitialBackoff);
+            }
+            if self.initial_backoff > self.max_backoff {
+                return Err(ConfigError::InitialAboveMax {
+                    initial: self.initial_backoff,
+                    max: self.max_backoff,
+                });
+            }
+        }
+        if self.max_in_unschedulable.is_zero() {
+            return Err(ConfigError::ZeroMaxInUnschedulable);
+        }
+        Ok(())
     }
 }
 
@@ -159,31 +178,6 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-impl SchedulingQueueConfig {
-    /// Checks the settings; building a queue calls this, so a queue never runs with bad ones.
-    ///
-    /// # Errors
-    ///
-    /// The first [`ConfigError`] rule the settings break.
-    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        if !self.max_backoff.is_zero() {
-            if self.initial_backoff.is_zero() {
-                return Err(ConfigError::ZeroInitialBackoff);
-            }
-            if self.initial_backoff > self.max_backoff {
-                return Err(ConfigError::InitialAboveMax {
-                    initial: self.initial_backoff,
-                    max: self.max_backoff,
-                });
-            }
-        }
-        if self.max_in_unschedulable.is_zero() {
-            return Err(ConfigError::ZeroMaxInUnschedulable);
-        }
-        Ok(())
-    }
-}
 
 impl Default for SchedulingQueueConfig {
     fn default() -> Self {

@@ -59,8 +59,8 @@ pub(crate) enum Strategy {
 
 /// The registry of hints and gates a queue consults, in registration order (deterministic).
 pub(crate) struct Hooks<K, T> {
-    hints: Vec<(ClusterEvent, PluginId, HintFn<K, T>)>,
-    gates: Vec<Gate<K, T>>,
+    pub(crate) hints: Vec<(ClusterEvent, PluginId, HintFn<K, T>)>,
+    pub(crate) gates: Vec<Gate<K, T>>,
 }
 
 /// A registered gate: its plugin, the events that let it run again, and the gate.
@@ -93,19 +93,6 @@ impl<K, T> Hooks<K, T> {
         }
     }
 
-    pub(crate) fn add_hint(&mut self, event: ClusterEvent, plugin: PluginId, hint: HintFn<K, T>) {
-        self.hints.push((event, plugin, hint));
-    }
-
-    pub(crate) fn add_gate(
-        &mut self,
-        plugin: PluginId,
-        events: Vec<ClusterEvent>,
-        gate: GateFn<K, T>,
-    ) {
-        self.gates.push((plugin, events, gate));
-    }
-
     /// Whether any hint or gate could care about `event`; others are dropped without a scan.
     pub(crate) fn is_of_interest(&self, event: &ClusterEvent) -> bool {
         event.is_wildcard()
@@ -115,18 +102,18 @@ impl<K, T> Hooks<K, T> {
                 .iter()
                 .any(|(_, evs, _)| evs.iter().any(|reg| reg.matches(event)))
     }
+}
 
+impl<K, T> Hooks<K, T> {
     /// Whether `event` is one the gate `plugin` registered for (a wildcard is not, unless the
     /// gate registered the wildcard).
-    pub(crate) fn ungates(&self, plugin: PluginId, event: &ClusterEvent) -> bool {
+    fn ungates(&self, plugin: PluginId, event: &ClusterEvent) -> bool {
         self.gates
             .iter()
             .filter(|(p, _, _)| *p == plugin)
             .any(|(_, evs, _)| evs.iter().any(|reg| reg.matches(event)))
     }
-}
 
-impl<K, T> Hooks<K, T> {
     /// Runs the gates on `item` (those of the plugin that held it last go first) and records
     /// the answer in it: true if a gate refused, which then holds it.
     pub(crate) fn gate_in_place(&self, item: &mut QueuedItem<K, T>) -> bool {

@@ -45,7 +45,8 @@ pub struct QueuedItem<K, T> {
     /// Insertion sequence: the last tiebreak of every ordering, so ties are FIFO and deterministic.
     pub(crate) seq: u64,
     pub(crate) attempts: u32,
-    initial_attempt: Option<Instant>,
+    /// When the item first entered active; set by the first entry.
+    pub(crate) initial_attempt: Option<Instant>,
     /// The bookkeeping no ordering reads, boxed on the first failure or gate, so the heaps
     /// move a small entry and an item scheduled at its first attempt never allocates. `None`
     /// reads as [`Marks::EMPTY`].
@@ -134,11 +135,6 @@ impl<K, T> QueuedItem<K, T> {
     /// The boxed bookkeeping, making the box if there is none yet.
     pub(crate) fn marks_mut(&mut self) -> &mut Marks {
         self.marks.get_or_insert_with(|| Box::new(Marks::EMPTY))
-    }
-
-    /// Records that the item enters active at `now`: the first time sets its initial attempt.
-    pub(crate) fn enter_active(&mut self, now: Instant) {
-        self.initial_attempt.get_or_insert(now);
     }
 
     /// The item's key.
@@ -318,7 +314,7 @@ mod tests {
     fn an_item_boxes_its_bookkeeping_only_when_first_needed() {
         let t0 = Instant::now();
         let mut item = QueuedItem::new("a", 0, t0, 0);
-        item.enter_active(t0);
+        item.initial_attempt.get_or_insert(t0);
         item.timestamp = t0;
         item.set_rejectors([]);
         assert!(
@@ -332,7 +328,7 @@ mod tests {
         assert_eq!((item.timestamp(), item.initial_attempt()), (t1, Some(t0)));
 
         let mut late = QueuedItem::new("b", 0, t0, 1);
-        late.enter_active(t1); // gated at first: entered active later than its timestamp
+        late.initial_attempt.get_or_insert(t1); // gated at first: entered active later than its timestamp
         assert_eq!(late.initial_attempt(), Some(t1));
         late.set_pending(["p"]);
         assert_eq!(

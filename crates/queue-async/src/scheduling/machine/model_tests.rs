@@ -67,7 +67,9 @@ fn new_state(pop_from_backoff: bool) -> State {
     hint(&mut hooks, NODE_ADD, "skip", QueueingHint::Skip);
     hint(&mut hooks, ITEM_UPDATE, "pend", QueueingHint::Queue);
     let gate = |item: &QueuedItem<u8, i64>| *item.data() != GATED;
-    hooks.add_gate("gate", vec![ITEM_UPDATE], Arc::new(gate));
+    hooks
+        .gates
+        .push(("gate", vec![ITEM_UPDATE], Arc::new(gate)));
     SchedulingState::new(config, hooks, PriorityOrder).unwrap()
 }
 
@@ -78,7 +80,9 @@ fn hint<K, T>(
     plugin: &'static str,
     answer: QueueingHint,
 ) {
-    hooks.add_hint(event, plugin, Arc::new(move |_, _, _| Ok(answer)));
+    hooks
+        .hints
+        .push((event, plugin, Arc::new(move |_, _, _| Ok(answer))));
 }
 
 /// A state with the default settings and one hint, of `Fit` for `NODE_ADD`, that queues.
@@ -104,6 +108,58 @@ impl<K: std::hash::Hash + Eq + Clone, T: super::Priority> SchedulingState<K, T> 
         now: Instant,
     ) -> Result<(), QueuedItem<K, T>> {
         self.hand_back(item, flight, cycle, now, false)
+    }
+
+    fn done(&mut self, key: &K) -> bool {
+        self.in_flight.done(key)
+    }
+
+    fn is_in_flight(&self, key: &K) -> bool {
+        self.in_flight.contains(key)
+    }
+
+    fn in_flight_keys(&self) -> Vec<K> {
+        self.in_flight.markers.keys().cloned().collect()
+    }
+
+    fn in_flight_events(&self) -> Vec<super::InFlightEntry<K>> {
+        self.in_flight.entries()
+    }
+
+    fn num_unschedulable(&self) -> usize {
+        self.unschedulable.len()
+    }
+
+    fn scheduling_cycle(&self) -> u64 {
+        self.cycle
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    fn flush_backoff_completed(&mut self, now: Instant) -> usize {
+        self.flush_backoff(Some(now), now)
+    }
+
+    fn flush_backoff_all(&mut self, now: Instant) -> usize {
+        self.flush_backoff(None, now)
+    }
+
+    fn delete(&mut self, key: &K) -> Option<T> {
+        self.take(key).map(|item| item.data)
+    }
+
+    fn end_flight(&mut self, key: &K, flight: u64) {
+        if self.in_flight.is_current(key, flight) {
+            self.in_flight.done(key);
+        }
+    }
+}
+
+impl<K, T, C> std::fmt::Debug for SchedulingState<K, T, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.describe("SchedulingState", f)
     }
 }
 
@@ -300,7 +356,7 @@ fn check(s: &mut State, m: &Model) -> Result<(), TestCaseError> {
     prop_assert_eq!(s.len(), queued.len());
     prop_assert_eq!(s.scheduling_cycle(), m.pops);
     // The next leftover deadline is never later than any unschedulable item's.
-    prop_assert_eq!(s.in_flight.len(), m.in_flight.len());
+    prop_assert_eq!(s.in_flight.markers.len(), m.in_flight.len());
     let earliest = s
         .unschedulable
         .items()
@@ -814,7 +870,9 @@ fn a_new_state_is_empty_and_open() {
 fn hooks_care_only_for_the_events_of_their_hints_and_gates() {
     let mut hooks = Hooks::<&str, i64>::new();
     hint(&mut hooks, NODE_ADD, "Fit", QueueingHint::Queue);
-    hooks.add_gate("Quota", vec![NODE_ADD], Arc::new(|item| *item.data() < 100));
+    hooks
+        .gates
+        .push(("Quota", vec![NODE_ADD], Arc::new(|item| *item.data() < 100)));
     assert!(hooks.is_of_interest(&NODE_ADD));
     assert!(!hooks.is_of_interest(&ClusterEvent::new("Pv", ActionType::ADD)));
 }

@@ -22,28 +22,18 @@ where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,
 {
-    /// Moves every backoff item whose expiry is at or before `now` to active; how many.
-    pub(crate) fn flush_backoff_completed(&mut self, now: Instant) -> usize {
+    /// Moves the backoff items whose expiry is at or before `until` to active, stamped `now`,
+    /// earliest expiry first; how many. With `until` `None`, every item moves, whether its
+    /// backoff is over or not: for a queue whose timer can no longer ring (the runtime that
+    /// timed it is gone), so that no item waits for an expiry nothing will act on.
+    pub(crate) fn flush_backoff(&mut self, until: Option<Instant>, now: Instant) -> usize {
         let mut count = 0;
-        while let Some(item) = self.backoff.pop_completed(now) {
+        while let Some(item) = self.backoff.pop_completed(until) {
             active::push(&mut self.active, item, now);
             count += 1;
         }
-        count
-    }
-
-    /// Moves every item in backoff to active, stamped `now`, whether its backoff is over or
-    /// not: for a queue whose timer can no longer ring (the runtime that timed it is gone), so
-    /// that no item waits for an expiry nothing will act on. Returns how many moved.
-    pub(crate) fn flush_backoff_all(&mut self, now: Instant) -> usize {
-        let mut count = 0;
-        let backoff = &mut self.backoff;
-        while let Some(item) = backoff
-            .next_expiry()
-            .and_then(|at| backoff.pop_completed(at))
-        {
-            active::push(&mut self.active, item, now);
-            count += 1;
+        if count > 0 {
+            trace!(count, "backoff ended");
         }
         count
     }
@@ -65,18 +55,13 @@ where
             trace!(event = event.label, "event of no interest dropped");
             return 0;
         }
-        self.move_request_cycle = Some(self.scheduling_cycle());
+        self.move_request_cycle = Some(self.cycle);
         self.in_flight.record(*event, payload.clone(), None);
         let hints = self.hooks.hints_for(event);
         let select = |hooks: &Hooks<K, T>, item: &QueuedItem<K, T>| {
             pre_check(item).then(|| hooks.strategy(&hints, item, event, &payload, None))
         };
-        let moved = self.move_where(now, select);
-        debug!(
-            event = event.label,
-            moved, "moved items out of unschedulable"
-        );
-        moved
+        self.move_where(event, now, select)
     }
 
     /// Moves the unschedulable items queued more than the configured maximum before `now`
@@ -95,11 +80,7 @@ where
             let due = |_: &Hooks<K, T>, item: &QueuedItem<K, T>| {
                 is_due(item).then_some(Strategy::AfterBackoff)
             };
-            moved = self.move_where(now, due);
-            debug!(
-                event = event.label,
-                moved, "moved items out of unschedulable"
-            );
+            moved = self.move_where(&event, now, due);
         }
         // The items left (refused gates stamped `now`) set the next deadline.
         self.next_leftover = self
@@ -113,10 +94,7 @@ where
     /// The timed moves due at `now`: the backoff items whose expiry has passed, and the
     /// leftover flush if its deadline has.
     pub(crate) fn flush_due(&mut self, now: Instant) {
-        let count = self.flush_backoff_completed(now);
-        if count > 0 {
-            trace!(count, "backoff completed");
-        }
+        self.flush_backoff(Some(now), now);
         if self.next_leftover.is_some_and(|next| next <= now) {
             self.flush_unschedulable_leftover(now);
         }
@@ -125,18 +103,19 @@ where
     /// When the state next moves an item by itself: the earlier of the backoff head's expiry
     /// and the next leftover deadline (never late, maybe early).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        match (self.next_leftover, self.backoff.next_expiry()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.next_leftover
+            .into_iter()
+            .chain(self.backoff.next_expiry())
+            .min()
     }
 
-    /// Moves the unschedulable items `select` picks out, in one pass: `select` gives the
+    /// Moves the unschedulable items `select` picks out on `event`, in one pass: `select` gives the
     /// strategy of a candidate (`None` or `Skip` leaves it), the gates are asked while the
     /// item is still in the map (a refused item stays there, stamped `flushed_at`), and the
     /// others are inserted as the scan goes on, so a hint or gate that panics loses no item.
     fn move_where(
         &mut self,
+        event: &ClusterEvent,
         now: Instant,
         mut select: impl FnMut(&Hooks<K, T>, &QueuedItem<K, T>) -> Option<Strategy>,
     ) -> usize {
@@ -171,9 +150,15 @@ where
                 // now, so that a large move does not re-hash the heaps as they grow.
                 let rest = (candidates - scanned.get()) * SAMPLE / scanned.get();
                 active.reserve(rest * to_active / SAMPLE);
-                backoff.reserve(rest * (SAMPLE - to_active) / SAMPLE);
+                backoff
+                    .rejected
+                    .reserve(rest * (SAMPLE - to_active) / SAMPLE);
             }
         }
+        debug!(
+            event = event.label,
+            moved, "moved items out of unschedulable"
+        );
         moved
     }
 }

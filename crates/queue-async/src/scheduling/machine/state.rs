@@ -15,11 +15,11 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use ctrlq_queue_core::Compare;
+use ctrlq_queue_core::{Compare, MAX_DELAY};
 use tokio::time::Instant;
 
-use super::active::{self, ActiveHeap, ActiveOrder, InFlight, InFlightEntry, RecordedEvent};
-use super::backoff::{self, BackoffQueue};
+use super::active::{self, ActiveHeap, ActiveOrder, InFlight, RecordedEvent};
+use super::backoff::BackoffQueue;
 use super::config::{ConfigError, SchedulingQueueConfig};
 use super::event::{ClusterEvent, EventPayload};
 use super::hints::{Hooks, Strategy};
@@ -32,28 +32,29 @@ use super::unschedulable::Unschedulable;
 /// attempts, gates and hints, and the rules that move items between them. No clock is read:
 /// every operation that depends on time takes `now`.
 ///
-/// A popped key is in flight until [`done`](Self::done) or [`hand_back`](Self::hand_back), and
-/// a key in flight is never popped again.
+/// A popped key is in flight until `in_flight` ends its flight (done, or
+/// [`hand_back`](Self::hand_back)), and a key in flight is never popped again.
 pub(crate) struct SchedulingState<K, T, C = PriorityOrder> {
     pub(super) config: SchedulingQueueConfig,
     pub(super) hooks: Hooks<K, T>,
     pub(super) active: ActiveHeap<K, T, C>,
     /// The keys popped and not yet done, and the events seen meanwhile.
-    pub(super) in_flight: InFlight<K>,
+    pub(crate) in_flight: InFlight<K>,
     pub(super) backoff: BackoffQueue<K, T, C>,
     /// Rejected or gated items, waiting for an event.
-    pub(super) unschedulable: Unschedulable<K, T>,
+    pub(crate) unschedulable: Unschedulable<K, T>,
     /// The cycle of the last move request (event or activation); decides where an item that
     /// was not tracked in flight goes on failure.
     pub(super) move_request_cycle: Option<u64>,
     /// When the leftover flush must next look at unschedulable (invariant 3); `None` if
     /// nothing there is due ever. An early one costs one scan that moves nothing.
     pub(super) next_leftover: Option<Instant>,
-    /// The insertion sequence: the last tiebreak of every order.
+    /// The last insertion's number: the last tiebreak of every order.
     seq: u64,
     /// The scheduling cycle: how many items were popped.
-    cycle: u64,
-    closed: bool,
+    pub(crate) cycle: u64,
+    /// Nothing pops, and adds are refused.
+    pub(crate) closed: bool,
 }
 
 /// An item popped: it, its flight id (never reused) and the scheduling cycle it was popped in.
@@ -121,7 +122,8 @@ where
             }
             None => QueuedItem::new(key, data, now, 0),
         };
-        item.seq = self.next_seq();
+        self.seq += 1;
+        item.seq = self.seq;
         self.place(item, Strategy::Immediately, now);
         Ok(())
     }
@@ -138,8 +140,11 @@ where
             let (key, mut item) = match self.active.pop() {
                 Some(entry) => entry,
                 None if self.config.pop_from_backoff => {
-                    let (key, mut item) = self.backoff.pop_rejected()?;
-                    item.enter_active(now());
+                    // The rejected item whose backoff ends first, over or not (never an error),
+                    // with the heap's copy of its key.
+                    let (key, waiting) = self.backoff.rejected.pop()?;
+                    let mut item = waiting.item;
+                    item.initial_attempt.get_or_insert_with(&now);
                     (key, item)
                 }
                 None => return None,
@@ -162,19 +167,7 @@ where
     pub(crate) fn can_pop(&self) -> bool {
         !self.closed
             && (!self.active.is_empty()
-                || (self.config.pop_from_backoff && self.backoff.has_rejected()))
-    }
-
-    /// Ends the flight of `key` after a successful attempt; false if it was not in flight.
-    pub(crate) fn done(&mut self, key: &K) -> bool {
-        self.in_flight.done(key)
-    }
-
-    /// Ends `flight` of `key` if it is still the key's current flight.
-    pub(crate) fn end_flight(&mut self, key: &K, flight: u64) {
-        if self.in_flight.is_current(key, flight) {
-            self.in_flight.done(key);
-        }
+                || (self.config.pop_from_backoff && !self.backoff.rejected.is_empty()))
     }
 
     /// Takes back an item whose attempt failed, popped as flight `flight` (if from this state;
@@ -203,13 +196,10 @@ where
         if !current && only_in_flight {
             return Ok(());
         }
-        let missed = if current {
-            let events = self.in_flight.events_for(key);
+        let missed = current.then(|| self.in_flight.events_for(key)).flatten();
+        if current {
             self.in_flight.done(key);
-            events
-        } else {
-            None
-        };
+        }
         if self.where_is(key).is_some() {
             return Err(item);
         }
@@ -222,7 +212,8 @@ where
             marks.consecutive_errors = 0;
         }
         item.timestamp = now;
-        item.seq = self.next_seq();
+        self.seq += 1;
+        item.seq = self.seq;
         let strategy = if errored {
             Strategy::AfterBackoff
         } else if let Some(events) = missed {
@@ -248,8 +239,7 @@ where
             } else if let Some(item) = self.unschedulable.remove(&key) {
                 moved += usize::from(self.place(item, Strategy::Immediately, now));
             } else if self.in_flight.contains(&key) {
-                let event = ClusterEvent::FORCE_ACTIVATE;
-                let payload = EventPayload::none();
+                let (event, payload) = (ClusterEvent::FORCE_ACTIVATE, EventPayload::none());
                 self.in_flight.record(event, payload, Some(key));
                 self.move_request_cycle = Some(self.cycle);
             }
@@ -298,33 +288,12 @@ where
         None
     }
 
-    /// Removes `key` from whichever sub-queue holds it and returns its data. The in-flight
-    /// record is not touched.
-    pub(crate) fn delete(&mut self, key: &K) -> Option<T> {
-        self.take(key).map(|item| item.data)
-    }
-
-    /// Closes the state: nothing pops and adds are refused; every flight ends. Queued items
-    /// stay.
-    pub(crate) fn shut_down(&mut self) {
-        self.closed = true;
-        self.in_flight.clear();
-    }
-
     /// Removes `key` from whichever sub-queue holds it. The in-flight record is not touched.
-    fn take(&mut self, key: &K) -> Option<QueuedItem<K, T>> {
-        if let Some((_, item)) = self.active.delete(key) {
-            return Some(item);
-        }
-        self.backoff
-            .delete(key)
+    pub(crate) fn take(&mut self, key: &K) -> Option<QueuedItem<K, T>> {
+        let active = self.active.delete(key).map(|(_, item)| item);
+        active
+            .or_else(|| self.backoff.delete(key))
             .or_else(|| self.unschedulable.remove(key))
-    }
-
-    /// The next insertion number.
-    fn next_seq(&mut self) -> u64 {
-        self.seq += 1;
-        self.seq - 1
     }
 
     /// Inserts `item` where `strategy` sends it once the gates are asked: unschedulable for
@@ -362,7 +331,11 @@ pub(super) fn enter<K: Hash + Eq + Clone, T, C: Compare<QueuedItem<K, T>>>(
 ) -> bool {
     if strategy == Strategy::AfterBackoff {
         let wait = config.backoff_duration(item.backoff_count());
-        let expiry = backoff::expiry(item.timestamp, wait);
+        // Where `timestamp + wait` does not fit in an instant, `MAX_DELAY` after it (or the
+        // timestamp itself if even that does not fit): never overflows.
+        let t = item.timestamp;
+        let expiry = t.checked_add(wait).or_else(|| t.checked_add(MAX_DELAY));
+        let expiry = expiry.unwrap_or(t);
         if expiry > now {
             backoff.push(item, expiry);
             return false;
@@ -417,60 +390,29 @@ where
             unschedulable: self.unschedulable.items().map(|i| i.key.clone()).collect(),
         }
     }
-
-    /// Whether `key` is in flight.
-    pub(crate) fn is_in_flight(&self, key: &K) -> bool {
-        self.in_flight.contains(key)
-    }
-
-    /// The keys in flight, in arbitrary order.
-    pub(crate) fn in_flight_keys(&self) -> Vec<K> {
-        self.in_flight.keys()
-    }
-
-    /// The in-flight list: markers and the events recorded after them, in order.
-    pub(crate) fn in_flight_events(&self) -> Vec<InFlightEntry<K>> {
-        self.in_flight.entries()
-    }
 }
 
 impl<K, T, C> SchedulingState<K, T, C> {
-    /// The scheduling cycle: how many items were popped.
-    pub(crate) fn scheduling_cycle(&self) -> u64 {
-        self.cycle
-    }
-
-    /// Whether the state is closed: nothing pops, and adds are refused.
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed
-    }
-
-    /// How many items are unschedulable.
-    pub(crate) fn num_unschedulable(&self) -> usize {
-        self.unschedulable.len()
+    /// Closes the state: nothing pops and adds are refused; every flight ends. Queued items
+    /// stay.
+    pub(crate) fn shut_down(&mut self) {
+        self.closed = true;
+        self.in_flight.clear();
     }
 
     /// How many items are queued in the three sub-queues.
     pub(crate) fn len(&self) -> usize {
         self.active.len() + self.backoff.len() + self.unschedulable.len()
     }
-}
 
-impl<K, T, C> SchedulingState<K, T, C> {
     /// The `Debug` of the state and of its queue (named `name`): its content, not its items.
     pub(crate) fn describe(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct(name)
             .field("active", &self.active.len())
             .field("backoff", &self.backoff.len())
             .field("unschedulable", &self.unschedulable.len())
-            .field("in_flight", &self.in_flight.len())
+            .field("in_flight", &self.in_flight.markers.len())
             .field("shutting_down", &self.closed)
             .finish()
-    }
-}
-
-impl<K, T, C> fmt::Debug for SchedulingState<K, T, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.describe("SchedulingState", f)
     }
 }

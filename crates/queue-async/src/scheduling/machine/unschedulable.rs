@@ -100,8 +100,8 @@ impl<K: Hash + Eq, T> Unschedulable<K, T> {
             return;
         }
         let slots = &self.slots;
-        let hasher = |&p: &usize| slots[p].hash;
-        self.index.insert_unique(hash, slots.len(), hasher);
+        self.index
+            .insert_unique(hash, slots.len(), |&p| slots[p].hash);
         self.slots.push(Slot {
             hash,
             item: Some(item),
@@ -110,11 +110,9 @@ impl<K: Hash + Eq, T> Unschedulable<K, T> {
 
     pub(crate) fn remove(&mut self, key: &K) -> Option<QueuedItem<K, T>> {
         let hash = self.hasher.hash_one(key);
-        let slots = &self.slots;
-        let found = self.index.find_entry(hash, |&p| {
-            slots[p].item.as_ref().is_some_and(|i| i.key == *key)
-        });
-        let (pos, _) = found.ok()?.remove();
+        let pos = self.find(hash, key)?;
+        let found = self.index.find_entry(hash, |&p| p == pos);
+        found.ok()?.remove();
         // The last slot takes the removed one's place, and its index entry follows it.
         let removed = self.slots.swap_remove(pos);
         let from = self.slots.len();
