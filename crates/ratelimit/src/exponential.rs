@@ -37,7 +37,9 @@ use crate::{ConfigError, RateLimiter};
 #[derive(Debug)]
 pub struct ExponentialRateLimiter<K> {
     base_ns: u128,
-    max_ns: u128,
+    /// The failures after which the backoff is `max`: below it, `base · 2^failures < max`.
+    cap_exp: u32,
+    max: Duration,
     failures: BoundedMap<K, u32>,
 }
 
@@ -129,9 +131,16 @@ impl<K: Hash + Eq + Clone + Send + Sync> ExponentialRateLimiter<K> {
 
     /// Builds without validation; callers guarantee `0 < base <= max` and `max_keys > 0`.
     pub(crate) fn new_unchecked(base: Duration, max: Duration, max_keys: usize) -> Self {
+        let (base_ns, max_ns) = (base.as_nanos(), max.as_nanos());
+        // The first exponent at which the doubling reaches `max` or would shift a bit out.
+        let mut cap_exp = 0;
+        while cap_exp < base_ns.leading_zeros() && base_ns << cap_exp < max_ns {
+            cap_exp += 1;
+        }
         Self {
-            base_ns: base.as_nanos(),
-            max_ns: max.as_nanos(),
+            base_ns,
+            cap_exp,
+            max,
             failures: BoundedMap::new(max_keys),
         }
     }
@@ -234,7 +243,12 @@ impl<K: Hash + Eq + Clone + Send + Sync> RateLimiter<K> for ExponentialRateLimit
             *n = n.saturating_add(1);
             exp
         });
-        backoff(self.base_ns, self.max_ns, exp)
+        // `backoff`'s result, with the cap's exponent found once at construction.
+        if exp < self.cap_exp {
+            nanos_to_duration(self.base_ns << exp)
+        } else {
+            self.max
+        }
     }
 
     fn forget(&self, key: &K) {

@@ -35,6 +35,32 @@ fn duration_ns() -> impl Strategy<Value = Duration> {
     prop_oneof![1u64..1_000_000, 1u64..u64::MAX].prop_map(Duration::from_nanos)
 }
 
+/// The limiter's `when` is `capped_exponential` of its failures at every count, across the
+/// point where the doubling reaches the cap and where it would shift out of 128 bits.
+#[test]
+fn exponential_when_is_capped_exponential_at_every_count() {
+    let ns = Duration::from_nanos;
+    let shapes = [
+        (ns(1), Duration::MAX),
+        (ns(3), ns(100)),
+        (ns(25), ns(100)),
+        (ns(100), ns(100)),
+        (Duration::from_millis(5), Duration::from_secs(1000)),
+        (Duration::MAX, Duration::MAX),
+        (Duration::from_secs(1), Duration::MAX),
+    ];
+    for (base, max) in shapes {
+        let l = ExponentialRateLimiter::new(base, max).unwrap();
+        for failures in 0..140 {
+            assert_eq!(
+                l.when(&0u8),
+                capped_exponential(base, max, failures),
+                "base {base:?}, max {max:?}, after {failures} failures"
+            );
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(config(4000))]
 
