@@ -10,7 +10,8 @@
 //! `ratelimited-exp` also measures its floor, `floor_ns_per_when`: client-go's per-item
 //! exponential limiter as it stands (a failure count per key in one hash map behind one mutex;
 //! the backoff is the base doubled per earlier failure, capped) in Rust, with the limiter's lock
-//! and hasher and nothing else: no bound on the number of keys, no trait object. Every per-item
+//! and hasher and nothing else (no bound on the number of keys), called as ours is, through the
+//! `RateLimiter` trait object. Every per-item
 //! limiter whose state is a map behind one lock does at least this per call, so its time bounds
 //! what `ns_per_when` can reach on the same machine; `floor_ns_per_forget` is the same for
 //! `forget`, which frees the key's copy as it removes it.
@@ -45,10 +46,15 @@ pub fn run_exp(flags: &Overrides) -> Report {
     });
     let (n, k) = (report.params.n as usize, report.params.keys.max(1) as usize);
     let keys: Vec<String> = (0..k as u64).map(key).collect();
-    let floor = FloorLimiter::new(Duration::from_millis(5), Duration::from_secs(1000));
+    let floor = Arc::new(FloorLimiter::new(
+        Duration::from_millis(5),
+        Duration::from_secs(1000),
+    ));
+    // Called as ours is: through the trait object.
+    let limiter: Arc<dyn RateLimiter<String>> = floor.clone();
     let start = Instant::now();
     for i in 0..n {
-        std::hint::black_box(floor.when(&keys[i % k]));
+        std::hint::black_box(limiter.when(&keys[i % k]));
     }
     let floor_s = start.elapsed().as_secs_f64();
     // The floor keeps the count it was given: every key was called n / K times.
@@ -56,7 +62,7 @@ pub fn run_exp(flags: &Overrides) -> Report {
     assert_eq!(counted, n as u64, "the floor lost calls");
     let start = Instant::now();
     for key in &keys {
-        floor.forget(key);
+        limiter.forget(key);
     }
     let floor_forget_s = start.elapsed().as_secs_f64();
     assert!(floor.failures.lock().is_empty(), "the floor kept a key");
@@ -86,7 +92,9 @@ impl FloorLimiter {
             max_ns: max.as_nanos() as u64,
         }
     }
+}
 
+impl RateLimiter<String> for FloorLimiter {
     /// The key's backoff: the base doubled once per earlier call, capped at the max.
     fn when(&self, key: &String) -> Duration {
         let exp = {
@@ -113,6 +121,13 @@ impl FloorLimiter {
     /// Drops the key's count (and the key's allocation with it).
     fn forget(&self, key: &String) {
         self.failures.lock().remove(key.as_str());
+    }
+
+    fn num_requeues(&self, key: &String) -> usize {
+        self.failures
+            .lock()
+            .get(key.as_str())
+            .map_or(0, |&c| c as usize)
     }
 }
 
