@@ -9,7 +9,8 @@ use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
 
-use crate::item::{Item, ItemQueue};
+use crate::handle::Handle;
+use crate::item::Item;
 use crate::wait::Wait;
 
 pin_project! {
@@ -48,14 +49,14 @@ pin_project! {
         K: Sync,
         K: 'static,
     {
-        queue: &'a Arc<dyn ItemQueue<K>>,
+        queue: &'a Arc<Handle<K>>,
         #[pin]
-        wait: Wait<'a, dyn ItemQueue<K>>,
+        wait: Wait<'a, Handle<K>>,
     }
 }
 
 impl<'a, K: Hash + Eq + Clone + Send + Sync> Get<'a, K> {
-    pub(crate) fn new(queue: &'a Arc<dyn ItemQueue<K>>) -> Self {
+    pub(crate) fn new(queue: &'a Arc<Handle<K>>) -> Self {
         Get {
             queue,
             wait: Wait::new(&**queue),

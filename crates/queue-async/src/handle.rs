@@ -1,8 +1,8 @@
 //! [`Handle`], the state behind a [`WorkQueue`](crate::WorkQueue) or a
-//! [`PriorityQueue`](crate::PriorityQueue): one generic handle over the queue's state machine
-//! ([`Core`], implemented next to each queue), which the two public queues wrap. Adds,
-//! hand-outs, dones and shutdown are here; the waiting keys and the timer task that adds them
-//! at their deadlines are in `timer_task`.
+//! [`PriorityQueue`](crate::PriorityQueue) and behind the items they hand out: one handle over
+//! the queue's state machine ([`Machine`]: the work queue's or the priority queue's), which the
+//! two public queues wrap. Adds, hand-outs, dones and shutdown are here; the waiting keys and
+//! the timer task that adds them at their deadlines are in `timer_task`.
 //!
 //! One lock (parking_lot, never held across an `.await`), `state`, guards everything that
 //! changes: the state machine, the metrics recorder, the waiting keys with their timers, and
@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use ctrlq_queue_core::{AddOutcome, PopOutcome};
+use ctrlq_queue_core::{AddOutcome, DoneOutcome, PopOutcome, PriorityState, WorkState};
 use ctrlq_ratelimit::RateLimiter;
 use hashbrown::HashSet;
 use parking_lot::{Mutex, MutexGuard};
@@ -26,7 +26,6 @@ use tracing::debug;
 
 use crate::clock::{MAX_DELAY, QueueClock};
 use crate::error::AddError;
-use crate::item::ItemQueue;
 use crate::metrics::{MetricsProvider, Recorder};
 use crate::task::spawn_timer_task;
 use crate::wait::Source;
@@ -39,41 +38,111 @@ use self::timer_task::Timers;
 pub(crate) trait QueueKey: Hash + Eq + Clone + Send + Sync {}
 impl<K: Hash + Eq + Clone + Send + Sync> QueueKey for K {}
 
-/// A queue's state machine, as the handle drives it. The handle is generic over it, so each
-/// queue's adds, gets and dones are compiled for its own machine. Every add carries a
-/// priority, which the work queue's machine ignores (its keys are handed out at priority 0).
-/// `now` gives the nanoseconds since the queue was built; only a machine that ages its keys
-/// reads it.
-pub(crate) trait Core<K>: Send + 'static {
-    /// Whether a delayed add with a zero delay counts as a retry: client-go's delaying queue
-    /// counts every `AddAfter`, controller-runtime's priority queue only delays above zero.
-    const ZERO_DELAY_IS_RETRY: bool;
-    /// How keys due at one instant with one priority are ordered. `true`: by their add
-    /// counter, which a key's first delayed add and each raise of its priority set, and a
-    /// deadline move keeps (controller-runtime's priority queue). `false`: by the delayed add
-    /// that set their deadline (the work queue; client-go leaves such ties unordered).
-    const TIES_BY_ADD_COUNTER: bool;
-    /// Whether the depth metric carries a priority label.
-    const HAS_PRIORITY: bool;
+/// A queue's state machine, as the handle drives it. Every add carries a priority, which the
+/// work queue's machine ignores (its keys are handed out at priority 0). `now` gives the
+/// nanoseconds since the queue was built; only the priority queue's machine reads it (it ages
+/// its keys).
+pub(crate) enum Machine<K> {
+    Work(WorkState<K>),
+    Priority(PriorityState<K>),
+}
 
-    /// An empty machine; `aging` (nanoseconds per priority step) is the priority queue's.
-    fn new(aging: Option<u64>) -> Self;
-    fn add(&mut self, key: K, priority: i32, now: impl FnOnce() -> u64) -> AddOutcome<K>;
-    /// [`add`](Core::add) by reference, cloning the key only if the machine keeps it.
-    fn add_ref(&mut self, key: &K, priority: i32, now: impl FnOnce() -> u64) -> AddOutcome<K>;
-    fn pop(&mut self) -> PopOutcome<(K, i32)>;
+impl<K: QueueKey> Machine<K> {
+    /// The priority queue's machine, which differs from the work queue's in three more ways:
+    /// - the depth metric carries a priority label;
+    /// - a delayed add with a zero delay is not a retry (controller-runtime's priority queue
+    ///   counts only delays above zero, client-go's delaying queue every `AddAfter`);
+    /// - keys due at one instant with one priority are ordered by their add counter, which a
+    ///   key's first delayed add and each raise of its priority set, and a deadline move keeps
+    ///   (controller-runtime's priority queue); the work queue orders them by the delayed add
+    ///   that set their deadline (client-go leaves such ties unordered).
+    fn has_priority(&self) -> bool {
+        matches!(self, Machine::Priority(_))
+    }
+
+    #[inline(always)]
+    fn add(&mut self, key: K, priority: i32, now: impl FnOnce() -> u64) -> AddOutcome<K> {
+        match self {
+            Machine::Work(m) => m.add(key),
+            Machine::Priority(m) => m.add(key, priority, now()),
+        }
+    }
+
+    /// [`add`](Machine::add) by reference, cloning the key only if the machine keeps it.
+    #[inline(always)]
+    fn add_ref(&mut self, key: &K, priority: i32, now: impl FnOnce() -> u64) -> AddOutcome<K> {
+        match self {
+            Machine::Work(m) => m.add_ref(key),
+            Machine::Priority(m) => m.add_ref(key, priority, now()),
+        }
+    }
+
+    #[inline(always)]
+    fn pop(&mut self) -> PopOutcome<(K, i32)> {
+        match self {
+            Machine::Work(m) => match m.pop() {
+                PopOutcome::Item(key) => PopOutcome::Item((key, 0)),
+                PopOutcome::Empty => PopOutcome::Empty,
+                PopOutcome::ShutDown => PopOutcome::ShutDown,
+            },
+            Machine::Priority(m) => m.pop(),
+        }
+    }
+
     /// Ends `key`'s hand-out; `true` if it was queued again (added while processing).
-    fn done(&mut self, key: &K, now: impl FnOnce() -> u64) -> bool;
-    fn shut_down(&mut self) -> bool;
-    fn is_shut_down(&self) -> bool;
-    fn len(&self) -> usize;
-    fn processing_len(&self) -> usize;
+    #[inline(always)]
+    fn done(&mut self, key: &K, now: impl FnOnce() -> u64) -> bool {
+        match self {
+            Machine::Work(m) => matches!(m.done(key), DoneOutcome::Requeued(())),
+            Machine::Priority(m) => matches!(m.done(key, now()), DoneOutcome::Requeued(_)),
+        }
+    }
+
+    fn shut_down(&mut self) -> bool {
+        match self {
+            Machine::Work(m) => m.shut_down(),
+            Machine::Priority(m) => m.shut_down(),
+        }
+    }
+
+    fn is_shut_down(&self) -> bool {
+        match self {
+            Machine::Work(m) => m.is_shut_down(),
+            Machine::Priority(m) => m.is_shut_down(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Machine::Work(m) => m.len(),
+            Machine::Priority(m) => m.len(),
+        }
+    }
+
+    fn processing_len(&self) -> usize {
+        match self {
+            Machine::Work(m) => m.processing_len(),
+            Machine::Priority(m) => m.processing_len(),
+        }
+    }
+
     /// Nothing queued, nothing processing.
-    fn is_idle(&self) -> bool;
+    fn is_idle(&self) -> bool {
+        match self {
+            Machine::Work(m) => m.is_idle(),
+            Machine::Priority(m) => m.is_idle(),
+        }
+    }
+
     /// Whether a delayed add of `key` is absorbed because the key will be handed out without
     /// it: ready, or re-added while processing (the priority queue's rule, controller-runtime's;
-    /// the plain work queue always waits, as client-go's delaying queue).
-    fn absorbs_delayed(&self, key: &K) -> bool;
+    /// the work queue always waits, as client-go's delaying queue).
+    fn absorbs_delayed(&self, key: &K) -> bool {
+        match self {
+            Machine::Work(_) => false,
+            Machine::Priority(m) => m.is_dirty(key),
+        }
+    }
 }
 
 /// The builder options every queue has.
@@ -109,13 +178,13 @@ impl<K> fmt::Debug for Options<K> {
     }
 }
 
-/// The state behind a queue handle, over the state machine `M`. See the module docs.
-pub(crate) struct Handle<K: QueueKey, M> {
+/// The state behind a queue and its items. See the module docs.
+pub(crate) struct Handle<K: QueueKey> {
     /// This handle, for the timer task (which holds it weakly).
     me: Weak<Self>,
     name: String,
     /// The queue's one lock: every add, get and done takes it.
-    state: Mutex<State<K, M>>,
+    state: Mutex<State<K>>,
     /// Woken once per key queued: one waiting `get` takes it.
     get_wake: Notify,
     /// Woken for every key queued while a stream waits: every waiting stream looks.
@@ -136,15 +205,15 @@ pub(crate) struct Handle<K: QueueKey, M> {
 }
 
 /// Guarded by [`Handle::state`].
-struct State<K: QueueKey, M> {
-    machine: M,
+struct State<K: QueueKey> {
+    machine: Machine<K>,
     /// With metrics only.
     recorder: Option<Box<Recorder<K>>>,
     /// Keys handed out and taken out of their item with `into_key`: the only hand-outs the
     /// handle's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
     /// ends a later hand-out of the same key.
     detached: HashSet<K>,
-    /// The keys waiting for a deadline, and their timers.
+    /// The keys waiting for a deadline, and their timers: none unless `task`.
     timers: Timers<K>,
     /// The timer task runs, or starts once the lock is released: it adds the waiting keys at
     /// their deadlines and ticks `refresh`. Started by the first delayed add, or with metrics
@@ -164,13 +233,13 @@ struct Wake {
     start_task: bool,
 }
 
-impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
-    pub(crate) fn new(options: Options<K>) -> Arc<Self> {
+impl<K: QueueKey + 'static> Handle<K> {
+    pub(crate) fn new(options: Options<K>, machine: Machine<K>) -> Arc<Self> {
         let Options {
             name,
             metrics,
             limiter,
-            aging,
+            aging: _,
         } = options;
         let recorder = Recorder::new(&name, metrics);
         let limiter =
@@ -180,10 +249,10 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             me: me.clone(),
             name,
             state: Mutex::new(State {
-                machine: M::new(aging),
+                timers: Timers::new(machine.has_priority()),
+                machine,
                 recorder,
                 detached: HashSet::new(),
-                timers: Timers::new(M::TIES_BY_ADD_COUNTER),
                 task: false,
                 refresh: None,
             }),
@@ -203,7 +272,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     /// nothing before a user's Hash/Eq could panic under it. With the `wake-counts` feature, an
     /// acquisition that finds it held is counted.
     #[inline(always)]
-    fn lock(&self) -> MutexGuard<'_, State<K, M>> {
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
         #[cfg(feature = "wake-counts")]
         {
             if let Some(guard) = self.state.try_lock() {
@@ -250,7 +319,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     }
 
     /// Runs `f` under the lock, then wakes what it asked for.
-    fn with_lock<R>(&self, f: impl FnOnce(&mut State<K, M>, &mut Wake) -> R) -> R {
+    fn with_lock<R>(&self, f: impl FnOnce(&mut State<K>, &mut Wake) -> R) -> R {
         let mut wake = Wake::default();
         let r = f(&mut self.lock(), &mut wake);
         self.wake(wake);
@@ -274,7 +343,11 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     #[inline]
     pub(crate) fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>> {
         let mut state = self.lock();
-        let priority = state.timers.end_wait(key, priority);
+        let priority = if state.task {
+            state.timers.end_wait(key, priority)
+        } else {
+            priority
+        };
         let added = state.machine.add_ref(key, priority, || self.now_nanos());
         let mut wake = Wake::default();
         if state.recorder.is_some() {
@@ -306,13 +379,14 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     #[inline(always)]
     fn add_locked(
         &self,
-        state: &mut State<K, M>,
+        state: &mut State<K>,
         key: K,
         priority: i32,
         by_caller: bool,
         wake: &mut Wake,
     ) -> Result<(), AddError<K>> {
-        let priority = if by_caller {
+        // A key waits only while the timer task runs (it adds every waiting key as it ends).
+        let priority = if by_caller && state.task {
             state.timers.end_wait(&key, priority)
         } else {
             priority
@@ -332,7 +406,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     #[inline(always)]
     fn added(
         &self,
-        state: &mut State<K, M>,
+        state: &mut State<K>,
         added: AddOutcome<K>,
         key: Option<&K>,
         priority: i32,
@@ -354,7 +428,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
             && let Some(key) = key
             && let Some(recorder) = &mut state.recorder
         {
-            let label = M::HAS_PRIORITY.then_some(priority);
+            let label = state.machine.has_priority().then_some(priority);
             recorder.add_at_priority(key, label, &self.clock);
         }
         Ok(getters)
@@ -372,7 +446,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
                 return Err(AddError::ShutDown(key));
             }
             if let Some(recorder) = &state.recorder
-                && (!delay.is_zero() || M::ZERO_DELAY_IS_RETRY)
+                && (!delay.is_zero() || !state.machine.has_priority())
             {
                 recorder.retry();
             }
@@ -404,7 +478,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     /// drops at once (see [`crate::task`]).
     fn wait(
         &self,
-        state: &mut State<K, M>,
+        state: &mut State<K>,
         key: K,
         priority: i32,
         delay: Duration,
@@ -440,23 +514,24 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     /// `into_key` and not done since. Ignored otherwise: a key not processing, already done, or
     /// held by an item (whose own drop ends it).
     pub(crate) fn done(&self, key: &K) {
-        self.with_lock(|state, wake| {
-            if state.detached.remove(key) {
-                *wake = self.finish(state, key);
-            } else {
-                debug!(queue = %self.name, "done for a key not taken out of its item; ignored");
-            }
-        });
+        if self.lock().detached.remove(key) {
+            // Still processing: no other `done` finds it detached, no `get` hands it out.
+            self.done_item(key);
+        } else {
+            debug!(queue = %self.name, "done for a key not taken out of its item; ignored");
+        }
     }
 
-    /// Ends `key`'s hand-out under the lock: a getter is woken if the key was queued again
-    /// (added while processing), a drain if the queue became idle.
-    #[inline]
-    fn finish(&self, state: &mut State<K, M>, key: &K) -> Wake {
+    /// Ends the hand-out of `key`: called by the item that holds it (its drop or a consuming
+    /// method) or by the handles' `done` for a detached key, once, so it ends that hand-out and
+    /// no later one. A getter is woken if the key was queued again (added while processing), a
+    /// drain if the queue became idle.
+    pub(crate) fn done_item(&self, key: &K) {
+        let mut state = self.lock();
         if let Some(recorder) = &mut state.recorder {
             recorder.done(key, &self.clock);
         }
-        if state.machine.done(key, || self.now_nanos()) {
+        let wake = if state.machine.done(key, || self.now_nanos()) {
             // Counted by the metrics when it became dirty, not again here (as the original).
             Wake {
                 getters: 1,
@@ -468,7 +543,22 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
                 idle: self.draining.load(Ordering::SeqCst) && state.machine.is_idle(),
                 ..Wake::default()
             }
-        }
+        };
+        drop(state);
+        self.wake(wake);
+    }
+
+    /// `key`'s item gave up its hand-out (`into_key`): the handles' `done` ends it now.
+    pub(crate) fn detach(&self, key: &K) {
+        self.lock().detached.insert(key.clone());
+    }
+
+    /// A worker panicked holding `key` in an item: adds it back rate limited (a failure), then
+    /// ends the item's hand-out. After shutdown the add is refused and the hand-out only ended.
+    pub(crate) fn requeue_after_panic(&self, key: K, priority: i32) {
+        debug!(queue = %self.name, "a worker panicked holding a key; requeued rate limited");
+        let _ = self.add_rate_limited(key.clone(), priority);
+        self.done_item(&key);
     }
 
     // ===== shutdown =====
@@ -548,51 +638,8 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     }
 }
 
-/// What an item and its `get` call: the hand-out's end is written here, the adds are the
-/// handle's.
-impl<K: QueueKey + 'static, M: Core<K>> ItemQueue<K> for Handle<K, M> {
-    /// Ends the hand-out of `key` held by an item: called by that item only (its drop or a
-    /// consuming method), once, so it ends that hand-out and no later one. Queued again now if
-    /// the key was added while processing.
-    fn done_item(&self, key: &K) {
-        let mut state = self.lock();
-        let wake = self.finish(&mut state, key);
-        drop(state);
-        self.wake(wake);
-    }
-
-    /// `key`'s item gave up its hand-out (`into_key`): the handles' `done` ends it now.
-    fn detach(&self, key: &K) {
-        self.lock().detached.insert(key.clone());
-    }
-
-    /// A worker panicked holding `key` in an item: adds it back rate limited (a failure), then
-    /// ends the item's hand-out. After shutdown the add is refused and the hand-out only ended.
-    fn requeue_after_panic(&self, key: K, priority: i32) {
-        debug!(queue = %self.name, "a worker panicked holding a key; requeued rate limited");
-        let _ = Handle::add_rate_limited(self, key.clone(), priority);
-        self.done_item(&key);
-    }
-
-    fn forget(&self, key: &K) {
-        Handle::forget(self, key);
-    }
-
-    fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>> {
-        Handle::add_ref(self, key, priority)
-    }
-
-    fn add_after(&self, key: K, priority: i32, delay: Duration) -> Result<(), AddError<K>> {
-        Handle::add_after(self, key, priority, delay)
-    }
-
-    fn add_rate_limited(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
-        Handle::add_rate_limited(self, key, priority)
-    }
-}
-
 /// `get`: one waiting `get` per queued key is woken.
-impl<K: QueueKey + 'static, M: Core<K>> Source for Handle<K, M> {
+impl<K: QueueKey + 'static> Source for Handle<K> {
     type Output = Option<(K, i32)>;
 
     fn notify(&self) -> &Notify {
@@ -607,8 +654,8 @@ impl<K: QueueKey + 'static, M: Core<K>> Source for Handle<K, M> {
             PopOutcome::Item((key, priority)) => {
                 #[cfg(feature = "wake-counts")]
                 crate::wake_counts::hand_out();
+                let label = state.machine.has_priority().then_some(priority);
                 if let Some(recorder) = &mut state.recorder {
-                    let label = M::HAS_PRIORITY.then_some(priority);
                     recorder.get_at_priority(&key, label, &self.clock);
                 }
                 Some(Some((key, priority)))

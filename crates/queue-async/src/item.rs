@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::AddError;
-use crate::wait::Source;
+use crate::handle::Handle;
 
 /// A key being processed by one worker: no other worker gets the same key until it is done.
 ///
@@ -47,32 +47,18 @@ pub struct Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    queue: Arc<dyn ItemQueue<K>>,
+    queue: Arc<Handle<K>>,
     /// The priority it was handed out at (0 for the plain work queue).
     p: i32,
     /// `Some` until a consuming method or the drop takes it.
     key: Option<K>,
 }
 
-/// What an item, and the `get` that hands it out, need from their queue, whichever its state
-/// machine: the one place where the queue's type is erased, so that [`Item`] and
-/// [`Get`](crate::Get) have no type parameter for it (implemented by the handle).
-/// Adds and gets through the queue's own handle are compiled for its machine.
-pub(crate) trait ItemQueue<K>: Source<Output = Option<(K, i32)>> + Send + Sync {
-    fn done_item(&self, key: &K);
-    fn detach(&self, key: &K);
-    fn forget(&self, key: &K);
-    fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>>;
-    fn add_after(&self, key: K, priority: i32, delay: Duration) -> Result<(), AddError<K>>;
-    fn add_rate_limited(&self, key: K, priority: i32) -> Result<(), AddError<K>>;
-    fn requeue_after_panic(&self, key: K, priority: i32);
-}
-
 impl<K> Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    pub(crate) fn new(queue: Arc<dyn ItemQueue<K>>, key: K, p: i32) -> Self {
+    pub(crate) fn new(queue: Arc<Handle<K>>, key: K, p: i32) -> Self {
         Self {
             queue,
             p,

@@ -33,7 +33,7 @@ use tokio::runtime;
 use tokio::time::{Instant, MissedTickBehavior, Sleep};
 use tracing::debug;
 
-use super::{Core, Handle, QueueKey, State, Wake};
+use super::{Handle, QueueKey, State, Wake};
 use crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD;
 use crate::task::Timed;
 
@@ -55,7 +55,7 @@ pub(super) struct Timers<K> {
     /// The timer task's waker, taken by the add that sets an earlier deadline than `armed`.
     waker: Option<Waker>,
     /// Numbers the delayed adds: the order that breaks ties between keys due at the same
-    /// instant with the same priority (see [`Core::TIES_BY_ADD_COUNTER`]).
+    /// instant with the same priority (see [`Machine::has_priority`](super::Machine::has_priority)).
     seq: u64,
     ties_by_add_counter: bool,
 }
@@ -233,13 +233,13 @@ impl<K> Drop for Timers<K> {
 
 // ===== the timer task =====
 
-impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
+impl<K: QueueKey + 'static> Handle<K> {
     /// Has the timer task start on the queue's runtime (binding the queue to the calling one
     /// if it has none yet) once the lock is released, if it does not run; returns that
     /// runtime: `None` with no runtime to run it, or after shutdown.
     pub(super) fn ensure_timer_task<'a>(
         &'a self,
-        state: &mut State<K, M>,
+        state: &mut State<K>,
         wake: &mut Wake,
     ) -> Option<&'a runtime::Handle> {
         let runtime = self.clock.runtime()?;
@@ -254,7 +254,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
     }
 
     /// Adds keys whose wait is over, in the given order, under the lock.
-    fn add_due(&self, state: &mut State<K, M>, due: Vec<(K, i32)>, wake: &mut Wake) {
+    fn add_due(&self, state: &mut State<K>, due: Vec<(K, i32)>, wake: &mut Wake) {
         if due.is_empty() {
             return;
         }
@@ -283,7 +283,7 @@ impl<K: QueueKey + 'static, M: Core<K>> Handle<K, M> {
 }
 
 /// The timer task's loop ([`spawn_timer_task`](crate::task::spawn_timer_task) polls it each time `cx` is woken).
-impl<K: QueueKey + 'static, M: Core<K>> Timed for Handle<K, M> {
+impl<K: QueueKey + 'static> Timed for Handle<K> {
     /// Adds the waiting keys whose deadline has passed, in deadline order, a chunk at a time
     /// (see [`CHUNK`]), and with metrics refreshes the gauges when their period is over; `cx`
     /// is woken at once while keys are due, else at the next deadline or tick.

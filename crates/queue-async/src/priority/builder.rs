@@ -5,10 +5,11 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ctrlq_queue_core::PriorityState;
 use ctrlq_ratelimit::RateLimiter;
 
 use super::PriorityQueue;
-use crate::handle::{Handle, Options};
+use crate::handle::{Handle, Machine, Options};
 use crate::metrics::MetricsProvider;
 
 /// Builds a [`PriorityQueue`]: name (the metrics label), metrics, rate limiter and aging.
@@ -69,7 +70,8 @@ where
     /// a call of it runs in; see the crate's [Time](crate#time)). Nothing is spawned yet: the
     /// timer task starts with the first delayed add (with metrics, with the first add).
     pub fn build(self) -> PriorityQueue<K> {
-        PriorityQueue::from_handle(Handle::new(self.options))
+        let machine = Machine::Priority(PriorityState::new(self.options.aging));
+        PriorityQueue::from_handle(Handle::new(self.options, machine))
     }
 }
 

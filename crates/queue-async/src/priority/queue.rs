@@ -5,13 +5,10 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctrlq_queue_core::{AddOutcome, DoneOutcome, PopOutcome, PriorityState};
-
 use super::PriorityQueueBuilder;
 use crate::AddError;
 use crate::get::Get;
-use crate::handle::{Core, Handle, QueueKey};
-use crate::item::ItemQueue;
+use crate::handle::Handle;
 
 /// How [`PriorityQueue::add_with`] adds a key: its priority, a delay, rate limiting.
 ///
@@ -122,18 +119,15 @@ pub struct PriorityQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    inner: Arc<Handle<K, PriorityState<K>>>,
-    /// The same handle, as the queue of the items it hands out.
-    items: Arc<dyn ItemQueue<K>>,
+    inner: Arc<Handle<K>>,
 }
 
 impl<K> PriorityQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    pub(super) fn from_handle(inner: Arc<Handle<K, PriorityState<K>>>) -> Self {
-        let items = inner.clone();
-        PriorityQueue { inner, items }
+    pub(super) fn from_handle(inner: Arc<Handle<K>>) -> Self {
+        PriorityQueue { inner }
     }
 
     /// A queue with no name, no metrics, no aging and the default controller rate limiter.
@@ -289,7 +283,7 @@ where
     /// # }
     /// ```
     pub fn get(&self) -> Get<'_, K> {
-        Get::new(&self.items)
+        Get::new(&self.inner)
     }
 
     /// Clears the rate limiter's history of `key` (call it when the key succeeded).
@@ -577,54 +571,5 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.inner.describe(f, "PriorityQueue")
-    }
-}
-
-/// The priority queue's state machine, as the handle drives it: it ages its keys by the
-/// queue's clock.
-impl<K: QueueKey + 'static> Core<K> for PriorityState<K> {
-    const ZERO_DELAY_IS_RETRY: bool = false;
-    const TIES_BY_ADD_COUNTER: bool = true;
-    const HAS_PRIORITY: bool = true;
-
-    fn new(aging: Option<u64>) -> Self {
-        PriorityState::new(aging)
-    }
-    #[inline(always)]
-    fn add(&mut self, key: K, priority: i32, now: impl FnOnce() -> u64) -> AddOutcome<K> {
-        PriorityState::add(self, key, priority, now())
-    }
-    #[inline(always)]
-    fn add_ref(&mut self, key: &K, priority: i32, now: impl FnOnce() -> u64) -> AddOutcome<K> {
-        PriorityState::add_ref(self, key, priority, now())
-    }
-    #[inline(always)]
-    fn pop(&mut self) -> PopOutcome<(K, i32)> {
-        PriorityState::pop(self)
-    }
-    #[inline(always)]
-    fn done(&mut self, key: &K, now: impl FnOnce() -> u64) -> bool {
-        matches!(
-            PriorityState::done(self, key, now()),
-            DoneOutcome::Requeued(_)
-        )
-    }
-    fn shut_down(&mut self) -> bool {
-        PriorityState::shut_down(self)
-    }
-    fn is_shut_down(&self) -> bool {
-        PriorityState::is_shut_down(self)
-    }
-    fn len(&self) -> usize {
-        PriorityState::len(self)
-    }
-    fn processing_len(&self) -> usize {
-        PriorityState::processing_len(self)
-    }
-    fn is_idle(&self) -> bool {
-        PriorityState::is_idle(self)
-    }
-    fn absorbs_delayed(&self, key: &K) -> bool {
-        self.is_dirty(key)
     }
 }

@@ -4,10 +4,11 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
+use ctrlq_queue_core::WorkState;
 use ctrlq_ratelimit::RateLimiter;
 
 use super::WorkQueue;
-use crate::handle::{Handle, Options};
+use crate::handle::{Handle, Machine, Options};
 use crate::metrics::MetricsProvider;
 
 /// Builds a [`WorkQueue`]: its name (the metrics label), metrics provider and rate limiter.
@@ -66,7 +67,7 @@ where
     /// a call of it runs in; see the crate's [Time](crate#time)). Nothing is spawned yet: the
     /// timer task starts with the first delayed add (with metrics, with the first add).
     pub fn build(self) -> WorkQueue<K> {
-        WorkQueue::from_handle(Handle::new(self.options))
+        WorkQueue::from_handle(Handle::new(self.options, Machine::Work(WorkState::new())))
     }
 }
 

@@ -5,13 +5,10 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctrlq_queue_core::{AddOutcome, DoneOutcome, PopOutcome, WorkState};
-
 use super::WorkQueueBuilder;
 use crate::AddError;
 use crate::get::Get;
-use crate::handle::{Core, Handle, QueueKey};
-use crate::item::ItemQueue;
+use crate::handle::Handle;
 
 /// A de-duplicating work queue that worker tasks await on: client-go's work queue with its
 /// delaying and rate-limiting layers, in one cheap [`Clone`] handle.
@@ -65,22 +62,19 @@ pub struct WorkQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    inner: Arc<Handle<K, WorkState<K>>>,
-    /// The same handle, as the queue of the items it hands out.
-    items: Arc<dyn ItemQueue<K>>,
+    inner: Arc<Handle<K>>,
 }
 
 impl<K> WorkQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    pub(super) fn from_handle(inner: Arc<Handle<K, WorkState<K>>>) -> Self {
-        let items = inner.clone();
-        WorkQueue { inner, items }
+    pub(super) fn from_handle(inner: Arc<Handle<K>>) -> Self {
+        WorkQueue { inner }
     }
 
     /// The handle, for the stream of items.
-    pub(super) fn handle(&self) -> &Arc<Handle<K, WorkState<K>>> {
+    pub(super) fn handle(&self) -> &Arc<Handle<K>> {
         &self.inner
     }
 
@@ -231,7 +225,7 @@ where
     /// # }
     /// ```
     pub fn get(&self) -> Get<'_, K> {
-        Get::new(&self.items)
+        Get::new(&self.inner)
     }
 
     /// Clears the rate limiter's history of `key` (call it when the key succeeded).
@@ -480,54 +474,5 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.inner.describe(f, "WorkQueue")
-    }
-}
-
-/// The work queue's state machine, as the handle drives it: no priorities, no clock.
-impl<K: QueueKey + 'static> Core<K> for WorkState<K> {
-    const ZERO_DELAY_IS_RETRY: bool = true;
-    const TIES_BY_ADD_COUNTER: bool = false;
-    const HAS_PRIORITY: bool = false;
-
-    fn new(_aging: Option<u64>) -> Self {
-        WorkState::new()
-    }
-    #[inline(always)]
-    fn add(&mut self, key: K, _priority: i32, _now: impl FnOnce() -> u64) -> AddOutcome<K> {
-        WorkState::add(self, key)
-    }
-    #[inline(always)]
-    fn add_ref(&mut self, key: &K, _priority: i32, _now: impl FnOnce() -> u64) -> AddOutcome<K> {
-        WorkState::add_ref(self, key)
-    }
-    #[inline(always)]
-    fn pop(&mut self) -> PopOutcome<(K, i32)> {
-        match WorkState::pop(self) {
-            PopOutcome::Item(k) => PopOutcome::Item((k, 0)),
-            PopOutcome::Empty => PopOutcome::Empty,
-            PopOutcome::ShutDown => PopOutcome::ShutDown,
-        }
-    }
-    #[inline(always)]
-    fn done(&mut self, key: &K, _now: impl FnOnce() -> u64) -> bool {
-        matches!(WorkState::done(self, key), DoneOutcome::Requeued(()))
-    }
-    fn shut_down(&mut self) -> bool {
-        WorkState::shut_down(self)
-    }
-    fn is_shut_down(&self) -> bool {
-        WorkState::is_shut_down(self)
-    }
-    fn len(&self) -> usize {
-        WorkState::len(self)
-    }
-    fn processing_len(&self) -> usize {
-        WorkState::processing_len(self)
-    }
-    fn is_idle(&self) -> bool {
-        WorkState::is_idle(self)
-    }
-    fn absorbs_delayed(&self, _key: &K) -> bool {
-        false
     }
 }

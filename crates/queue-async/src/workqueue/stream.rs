@@ -3,7 +3,6 @@
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ctrlq_queue_core::WorkState;
 use futures::Stream;
 use tokio::sync::Notify;
 
@@ -51,12 +50,12 @@ where
 /// A stream's wait: registered while it waits, so that every add wakes it (a stream that is
 /// kept but not polled must not hold a wake-up another consumer needs, as a `get` would).
 pub(crate) struct StreamWait<'a, K: QueueKey> {
-    handle: &'a Handle<K, WorkState<K>>,
+    handle: &'a Handle<K>,
     registered: AtomicBool,
 }
 
 impl<'a, K: QueueKey> StreamWait<'a, K> {
-    pub(crate) fn new(handle: &'a Handle<K, WorkState<K>>) -> Self {
+    pub(crate) fn new(handle: &'a Handle<K>) -> Self {
         StreamWait {
             handle,
             registered: AtomicBool::new(false),
