@@ -90,11 +90,10 @@
 //! shared state adds the waiting keys and their deadlines, the rate limiter, the metrics recorder,
 //! and the timer task, under one `parking_lot` mutex that is never held across an `.await` and
 //! that every add, get and done takes.
-//! [`WorkQueue`] and [`PriorityQueue`] are two plain types around one private generic handle,
-//! compiled for each queue's state machine (no call chooses the machine at run time); every
-//! add carries a priority, which the work queue's machine ignores. An [`Item`] and the [`Get`]
-//! that hands it out reach their queue through one private interface, so they have no type
-//! parameter for the queue's kind.
+//! [`WorkQueue`] and [`PriorityQueue`] are two plain types around one private handle, which
+//! holds either queue's state machine; every add carries a priority, which the work queue's
+//! machine ignores. An [`Item`] and the [`Get`] that hands it out hold the same handle, so they
+//! have no type parameter for the queue's kind.
 //!
 //! ## The timer task
 //!
