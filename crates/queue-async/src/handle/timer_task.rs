@@ -46,13 +46,11 @@ const CHUNK: usize = 32;
 pub(super) struct Timers<K> {
     /// Every waiting key with its wait, in the order they are due.
     waiting: KeyedHeap<K, Wait>,
-    /// The sleep until `armed`: made by the timer task, in the queue's runtime, at the first
-    /// deadline it sets, and reset from then on; dropped when no key waits (an idle queue holds
-    /// no timer, so paused time does not stop on it).
+    /// The sleep until the earliest deadline the timer task has seen: made by the task, in the
+    /// queue's runtime, at the first deadline it sets, and reset from then on; dropped when no
+    /// key waits (an idle queue holds no timer, so paused time does not stop on it).
     sleep: Option<Pin<Box<Sleep>>>,
-    /// The deadline the sleep is set to; `None` when it is not set.
-    armed: Option<Instant>,
-    /// The timer task's waker, taken by the add that sets an earlier deadline than `armed`.
+    /// The timer task's waker, taken by the add that sets an earlier deadline than the sleep's.
     waker: Option<Waker>,
     /// Numbers the delayed adds: the order that breaks ties between keys due at the same
     /// instant with the same priority (see [`Machine::has_priority`](super::Machine::has_priority)).
@@ -70,7 +68,6 @@ impl<K: Hash + Eq + Clone> Timers<K> {
         Timers {
             waiting: KeyedHeap::default(),
             sleep: None,
-            armed: None,
             waker: None,
             seq: 0,
             ties_by_add_counter,
@@ -112,7 +109,10 @@ impl<K: Hash + Eq + Clone> Timers<K> {
 
     /// Wakes the timer task if `at` is earlier than the deadline its sleep is set to.
     fn poke(&mut self, at: Instant) {
-        if self.armed.is_none_or(|armed| at < armed)
+        if self
+            .sleep
+            .as_ref()
+            .is_none_or(|sleep| at < sleep.deadline())
             && let Some(waker) = self.waker.take()
         {
             waker.wake();
@@ -137,15 +137,9 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     fn cancel(&mut self, key: &K) -> Option<i32> {
         let (_, (_, Reverse(priority), _)) = self.waiting.delete(key)?;
         if self.waiting.is_empty() {
-            self.disarm();
+            self.sleep = None;
         }
         Some(priority)
-    }
-
-    /// Drops the sleep: no key waits.
-    fn disarm(&mut self) {
-        self.sleep = None;
-        self.armed = None;
     }
 
     /// Takes the keys whose deadline is at or before now, ordered by deadline, then higher
@@ -158,26 +152,21 @@ impl<K: Hash + Eq + Clone> Timers<K> {
         }
         let (due, more) = self.take_due(Some(Instant::now()), CHUNK);
         if more {
-            self.armed = None;
             cx.waker().wake_by_ref();
             return due;
         }
         let Some((_, &(next, ..))) = self.waiting.peek() else {
             return due;
         };
-        if self.armed != Some(next) {
-            match &mut self.sleep {
-                Some(sleep) => sleep.as_mut().reset(next),
-                // The task runs in the queue's runtime: the sleep belongs to it.
-                None => self.sleep = Some(Box::pin(tokio::time::sleep_until(next))),
-            }
-            self.armed = Some(next);
+        // The task runs in the queue's runtime: the sleep belongs to it.
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(next)));
+        if sleep.deadline() != next {
+            sleep.as_mut().reset(next);
         }
-        let sleep = self.sleep.as_mut().expect("a set deadline has its sleep");
         if sleep.as_mut().poll(cx).is_ready() {
-            // The next deadline passed since the clock was read: take it at the next poll,
-            // which sets the sleep again.
-            self.armed = None;
+            // The next deadline passed since the clock was read: take it at the next poll.
             cx.waker().wake_by_ref();
         }
         due
@@ -206,7 +195,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
             last = Some(at);
         }
         if self.waiting.is_empty() {
-            self.disarm();
+            self.sleep = None;
         }
         (due, more)
     }
@@ -215,7 +204,7 @@ impl<K: Hash + Eq + Clone> Timers<K> {
     /// shuts down).
     pub(super) fn clear(&mut self) {
         self.waiting = KeyedHeap::default();
-        self.disarm();
+        self.sleep = None;
         if let Some(waker) = self.waker.take() {
             waker.wake();
         }
