@@ -28,7 +28,7 @@ use crate::clock::{MAX_DELAY, QueueClock};
 use crate::error::AddError;
 use crate::metrics::{MetricsProvider, Recorder};
 use crate::task::spawn_timer_task;
-use crate::wait::Source;
+use crate::wait::WaitOn;
 
 mod timer_task;
 
@@ -639,7 +639,7 @@ impl<K: QueueKey + 'static> Handle<K> {
 }
 
 /// `get`: one waiting `get` per queued key is woken.
-impl<K: QueueKey + 'static> Source for Handle<K> {
+impl<K: QueueKey + 'static> WaitOn for Handle<K> {
     type Output = Option<(K, i32)>;
 
     fn notify(&self) -> &Notify {

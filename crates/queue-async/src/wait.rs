@@ -25,9 +25,9 @@ use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 use tokio::task::coop;
 
-/// Something a [`Wait`] takes from: a `Notify` woken when there may be something to take, and
+/// What a [`Wait`] waits on: a `Notify` woken when there may be something to take, and
 /// the taking.
-pub(crate) trait Source {
+pub(crate) trait WaitOn {
     /// What a successful take returns.
     type Output;
     /// The `Notify` that an add (or a shutdown) wakes.
@@ -47,7 +47,7 @@ pin_project! {
     }
 }
 
-impl<'a, S: Source + ?Sized> Wait<'a, S> {
+impl<'a, S: WaitOn + ?Sized> Wait<'a, S> {
     pub(crate) fn new(source: &'a S) -> Self {
         Wait {
             source,
@@ -57,7 +57,7 @@ impl<'a, S: Source + ?Sized> Wait<'a, S> {
     }
 }
 
-impl<S: Source + ?Sized> Future for Wait<'_, S> {
+impl<S: WaitOn + ?Sized> Future for Wait<'_, S> {
     type Output = S::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<S::Output> {

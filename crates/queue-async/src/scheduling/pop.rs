@@ -11,7 +11,7 @@ use ctrlq_queue_core::Compare;
 use pin_project_lite::pin_project;
 use tokio::sync::Notify;
 
-use crate::wait::{Source, Wait};
+use crate::wait::{Wait, WaitOn};
 
 use super::QueuedItem;
 use super::machine::Flight;
@@ -74,7 +74,7 @@ where
 }
 
 /// `pop`: every waiting `pop` looks once a change lets a pop take an item.
-impl<K, T, C> Source for Shared<K, T, C>
+impl<K, T, C> WaitOn for Shared<K, T, C>
 where
     K: Hash + Eq + Clone,
     C: Compare<QueuedItem<K, T>>,

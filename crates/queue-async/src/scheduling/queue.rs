@@ -16,7 +16,7 @@ use super::pop::Pop;
 use super::popped::Popped;
 use super::shared::Shared;
 use crate::AddError;
-use crate::wait::{Source, Wait};
+use crate::wait::{Wait, WaitOn};
 
 /// A scheduler's queue: pops the most important pending item, and decides on each failure
 /// whether the item retries after a backoff, waits for an event that could help, or goes

@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use super::WorkQueue;
 use crate::handle::{Handle, QueueKey};
 use crate::item::Item;
-use crate::wait::{Source, Wait};
+use crate::wait::{Wait, WaitOn};
 
 impl<K> WorkQueue<K>
 where
@@ -73,7 +73,7 @@ impl<'a, K: QueueKey> StreamWait<'a, K> {
     }
 }
 
-impl<K: QueueKey + 'static> Source for StreamWait<'_, K> {
+impl<K: QueueKey + 'static> WaitOn for StreamWait<'_, K> {
     type Output = Option<(K, i32)>;
 
     fn notify(&self) -> &Notify {
@@ -85,7 +85,7 @@ impl<K: QueueKey + 'static> Source for StreamWait<'_, K> {
         // queue's count of waiting streams after that key's push (both ordered by the lock the
         // look and the push take), so it sees this stream and wakes it.
         self.register(true);
-        let out = Source::try_take(self.handle);
+        let out = WaitOn::try_take(self.handle);
         self.register(out.is_none());
         out
     }
