@@ -1,7 +1,8 @@
-//! The three walks of a key through the workspace, run `n` times each so that `benches/walk`
-//! can count, under callgrind, the calls one more key makes: `add` (add, get, done),
-//! `delayed` (a delayed add, its timer, get, done) and `reconcile` (a key from a source through
-//! the controller's one worker and a reconcile that returns `Action::Done`). Built outside the
+//! The walks of a key through the workspace, run `n` times each so that `benches/walk` can
+//! count, under callgrind, the calls one more key makes: `add` (add, get, done), `delayed` (a
+//! delayed add, its timer, get, done), `delayed-add` (a delayed add until its timer has queued
+//! the key) and `reconcile` (a key from a source through the controller's one worker and a
+//! reconcile that returns `Action::Done`). Built outside the
 //! workspace against the crates `benches/walk` is pointed at, so the code before a change is
 //! walked by the same program.
 
@@ -28,6 +29,15 @@ fn main() {
         .expect("a runtime");
     runtime.block_on(async move {
         match walk.as_str() {
+            "delayed-add" => {
+                // Each key waits out its delay and is queued; none is taken.
+                let queue: WorkQueue<u64> = WorkQueue::new();
+                for i in 0..n {
+                    queue.add_after(i, Duration::from_secs(1)).expect("open");
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+                assert_eq!(queue.len(), usize::try_from(n).expect("small"));
+            }
             "add" | "delayed" => {
                 let queue: WorkQueue<u64> = WorkQueue::new();
                 for i in 0..n {
