@@ -105,13 +105,6 @@ impl<K: QueueKey> Machine<K> {
         }
     }
 
-    fn is_shut_down(&self) -> bool {
-        match self {
-            Machine::Work(m) => m.is_shut_down(),
-            Machine::Priority(m) => m.is_shut_down(),
-        }
-    }
-
     fn len(&self) -> usize {
         match self {
             Machine::Work(m) => m.len(),
@@ -194,7 +187,7 @@ pub(crate) struct Handle<K: QueueKey> {
     /// Streams waiting for a key (each registered in `stream_wake`).
     pub(crate) streams_waiting: AtomicUsize,
     limiter: Arc<dyn RateLimiter<K>>,
-    /// Set once the state machine refuses adds.
+    /// Set, under the lock, when the state machine starts refusing adds.
     shutting_down: AtomicBool,
     /// A drain is under way (`shut_down_with_drain`).
     draining: AtomicBool,
@@ -362,7 +355,7 @@ impl<K: QueueKey + 'static> Handle<K> {
     /// Adds `keys` now, in order, at priority 0 (see `WorkQueue::add_all`).
     pub(crate) fn add_all(&self, keys: Vec<K>) -> Result<(), AddError<Vec<K>>> {
         self.with_lock(|state, wake| {
-            if state.machine.is_shut_down() {
+            if self.is_shutting_down() {
                 return Err(AddError::ShutDown(keys));
             }
             for key in keys {
@@ -442,7 +435,7 @@ impl<K: QueueKey + 'static> Handle<K> {
         delay: Duration,
     ) -> Result<(), AddError<K>> {
         self.with_lock(|state, wake| {
-            if state.machine.is_shut_down() {
+            if self.is_shutting_down() {
                 return Err(AddError::ShutDown(key));
             }
             if let Some(recorder) = &state.recorder
@@ -573,9 +566,10 @@ impl<K: QueueKey + 'static> Handle<K> {
             // woken, ends.
             state.timers.clear();
             state.refresh = None;
+            // Set under the lock: a step that holds it sees the machine and the flag agree.
+            self.shutting_down.store(true, Ordering::Release);
             state.machine.shut_down()
         };
-        self.shutting_down.store(true, Ordering::Release);
         if first {
             debug!(queue = %self.name, drain, "shutting down");
         }

@@ -233,7 +233,7 @@ impl<K: QueueKey + 'static> Handle<K> {
     ) -> Option<&'a runtime::Handle> {
         let runtime = self.clock.runtime()?;
         if !state.task {
-            if state.machine.is_shut_down() {
+            if self.is_shutting_down() {
                 return None;
             }
             state.task = true;
@@ -278,7 +278,7 @@ impl<K: QueueKey + 'static> Timed for Handle<K> {
     /// is woken at once while keys are due, else at the next deadline or tick.
     fn poll_timers(&self, cx: &mut Context<'_>) -> Poll<()> {
         self.with_lock(|state, wake| {
-            if state.machine.is_shut_down() {
+            if self.is_shutting_down() {
                 return Poll::Ready(());
             }
             let due = state.timers.poll_due(cx);
