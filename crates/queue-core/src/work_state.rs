@@ -510,6 +510,46 @@ mod tests {
     }
 
     #[test]
+    fn a_pop_leaves_its_index_entry_until_the_index_fills() {
+        let mut state = WorkState::new();
+        state.add(1u32);
+        state.add(2);
+        assert_eq!(state.pop(), PopOutcome::Item(1));
+        state.add(3);
+        assert_eq!(
+            state.queued.len(),
+            3,
+            "1's entry stays, stale, beside 2's and 3's"
+        );
+        state.check_invariants();
+        // Filling the index rebuilds it from the queue: the stale entry goes.
+        let mut key = 10;
+        while state.queued.len() < state.queued.capacity() {
+            state.add(key);
+            key += 1;
+        }
+        state.add(key);
+        assert_eq!(state.queued.len(), state.len(), "no stale entry left");
+        state.check_invariants();
+    }
+
+    #[test]
+    fn a_rebuild_leaves_room_for_twice_the_queued_keys() {
+        let mut state = WorkState::new();
+        for i in 0..100u32 {
+            state.add(i);
+        }
+        state.rebuild_index();
+        assert_eq!(state.queued.len(), 100);
+        assert!(
+            state.queued.capacity() >= 2 * 100,
+            "{}",
+            state.queued.capacity()
+        );
+        state.check_invariants();
+    }
+
+    #[test]
     fn sequence_numbers_wrap_around() {
         let mut state = WorkState::new();
         state.head = usize::MAX - 2;

@@ -57,8 +57,10 @@ fn add_while_processing_should_defer_until_done() {
 #[test]
 fn len_should_count_queued_keys_only() {
     let mut state = WorkState::new();
+    assert!(state.is_empty());
     state.add("foo");
     assert_eq!(state.len(), 1);
+    assert!(!state.is_empty());
     state.add("bar");
     assert_eq!(state.len(), 2);
     state.add("foo");
@@ -66,6 +68,8 @@ fn len_should_count_queued_keys_only() {
     state.pop();
     assert_eq!(state.len(), 1);
     assert_eq!(state.processing_len(), 1);
+    state.pop();
+    assert!(state.is_empty(), "no key queued, two processing");
 }
 
 #[test]
@@ -130,6 +134,7 @@ fn shut_down_should_refuse_adds_and_still_hand_out_queued_keys() {
     let mut state = WorkState::new();
     state.add("a");
     state.add("b");
+    assert!(!state.is_shut_down());
     assert!(state.shut_down());
     assert!(state.is_shut_down());
     assert!(
