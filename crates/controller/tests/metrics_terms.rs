@@ -88,7 +88,11 @@ async fn a_sharded_replica_reports_its_shards() {
     .sharded(sharding)
     .run(shutdown.clone());
     let run = tokio::spawn(run);
-    held.wait_for(|h| h.len() == 4).await.unwrap();
+    // Alone, it wins its 4 shards at its first tries.
+    let all = held.wait_for(|h| h.len() == 4);
+    support::bounded(Duration::from_secs(30), all)
+        .await
+        .unwrap();
     let held_series = "ctrlq_controller_shards_held{controller=\"pods\"}";
     let moves_series = "ctrlq_controller_shard_moves_total{controller=\"pods\"}";
     assert_eq!(value(&registry, held_series), 4.0);
@@ -103,7 +107,9 @@ async fn a_sharded_replica_reports_its_shards() {
         sleep(Duration::from_millis(50)).await;
     }
     shutdown.cancel();
-    let summary = run.await.unwrap();
+    let summary = support::bounded(Duration::from_secs(60), run)
+        .await
+        .unwrap();
     assert_eq!(summary.reconciles, 10);
     assert_eq!(value(&registry, held_series), 0.0);
     assert_eq!(value(&registry, moves_series), 4.0);

@@ -647,3 +647,45 @@ async fn terms_that_drain_end_not_lost() {
     assert_eq!(ended.len(), 6, "{ended:?}");
     assert!(ended.iter().all(|(.., lost)| !lost), "{ended:?}");
 }
+
+/// A replica reports its assignment when a look changes it, not at every look: alone, it
+/// reports its shards once, at its first look, and again only when a second replica joins.
+#[tokio::test(start_paused = true)]
+async fn the_assignment_is_reported_once_per_change() {
+    /// When each report came, and the shards it named.
+    type Reports = Arc<Mutex<Vec<(Duration, Vec<u32>)>>>;
+    let assigned: Reports = Arc::default();
+    let start = Instant::now();
+    let seen = assigned.clone();
+    let a = Controller::new("objects", |_key: u32, _ctx: Context| async {
+        Ok::<_, Infallible>(Action::Done)
+    })
+    .on_event(move |e| {
+        if let ctrlq_controller::Event::ShardsAssigned { shards, .. } = e {
+            seen.lock()
+                .unwrap()
+                .push((start.elapsed(), shards.to_vec()));
+        }
+    });
+    let b = Controller::new("objects", |_key: u32, _ctx: Context| async {
+        Ok::<_, Infallible>(Action::Done)
+    });
+    let mut h = Harness::new(config());
+    h.spawn_sharded("a", a, 4);
+    // Ten looks of an unchanged membership.
+    sleep(Duration::from_secs(20)).await;
+    {
+        let assigned = assigned.lock().unwrap();
+        assert_eq!(assigned.len(), 1, "{assigned:?}");
+        assert_eq!(assigned[0], (Duration::ZERO, vec![0, 1, 2, 3]));
+    }
+    h.spawn_sharded("b", b, 4);
+    settle(&h, &["a", "b"], &[2, 2], SETTLE_AFTER_A_JOIN).await;
+    sleep(Duration::from_secs(20)).await;
+    {
+        let assigned = assigned.lock().unwrap();
+        assert_eq!(assigned.len(), 2, "{assigned:?}");
+        assert_eq!(assigned[1].1.len(), 2, "{assigned:?}");
+    }
+    bounded(LIMIT, h.stop_all()).await;
+}

@@ -220,6 +220,33 @@ async fn elector_should_refuse_a_request_timeout_above_the_renew_deadline() {
     assert!(api.seen().is_empty());
 }
 
+/// The lock names its Lease `namespace/name` in logs and errors and shows it, with the
+/// candidate and the request settings, in its `Debug`; a create labels the Lease with the
+/// lock's labels, and carries no labels when it has none.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_lock_should_name_its_lease_and_label_what_it_creates() {
+    let api = MockApi::default();
+    let plain = LeaseLock::new(api.client(), NS, NAME, "pod-a");
+    assert_eq!(plain.identity(), "pod-a");
+    assert_eq!(plain.describe(), "default/demo");
+    let shown = format!("{plain:?}");
+    for part in ["LeaseLock", "default", "demo", "pod-a", "ctrlq-leader"] {
+        assert!(shown.contains(part), "{part} not in {shown}");
+    }
+    let labelled =
+        LeaseLock::new(api.client(), NS, NAME, "pod-a").label("ctrlq.io/controller", "pods");
+    api.answer(Answer::Json(201, stored(&record("pod-a", 0), "1")));
+    plain.create(record("pod-a", 0)).await.unwrap();
+    api.answer(Answer::Json(201, stored(&record("pod-a", 0), "1")));
+    labelled.create(record("pod-a", 0)).await.unwrap();
+    let bodies: Vec<Value> = api.seen().into_iter().map(|r| r.body.unwrap()).collect();
+    assert_eq!(bodies[0]["metadata"].get("labels"), None);
+    assert_eq!(
+        bodies[1]["metadata"]["labels"],
+        json!({"ctrlq.io/controller": "pods"})
+    );
+}
+
 /// Writes name the lock's field manager (`ctrlq-leader` unless set), reads name none; every
 /// request carries the lock's user agent, with what a header cannot hold replaced by `?`. The
 /// body of a create is the Lease with the record as its spec.

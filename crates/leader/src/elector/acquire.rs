@@ -140,3 +140,36 @@ impl<L: Lock> LeaderElector<L> {
         s.time + Duration::from_secs(u64::from(s.record.lease_duration_seconds)) > now
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::{Instant, advance};
+
+    use crate::{LeaderElectionConfig, LeaderElector, LeaderRecord, Lock, MemoryStore};
+
+    /// Another holder's lease is valid strictly before the observation plus its duration, as
+    /// client-go's `isLeaseValid` (`observedTime + leaseDuration` after `now`): at that instant
+    /// it has expired, and a try takes it over.
+    #[tokio::test(start_paused = true)]
+    async fn a_foreign_lease_expires_at_its_observation_plus_its_duration() {
+        let store = MemoryStore::new();
+        let other = LeaderRecord {
+            holder_identity: "other".into(),
+            lease_duration_seconds: 3,
+            ..Default::default()
+        };
+        store.lock("other").create(other).await.unwrap();
+        let e = LeaderElector::new(store.lock("me"), LeaderElectionConfig::default()).unwrap();
+        assert!(e.try_acquire_or_renew(false).await.is_none());
+        let expiry = e.observed_at() + Duration::from_secs(3);
+        assert!(e.is_lease_valid(expiry - Duration::from_nanos(1)));
+        assert!(!e.is_lease_valid(expiry));
+        advance(expiry.saturating_duration_since(Instant::now())).await;
+        assert_eq!(Instant::now(), expiry);
+        let taken = e.try_acquire_or_renew(false).await.expect("expired: taken");
+        assert_eq!(taken.record.holder_identity, "me");
+        assert_eq!(taken.record.leader_transitions, 1);
+    }
+}

@@ -416,3 +416,35 @@ impl<K, T, C> SchedulingState<K, T, C> {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::time::Instant;
+
+    use super::SchedulingState;
+    use crate::scheduling::machine::{Hooks, PriorityOrder, SchedulingQueueConfig};
+
+    /// Equal items pop in the order they were last queued: an item handed back is queued anew,
+    /// after every item queued before it, whichever sub-queue it passes through on its way
+    /// back to active.
+    #[test]
+    fn items_handed_back_together_pop_in_the_order_they_came_back() {
+        let config = SchedulingQueueConfig::default();
+        let mut s = SchedulingState::<&str, i64>::new(config, Hooks::new(), PriorityOrder).unwrap();
+        let now = Instant::now();
+        s.add("z", 0, now).unwrap();
+        s.add("x", 0, now).unwrap();
+        let z = s.pop(|| now).unwrap();
+        let x = s.pop(|| now).unwrap();
+        // Both failed with an error: each waits out its backoff, z queued first.
+        s.hand_back(z.item, Some(z.id), z.cycle, now, false)
+            .unwrap();
+        s.hand_back(x.item, Some(x.id), x.cycle, now, false)
+            .unwrap();
+        // Activated in the other order, they still pop in the order they came back.
+        assert_eq!(s.activate(["x"], now), 1);
+        assert_eq!(s.activate(["z"], now), 1);
+        let order: Vec<_> = std::iter::from_fn(|| s.pop(|| now).map(|f| f.item.key)).collect();
+        assert_eq!(order, ["z", "x"]);
+    }
+}
