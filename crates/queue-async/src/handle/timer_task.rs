@@ -321,6 +321,8 @@ mod tests {
 
     use tokio::time::Instant;
 
+    use crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD;
+    use crate::metrics::testing::RecordingProvider;
     use crate::priority::AddOptions;
     use crate::{PriorityQueue, WorkQueue};
 
@@ -329,6 +331,33 @@ mod tests {
         for _ in 0..8 {
             tokio::task::yield_now().await;
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_gauges_are_first_refreshed_a_period_after_the_task_starts() {
+        let provider = std::sync::Arc::new(RecordingProvider::default());
+        let queue = WorkQueue::builder()
+            .name("gauges")
+            .metrics(provider.clone())
+            .build();
+        queue.add("a").unwrap();
+        let item = queue.get().await.unwrap();
+        // The task, started by the add, runs for the first time 100 ms later.
+        tokio::time::advance(Duration::from_millis(100)).await;
+        let_run().await;
+        assert_eq!(
+            provider.recorded().unfinished_work_seconds,
+            0.0,
+            "no refresh before a period has passed"
+        );
+        tokio::time::sleep(UNFINISHED_WORK_UPDATE_PERIOD).await;
+        let_run().await;
+        let unfinished = provider.recorded().unfinished_work_seconds;
+        assert!(
+            unfinished >= 0.6,
+            "refreshed once a period passed: {unfinished}"
+        );
+        drop(item);
     }
 
     #[tokio::test(start_paused = true)]
