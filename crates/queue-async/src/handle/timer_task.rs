@@ -150,16 +150,14 @@ impl<K: Hash + Eq + Clone> Timers<K> {
         if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             self.waker = Some(cx.waker().clone());
         }
-        let now = Instant::now();
-        let (due, next) = self.take_due(Some(now), CHUNK);
-        let Some(next) = next else {
-            return due;
-        };
-        if next <= now {
-            // A chunk was taken and more keys are due.
+        let (due, more) = self.take_due(Some(Instant::now()), CHUNK);
+        if more {
             cx.waker().wake_by_ref();
             return due;
         }
+        let Some((_, &(next, ..))) = self.waiting.peek() else {
+            return due;
+        };
         // The task runs in the queue's runtime: the sleep belongs to it.
         let sleep = self
             .sleep
@@ -176,15 +174,19 @@ impl<K: Hash + Eq + Clone> Timers<K> {
 
     /// Takes the keys whose deadline is at or before `now` (every key, with `None`), in the
     /// order of [`poll_due`](Self::poll_due), whether or not the sleep has rung: `limit` of
-    /// them and then those due at the same instant as the last one taken, and the earliest
-    /// deadline left (at or before `now` if more are due). The sleep is dropped if no key waits
-    /// any more.
-    fn take_due(&mut self, now: Option<Instant>, limit: usize) -> (Vec<(K, i32)>, Option<Instant>) {
+    /// them and then those due at the same instant as the last one taken, and whether more are
+    /// due. The sleep is dropped if no key waits any more.
+    fn take_due(&mut self, now: Option<Instant>, limit: usize) -> (Vec<(K, i32)>, bool) {
         let mut due = Vec::new();
         let mut last = None;
+        let mut more = false;
         while let Some((_, &(at, ..))) = self.waiting.peek() {
-            if now.is_some_and(|now| at > now) || (due.len() >= limit && last != Some(at)) {
-                return (due, Some(at));
+            if now.is_some_and(|now| at > now) {
+                break;
+            }
+            if due.len() >= limit && last != Some(at) {
+                more = true;
+                break;
             }
             let Some((key, (_, Reverse(priority), _))) = self.waiting.pop() else {
                 break;
@@ -192,8 +194,10 @@ impl<K: Hash + Eq + Clone> Timers<K> {
             due.push((key, priority));
             last = Some(at);
         }
-        self.sleep = None;
-        (due, None)
+        if self.waiting.is_empty() {
+            self.sleep = None;
+        }
+        (due, more)
     }
 
     /// Drops every waiting key and the sleep, and wakes the timer task, which ends (the queue
@@ -405,24 +409,21 @@ mod tests {
         for i in spread..spread + 25 {
             timers.wait_until(i, 0, ms(spread + 1));
         }
-        let (first, next) = timers.take_due(Some(ms(1000)), super::CHUNK);
+        let (first, more) = timers.take_due(Some(ms(1000)), super::CHUNK);
         assert_eq!(first.len(), super::CHUNK);
-        assert!(next.is_some_and(|at| at <= ms(1000)), "more keys are due");
+        assert!(more, "more keys are due");
         // The next chunk reaches into the keys due together and takes all of them.
-        let (second, next) = timers.take_due(Some(ms(1000)), super::CHUNK);
+        let (second, more) = timers.take_due(Some(ms(1000)), super::CHUNK);
         assert_eq!(second.len(), 4 + 25);
-        assert_eq!(next, None, "nothing more is due");
+        assert!(!more, "nothing more is due");
         let order: Vec<u64> = first.into_iter().chain(second).map(|(k, _)| k).collect();
         assert_eq!(order, (0..spread + 25).collect::<Vec<_>>());
         assert_eq!(timers.len(), 0);
         // Only what is due: nothing before the first deadline, then that key alone.
         timers.wait_until(50, 0, ms(2000));
         timers.wait_until(51, 0, ms(3000));
-        assert_eq!(timers.take_due(Some(ms(1999)), 1), (vec![], Some(ms(2000))));
-        assert_eq!(
-            timers.take_due(Some(ms(2500)), 1),
-            (vec![(50, 0)], Some(ms(3000)))
-        );
+        assert_eq!(timers.take_due(Some(ms(1999)), 1), (vec![], false));
+        assert_eq!(timers.take_due(Some(ms(2500)), 1), (vec![(50, 0)], false));
     }
 
     /// Keys due at once beyond a chunk are all added with no more time passing.
