@@ -24,10 +24,9 @@ use tokio::sync::Notify;
 use tokio::time::{Instant, Interval};
 use tracing::debug;
 
-use crate::clock::{MAX_DELAY, QueueClock};
 use crate::error::AddError;
 use crate::metrics::{MetricsProvider, Recorder};
-use crate::task::spawn_timer_task;
+use crate::runtime::{MAX_DELAY, QueueClock, spawn_timer_task};
 use crate::wait::WaitOn;
 
 mod timer_task;
@@ -222,7 +221,7 @@ struct State<K: QueueKey> {
 struct Wake {
     getters: usize,
     idle: bool,
-    /// Spawn the timer task (see [`crate::task`]).
+    /// Spawn the timer task (see [`crate::runtime`]).
     start_task: bool,
 }
 
@@ -303,7 +302,7 @@ impl<K: QueueKey + 'static> Handle<K> {
         }
     }
 
-    /// Spawns the timer task on the queue's runtime (see [`crate::task`]).
+    /// Spawns the timer task on the queue's runtime (see [`crate::runtime`]).
     #[cold]
     fn start_timer_task(&self) {
         if let Some(runtime) = self.clock.runtime() {
@@ -468,7 +467,7 @@ impl<K: QueueKey + 'static> Handle<K> {
     /// Makes `key` wait `delay`, starting the timer task if it does not run. With no runtime
     /// to time the wait (none bound yet and none here), the key is added now rather than lost;
     /// so it is if the queue's runtime has shut down, by the end of the task that runtime
-    /// drops at once (see [`crate::task`]).
+    /// drops at once (see [`crate::runtime`]).
     fn wait(
         &self,
         state: &mut State<K>,

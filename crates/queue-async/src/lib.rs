@@ -161,7 +161,6 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod clock;
 mod error;
 mod get;
 mod handle;
@@ -172,8 +171,8 @@ pub mod priority;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
+mod runtime;
 pub mod scheduling;
-mod task;
 mod wait;
 #[cfg(feature = "wake-counts")]
 #[cfg_attr(docsrs, doc(cfg(feature = "wake-counts")))]

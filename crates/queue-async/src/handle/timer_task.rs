@@ -6,7 +6,7 @@
 //! delayed add whose deadline is earlier than the one the sleep is set to wakes the task, which
 //! sets the sleep again; a later deadline, a cancelled wait or a moved one needs no wake-up (the
 //! sleep rings early, finds nothing due, and is set to the next deadline). The timer task (on
-//! the crate's task lifecycle, see [`crate::task`]) is one loop: each time it is woken, it adds
+//! the crate's task lifecycle, see [`crate::runtime`]) is one loop: each time it is woken, it adds
 //! the keys whose deadline is at or before the clock's now, in deadline order, sets the sleep
 //! to the next deadline, and with metrics refreshes the unfinished-work gauges every
 //! [`UNFINISHED_WORK_UPDATE_PERIOD`](crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD).
@@ -35,7 +35,7 @@ use tracing::debug;
 
 use super::{Handle, QueueKey, State, Wake};
 use crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD;
-use crate::task::Timed;
+use crate::runtime::Timed;
 
 /// The keys the timer task adds at one poll, at the least: it adds at most this many, and then
 /// every key due at the same instant as the last of them (keys due together are added
@@ -271,7 +271,7 @@ impl<K: QueueKey + 'static> Handle<K> {
     }
 }
 
-/// The timer task's loop ([`spawn_timer_task`](crate::task::spawn_timer_task) polls it each time `cx` is woken).
+/// The timer task's loop ([`spawn_timer_task`](crate::runtime::spawn_timer_task) polls it each time `cx` is woken).
 impl<K: QueueKey + 'static> Timed for Handle<K> {
     /// Adds the waiting keys whose deadline has passed, in deadline order, a chunk at a time
     /// (see [`CHUNK`]), and with metrics refreshes the gauges when their period is over; `cx`

@@ -66,7 +66,7 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 use tokio::time::Instant;
 
-use crate::clock::QueueClock;
+use crate::runtime::QueueClock;
 
 pub use provider::{
     CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetric, NoopProvider,

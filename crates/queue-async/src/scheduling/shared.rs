@@ -18,7 +18,7 @@
 //! # The timer task
 //!
 //! One sleep until the earliest deadline (backoff expiry or unschedulable leftover), which only
-//! the timer task sets (see [`crate::task`]). Each time it is woken, it makes the timed moves
+//! the timer task sets (see [`crate::runtime`]). Each time it is woken, it makes the timed moves
 //! that are due by the clock and sets the sleep to the next deadline; with none, it holds no
 //! sleep, so under paused time the clock is free to jump. A change that moves the earliest
 //! deadline earlier wakes it, or starts it where none runs; a later deadline needs nothing (the
@@ -38,8 +38,7 @@ use tracing::{debug, trace};
 
 use super::QueuedItem;
 use super::machine::SchedulingState;
-use crate::clock::QueueClock;
-use crate::task::{Timed, spawn_timer_task};
+use crate::runtime::{QueueClock, Timed, spawn_timer_task};
 
 /// The shared state of a queue and its handles; see the module docs.
 pub(crate) struct Shared<K, T, C> {
@@ -58,7 +57,7 @@ pub(crate) struct Locked<K, T, C> {
     pub(crate) machine: SchedulingState<K, T, C>,
     /// The timer task runs, or starts once the lock is released: started by the first
     /// deadline (on the queue's runtime, see the crate's [Time](crate#time)), it ends at
-    /// shutdown and with this state when the last handle drops (see [`crate::task`]).
+    /// shutdown and with this state when the last handle drops (see [`crate::runtime`]).
     task: bool,
     /// The sleep until the deadline the timer task set, made in the queue's runtime; `None`
     /// when none is set.

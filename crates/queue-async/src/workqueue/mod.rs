@@ -5,8 +5,8 @@ mod builder;
 mod queue;
 mod stream;
 
-pub use crate::clock::MAX_DELAY;
 pub use crate::get::Get;
 pub use crate::item::Item;
+pub use crate::runtime::MAX_DELAY;
 pub use builder::WorkQueueBuilder;
 pub use queue::WorkQueue;
