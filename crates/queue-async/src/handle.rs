@@ -142,8 +142,6 @@ pub(crate) struct Options<K> {
     pub(crate) name: String,
     pub(crate) metrics: Option<Arc<dyn MetricsProvider>>,
     pub(crate) limiter: Option<Arc<dyn RateLimiter<K>>>,
-    /// Nanoseconds per priority step; the priority queue's only.
-    pub(crate) aging: Option<u64>,
 }
 
 impl<K> Default for Options<K> {
@@ -152,21 +150,17 @@ impl<K> Default for Options<K> {
             name: String::new(),
             metrics: None,
             limiter: None,
-            aging: None,
         }
     }
 }
 
 impl<K> fmt::Debug for Options<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut d = f.debug_struct("Options");
-        d.field("name", &self.name)
+        f.debug_struct("Options")
+            .field("name", &self.name)
             .field("metrics", &self.metrics.is_some())
-            .field("rate_limiter", &self.limiter.is_some());
-        if let Some(aging) = self.aging {
-            d.field("aging", &Duration::from_nanos(aging));
-        }
-        d.finish()
+            .field("rate_limiter", &self.limiter.is_some())
+            .finish()
     }
 }
 
@@ -231,7 +225,6 @@ impl<K: QueueKey + 'static> Handle<K> {
             name,
             metrics,
             limiter,
-            aging: _,
         } = options;
         let recorder = Recorder::new(&name, metrics);
         let limiter =

@@ -27,6 +27,8 @@ use crate::metrics::MetricsProvider;
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct PriorityQueueBuilder<K> {
     options: Options<K>,
+    /// Nanoseconds per priority step.
+    aging: Option<u64>,
 }
 
 impl<K> PriorityQueueBuilder<K>
@@ -36,6 +38,7 @@ where
     pub(crate) fn new() -> Self {
         PriorityQueueBuilder {
             options: Options::default(),
+            aging: None,
         }
     }
 
@@ -62,7 +65,7 @@ where
     /// Ages ready keys: waiting `interval` counts as one priority more (see the type's docs).
     /// Off by default (controller-runtime's behaviour); a zero interval also means off.
     pub fn aging(mut self, interval: Duration) -> Self {
-        self.options.aging = Some(u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX));
+        self.aging = Some(u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX));
         self
     }
 
@@ -70,15 +73,18 @@ where
     /// a call of it runs in; see the crate's [Time](crate#time)). Nothing is spawned yet: the
     /// timer task starts with the first delayed add (with metrics, with the first add).
     pub fn build(self) -> PriorityQueue<K> {
-        let machine = Machine::Priority(PriorityState::new(self.options.aging));
+        let machine = Machine::Priority(PriorityState::new(self.aging));
         PriorityQueue::from_handle(Handle::new(self.options, machine))
     }
 }
 
 impl<K> fmt::Debug for PriorityQueueBuilder<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PriorityQueueBuilder")
-            .field("options", &self.options)
-            .finish()
+        let mut d = f.debug_struct("PriorityQueueBuilder");
+        d.field("options", &self.options);
+        if let Some(aging) = self.aging {
+            d.field("aging", &Duration::from_nanos(aging));
+        }
+        d.finish()
     }
 }
