@@ -88,3 +88,20 @@ impl<K> fmt::Debug for PriorityQueueBuilder<K> {
         d.finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_debug_form_shows_the_options_and_the_aging_only_when_set() {
+        let plain = format!("{:?}", PriorityQueueBuilder::<u32>::new().name("q"));
+        assert!(plain.contains("name: \"q\""), "{plain}");
+        assert!(!plain.contains("aging"), "{plain}");
+        let aged = format!(
+            "{:?}",
+            PriorityQueueBuilder::<u32>::new().aging(Duration::from_secs(10))
+        );
+        assert!(aged.contains("aging: 10s"), "{aged}");
+    }
+}
