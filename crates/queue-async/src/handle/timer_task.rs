@@ -564,6 +564,22 @@ mod tests {
     /// A shut-down queue drops its waiting keys: none waits, and none is added when its
     /// deadline passes.
     #[tokio::test(start_paused = true)]
+    async fn the_timer_task_ends_when_the_last_handle_is_dropped() {
+        let runtime = tokio::runtime::Handle::current();
+        let queue: WorkQueue<&str> = WorkQueue::new();
+        queue.add_after("a", Duration::from_secs(60)).unwrap();
+        let_run().await;
+        assert_eq!(runtime.metrics().num_alive_tasks(), 1, "the timer task runs");
+        drop(queue);
+        let_run().await;
+        assert_eq!(
+            runtime.metrics().num_alive_tasks(),
+            0,
+            "woken by the drop, it ended before its sleep would have rung"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn shutting_down_drops_the_waiting_keys() {
         let queue = WorkQueue::new();
         queue.add_after("a", Duration::from_millis(10)).unwrap();
