@@ -13,6 +13,9 @@ use ctrlq_queue_async::priority::AddOptions;
 use ctrlq_queue_async::{PriorityQueue, WorkQueue};
 use parking_lot::Mutex;
 
+mod support;
+use support::bounded;
+
 /// One value, whichever kind of metric it stands for: counters and gauges count in `value`,
 /// histograms count their observations in it.
 #[derive(Debug, Default)]
@@ -190,7 +193,7 @@ async fn work_queue_reports_once(name: &str) {
     // The delayed keys come in while the first ones are handed out.
     let mut items = Vec::new();
     for _ in 0..KEYS + 2 {
-        items.push(queue.get().await.unwrap());
+        items.push(bounded(queue.get()).await.unwrap());
     }
     tokio::time::sleep(Duration::from_millis(600)).await;
     // The refresh sums every item in progress into the one pair of gauges.
@@ -273,7 +276,7 @@ async fn a_priority_queue_asks_for_each_metric_once_and_each_priority_once() {
         )
         .unwrap();
     for _ in 0..=KEYS {
-        queue.get().await.unwrap().done();
+        bounded(queue.get()).await.unwrap().done();
     }
     let mut expected = built_once();
     expected.insert("depth_for_priority(0)", 1);

@@ -330,6 +330,14 @@ mod tests {
     use crate::priority::AddOptions;
     use crate::{PriorityQueue, WorkQueue};
 
+    /// `fut`'s output within an hour of paused time, far beyond any delay here: a bug fails the
+    /// test instead of hanging it.
+    async fn bounded<F: std::future::Future>(fut: F) -> F::Output {
+        tokio::time::timeout(Duration::from_secs(3600), fut)
+            .await
+            .expect("done within the bound")
+    }
+
     /// Lets the timer task run until it sleeps.
     async fn let_run() {
         for _ in 0..8 {
@@ -345,7 +353,7 @@ mod tests {
             .metrics(provider.clone())
             .build();
         queue.add("a").unwrap();
-        let item = queue.get().await.unwrap();
+        let item = bounded(queue.get()).await.unwrap();
         // The task, started by the add, runs for the first time 100 ms later.
         tokio::time::advance(Duration::from_millis(100)).await;
         let_run().await;
@@ -371,13 +379,13 @@ mod tests {
         queue.add_after("late", Duration::from_secs(1)).unwrap();
         let_run().await;
         queue.add_after("early", Duration::from_millis(50)).unwrap();
-        let item = queue.get().await.unwrap();
+        let item = bounded(queue.get()).await.unwrap();
         assert_eq!(
             (*item, start.elapsed()),
             ("early", Duration::from_millis(50))
         );
         item.done();
-        let item = queue.get().await.unwrap();
+        let item = bounded(queue.get()).await.unwrap();
         assert_eq!((*item, start.elapsed()), ("late", Duration::from_secs(1)));
     }
 
@@ -390,7 +398,7 @@ mod tests {
         tokio::time::advance(Duration::from_micros(300)).await;
         let deadline = Instant::now() + Duration::from_micros(1200);
         queue.add_after("a", Duration::from_micros(1200)).unwrap();
-        let item = queue.get().await.unwrap();
+        let item = bounded(queue.get()).await.unwrap();
         let late = Instant::now() - deadline;
         assert!(late < Duration::from_millis(1), "{late:?} late");
         assert_eq!(*item, "a");
@@ -462,7 +470,7 @@ mod tests {
         assert_eq!(queue.len(), 4, "added at one wake-up");
         let mut order = Vec::new();
         for _ in 0..4 {
-            let item = queue.get().await.unwrap();
+            let item = bounded(queue.get()).await.unwrap();
             order.push(*item);
             item.done();
         }
@@ -480,7 +488,7 @@ mod tests {
         queue.add_with("a", after(30)).unwrap();
         queue.add_with("b", after(2000).priority(1)).unwrap();
         for (key, at) in [("a", 30), ("b", 40)] {
-            let item = queue.get().await.unwrap();
+            let item = bounded(queue.get()).await.unwrap();
             assert_eq!((*item, start.elapsed()), (key, Duration::from_millis(at)));
             item.done();
         }
@@ -498,7 +506,7 @@ mod tests {
         queue.add_with("x", after).unwrap();
         let mut order = Vec::new();
         for _ in 0..2 {
-            let item = queue.get().await.unwrap();
+            let item = bounded(queue.get()).await.unwrap();
             order.push(*item);
             item.done();
         }
@@ -509,7 +517,7 @@ mod tests {
     async fn order_of_work(queue: &WorkQueue<&'static str>, n: usize) -> Vec<&'static str> {
         let mut order = Vec::new();
         for _ in 0..n {
-            let item = queue.get().await.unwrap();
+            let item = bounded(queue.get()).await.unwrap();
             order.push(*item);
             item.done();
         }
@@ -544,7 +552,7 @@ mod tests {
         let order = async |queue: &PriorityQueue<&'static str>| {
             let mut order = Vec::new();
             for _ in 0..2 {
-                let item = queue.get().await.unwrap();
+                let item = bounded(queue.get()).await.unwrap();
                 order.push(*item);
                 item.done();
             }
@@ -569,7 +577,11 @@ mod tests {
         let queue: WorkQueue<&str> = WorkQueue::new();
         queue.add_after("a", Duration::from_secs(60)).unwrap();
         let_run().await;
-        assert_eq!(runtime.metrics().num_alive_tasks(), 1, "the timer task runs");
+        assert_eq!(
+            runtime.metrics().num_alive_tasks(),
+            1,
+            "the timer task runs"
+        );
         drop(queue);
         let_run().await;
         assert_eq!(
@@ -615,7 +627,7 @@ mod tests {
         let order = runtime().block_on(async {
             let mut order = Vec::new();
             for _ in 0..2 {
-                let item = queue.get().await.unwrap();
+                let item = bounded(queue.get()).await.unwrap();
                 order.push(*item);
                 item.done();
             }
