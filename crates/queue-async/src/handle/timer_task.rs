@@ -9,7 +9,7 @@
 //! the crate's task lifecycle, see [`crate::runtime`]) is one loop: each time it is woken, it adds
 //! the keys whose deadline is at or before the clock's now, in deadline order, sets the sleep
 //! to the next deadline, and with metrics refreshes the unfinished-work gauges every
-//! [`UNFINISHED_WORK_UPDATE_PERIOD`](crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD).
+//! [`UNFINISHED_WORK_UPDATE_PERIOD`].
 //!
 //! When many keys are due at once (a busy second of delayed adds has ~100 per millisecond), the
 //! task adds them [`CHUNK`] at a time, waking the getters and letting go of the lock after each
