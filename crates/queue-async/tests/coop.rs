@@ -5,6 +5,13 @@
 //! Each test loops on a queue that always has an item ready until a task spawned next to it has
 //! run. Without the budget that task never runs; with it, it runs after one budget's worth of
 //! items.
+//!
+//! Each take is bounded in real time (`soon`), so a queue that never hands the item out fails
+//! the test instead of hanging it. The bound leaves the budget as it is: tokio's `timeout` polls
+//! the take first, and a ready take completes it without the timer being polled at all; a take
+//! that yields for the budget has its timer polled outside the budget.
+
+mod support;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,6 +21,7 @@ use std::time::Duration;
 use ctrlq_queue_async::scheduling::{SchedulingQueue, SchedulingQueueConfig};
 use ctrlq_queue_async::{PriorityQueue, WorkQueue};
 use futures::StreamExt;
+use support::soon;
 
 /// The most items a loop may take before another task runs: tokio's budget is 128 units; the
 /// rest is slack, as the exact count is tokio's business.
@@ -50,7 +58,7 @@ async fn a_ready_work_queue_get_gives_the_thread_back() {
     q.add(1).unwrap();
     let (other, mut taken) = (OtherTask::spawn(), 0);
     while !other.ran() {
-        let item = q.get().await.expect("open");
+        let item = soon(q.get()).await.expect("open");
         item.done();
         q.add(1).unwrap();
         count(&mut taken);
@@ -63,7 +71,7 @@ async fn a_zero_delay_requeue_loop_gives_the_thread_back() {
     q.add(1).unwrap();
     let (other, mut taken) = (OtherTask::spawn(), 0);
     while !other.ran() {
-        let item = q.get().await.expect("open");
+        let item = soon(q.get()).await.expect("open");
         let key = *item.key();
         item.done();
         q.add_after(key, Duration::ZERO).unwrap();
@@ -78,7 +86,7 @@ async fn a_ready_work_queue_stream_gives_the_thread_back() {
     let mut stream = Box::pin(q.stream());
     let (other, mut taken) = (OtherTask::spawn(), 0);
     while !other.ran() {
-        let item = stream.next().await.expect("open");
+        let item = soon(stream.next()).await.expect("open");
         item.done();
         q.add(1).unwrap();
         count(&mut taken);
@@ -91,7 +99,7 @@ async fn a_ready_priority_queue_get_gives_the_thread_back() {
     q.add(1).unwrap();
     let (other, mut taken) = (OtherTask::spawn(), 0);
     while !other.ran() {
-        let item = q.get().await.expect("open");
+        let item = soon(q.get()).await.expect("open");
         item.done();
         q.add(1).unwrap();
         count(&mut taken);
@@ -105,7 +113,7 @@ async fn a_ready_scheduling_queue_pop_gives_the_thread_back() {
     q.add(1, 0).unwrap();
     let (other, mut taken) = (OtherTask::spawn(), 0);
     while !other.ran() {
-        let popped = q.pop().await.expect("open");
+        let popped = soon(q.pop()).await.expect("open");
         popped.done();
         q.add(1, 0).unwrap();
         count(&mut taken);

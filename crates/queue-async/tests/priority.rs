@@ -14,7 +14,7 @@ use ctrlq_queue_async::{AddError, Item, PriorityQueue};
 use ctrlq_ratelimit::{ExponentialRateLimiter, RateLimiter};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestRunner};
-use support::BOUND;
+use support::{BOUND, bounded};
 use tokio::time::{Instant, advance, sleep, timeout};
 use tokio_test::task;
 
@@ -609,7 +609,7 @@ async fn shared_handle_methods_should_behave_on_a_priority_queue() {
     queue.add("a").unwrap();
     queue.add("a").unwrap();
     assert_eq!(queue.len(), 1);
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     assert_eq!(queue.processing_len(), 1);
     item.done();
     assert_eq!(queue.processing_len(), 0);
@@ -627,7 +627,7 @@ async fn shared_handle_methods_should_behave_on_a_priority_queue() {
     let queue = PriorityQueue::new();
     queue.add_after("a", Duration::from_secs(1)).unwrap();
     assert_eq!((queue.len(), queue.waiting_len()), (0, 1));
-    assert_eq!(*queue.get().await.unwrap(), "a"); // the paused clock jumps 1 s
+    assert_eq!(*bounded(queue.get()).await.unwrap(), "a"); // the paused clock jumps 1 s
 
     let queue = PriorityQueue::new();
     queue.add_rate_limited("a").unwrap(); // 5 ms with the default limiter
@@ -639,7 +639,7 @@ async fn shared_handle_methods_should_behave_on_a_priority_queue() {
 
     let queue = PriorityQueue::new();
     queue.add("a").unwrap();
-    let key = queue.get().await.unwrap().into_key();
+    let key = bounded(queue.get()).await.unwrap().into_key();
     queue.add("a").unwrap(); // while processing: queued again at done
     assert_eq!(queue.len(), 0);
     queue.done(&key);
@@ -648,8 +648,8 @@ async fn shared_handle_methods_should_behave_on_a_priority_queue() {
     let queue = PriorityQueue::new();
     queue.add(1).unwrap();
     queue.shut_down();
-    assert!(queue.get().await.is_some()); // ready before the shutdown
-    assert!(queue.get().await.is_none());
+    assert!(bounded(queue.get()).await.is_some()); // ready before the shutdown
+    assert!(bounded(queue.get()).await.is_none());
 
     let queue = PriorityQueue::new();
     queue.add("a").unwrap();

@@ -12,7 +12,7 @@ use ctrlq_queue_async::scheduling::{
     PriorityOrder, QueuedItem, QueueingHint, SchedulingQueue, SchedulingQueueBuilder,
     SchedulingQueueConfig, SubQueue,
 };
-use support::paused_runtime;
+use support::{BOUND, REAL_BOUND, bounded, paused_runtime};
 use tokio::time::{Instant, advance, sleep};
 use tokio_test::{assert_pending, assert_ready, task};
 
@@ -46,7 +46,7 @@ fn queue_on(event: ClusterEvent, plugin: &'static str, hint: QueueingHint) -> Qu
 
 /// The scheduler's failure path: pop, record the rejectors, hand it back.
 async fn fail(q: &Queue, rejectors: &[&'static str], pending: &[&'static str]) -> &'static str {
-    let mut item = q.pop().await.expect("open");
+    let mut item = bounded(q.pop()).await.expect("open");
     let cycle = q.scheduling_cycle();
     item.set_rejectors(rejectors.iter().copied());
     item.set_pending(pending.iter().copied());
@@ -71,7 +71,7 @@ async fn pop_should_follow_priority_then_timestamp() {
     q.add("ns1/hpp", 1000).unwrap();
     let mut popped = Vec::new();
     for _ in 0..3 {
-        popped.push(*q.pop().await.unwrap().key());
+        popped.push(*bounded(q.pop()).await.unwrap().key());
     }
     assert_eq!(popped, ["ns1/hpp", "ns2/mpp", "ns1/up"]);
     assert_eq!(q.scheduling_cycle(), 3);
@@ -82,7 +82,7 @@ async fn pop_should_follow_priority_then_timestamp() {
     advance(Duration::from_secs(1)).await;
     q.add("second", 5).unwrap();
     q.update("first", 5, &[]);
-    assert_eq!(*q.pop().await.unwrap().key(), "first");
+    assert_eq!(*bounded(q.pop()).await.unwrap().key(), "first");
 }
 
 #[tokio::test(start_paused = true)]
@@ -105,8 +105,8 @@ async fn the_initial_attempt_should_survive_a_re_add_and_a_requeue() {
     q.add("b", 1).unwrap();
     advance(Duration::from_secs(1)).await;
     q.add("a", 0).unwrap(); // a re-add: a new timestamp, the same initial attempt
-    let b = q.pop().await.unwrap();
-    let a = q.pop().await.unwrap();
+    let b = bounded(q.pop()).await.unwrap();
+    let a = bounded(q.pop()).await.unwrap();
     assert_eq!(*a.key(), "a");
     assert_eq!(
         (a.timestamp(), a.initial_attempt()),
@@ -118,7 +118,7 @@ async fn the_initial_attempt_should_survive_a_re_add_and_a_requeue() {
     q.add_unschedulable_if_not_present(b, q.scheduling_cycle())
         .unwrap(); // an error: backoff
     advance(Duration::from_secs(1)).await;
-    let b = q.pop().await.unwrap();
+    let b = bounded(q.pop()).await.unwrap();
     assert_eq!(b.timestamp(), t0 + Duration::from_secs(2), "requeued");
     assert_eq!(b.initial_attempt(), Some(t0));
 }
@@ -131,7 +131,7 @@ async fn a_dropped_pop_should_not_lose_the_item() {
     q.add("a", 1).unwrap();
     drop(pop);
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
-    assert_eq!(*q.pop().await.unwrap().key(), "a");
+    assert_eq!(*bounded(q.pop()).await.unwrap().key(), "a");
 }
 
 #[tokio::test(start_paused = true)]
@@ -139,14 +139,14 @@ async fn shut_down_should_unblock_pop_and_end_every_flight() {
     let q = queue();
     q.add("a", 1).unwrap();
     q.add("b", 1).unwrap();
-    let _a = q.pop().await.unwrap();
+    let _a = bounded(q.pop()).await.unwrap();
     let mut pop = task::spawn(q.pop());
     let _b = assert_ready!(pop.poll()).unwrap();
     let mut blocked = task::spawn(q.pop());
     assert_pending!(blocked.poll());
     q.shut_down();
     assert!(assert_ready!(blocked.poll()).is_none());
-    assert!(q.pop().await.is_none());
+    assert!(bounded(q.pop()).await.is_none());
     assert!(q.in_flight().is_empty() && q.in_flight_events().is_empty());
     assert!(q.is_shutting_down());
 }
@@ -164,9 +164,9 @@ async fn pop_should_take_the_backoff_head_only_with_pop_from_backoff() {
         q.add("hpp", 1000).unwrap();
         q.add("hpp2", 1000).unwrap();
         q.add("up", 0).unwrap();
-        let mut hpp = q.pop().await.unwrap();
-        let hpp2 = q.pop().await.unwrap();
-        let mut up = q.pop().await.unwrap();
+        let mut hpp = bounded(q.pop()).await.unwrap();
+        let hpp2 = bounded(q.pop()).await.unwrap();
+        let mut up = bounded(q.pop()).await.unwrap();
         up.set_rejectors(["plugin"]);
         q.add_unschedulable_if_not_present(up, q.scheduling_cycle())
             .unwrap();
@@ -198,7 +198,7 @@ async fn an_error_should_wait_out_its_backoff_even_with_pop_from_backoff() {
     let q = Queue::new(SchedulingQueueConfig::default()).unwrap();
     q.add("a", 1).unwrap();
     let start = Instant::now();
-    let item = q.pop().await.unwrap();
+    let item = bounded(q.pop()).await.unwrap();
     q.add_unschedulable_if_not_present(item, q.scheduling_cycle())
         .unwrap(); // no rejectors: an error
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
@@ -220,7 +220,7 @@ async fn an_error_should_wait_out_its_backoff_even_with_pop_from_backoff() {
 async fn a_popped_item_dropped_without_done_should_not_wedge_its_key() {
     let q = queue();
     q.add("a", 1).unwrap();
-    let item = q.pop().await.unwrap();
+    let item = bounded(q.pop()).await.unwrap();
     drop(item);
     assert!(!q.is_in_flight(&"a"));
     q.add("a", 2).unwrap();
@@ -239,7 +239,12 @@ async fn a_popped_item_dropped_by_a_panic_should_come_back_after_its_error_backo
     q.add("a", 1).unwrap();
     let worker = q.clone();
     let panicked = tokio::spawn(async move {
-        let mut item = worker.pop().await.unwrap();
+        // `bounded`, spelled out: its body cannot be named in a spawned task here (a `&str`
+        // key's `Hash` is not general enough across its lifetimes).
+        let mut item = tokio::time::timeout(BOUND, worker.pop())
+            .await
+            .expect("done within the bound")
+            .unwrap();
         item.set_rejectors(["stale"]); // the previous attempt's verdict does not count
         panic!("the scheduler failed");
     })
@@ -263,10 +268,10 @@ async fn a_popped_item_dropped_by_a_panic_should_come_back_after_its_error_backo
 async fn a_stale_guard_should_not_touch_a_later_flight_of_its_key() {
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
     q.add("a", 1).unwrap();
-    let old = q.pop().await.unwrap();
+    let old = bounded(q.pop()).await.unwrap();
     q.done(old.key());
     q.add("a", 2).unwrap();
-    let new = q.pop().await.unwrap();
+    let new = bounded(q.pop()).await.unwrap();
     drop(old);
     assert!(q.is_in_flight(&"a") && q.is_empty(), "the new flight stays");
     q.move_all(&NODE_ADD);
@@ -284,13 +289,13 @@ async fn a_stale_guard_should_not_touch_a_later_flight_of_its_key() {
 async fn done_on_a_popped_item_should_end_its_flight_and_return_it() {
     let q = queue();
     q.add("a", 7).unwrap();
-    let item = q.pop().await.unwrap();
+    let item = bounded(q.pop()).await.unwrap();
     assert_eq!(item.cycle(), q.scheduling_cycle());
     let (key, data) = item.done().into_parts();
     assert_eq!((key, data), ("a", 7));
     assert!(q.in_flight().is_empty() && q.is_empty());
     q.add("a", 8).unwrap();
-    assert_eq!(*q.pop().await.unwrap().data(), 8);
+    assert_eq!(*bounded(q.pop()).await.unwrap().data(), 8);
 }
 
 // ===== add_unschedulable_if_not_present =====
@@ -302,7 +307,7 @@ async fn a_rejected_item_without_helpful_events_should_wait_in_unschedulable() {
     assert_eq!(fail(&q, &["fit"], &[]).await, "up");
     q.add("hpp", 1000).unwrap();
     assert_eq!(q.where_is(&"up"), Some(SubQueue::Unschedulable));
-    assert_eq!(*q.pop().await.unwrap().key(), "hpp");
+    assert_eq!(*bounded(q.pop()).await.unwrap().key(), "hpp");
     assert_eq!(q.num_unschedulable(), 1);
 }
 
@@ -313,19 +318,19 @@ async fn an_error_should_back_off_and_count_apart_from_rejections() {
     fail(&q, &[], &[]).await;
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
     q.activate(["a"]);
-    let item = q.pop().await.unwrap();
+    let item = bounded(q.pop()).await.unwrap();
     assert_eq!(
         (item.consecutive_errors(), item.unschedulable_count()),
         (1, 0)
     );
     q.add_unschedulable_if_not_present(item, 2).unwrap();
     q.activate(["a"]);
-    let mut item = q.pop().await.unwrap();
+    let mut item = bounded(q.pop()).await.unwrap();
     assert_eq!(item.consecutive_errors(), 2);
     item.set_rejectors(["fit"]);
     q.add_unschedulable_if_not_present(item, 3).unwrap();
     q.activate(["a"]);
-    let item = q.pop().await.unwrap();
+    let item = bounded(q.pop()).await.unwrap();
     assert_eq!(
         (item.consecutive_errors(), item.unschedulable_count()),
         (0, 1)
@@ -343,11 +348,11 @@ async fn a_wildcard_seen_in_flight_should_send_failures_to_backoff() {
     }
     let mut items = Vec::new();
     for _ in 0..9 {
-        items.push(q.pop().await.unwrap());
+        items.push(bounded(q.pop()).await.unwrap());
     }
     q.move_all(&ClusterEvent::UNSCHEDULABLE_TIMEOUT);
     let old_cycle = q.scheduling_cycle();
-    assert_eq!(*q.pop().await.unwrap().done().key(), "p0");
+    assert_eq!(*bounded(q.pop()).await.unwrap().done().key(), "p0");
     for mut item in items {
         item.set_rejectors(["plugin"]);
         q.add_unschedulable_if_not_present(item, old_cycle).unwrap();
@@ -360,14 +365,14 @@ async fn an_item_not_in_flight_should_follow_the_move_request_cycle() {
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
     q.add("a", 0).unwrap();
     q.add("b", 0).unwrap();
-    let mut a = q.pop().await.unwrap();
+    let mut a = bounded(q.pop()).await.unwrap();
     q.done(a.key()); // flight over: the cycle rule decides
     a.set_rejectors(["plugin"]);
     let cycle = q.scheduling_cycle();
     q.add_unschedulable_if_not_present(a, cycle).unwrap();
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Unschedulable));
 
-    let mut b = q.pop().await.unwrap();
+    let mut b = bounded(q.pop()).await.unwrap();
     q.done(b.key());
     let cycle = q.scheduling_cycle();
     q.move_all(&NODE_ADD); // a move request in this cycle
@@ -380,13 +385,13 @@ async fn an_item_not_in_flight_should_follow_the_move_request_cycle() {
 async fn add_unschedulable_of_a_queued_key_should_fail_and_change_nothing() {
     let q = queue();
     q.add("a", 1).unwrap();
-    let item = q.pop().await.unwrap();
+    let item = bounded(q.pop()).await.unwrap();
     q.add("a", 2).unwrap();
     let err = q.add_unschedulable_if_not_present(item, 1).unwrap_err();
     assert_eq!(*err.into_inner().data(), 1);
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
     assert!(q.in_flight().is_empty(), "the flight still ends");
-    assert_eq!(q.pop().await.unwrap().data(), &2);
+    assert_eq!(bounded(q.pop()).await.unwrap().data(), &2);
 }
 
 // ===== move_all and hints =====
@@ -399,7 +404,7 @@ async fn move_all_should_route_by_hint_and_backoff() {
     fail(&q, &[], &["foo"]).await;
     assert_eq!(q.move_all(&NODE_ADD), 1);
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
-    let item = q.pop().await.unwrap();
+    let item = bounded(q.pop()).await.unwrap();
     assert_eq!(
         item.pending(),
         ["foo"],
@@ -478,8 +483,8 @@ async fn a_payload_seen_in_flight_should_be_replayed_to_the_hint() {
     let q = fit_queue();
     q.add("big", 8).unwrap();
     q.add("small", 2).unwrap();
-    let big = q.pop().await.unwrap();
-    let small = q.pop().await.unwrap();
+    let big = bounded(q.pop()).await.unwrap();
+    let small = bounded(q.pop()).await.unwrap();
     q.move_all_with(&NODE_ADD, EventPayload::new(Node { room: 5 }));
     for mut item in [big, small] {
         item.set_rejectors(["fit"]);
@@ -595,7 +600,7 @@ async fn backoff_should_double_from_1_s_to_the_10_s_cap() {
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
     q.add("a", 0).unwrap();
     for (i, secs) in [1u64, 2, 4, 8, 10, 10, 10].into_iter().enumerate() {
-        let mut item = q.pop().await.unwrap();
+        let mut item = bounded(q.pop()).await.unwrap();
         assert_eq!(item.attempts(), i as u32 + 1);
         item.set_rejectors(["plugin"]);
         q.add_unschedulable_if_not_present(item, q.scheduling_cycle())
@@ -631,7 +636,7 @@ async fn the_background_flush_should_move_backoff_items_at_their_exact_expiry() 
     sleep(Duration::from_millis(999)).await;
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
     assert_pending!(pop.poll());
-    let item = pop.await.unwrap(); // the paused clock jumps to the flush at the expiry
+    let item = bounded(pop).await.unwrap(); // the paused clock jumps to the flush at the expiry
     assert_eq!(*item.key(), "a");
     assert_eq!(start.elapsed(), Duration::from_secs(1));
 }
@@ -648,7 +653,7 @@ async fn an_earlier_backoff_should_rearm_the_timer() {
     q.add("fast", 0).unwrap();
     fail(&q, &[], &[]).await; // 1 s
     let start = Instant::now();
-    let item = q.pop().await.unwrap();
+    let item = bounded(q.pop()).await.unwrap();
     assert_eq!(
         (*item.key(), start.elapsed()),
         ("fast", Duration::from_secs(1))
@@ -659,7 +664,7 @@ async fn an_earlier_backoff_should_rearm_the_timer() {
 async fn leftover_flush_should_move_items_older_than_the_maximum_only() {
     let q = queue();
     q.add("a", 0).unwrap();
-    let mut item = q.pop().await.unwrap();
+    let mut item = bounded(q.pop()).await.unwrap();
     item.set_rejectors(["plugin"]);
     q.add_unschedulable_if_not_present(item, 1).unwrap();
     let queued = Instant::now();
@@ -694,7 +699,7 @@ async fn an_unschedulable_item_should_leave_at_its_own_deadline() {
     // Due 1 ns after 5 min, so at the next 1 ms timer tick; 2 ms lets the flush task run first.
     sleep(Duration::from_millis(2)).await;
     assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
-    let item = q.pop().await.unwrap();
+    let item = bounded(q.pop()).await.unwrap();
     assert_eq!(item.attempts(), 2);
 }
 
@@ -769,13 +774,13 @@ async fn update_should_act_by_sub_queue() {
     // Active: replaced and re-ordered.
     q.add("low", 1).unwrap();
     q.update("low", 5, &[]);
-    assert_eq!(q.pop().await.unwrap().data(), &5);
+    assert_eq!(bounded(q.pop()).await.unwrap().data(), &5);
     // Backoff: replaced in place.
     q.add("b", 0).unwrap();
     q.activate(["new"]); // no-op, it is active
-    let mut b = q.pop().await.unwrap();
+    let mut b = bounded(q.pop()).await.unwrap();
     while *b.key() != "b" {
-        b = q.pop().await.unwrap();
+        b = bounded(q.pop()).await.unwrap();
     }
     b.set_rejectors([]);
     q.add_unschedulable_if_not_present(b, q.scheduling_cycle())
@@ -802,7 +807,7 @@ async fn update_should_act_by_sub_queue() {
 async fn update_in_flight_should_record_the_event_and_hand_the_data_back() {
     let q = queue_on(ITEM_UPDATE, "fake", QueueingHint::Queue);
     q.add("p", 0).unwrap();
-    let mut item = q.pop().await.unwrap();
+    let mut item = bounded(q.pop()).await.unwrap();
     assert_eq!(q.update("p", 9, &[ITEM_UPDATE]), Some(9));
     assert_eq!(q.where_is(&"p"), None);
     *item.data_mut() = 9;
@@ -836,7 +841,7 @@ async fn activate_should_move_known_items_and_mark_in_flight_ones() {
     q.add("active", 0).unwrap();
     assert_eq!(q.activate(["active", "unknown"]), 0);
     assert_eq!(q.pending().active.len(), 1);
-    let a = q.pop().await.unwrap(); // in flight
+    let a = bounded(q.pop()).await.unwrap(); // in flight
     assert_eq!(q.activate(["other"]), 0);
     assert_eq!(
         q.in_flight_events().len(),
@@ -873,8 +878,8 @@ async fn pending_should_list_every_item_with_the_summary() {
     let q = queue();
     q.add("up", 0).unwrap();
     q.add("hpp", 1000).unwrap();
-    let hpp = q.pop().await.unwrap();
-    let up = q.pop().await.unwrap();
+    let hpp = bounded(q.pop()).await.unwrap();
+    let up = bounded(q.pop()).await.unwrap();
     q.add("mpp", 500).unwrap();
     for mut item in [up, hpp] {
         item.set_rejectors(["plugin"]);
@@ -899,7 +904,7 @@ async fn in_flight_events_should_be_recorded_only_when_interesting_and_in_flight
     let q = queue_on(PV_ADD, "foo", QueueingHint::Queue);
     q.add("p1", 0).unwrap();
     q.move_all(&PV_ADD); // nothing in flight
-    let _p1 = q.pop().await.unwrap();
+    let _p1 = bounded(q.pop()).await.unwrap();
     q.move_all(&PV_ADD);
     q.move_all(&PV_UPDATE); // nobody registered
     assert_eq!(
@@ -922,11 +927,11 @@ async fn done_should_prune_the_head_and_keep_events_in_the_middle() {
     for (k, p) in [("p1", 3), ("p2", 2), ("p3", 1)] {
         q.add(k, p).unwrap();
     }
-    let p1 = q.pop().await.unwrap();
+    let p1 = bounded(q.pop()).await.unwrap();
     q.move_all(&PV_ADD);
-    let p2 = q.pop().await.unwrap();
+    let p2 = bounded(q.pop()).await.unwrap();
     q.move_all(&NODE_ADD);
-    let _p3 = q.pop().await.unwrap();
+    let _p3 = bounded(q.pop()).await.unwrap();
     q.move_all(&ASSIGNED_ADD);
     q.add_unschedulable_if_not_present(p2, 0).unwrap(); // no rejectors: backoff
     assert_eq!(q.pending().backoff, ["p2"]);
@@ -961,9 +966,9 @@ async fn events_during_the_flight_should_decide_where_a_failure_goes() {
         .unwrap();
     q.add("p1", 2).unwrap();
     q.add("p2", 1).unwrap();
-    let p1 = q.pop().await.unwrap();
+    let p1 = bounded(q.pop()).await.unwrap();
     q.move_all(&NODE_ADD); // no interest: dropped
-    let mut p2 = q.pop().await.unwrap();
+    let mut p2 = bounded(q.pop()).await.unwrap();
     q.move_all(&ASSIGNED_ADD);
     q.add_unschedulable_if_not_present(p1, 0).unwrap();
     p2.set_pending(["pending"]);
@@ -978,9 +983,9 @@ async fn pop_should_discard_a_duplicate_of_an_item_in_flight() {
     let q = queue();
     q.add("p1", 3).unwrap();
     q.add("p3", 1).unwrap();
-    let p1 = q.pop().await.unwrap();
+    let p1 = bounded(q.pop()).await.unwrap();
     q.add("p1", 3).unwrap(); // re-added while in flight
-    let p3 = q.pop().await.unwrap();
+    let p3 = bounded(q.pop()).await.unwrap();
     assert_eq!(*p3.key(), "p3");
     assert!(q.pending().active.is_empty());
     assert_eq!(sorted(q.in_flight()), ["p1", "p3"]);
@@ -1021,7 +1026,7 @@ async fn gated_items_should_wait_for_an_event_their_gate_registered() {
     advance(Duration::from_secs(60)).await;
     q.update("g", 1, &[ITEM_UPDATE]);
     assert_eq!(q.where_is(&"g"), Some(SubQueue::Active));
-    let item = q.pop().await.unwrap();
+    let item = bounded(q.pop()).await.unwrap();
     assert!(!item.is_gated());
     assert_eq!(item.rejectors(), ["allow"]);
     assert_eq!(item.attempts(), 1);
@@ -1114,7 +1119,7 @@ async fn the_flush_task_should_start_on_need_and_end_on_close_and_on_the_last_dr
     let base = metrics.num_alive_tasks();
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
     q.add("a", 0).unwrap();
-    let a = q.pop().await.unwrap();
+    let a = bounded(q.pop()).await.unwrap();
     q.done(a.key());
     assert_eq!(
         metrics.num_alive_tasks(),
@@ -1170,7 +1175,7 @@ fn items_sent_to_backoff_outside_a_runtime_should_flush_once_a_pop_waits() {
     let rt = paused_runtime();
     let mut item = rt.block_on(async {
         q.add("a", 0).unwrap();
-        q.pop().await.expect("open")
+        bounded(q.pop()).await.expect("open")
     });
     // Back on a plain thread: fail it and move it to backoff with no runtime to time it.
     item.set_rejectors(["plugin"]);
@@ -1277,8 +1282,8 @@ async fn a_targeted_wildcard_should_affect_only_its_target() {
     let q = queue();
     q.add("a", 2).unwrap();
     q.add("b", 1).unwrap();
-    let mut a = q.pop().await.unwrap();
-    let mut b = q.pop().await.unwrap();
+    let mut a = bounded(q.pop()).await.unwrap();
+    let mut b = bounded(q.pop()).await.unwrap();
     q.activate(["a"]); // both in flight: recorded for "a" only
     a.set_rejectors(["x"]);
     b.set_rejectors(["x"]);
@@ -1300,7 +1305,12 @@ async fn concurrent_update_and_pop_should_not_deadlock() {
         let q = q.clone();
         async move {
             for _ in 0..2_000 {
-                let item = q.pop().await.expect("open");
+                // `soon`'s body cannot be named in a spawned task here (a `&str` key's `Hash`
+                // is not general enough across its lifetimes), so the same bound, spelled out.
+                let item = tokio::time::timeout(REAL_BOUND, q.pop())
+                    .await
+                    .expect("done within the real-time bound")
+                    .expect("open");
                 assert_eq!(*item.key(), "pod");
                 q.done(item.key());
                 q.add("pod", 0).unwrap();
@@ -1342,7 +1352,7 @@ async fn move_should_lose_no_item_when_a_hint_panics_midway() {
         .unwrap();
     for k in 0..N {
         q.add(k, 0).unwrap();
-        let mut item = q.pop().await.expect("open");
+        let mut item = bounded(q.pop()).await.expect("open");
         item.set_rejectors(["fit"]);
         let cycle = q.scheduling_cycle();
         q.add_unschedulable_if_not_present(item, cycle)
@@ -1371,7 +1381,7 @@ async fn move_should_lose_no_item_when_a_hint_panics_midway() {
 /// Pops the head and hands it back, failed with an error, from a plain thread (outside any
 /// runtime).
 async fn fail_on_a_plain_thread(q: &Queue) {
-    let item = q.pop().await.expect("open");
+    let item = bounded(q.pop()).await.expect("open");
     let cycle = q.scheduling_cycle();
     let handle = q.clone();
     std::thread::spawn(move || handle.add_unschedulable_if_not_present(item, cycle))
@@ -1422,7 +1432,7 @@ async fn an_add_after_shutdown_should_be_refused_with_the_item_back() {
     q.shut_down();
     let refused = q.add("b", 2).unwrap_err();
     assert_eq!(refused, AddError::ShutDown(("b", 2)));
-    assert!(q.pop().await.is_none());
+    assert!(bounded(q.pop()).await.is_none());
 }
 
 // ===== configuration =====

@@ -2,8 +2,11 @@
 //! current-thread runtime under paused time, so each count is exact. The counters are
 //! process-wide, so the scenarios run one after another in one test.
 
+mod support;
+
 use ctrlq_queue_async::WorkQueue;
 use ctrlq_queue_async::wake_counts::{self, WakeCounts};
+use support::bounded;
 use tokio::task::JoinHandle;
 
 /// Lets every spawned task run until it waits.
@@ -25,7 +28,7 @@ async fn counts_each_wake_park_and_hand_out() {
     wake_counts::reset();
     let queue = WorkQueue::new();
     queue.add("a").unwrap();
-    drop(queue.get().await.unwrap());
+    drop(bounded(queue.get()).await.unwrap());
     assert_eq!(
         wake_counts::snapshot(),
         WakeCounts {
@@ -48,7 +51,7 @@ async fn counts_each_wake_park_and_hand_out() {
         }
     );
     queue.add("b").unwrap();
-    assert_eq!(worker.await.unwrap(), Some("b"));
+    assert_eq!(bounded(worker).await.unwrap(), Some("b"));
     assert_eq!(
         wake_counts::snapshot(),
         WakeCounts {
@@ -83,7 +86,10 @@ async fn counts_each_wake_park_and_hand_out() {
 
     // A shutdown wakes the `get`s and the streams: one `Notify` call each.
     queue.shut_down();
-    let (a, b) = (first.await.unwrap(), second.await.unwrap());
+    let (a, b) = (
+        bounded(first).await.unwrap(),
+        bounded(second).await.unwrap(),
+    );
     assert_eq!([a, b].iter().flatten().count(), 1);
     let after = wake_counts::snapshot();
     assert_eq!(after.wakes, parked.wakes + 2);

@@ -258,7 +258,7 @@ async fn a_forced_shut_down_cuts_a_drain_short() {
 async fn a_done_that_queues_its_key_again_wakes_a_waiting_get() {
     let queue = WorkQueue::new();
     queue.add("a").unwrap();
-    let item = queue.get().await.unwrap();
+    let item = bounded(queue.get()).await.unwrap();
     queue.add("a").unwrap(); // dirty while processing
     let mut get = tokio_test::task::spawn(queue.get());
     tokio_test::assert_pending!(get.poll());
