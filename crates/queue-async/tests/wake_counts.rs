@@ -6,6 +6,7 @@ mod support;
 
 use ctrlq_queue_async::WorkQueue;
 use ctrlq_queue_async::wake_counts::{self, WakeCounts};
+use futures::StreamExt;
 use support::bounded;
 use tokio::task::JoinHandle;
 
@@ -95,4 +96,31 @@ async fn counts_each_wake_park_and_hand_out() {
     assert_eq!(after.wakes, parked.wakes + 2);
     assert_eq!(after.hand_outs, 1);
     assert_eq!(after.contended_locks, 0);
+
+    // A stream parked while a key is processing: the key's `done`, which queues nothing, wakes
+    // nobody; the streams are woken only for a key queued.
+    let queue = WorkQueue::new();
+    queue.add("d").unwrap();
+    let item = bounded(queue.get()).await.unwrap();
+    let stream = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(queue.stream());
+            stream.next().await.map(|item| *item.key())
+        })
+    };
+    settle().await;
+    wake_counts::reset();
+    item.done();
+    settle().await;
+    assert!(!stream.is_finished());
+    assert_eq!(wake_counts::snapshot(), WakeCounts::default());
+    queue.add("e").unwrap();
+    assert_eq!(bounded(stream).await.unwrap(), Some("e"));
+    let streamed = wake_counts::snapshot();
+    assert_eq!(
+        (streamed.wakes, streamed.hand_outs),
+        (2, 1),
+        "the add's call to the getters' `Notify` and its wake of the streams: {streamed:?}"
+    );
 }
