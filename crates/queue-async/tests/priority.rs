@@ -315,7 +315,7 @@ async fn the_drain_waits_for_ready_and_processing_items() {
     assert!(!drain.is_finished());
     got(&q).await.done();
     held.done();
-    drain.await.unwrap();
+    bounded(drain).await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
