@@ -400,7 +400,7 @@ async fn is_leader_should_mean_leading_now_not_named_by_the_last_record() {
         std::future::pending::<()>().await;
     });
     tokio::select! {
-        _ = run => unreachable!("the work never ends"),
+        _ = bounded(run) => unreachable!("the work never ends"),
         r = started_rx => r.unwrap(),
     }
     assert!(!b.is_leader(), "the dropped run no longer leads");
