@@ -10,6 +10,13 @@ use ctrlq_leader::{
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
 
+/// Far beyond any wait these tests make: a broken elector fails the test instead of hanging it.
+async fn bounded<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(3600), f)
+        .await
+        .expect("a bounded wait timed out")
+}
+
 fn config() -> LeaderElectionConfig {
     LeaderElectionConfig::default()
         .lease_duration(Duration::from_secs(15))
@@ -32,10 +39,10 @@ fn spawn_follower(
     tokio::spawn(async move {
         loop {
             let tx = tx.clone();
-            e2.run(CancellationToken::new(), |l| async move {
+            bounded(e2.run(CancellationToken::new(), |l| async move {
                 let _ = tx.send(Instant::now());
                 l.token().cancelled().await;
-            })
+            }))
             .await;
         }
     });
@@ -121,39 +128,37 @@ async fn end_reason_should_say_lost_to_other_or_renew_deadline() {
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("a"), config()).unwrap();
     let s = store.clone();
-    let reason = e
-        .run(CancellationToken::new(), |l| async move {
-            assert_eq!(l.end_reason(), None);
-            let other = s.lock("other");
-            other.get().await.unwrap();
-            other
-                .update(ctrlq_leader::LeaderRecord {
-                    holder_identity: "other".into(),
-                    lease_duration_seconds: 15,
-                    ..Default::default()
-                })
-                .await
-                .unwrap();
-            timeout(Duration::from_secs(30), l.token().cancelled())
-                .await
-                .unwrap();
-            l.end_reason()
-        })
-        .await;
+    let reason = bounded(e.run(CancellationToken::new(), |l| async move {
+        assert_eq!(l.end_reason(), None);
+        let other = s.lock("other");
+        other.get().await.unwrap();
+        other
+            .update(ctrlq_leader::LeaderRecord {
+                holder_identity: "other".into(),
+                lease_duration_seconds: 15,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        timeout(Duration::from_secs(30), l.token().cancelled())
+            .await
+            .unwrap();
+        l.end_reason()
+    }))
+    .await;
     assert_eq!(reason, Some(Some(LeadershipEnd::LostToOther)));
 
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("a"), config()).unwrap();
     let s = store.clone();
-    let reason = e
-        .run(CancellationToken::new(), |l| async move {
-            s.partition("a", true);
-            timeout(Duration::from_secs(30), l.token().cancelled())
-                .await
-                .unwrap();
-            l.end_reason()
-        })
-        .await;
+    let reason = bounded(e.run(CancellationToken::new(), |l| async move {
+        s.partition("a", true);
+        timeout(Duration::from_secs(30), l.token().cancelled())
+            .await
+            .unwrap();
+        l.end_reason()
+    }))
+    .await;
     assert_eq!(reason, Some(Some(LeadershipEnd::RenewDeadlinePassed)));
 }
 
@@ -164,14 +169,13 @@ async fn a_loss_during_the_drain_should_replace_stop_requested() {
     let e = LeaderElector::new(store.lock("a"), config()).unwrap();
     let stop = CancellationToken::new();
     let (s, stop2) = (store.clone(), stop.clone());
-    let reason = e
-        .run(stop, |l| async move {
-            stop2.cancel();
-            s.partition("a", true);
-            sleep(Duration::from_secs(20)).await;
-            l.end_reason()
-        })
-        .await;
+    let reason = bounded(e.run(stop, |l| async move {
+        stop2.cancel();
+        s.partition("a", true);
+        sleep(Duration::from_secs(20)).await;
+        l.end_reason()
+    }))
+    .await;
     assert_eq!(reason, Some(Some(LeadershipEnd::RenewDeadlinePassed)));
     assert!(!e.is_leader());
 }
@@ -182,19 +186,18 @@ async fn work_returning_should_end_with_work_finished_and_run_again() {
     let e = LeaderElector::new(store.lock("a"), config()).unwrap();
     let keep = Arc::new(std::sync::Mutex::new(None));
     let k2 = keep.clone();
-    e.run(CancellationToken::new(), |l| async move {
+    bounded(e.run(CancellationToken::new(), |l| async move {
         *k2.lock().unwrap() = Some(l);
-    })
+    }))
     .await;
     let l = keep.lock().unwrap().take().unwrap();
     assert!(l.token().is_cancelled());
     assert_eq!(l.end_reason(), Some(LeadershipEnd::WorkFinished));
-    let again = e
-        .run(
-            CancellationToken::new(),
-            |l| async move { l.fencing_token() },
-        )
-        .await;
+    let again = bounded(e.run(
+        CancellationToken::new(),
+        |l| async move { l.fencing_token() },
+    ))
+    .await;
     assert!(again > Some(l.fencing_token()));
 }
 
@@ -240,13 +243,13 @@ async fn status_should_follow_leadership() {
     let st = status.clone();
     assert_eq!(e.identity(), "a");
     let e2 = &e;
-    e.run(CancellationToken::new(), |l| async move {
+    bounded(e.run(CancellationToken::new(), |l| async move {
         assert!(e2.is_leader());
         let s = st.borrow().clone();
         assert!(s.leading);
         assert_eq!(s.leader, "a");
         assert_eq!(s.fencing_token, Some(l.fencing_token()));
-    })
+    }))
     .await;
     assert!(!status.borrow().leading);
     assert_eq!(status.borrow().fencing_token, None);
@@ -267,21 +270,21 @@ async fn release_should_need_both_a_stop_and_release_on_cancel() {
     // release_on_cancel set, but the work returns on its own: kept, to expire.
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("a"), config().release_on_cancel(true)).unwrap();
-    e.run(CancellationToken::new(), |_| async {}).await;
+    bounded(e.run(CancellationToken::new(), |_| async {})).await;
     assert_eq!(store.record().unwrap().holder_identity, "a");
     // a stop, but release_on_cancel unset: kept.
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("a"), config()).unwrap();
     let stop = CancellationToken::new();
     let s2 = stop.clone();
-    e.run(stop, |_| async move { s2.cancel() }).await;
+    bounded(e.run(stop, |_| async move { s2.cancel() })).await;
     assert_eq!(store.record().unwrap().holder_identity, "a");
     // both: released.
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("a"), config().release_on_cancel(true)).unwrap();
     let stop = CancellationToken::new();
     let s2 = stop.clone();
-    e.run(stop, |_| async move { s2.cancel() }).await;
+    bounded(e.run(stop, |_| async move { s2.cancel() })).await;
     assert!(store.record().unwrap().is_free());
 }
 
@@ -291,13 +294,12 @@ async fn status_should_not_wake_watchers_on_every_renew() {
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("a"), config()).unwrap();
     let mut status = e.subscribe_status();
-    let woke = e
-        .run(CancellationToken::new(), |_| async move {
-            status.borrow_and_update();
-            sleep(Duration::from_secs(20)).await;
-            status.has_changed().unwrap()
-        })
-        .await;
+    let woke = bounded(e.run(CancellationToken::new(), |_| async move {
+        status.borrow_and_update();
+        sleep(Duration::from_secs(20)).await;
+        status.has_changed().unwrap()
+    }))
+    .await;
     assert_eq!(woke, Some(false));
     assert!(store.operations().len() > 10, "renewed meanwhile");
 }

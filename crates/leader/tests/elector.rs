@@ -6,6 +6,13 @@ use ctrlq_leader::{ConfigError, LeaderElectionConfig, LeaderElector, Lock, Memor
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// Far beyond any wait these tests make: a broken elector fails the test instead of hanging it.
+async fn bounded<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(3600), f)
+        .await
+        .expect("a bounded wait timed out")
+}
+
 fn config() -> LeaderElectionConfig {
     LeaderElectionConfig::default()
         .lease_duration(Duration::from_secs(15))
@@ -54,12 +61,11 @@ fn config_should_reject_each_broken_rule() {
 async fn run_should_acquire_when_absent_then_renew_on_the_fast_path() {
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
-    let out = e
-        .run(CancellationToken::new(), |l| async move {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            l.fencing_token()
-        })
-        .await;
+    let out = bounded(e.run(CancellationToken::new(), |l| async move {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        l.fencing_token()
+    }))
+    .await;
     assert_eq!(out, Some(0));
     // acquire by create, then two fast-path renews at 2 s and 4 s.
     assert_eq!(ops(&store), ["get", "create", "update", "update"]);
@@ -71,9 +77,9 @@ async fn renew_should_fall_back_to_get_after_a_lost_race() {
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
     store.lose_next_update("baz", 1);
-    e.run(CancellationToken::new(), |_| {
+    bounded(e.run(CancellationToken::new(), |_| {
         tokio::time::sleep(Duration::from_secs(5))
-    })
+    }))
     .await;
     assert_eq!(
         ops(&store),
@@ -94,11 +100,10 @@ async fn acquire_should_wait_for_a_fresh_foreign_lease_to_expire_on_its_own_cloc
     bing.create(rec.clone()).await.unwrap();
     let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
     let start = Instant::now();
-    let out = e
-        .run(CancellationToken::new(), |l| async move {
-            (Instant::now(), l.fencing_token())
-        })
-        .await;
+    let out = bounded(e.run(CancellationToken::new(), |l| async move {
+        (Instant::now(), l.fencing_token())
+    }))
+    .await;
     let (at, fence) = out.unwrap();
     assert!(at - start >= Duration::from_secs(3), "{:?}", at - start);
     assert!(
@@ -124,8 +129,7 @@ async fn acquire_should_take_an_empty_holder_at_once() {
         .unwrap();
     let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
     let start = Instant::now();
-    let at = e
-        .run(CancellationToken::new(), |_| async { Instant::now() })
+    let at = bounded(e.run(CancellationToken::new(), |_| async { Instant::now() }))
         .await
         .unwrap();
     assert_eq!(at, start);
@@ -137,15 +141,14 @@ async fn leadership_should_end_within_the_renew_deadline_when_partitioned() {
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
     let s2 = store.clone();
-    let (start, end) = e
-        .run(CancellationToken::new(), |l| async move {
-            let start = Instant::now();
-            s2.partition("baz", true);
-            l.token().cancelled().await;
-            (start, Instant::now())
-        })
-        .await
-        .unwrap();
+    let (start, end) = bounded(e.run(CancellationToken::new(), |l| async move {
+        let start = Instant::now();
+        s2.partition("baz", true);
+        l.token().cancelled().await;
+        (start, Instant::now())
+    }))
+    .await
+    .unwrap();
     // last renew sent at acquire (t=0): step down at retry period + renew deadline = 12 s < 15 s.
     assert_eq!(end - start, Duration::from_secs(12));
     assert!(!e.is_leader());
@@ -156,24 +159,23 @@ async fn leadership_should_end_at_once_when_a_renew_sees_another_holder() {
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
     let s2 = store.clone();
-    let took = e
-        .run(CancellationToken::new(), |l| async move {
-            let start = Instant::now();
-            // another writer forces the record over (ignoring the protocol).
-            let bing = s2.lock("bing");
-            bing.get().await.unwrap();
-            bing.update(ctrlq_leader::LeaderRecord {
-                holder_identity: "bing".into(),
-                lease_duration_seconds: 15,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-            l.token().cancelled().await;
-            Instant::now() - start
+    let took = bounded(e.run(CancellationToken::new(), |l| async move {
+        let start = Instant::now();
+        // another writer forces the record over (ignoring the protocol).
+        let bing = s2.lock("bing");
+        bing.get().await.unwrap();
+        bing.update(ctrlq_leader::LeaderRecord {
+            holder_identity: "bing".into(),
+            lease_duration_seconds: 15,
+            ..Default::default()
         })
         .await
         .unwrap();
+        l.token().cancelled().await;
+        Instant::now() - start
+    }))
+    .await
+    .unwrap();
     assert_eq!(
         took,
         Duration::from_secs(2),
@@ -189,13 +191,13 @@ async fn release_on_cancel_should_free_the_lease_after_the_work_finished() {
     let cancel = CancellationToken::new();
     let c2 = cancel.clone();
     let s2 = store.clone();
-    e.run(cancel, |l| async move {
+    bounded(e.run(cancel, |l| async move {
         c2.cancel();
         l.token().cancelled().await;
         tokio::time::sleep(Duration::from_secs(1)).await;
         // still held while the work runs.
         assert_eq!(s2.record().unwrap().holder_identity, "baz");
-    })
+    }))
     .await;
     let rec = store.record().unwrap();
     assert!(rec.is_free());
@@ -209,7 +211,7 @@ async fn release_should_not_blank_another_holder() {
     let e = LeaderElector::new(store.lock("baz"), config().release_on_cancel(true)).unwrap();
     let cancel = CancellationToken::new();
     let (c2, s2) = (cancel.clone(), store.clone());
-    e.run(cancel, |_| async move {
+    bounded(e.run(cancel, |_| async move {
         let bing = s2.lock("bing");
         bing.get().await.unwrap();
         bing.update(ctrlq_leader::LeaderRecord {
@@ -220,7 +222,7 @@ async fn release_should_not_blank_another_holder() {
         .await
         .unwrap();
         c2.cancel();
-    })
+    }))
     .await;
     assert_eq!(store.record().unwrap().holder_identity, "bing");
 }
@@ -229,7 +231,7 @@ async fn release_should_not_blank_another_holder() {
 async fn check_should_fail_only_when_leading_without_renewing() {
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("baz"), config()).unwrap();
-    e.run(CancellationToken::new(), |_| async {}).await;
+    bounded(e.run(CancellationToken::new(), |_| async {})).await;
     assert!(e.check(Duration::from_secs(20)).is_ok());
     tokio::time::sleep(Duration::from_secs(36)).await;
     let err = e.check(Duration::from_secs(20)).unwrap_err();
@@ -250,7 +252,7 @@ async fn run_should_return_none_when_cancelled_before_acquiring() {
         tokio::time::sleep(Duration::from_secs(30)).await;
         c2.cancel();
     });
-    assert_eq!(e.run(cancel, |_| async {}).await, None);
+    assert_eq!(bounded(e.run(cancel, |_| async {})).await, None);
 }
 
 #[test]
@@ -277,8 +279,7 @@ async fn dropping_run_should_leave_the_lease_to_expire_for_the_next_candidate() 
     assert_eq!(store.record().unwrap().holder_identity, "a", "not released");
     let b = LeaderElector::new(store.lock("b"), config()).unwrap();
     let start = Instant::now();
-    let at = b
-        .run(CancellationToken::new(), |_| async { Instant::now() })
+    let at = bounded(b.run(CancellationToken::new(), |_| async { Instant::now() }))
         .await
         .unwrap();
     // a's last renew was at 4 s (1 s before b started): b waits out the 15 s lease on its clock.
@@ -309,8 +310,7 @@ async fn a_candidate_granted_after_its_deadline_should_not_block_the_others() {
         // Stand again after every loss, until the test stops.
         tokio::spawn(async move {
             while !stop.is_cancelled() {
-                e.run(stop.clone(), |l| async move { l.token().cancelled().await })
-                    .await;
+                bounded(e.run(stop.clone(), |l| async move { l.token().cancelled().await })).await;
             }
         });
         // `c` acquires first; the others follow as candidates.
@@ -378,16 +378,15 @@ async fn is_leader_should_mean_leading_now_not_named_by_the_last_record() {
     let store = MemoryStore::new();
     let e = Arc::new(LeaderElector::new(store.lock("a"), config()).unwrap());
     let (e2, s2) = (e.clone(), store.clone());
-    let seen = e
-        .run(CancellationToken::new(), |l| async move {
-            let leading = e2.is_leader();
-            s2.partition("a", true);
-            l.token().cancelled().await;
-            // The work still runs; leadership has ended.
-            (leading, e2.is_leader(), e2.record_names_me())
-        })
-        .await
-        .unwrap();
+    let seen = bounded(e.run(CancellationToken::new(), |l| async move {
+        let leading = e2.is_leader();
+        s2.partition("a", true);
+        l.token().cancelled().await;
+        // The work still runs; leadership has ended.
+        (leading, e2.is_leader(), e2.record_names_me())
+    }))
+    .await
+    .unwrap();
     assert_eq!(seen, (true, false, true));
     assert!(!e.is_leader());
     assert!(e.record_names_me());
@@ -401,7 +400,7 @@ async fn is_leader_should_mean_leading_now_not_named_by_the_last_record() {
         std::future::pending::<()>().await;
     });
     tokio::select! {
-        _ = run => unreachable!("the work never ends"),
+        _ = bounded(run) => unreachable!("the work never ends"),
         r = started_rx => r.unwrap(),
     }
     assert!(!b.is_leader(), "the dropped run no longer leads");
@@ -419,8 +418,7 @@ async fn a_late_acquire_backs_off_for_its_bound_and_a_timely_one_leads() {
     let e = LeaderElector::new(store.lock("a"), config()).unwrap();
     store.delay_next("a", 2, Duration::from_secs(5));
     let start = Instant::now();
-    let led_at = e
-        .run(CancellationToken::new(), |_| async { Instant::now() })
+    let led_at = bounded(e.run(CancellationToken::new(), |_| async { Instant::now() }))
         .await
         .unwrap();
     assert_eq!(led_at - start, Duration::from_secs(10));
@@ -432,7 +430,7 @@ async fn a_late_acquire_backs_off_for_its_bound_and_a_timely_one_leads() {
     store.delay_next("b", 2, Duration::from_millis(6300));
     let e2 = e.clone();
     let run = tokio::spawn(async move {
-        e2.run(CancellationToken::new(), |_| async {}).await;
+        bounded(e2.run(CancellationToken::new(), |_| async {})).await;
     });
     tokio::time::sleep(Duration::from_millis(12_700)).await;
     assert_eq!(e.subscribe_status().borrow().late_acquires, 1);
@@ -464,11 +462,10 @@ async fn a_second_process_with_an_identity_in_use_waits_for_the_record_to_expire
         // Starts once the first leads.
         tokio::time::sleep(Duration::from_secs(1)).await;
         let start = Instant::now();
-        second
-            .run(CancellationToken::new(), |l| async move {
-                (Instant::now() - start, l.fencing_token())
-            })
-            .await
+        bounded(second.run(CancellationToken::new(), |l| async move {
+            (Instant::now() - start, l.fencing_token())
+        }))
+        .await
     };
     let (first_out, second_out) = tokio::join!(first_run, second_led);
     assert!(
@@ -496,19 +493,18 @@ async fn a_second_process_with_an_identity_in_use_waits_for_the_record_to_expire
 async fn a_record_rewritten_by_another_process_with_the_same_identity_is_a_loss() {
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("a"), config()).unwrap();
-    let out = e
-        .run(CancellationToken::new(), |l| async move {
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            // Another process with identity "a" writes its own term over the record.
-            let other = store.lock("a");
-            let mut record = other.get().await.unwrap().record;
-            record.leader_transitions += 1;
-            record.acquire_time = std::time::SystemTime::now() + Duration::from_secs(1);
-            other.update(record).await.unwrap();
-            l.token().cancelled().await;
-            l.end_reason()
-        })
-        .await;
+    let out = bounded(e.run(CancellationToken::new(), |l| async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Another process with identity "a" writes its own term over the record.
+        let other = store.lock("a");
+        let mut record = other.get().await.unwrap().record;
+        record.leader_transitions += 1;
+        record.acquire_time = std::time::SystemTime::now() + Duration::from_secs(1);
+        other.update(record).await.unwrap();
+        l.token().cancelled().await;
+        l.end_reason()
+    }))
+    .await;
     assert_eq!(out, Some(Some(ctrlq_leader::LeadershipEnd::LostToOther)));
 }
 
@@ -519,20 +515,19 @@ async fn a_grant_is_current_until_its_last_renew_plus_the_renew_deadline() {
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("a"), config()).unwrap();
     let t0 = Instant::now();
-    let out = e
-        .run(CancellationToken::new(), |l| async move {
-            assert_eq!(l.valid_until(), t0 + Duration::from_secs(12));
-            assert!(l.is_current());
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            // Renewed at 2 s and 4 s.
-            assert_eq!(l.valid_until(), t0 + Duration::from_secs(16));
-            store.partition("a", true);
-            tokio::time::sleep_until(t0 + Duration::from_secs(16) - Duration::from_millis(1)).await;
-            let before = l.is_current();
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            (before, l.is_current(), l.current().await)
-        })
-        .await;
+    let out = bounded(e.run(CancellationToken::new(), |l| async move {
+        assert_eq!(l.valid_until(), t0 + Duration::from_secs(12));
+        assert!(l.is_current());
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        // Renewed at 2 s and 4 s.
+        assert_eq!(l.valid_until(), t0 + Duration::from_secs(16));
+        store.partition("a", true);
+        tokio::time::sleep_until(t0 + Duration::from_secs(16) - Duration::from_millis(1)).await;
+        let before = l.is_current();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        (before, l.is_current(), l.current().await)
+    }))
+    .await;
     assert_eq!(out, Some((true, false, false)));
 }
 
@@ -545,7 +540,7 @@ async fn an_acquire_answered_exactly_at_its_deadline_is_late() {
     store.delay_next("a", 2, Duration::from_secs(6));
     let e2 = e.clone();
     let run = tokio::spawn(async move {
-        e2.run(CancellationToken::new(), |_| async {}).await;
+        bounded(e2.run(CancellationToken::new(), |_| async {})).await;
     });
     tokio::time::sleep(Duration::from_millis(12_100)).await;
     assert_eq!(e.subscribe_status().borrow().late_acquires, 1);

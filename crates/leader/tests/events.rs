@@ -10,6 +10,13 @@ use ctrlq_leader::{
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
 
+/// Far beyond any wait these tests make: a broken elector fails the test instead of hanging it.
+async fn bounded<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(3600), f)
+        .await
+        .expect("a bounded wait timed out")
+}
+
 fn config() -> LeaderElectionConfig {
     LeaderElectionConfig::default()
         .lease_duration(Duration::from_secs(15))
@@ -44,9 +51,10 @@ async fn events_should_keep_a_loss_and_a_regain_that_a_watch_collapses() {
     let task = tokio::spawn({
         let (elector, stop) = (elector.clone(), stop.clone());
         async move {
-            elector
-                .run_until_cancelled(stop, |l| async move { l.token().cancelled().await })
-                .await
+            bounded(
+                elector.run_until_cancelled(stop, |l| async move { l.token().cancelled().await }),
+            )
+            .await
         }
     });
     sleep(Duration::from_secs(1)).await;
@@ -91,7 +99,7 @@ async fn every_subscriber_gets_every_event_and_a_dropped_one_is_forgotten() {
     );
     drop(second);
     for _ in 0..3 {
-        elector.run(CancellationToken::new(), |_| async {}).await;
+        bounded(elector.run(CancellationToken::new(), |_| async {})).await;
     }
     let tokens: Vec<_> = drain(&mut first).iter().map(|e| (e.0, e.1)).collect();
     assert_eq!(
@@ -120,9 +128,7 @@ async fn run_until_cancelled_should_return_no_terms_when_cancelled_before_leadin
     let standing = async {
         sleep(Duration::from_secs(5)).await;
         stop.cancel();
-        candidate
-            .run_until_cancelled(stop.clone(), |_| async {})
-            .await
+        bounded(candidate.run_until_cancelled(stop.clone(), |_| async {})).await
     };
     let out = tokio::select! {
         _ = holding => None,
@@ -137,15 +143,14 @@ async fn run_until_cancelled_should_wait_a_retry_period_after_work_that_returns(
     let stop = CancellationToken::new();
     let start = Instant::now();
     let mut began = Vec::new();
-    let terms = elector
-        .run_until_cancelled(stop.clone(), |_| {
-            began.push(start.elapsed());
-            if began.len() == 3 {
-                stop.cancel();
-            }
-            async {}
-        })
-        .await;
+    let terms = bounded(elector.run_until_cancelled(stop.clone(), |_| {
+        began.push(start.elapsed());
+        if began.len() == 3 {
+            stop.cancel();
+        }
+        async {}
+    }))
+    .await;
     assert_eq!(terms, 3);
     let s = Duration::from_secs;
     assert_eq!(began, [s(0), s(2), s(4)]);
@@ -172,7 +177,7 @@ async fn a_run_dropped_while_leading_sends_its_stopped_event() {
     .await;
     assert!(dropped.is_err());
     assert!(!elector.is_leader());
-    elector.run(CancellationToken::new(), |_| async {}).await;
+    bounded(elector.run(CancellationToken::new(), |_| async {})).await;
     let seen: Vec<_> = drain(&mut events)
         .into_iter()
         .map(|(started, token, reason, _)| (started, token, reason))

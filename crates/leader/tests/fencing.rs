@@ -7,6 +7,13 @@ use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
 use tokio::time::{Instant, timeout};
 use tokio_util::sync::CancellationToken;
 
+/// Far beyond any wait these tests make: a broken elector fails the test instead of hanging it.
+async fn bounded<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(3600), f)
+        .await
+        .expect("a bounded wait timed out")
+}
+
 fn config() -> LeaderElectionConfig {
     LeaderElectionConfig::default()
         .lease_duration(Duration::from_secs(15))
@@ -81,13 +88,12 @@ async fn leader_should_keep_leading_under_latency_below_half_of_retry_plus_deadl
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("a"), config()).unwrap();
     let s = store.clone();
-    let out = e
-        .run(CancellationToken::new(), |l| async move {
-            s.delay_next("a", 1000, Duration::from_millis(5500));
-            let lasted = timeout(Duration::from_secs(120), l.token().cancelled()).await;
-            lasted.is_err()
-        })
-        .await;
+    let out = bounded(e.run(CancellationToken::new(), |l| async move {
+        s.delay_next("a", 1000, Duration::from_millis(5500));
+        let lasted = timeout(Duration::from_secs(120), l.token().cancelled()).await;
+        lasted.is_err()
+    }))
+    .await;
     assert_eq!(out, Some(true), "leadership lasted 120 s of slow renews");
 }
 
@@ -97,14 +103,13 @@ async fn leader_should_step_down_under_latency_above_half_of_retry_plus_deadline
     let store = MemoryStore::new();
     let e = LeaderElector::new(store.lock("a"), config()).unwrap();
     let s = store.clone();
-    let out = e
-        .run(CancellationToken::new(), |l| async move {
-            s.delay_next("a", 1000, Duration::from_millis(6500));
-            timeout(Duration::from_secs(120), l.token().cancelled())
-                .await
-                .is_ok()
-        })
-        .await;
+    let out = bounded(e.run(CancellationToken::new(), |l| async move {
+        s.delay_next("a", 1000, Duration::from_millis(6500));
+        timeout(Duration::from_secs(120), l.token().cancelled())
+            .await
+            .is_ok()
+    }))
+    .await;
     assert_eq!(out, Some(true));
 }
 

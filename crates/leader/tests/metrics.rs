@@ -7,6 +7,13 @@ use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
+/// Far beyond any wait these tests make: a broken elector fails the test instead of hanging it.
+async fn bounded<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(3600), f)
+        .await
+        .expect("a bounded wait timed out")
+}
+
 fn encode(registry: &Registry) -> String {
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
@@ -25,12 +32,12 @@ async fn metrics_should_report_status_slow_path_and_lock_errors_per_name() {
     assert!(encode(&registry).contains(r#"leader_election_master_status{name="ctl"} 0"#));
     store.fail_next("a", 2);
     let (s, r) = (store.clone(), &registry);
-    e.run(CancellationToken::new(), |_| async move {
+    bounded(e.run(CancellationToken::new(), |_| async move {
         assert!(encode(r).contains(r#"leader_election_master_status{name="ctl"} 1"#));
         // one renew loses a race: it takes the slow path.
         s.lose_next_update("a", 1);
         tokio::time::sleep(Duration::from_secs(5)).await;
-    })
+    }))
     .await;
     let text = encode(&registry);
     assert!(
@@ -63,10 +70,10 @@ async fn help_lines_are_client_gos_texts_exactly() {
         .metrics(metrics);
     store.fail_next("a", 1);
     let s = store.clone();
-    e.run(CancellationToken::new(), |_| async move {
+    bounded(e.run(CancellationToken::new(), |_| async move {
         s.lose_next_update("a", 1);
         tokio::time::sleep(Duration::from_secs(5)).await;
-    })
+    }))
     .await;
     let text = encode(&registry);
     assert!(

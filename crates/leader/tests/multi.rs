@@ -8,6 +8,13 @@ use ctrlq_leader::{
 };
 use tokio_util::sync::CancellationToken;
 
+/// Far beyond any wait these tests make: a broken elector fails the test instead of hanging it.
+async fn bounded<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(3600), f)
+        .await
+        .expect("a bounded wait timed out")
+}
+
 #[tokio::test(start_paused = true)]
 async fn multi_lock_should_write_both_stores_and_renew_both() {
     let (new, old) = (MemoryStore::new(), MemoryStore::new());
@@ -16,9 +23,9 @@ async fn multi_lock_should_write_both_stores_and_renew_both() {
         LeaderElectionConfig::default(),
     )
     .unwrap();
-    e.run(CancellationToken::new(), |_| {
+    bounded(e.run(CancellationToken::new(), |_| {
         tokio::time::sleep(Duration::from_secs(3))
-    })
+    }))
     .await;
     assert_eq!(new.record().unwrap().holder_identity, "a");
     assert_eq!(old.record().unwrap().holder_identity, "a");

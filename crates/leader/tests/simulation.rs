@@ -8,6 +8,14 @@ use std::time::Duration;
 use ctrlq_leader::LeaderElectionConfig;
 use simulation::simulate;
 
+/// Far beyond the paused time a simulation takes: a broken elector that never takes the lease
+/// again fails the run instead of hanging it.
+async fn bounded<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(3600), f)
+        .await
+        .expect("a bounded wait timed out")
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -24,7 +32,7 @@ fn three_candidates_with_random_faults_should_never_overlap() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     for seed in 0..runs {
-        let report = runtime().block_on(simulate(config.clone(), seed, 3, 3, true));
+        let report = runtime().block_on(bounded(simulate(config.clone(), seed, 3, 3, true)));
         assert_eq!(report.overlaps, 0, "seed {seed}: {report:?}");
         assert!(report.terms >= 3, "seed {seed}: {report:?}");
     }
@@ -36,8 +44,13 @@ fn crash_failover_should_stay_within_lease_duration_plus_four_point_four_retry_p
     // 2.2 RP after the lease expires on its clock.
     let bound = Duration::from_secs(15) + Duration::from_secs(2).mul_f64(4.4);
     for seed in 0..100 {
-        let report =
-            runtime().block_on(simulate(LeaderElectionConfig::default(), seed, 3, 5, false));
+        let report = runtime().block_on(bounded(simulate(
+            LeaderElectionConfig::default(),
+            seed,
+            3,
+            5,
+            false,
+        )));
         assert_eq!(report.overlaps, 0, "seed {seed}");
         for f in &report.failovers {
             assert!(*f <= bound, "seed {seed}: failover {f:?} > {bound:?}");

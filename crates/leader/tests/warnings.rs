@@ -11,6 +11,13 @@ use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
+/// Far beyond any wait these tests make: a broken elector fails the test instead of hanging it.
+async fn bounded<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(3600), f)
+        .await
+        .expect("a bounded wait timed out")
+}
+
 fn config() -> LeaderElectionConfig {
     LeaderElectionConfig::default()
         .lease_duration(Duration::from_secs(15))
@@ -97,16 +104,16 @@ async fn only_failures_that_reach_the_threshold_should_warn() {
             |l| async move { l.fencing_token() },
         )
     };
-    assert_eq!(term().await, Some(0));
+    assert_eq!(bounded(term()).await, Some(0));
     store.fail_next("a", 2);
-    assert_eq!(term().await, Some(1));
+    assert_eq!(bounded(term()).await, Some(1));
     assert_eq!(
         warnings.0.lock().unwrap().len(),
         0,
         "nothing to warn of yet"
     );
     store.fail_next("a", 3);
-    assert_eq!(term().await, Some(2));
+    assert_eq!(bounded(term()).await, Some(2));
     assert_eq!(e.subscribe_status().borrow().lock_errors, 5);
     let w = warnings.0.lock().unwrap().clone();
     assert_eq!(w, ["lock keeps failing", "lock answers again"], "{w:?}");
