@@ -145,9 +145,17 @@ impl<L: Lock> LeaderElector<L> {
 mod tests {
     use std::time::Duration;
 
-    use tokio::time::{Instant, advance};
+    use tokio::time::{Instant, advance, timeout};
 
     use crate::{LeaderElectionConfig, LeaderElector, LeaderRecord, Lock, MemoryStore};
+
+    /// `fut`'s output within an hour of paused time: a broken try fails the test rather than
+    /// hanging it.
+    async fn bounded<F: std::future::Future>(fut: F) -> F::Output {
+        timeout(Duration::from_secs(3600), fut)
+            .await
+            .expect("done within the bound")
+    }
 
     /// Another holder's lease is valid strictly before the observation plus its duration, as
     /// client-go's `isLeaseValid` (`observedTime + leaseDuration` after `now`): at that instant
@@ -162,13 +170,15 @@ mod tests {
         };
         store.lock("other").create(other).await.unwrap();
         let e = LeaderElector::new(store.lock("me"), LeaderElectionConfig::default()).unwrap();
-        assert!(e.try_acquire_or_renew(false).await.is_none());
+        assert!(bounded(e.try_acquire_or_renew(false)).await.is_none());
         let expiry = e.observed_at() + Duration::from_secs(3);
         assert!(e.is_lease_valid(expiry - Duration::from_nanos(1)));
         assert!(!e.is_lease_valid(expiry));
         advance(expiry.saturating_duration_since(Instant::now())).await;
         assert_eq!(Instant::now(), expiry);
-        let taken = e.try_acquire_or_renew(false).await.expect("expired: taken");
+        let taken = bounded(e.try_acquire_or_renew(false))
+            .await
+            .expect("expired: taken");
         assert_eq!(taken.record.holder_identity, "me");
         assert_eq!(taken.record.leader_transitions, 1);
     }
