@@ -10,12 +10,9 @@ use ctrlq_leader::{
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
 
-/// Far beyond any wait these tests make: a broken elector fails the test instead of hanging it.
-async fn bounded<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(3600), f)
-        .await
-        .expect("a bounded wait timed out")
-}
+#[path = "support/bounded.rs"]
+mod bounded;
+use bounded::bounded;
 
 fn config() -> LeaderElectionConfig {
     LeaderElectionConfig::default()

@@ -8,12 +8,9 @@ use ctrlq_leader::{
 };
 use tokio_util::sync::CancellationToken;
 
-/// Far beyond any wait these tests make: a broken elector fails the test instead of hanging it.
-async fn bounded<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(3600), f)
-        .await
-        .expect("a bounded wait timed out")
-}
+#[path = "support/bounded.rs"]
+mod bounded;
+use bounded::bounded;
 
 #[tokio::test(start_paused = true)]
 async fn multi_lock_should_write_both_stores_and_renew_both() {

@@ -8,13 +8,9 @@ use std::time::Duration;
 use ctrlq_leader::LeaderElectionConfig;
 use simulation::simulate;
 
-/// Far beyond the paused time a simulation takes: a broken elector that never takes the lease
-/// again fails the run instead of hanging it.
-async fn bounded<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(3600), f)
-        .await
-        .expect("a bounded wait timed out")
-}
+#[path = "support/bounded.rs"]
+mod bounded;
+use bounded::bounded;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
