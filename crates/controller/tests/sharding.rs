@@ -689,3 +689,36 @@ async fn the_assignment_is_reported_once_per_change() {
     }
     bounded(LIMIT, h.stop_all()).await;
 }
+
+/// Settings at the edges (the largest `Duration`, a zero retry period) are refused with the
+/// elector's typed error, never a panic.
+#[test]
+fn sharding_refuses_durations_at_the_edges_with_a_typed_error() {
+    use ctrlq_controller::shard::{Sharding, ShardingError};
+    use ctrlq_leader::{ConfigError, MemoryStore};
+    let store = MemoryStore::new();
+    let new = |config: LeaderElectionConfig| {
+        let store = store.clone();
+        Sharding::new(
+            4,
+            "a",
+            move |name: &str| store.named_lock(name, "a"),
+            config,
+        )
+    };
+    assert!(matches!(
+        new(config().retry_period(Duration::MAX)),
+        Err(ShardingError::Config(
+            ConfigError::RenewDeadlineNotAboveJitteredRetry { .. }
+        ))
+    ));
+    assert!(matches!(
+        new(config().retry_period(Duration::ZERO)),
+        Err(ShardingError::Config(ConfigError::Zero("retry period")))
+    ));
+    assert!(matches!(
+        new(config().lease_duration(Duration::MAX)),
+        Err(ShardingError::Config(ConfigError::LeaseNotWholeSeconds(_)))
+    ));
+    assert!(new(config().grace_period(Duration::MAX)).is_ok());
+}

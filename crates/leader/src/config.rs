@@ -160,7 +160,10 @@ impl LeaderElectionConfig {
                 renew_deadline: rd,
             });
         }
-        if rd <= rp.mul_f64(JITTER_FACTOR) {
+        // `mul_f64` panics past `Duration::MAX`; a jittered retry period that large exceeds
+        // every renew deadline, so the rule is broken.
+        let jittered = Duration::try_from_secs_f64(rp.as_secs_f64() * JITTER_FACTOR);
+        if jittered.ok().is_none_or(|j| rd <= j) {
             return Err(ConfigError::RenewDeadlineNotAboveJitteredRetry {
                 renew_deadline: rd,
                 retry_period: rp,

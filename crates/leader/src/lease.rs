@@ -27,10 +27,11 @@ use crate::{DEFAULT_REQUEST_TIMEOUT, LeaderRecord, Lock, LockError, RequestTimed
 ///   `holderIdentity`, `leaseDurationSeconds`, `acquireTime`, `renewTime` (`MicroTime`, whole
 ///   microseconds), `leaseTransitions`. Everything else on the Lease (labels, annotations,
 ///   owner references, `spec.strategy`, `spec.preferredHolder`) is kept on every update.
-/// - Errors as the API server gives them: 404 is [`LockError::NotFound`]; 409 on create is
-///   [`LockError::AlreadyExists`], on replace [`LockError::Conflict`]; anything else (5xx, 429,
-///   transport, the [request timeout](Self::request_timeout)) is [`LockError::Backend`] with the
-///   kube error as its source.
+/// - Errors as the API server gives them: 404 on get or replace is [`LockError::NotFound`]; 409
+///   on create is [`LockError::AlreadyExists`], on replace [`LockError::Conflict`]; anything else
+///   (5xx, 429, transport, the [request timeout](Self::request_timeout), and a 404 on create,
+///   which says the Lease's namespace does not exist) is [`LockError::Backend`] with the kube
+///   error as its source, so the elector counts it as a failure.
 /// - The fencing token ([`Lock::fencing_token`]) is `leaseTransitions`, which the elector
 ///   increments on every grant: it restarts at 0 if the Lease is deleted (a `resourceVersion`
 ///   is opaque, so it cannot serve).
@@ -200,13 +201,15 @@ impl LeaseLock {
         self
     }
 
-    /// Sends `request` with this lock's user agent, bounded by the request timeout. Errors as
-    /// the API server gives them: 404 is [`LockError::NotFound`], 409 `on_conflict`, anything
-    /// else a backend failure.
+    /// Sends `request` (a `verb`) with this lock's user agent, bounded by the request timeout.
+    /// Errors as the API server gives them: a 404 on get or replace is [`LockError::NotFound`]
+    /// (on create the namespace is missing: a backend failure), a 409 on create
+    /// [`LockError::AlreadyExists`], on get or replace [`LockError::Conflict`], anything else a
+    /// backend failure.
     async fn send<T: k8s_openapi::serde::de::DeserializeOwned>(
         &self,
         request: Result<http::Request<Vec<u8>>, RequestError>,
-        on_conflict: LockError,
+        verb: Verb,
     ) -> Result<T, LockError> {
         let request = async {
             let mut request = request.map_err(kube::Error::BuildRequest)?;
@@ -219,19 +222,23 @@ impl LeaseLock {
         match tokio::time::timeout(self.timeout, request).await {
             Err(_) => Err(LockError::Backend(Box::new(RequestTimedOut(self.timeout)))),
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(kube::Error::Api(status))) if status.code == 404 => Err(LockError::NotFound),
-            Ok(Err(kube::Error::Api(status))) if status.code == 409 => Err(on_conflict),
+            Ok(Err(kube::Error::Api(status))) if status.code == 404 && verb != Verb::Create => {
+                Err(LockError::NotFound)
+            }
+            Ok(Err(kube::Error::Api(status))) if status.code == 409 => Err(match verb {
+                Verb::Create => LockError::AlreadyExists,
+                Verb::Get | Verb::Replace => LockError::Conflict,
+            }),
             Ok(Err(e)) => Err(LockError::Backend(Box::new(e))),
         }
     }
 
     /// Writes `lease` with `request` (a create or a replace, given the post parameters and the
-    /// body), caches the Lease the API server answers and returns its version; a 409 is
-    /// `on_conflict`.
+    /// body), caches the Lease the API server answers and returns its version.
     async fn write(
         &self,
         lease: &Lease,
-        on_conflict: LockError,
+        verb: Verb,
         request: impl FnOnce(&PostParams, Vec<u8>) -> Result<http::Request<Vec<u8>>, RequestError>,
     ) -> Result<String, LockError> {
         let params = PostParams {
@@ -240,7 +247,7 @@ impl LeaseLock {
         };
         let body = serde_json::to_vec(lease).map_err(kube::Error::SerdeError);
         let body = body.map_err(|e| LockError::Backend(Box::new(e)))?;
-        let written = self.send(request(&params, body), on_conflict).await?;
+        let written = self.send(request(&params, body), verb).await?;
         self.seen(written).map(|v| v.version)
     }
 
@@ -250,6 +257,14 @@ impl LeaseLock {
         *self.cached.lock() = Some(lease);
         Ok(versioned)
     }
+}
+
+/// The request a response answers, which decides what its 404 and 409 mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    Get,
+    Create,
+    Replace,
 }
 
 /// The record and version of `lease`.
@@ -318,7 +333,7 @@ fn system_time(t: &MicroTime) -> SystemTime {
 impl Lock for LeaseLock {
     async fn get(&self) -> Result<Versioned, LockError> {
         let get = self.request.get(&self.name, &GetParams::default());
-        let lease = self.send(get, LockError::Conflict).await?;
+        let lease = self.send(get, Verb::Get).await?;
         self.seen(lease)
     }
 
@@ -332,7 +347,7 @@ impl Lock for LeaseLock {
             },
             spec: record_to_spec(&record, None),
         };
-        self.write(&lease, LockError::AlreadyExists, |params, body| {
+        self.write(&lease, Verb::Create, |params, body| {
             self.request.create(params, body)
         })
         .await
@@ -342,7 +357,7 @@ impl Lock for LeaseLock {
         let cached = self.cached.lock().clone();
         let mut lease = cached.ok_or(LockError::Conflict)?;
         lease.spec = record_to_spec(&record, lease.spec.take());
-        self.write(&lease, LockError::Conflict, |params, body| {
+        self.write(&lease, Verb::Replace, |params, body| {
             self.request.replace(&self.name, params, body)
         })
         .await
@@ -368,9 +383,7 @@ impl Lock for LeaseLock {
         if !selector.is_empty() {
             params = params.labels(&selector.join(","));
         }
-        let leases: ObjectList<Lease> = self
-            .send(self.request.list(&params), LockError::Conflict)
-            .await?;
+        let leases: ObjectList<Lease> = self.send(self.request.list(&params), Verb::Get).await?;
         let mut listed = Vec::new();
         for lease in &leases.items {
             let name = lease.metadata.name.clone().unwrap_or_default();

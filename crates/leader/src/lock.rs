@@ -33,6 +33,8 @@ pub trait Lock: Send + Sync + 'static {
     /// # Errors
     ///
     /// [`LockError::AlreadyExists`] when a record exists; [`LockError::Backend`] on failure.
+    /// A [`LockError::NotFound`] (the place for the record is missing) is counted by the
+    /// elector as a failure too.
     async fn create(&self, record: LeaderRecord) -> Result<String, LockError>;
 
     /// Replaces the record if its version is the one this lock last saw; returns the new version.

@@ -128,9 +128,10 @@ impl Reports {
         }
     }
 
-    /// Counts the answer to a lock operation and passes its value on: a backend error is a
-    /// failure (warned about when failures persist); any other answer, a lost race or a record
-    /// that moved included, shows the store answers and resets the failures in a row.
+    /// Counts the answer to a lock operation and passes its value on: a backend error, or a
+    /// create answered with [`LockError::NotFound`], is a failure (warned about when failures
+    /// persist); any other answer, a lost race or a record that moved included, shows the store
+    /// answers and resets the failures in a row.
     pub(crate) fn answered<T>(&self, result: Result<T, LockError>, op: &'static str) -> Option<T> {
         let err = match result {
             Ok(v) => {
@@ -138,6 +139,9 @@ impl Reports {
                 return Some(v);
             }
             Err(err @ LockError::Backend(_)) => Arc::new(err),
+            // A record absent from a store that cannot create it (a user's lock whose place
+            // for the record is missing) is no lost race: it fails on every try.
+            Err(err @ LockError::NotFound) if op == "create" => Arc::new(err),
             Err(err) => {
                 debug!(error = %err, op, "lock operation refused");
                 self.store_answers();

@@ -564,3 +564,146 @@ fn config_should_keep_its_timing_up_to_what_the_record_holds() {
         ))
     );
 }
+
+/// The edges of every duration rule: zero, the largest `Duration`, and values whose jittered
+/// retry period or sums overflow. Each is refused with its typed error, never a panic.
+#[test]
+fn config_should_refuse_durations_at_the_edges_with_a_typed_error() {
+    let s = |x| Duration::from_secs(x);
+    let c = LeaderElectionConfig::default();
+    let max_rule = |err| {
+        matches!(
+            err,
+            Err(ConfigError::RenewDeadlineNotAboveJitteredRetry { .. })
+        )
+    };
+    assert!(max_rule(c.clone().retry_period(Duration::MAX).validate()));
+    // Just above what `mul_f64` can hold after × 1.2, and just below.
+    assert!(max_rule(
+        c.clone().retry_period(s(u64::MAX / 6 * 5 + 1)).validate()
+    ));
+    assert!(max_rule(c.clone().retry_period(s(u64::MAX / 2)).validate()));
+    assert!(matches!(
+        c.clone().renew_deadline(Duration::MAX).validate(),
+        Err(ConfigError::LeaseNotAboveRenewDeadline { .. })
+    ));
+    assert!(matches!(
+        c.clone().lease_duration(Duration::MAX).validate(),
+        Err(ConfigError::LeaseNotWholeSeconds(Duration::MAX))
+    ));
+    // A renew deadline and a retry period whose sum overflows.
+    let huge = c
+        .clone()
+        .lease_duration(Duration::MAX)
+        .renew_deadline(Duration::MAX - s(1))
+        .retry_period(s(u64::MAX / 2));
+    assert!(huge.validate().is_err());
+    assert!(matches!(
+        c.clone().lease_duration(Duration::ZERO).validate(),
+        Err(ConfigError::LeaseNotAboveRenewDeadline { .. })
+    ));
+    assert!(matches!(
+        c.clone()
+            .lease_duration(Duration::ZERO)
+            .renew_deadline(Duration::ZERO)
+            .validate(),
+        Err(ConfigError::LeaseNotAboveRenewDeadline { .. })
+    ));
+    // A grace period of any length is valid: it is only ever slept (tokio clamps a sleep).
+    assert!(c.clone().grace_period(Duration::MAX).validate().is_ok());
+    assert!(c.clone().grace_period(Duration::ZERO).validate().is_ok());
+    let err = LeaderElector::new(MemoryStore::new().lock("a"), c.retry_period(Duration::MAX))
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        ConfigError::RenewDeadlineNotAboveJitteredRetry { .. }
+    ));
+}
+
+proptest::proptest! {
+    /// Any three durations, the edges drawn often: `validate` answers without panicking, and
+    /// what it accepts keeps every rule the elector's arithmetic relies on.
+    #[test]
+    fn config_validation_never_panics_and_accepts_only_sound_timing(
+        ld in duration(), rd in duration(), rp in duration(),
+    ) {
+        let c = LeaderElectionConfig::default()
+            .lease_duration(ld)
+            .renew_deadline(rd)
+            .retry_period(rp);
+        if c.validate().is_ok() {
+            proptest::prop_assert!(!rp.is_zero());
+            proptest::prop_assert!(rd.as_secs_f64() > rp.as_secs_f64() * 1.2);
+            proptest::prop_assert!(ld > rd.checked_add(rp).unwrap());
+            proptest::prop_assert!(ld.as_secs() <= u64::from(u32::MAX) && ld.subsec_nanos() == 0);
+        }
+    }
+}
+
+fn duration() -> impl proptest::strategy::Strategy<Value = Duration> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(Duration::ZERO),
+        Just(Duration::MAX),
+        Just(Duration::from_secs(u64::from(u32::MAX))),
+        (0..u64::MAX, 0..1_000_000_000u32).prop_map(|(s, n)| Duration::new(s, n)),
+        (0..100u64).prop_map(Duration::from_secs),
+        (0..100_000u64).prop_map(Duration::from_millis),
+    ]
+}
+
+/// A user's lock with nowhere to create its record: the get finds none, the create answers
+/// `NotFound`.
+#[derive(Debug)]
+struct NowhereToCreate;
+
+#[async_trait::async_trait]
+impl Lock for NowhereToCreate {
+    async fn get(&self) -> Result<ctrlq_leader::Versioned, ctrlq_leader::LockError> {
+        Err(ctrlq_leader::LockError::NotFound)
+    }
+    async fn create(
+        &self,
+        _: ctrlq_leader::LeaderRecord,
+    ) -> Result<String, ctrlq_leader::LockError> {
+        Err(ctrlq_leader::LockError::NotFound)
+    }
+    async fn update(
+        &self,
+        _: ctrlq_leader::LeaderRecord,
+    ) -> Result<String, ctrlq_leader::LockError> {
+        Err(ctrlq_leader::LockError::NotFound)
+    }
+    fn identity(&self) -> &str {
+        "a"
+    }
+    fn describe(&self) -> String {
+        "nowhere".into()
+    }
+}
+
+/// A create answered `NotFound` fails on every try, so it is a failure the status shows, not a
+/// lost race: a candidate that can never lead says why.
+#[tokio::test(start_paused = true)]
+async fn a_create_answered_not_found_is_a_reported_failure() {
+    let e = LeaderElector::new(NowhereToCreate, config()).unwrap();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    let status = e.subscribe_status();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        stop.cancel();
+    });
+    assert_eq!(bounded(e.run(cancel, |_| async {})).await, None);
+    let status = status.borrow().clone();
+    assert!(status.lock_errors >= 3, "{status:?}");
+    assert!(status.consecutive_failures >= 1, "{status:?}");
+    assert!(
+        matches!(
+            status.last_error.as_deref(),
+            Some(ctrlq_leader::LockError::NotFound)
+        ),
+        "{status:?}"
+    );
+    assert!(!status.leading);
+}

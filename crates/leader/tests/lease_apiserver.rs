@@ -321,6 +321,40 @@ async fn an_elector_should_never_lead_on_a_lease_the_api_server_refuses() {
     assert!(!led.load(Ordering::SeqCst));
 }
 
+/// A Lease in a namespace that does not exist: the API server answers the get and the create
+/// with 404. The create's 404 is a backend failure carrying the API's status (it names the
+/// namespace), so the elector reports it in its status and never leads.
+#[tokio::test]
+async fn an_elector_should_report_a_lease_namespace_that_does_not_exist() {
+    let ns = "no-such-namespace";
+    let plane = ControlPlane::shared().await;
+    let lock = LeaseLock::new(plane.client(ADMIN), ns, NAME, "a");
+    let err = lock.create(record("a", 0)).await.unwrap_err();
+    assert!(matches!(err, LockError::Backend(_)), "{err:?}");
+    assert_eq!(api_status(&err), Some((404, "NotFound".into())), "{err:?}");
+    assert!(err.source().unwrap().to_string().contains(ns), "{err:?}");
+    assert!(matches!(lock.get().await, Err(LockError::NotFound)));
+
+    let lock = LeaseLock::new(plane.client(ADMIN), ns, NAME, "a");
+    let elector = Arc::new(LeaderElector::new(lock, config()).unwrap());
+    let cancel = CancellationToken::new();
+    let (led, task) = run(&elector, &cancel);
+    let status = wait_errors(&elector, 2).await;
+    assert!(status.consecutive_failures >= 1, "{status:?}");
+    let err = status.last_error.expect("the error is reported");
+    assert_eq!(api_status(&err), Some((404, "NotFound".into())), "{err:?}");
+    assert!(!status.leading && !elector.is_leader());
+    cancel.cancel();
+    assert_eq!(
+        timeout(Duration::from_secs(30), task)
+            .await
+            .unwrap()
+            .unwrap(),
+        None
+    );
+    assert!(!led.load(Ordering::SeqCst));
+}
+
 /// `list` reads the namespace's Leases carrying the lock's labels, narrowed to a name prefix,
 /// in name order.
 #[tokio::test]
