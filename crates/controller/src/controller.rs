@@ -467,8 +467,11 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
         self
     }
 
-    /// Reports the work queue's client-go metrics through `provider`, under the controller's
-    /// name.
+    /// Reports the work queue's metrics through `provider`, under the controller's name. For
+    /// the series a controller-runtime operator writes (labels `controller` and `name`, its help
+    /// texts and buckets), give it `QueueMetrics::register_controller_runtime` of
+    /// `ctrlq_queue_async::prometheus` (feature `prometheus`; see the module `prometheus`);
+    /// `QueueMetrics::register` writes them as Kubernetes components do.
     ///
     /// # Examples
     ///

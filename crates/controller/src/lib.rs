@@ -14,8 +14,8 @@
 //!   new term's queue at once, without listing again (see [Warm standby](#warm-standby));
 //! - a shutdown drains: no new keys, in-flight reconciles finish within a grace period while the
 //!   lease is kept, then [`Controller::run`] returns a [`Summary`];
-//! - controller-runtime's metric names ([`prometheus`], feature `prometheus`), a `tracing` span per
-//!   reconcile carrying the key, and [`Event`]s as they happen.
+//! - controller-runtime's metric names (the module `prometheus`, feature `prometheus`), a
+//!   `tracing` span per reconcile carrying the key, and [`Event`]s as they happen.
 //!
 //! # Warm standby
 //!

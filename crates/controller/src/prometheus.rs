@@ -15,12 +15,36 @@
 //!
 //! As in controller-runtime, a panic counts as a panic, as an error and as a reconcile with
 //! result `error`; every series of a controller exists (at zero) from its first term. The
-//! feature also turns on the metrics that sit next to these: the queue's client-go ones
-//! ([`ctrlq_queue_async::prometheus::QueueMetrics`], given to
-//! [`Controller::queue_metrics`](crate::Controller::queue_metrics), which hands them to the
-//! queue's `metrics`) and the elector's, `leader_election_master_status` among them
-//! ([`ctrlq_leader::prometheus::LeaderMetrics`], given to
-//! [`LeaderElector::metrics`](ctrlq_leader::LeaderElector::metrics)).
+//! feature also turns on the metrics that sit next to these: the queue's and the elector's,
+//! `leader_election_master_status` among them ([`ctrlq_leader::prometheus::LeaderMetrics`],
+//! given to [`LeaderElector::metrics`](ctrlq_leader::LeaderElector::metrics)).
+//!
+//! # The queue's metrics
+//!
+//! Registered with
+//! [`QueueMetrics::register_controller_runtime`](ctrlq_queue_async::prometheus::QueueMetrics::register_controller_runtime)
+//! and given to [`Controller::queue_metrics`](crate::Controller::queue_metrics), which hands
+//! them to each term's queue, the controller's queue writes the `workqueue_*` series as a
+//! controller-runtime operator's (v0.24, `pkg/internal/metrics/workqueue.go`): each one
+//! labelled `controller` and `name`, both the controller's name, the depth also `priority="0"`
+//! (the runner's queue is a FIFO work queue: its keys have no priority, which
+//! controller-runtime's priority queue writes as `0`), with its help texts and its duration
+//! buckets, `ExponentialBuckets(10e-9, 10, 12)` (10 ns … 1000 s):
+//!
+//! | name | type | labels |
+//! |---|---|---|
+//! | `workqueue_depth` | gauge | `controller`, `name`, `priority` |
+//! | `workqueue_adds_total` | counter | `controller`, `name` |
+//! | `workqueue_queue_duration_seconds` | histogram (10 ns … 1000 s) | `controller`, `name` |
+//! | `workqueue_work_duration_seconds` | histogram (10 ns … 1000 s) | `controller`, `name` |
+//! | `workqueue_unfinished_work_seconds` | gauge | `controller`, `name` |
+//! | `workqueue_longest_running_processor_seconds` | gauge | `controller`, `name` |
+//! | `workqueue_retries_total` | counter | `controller`, `name` |
+//!
+//! [`QueueMetrics::register`](ctrlq_queue_async::prometheus::QueueMetrics::register) writes
+//! them as Kubernetes components do instead (label `name` only, component-base's help texts and
+//! buckets); one registry holds one of the two. What each series counts is described in
+//! [`ctrlq_queue_async::prometheus`].
 //!
 //! The help texts are controller-runtime's, verbatim (no period added), and ours are written in
 //! their style: `ctrlq_controller_first_reconcile_seconds` reads "Time from gaining a lease or a
@@ -47,6 +71,7 @@
 //! use std::convert::Infallible;
 //! use ctrlq_controller::{Action, Context, Controller};
 //! use ctrlq_controller::prometheus::ControllerMetrics;
+//! use ctrlq_queue_async::prometheus::QueueMetrics;
 //! use prometheus_client::registry::Registry;
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -54,6 +79,7 @@
 //! # async fn main() {
 //! let mut registry = Registry::default();
 //! let metrics = ControllerMetrics::register(&mut registry);
+//! let queue_metrics = QueueMetrics::register_controller_runtime(&mut registry);
 //! let shutdown = CancellationToken::new();
 //! let stop = shutdown.clone();
 //! let summary = Controller::new("pods", move |_key: u32, _ctx: Context| {
@@ -62,6 +88,7 @@
 //!     })
 //!     .source(|| futures::stream::iter([1]))
 //!     .metrics(metrics)
+//!     .queue_metrics(queue_metrics)
 //!     .run(shutdown)
 //!     .await;
 //! assert_eq!(summary.reconciles, 1);
@@ -74,6 +101,8 @@
 //! assert!(text.contains(
 //!     r#"controller_runtime_reconcile_time_seconds_bucket{le="1",controller="pods"} 1"#
 //! ));
+//! assert!(text.contains(r#"workqueue_adds_total{controller="pods",name="pods"} 1"#));
+//! assert!(text.contains(r#"workqueue_depth{controller="pods",name="pods",priority="0"} 0"#));
 //! # }
 //! ```
 

@@ -1,4 +1,5 @@
-//! controller-runtime's metrics against the reconciles observed through the event hook.
+//! controller-runtime's metrics against the reconciles observed through the event hook, and the
+//! controller's queue series as controller-runtime writes them.
 
 mod support;
 
@@ -9,6 +10,7 @@ use std::time::Duration;
 use ctrlq_controller::prometheus::ControllerMetrics;
 use ctrlq_controller::prometheus::encode;
 use ctrlq_controller::{Action, Context, Controller, Event, ReconcileOutcome};
+use ctrlq_queue_async::prometheus::QueueMetrics;
 use prometheus_client::registry::Registry;
 use support::{Rng, bounded};
 use tokio::time::sleep;
@@ -28,7 +30,7 @@ fn value(text: &str, series: &str) -> f64 {
 async fn counters_match_the_reconciles_observed() {
     let mut registry = Registry::default();
     let metrics = ControllerMetrics::register(&mut registry);
-    let queue_metrics = ctrlq_queue_async::prometheus::QueueMetrics::register(&mut registry);
+    let queue_metrics = QueueMetrics::register_controller_runtime(&mut registry);
     let rng = Arc::new(Mutex::new(Rng::new(7)));
     let observed: Arc<Mutex<HashMap<&'static str, u64>>> = Arc::default();
     let o = observed.clone();
@@ -144,14 +146,18 @@ async fn counters_match_the_reconciles_observed() {
         0.0
     );
     assert_eq!(summary.panics as f64, panics);
-    // The queue's client-go metrics, under the controller's name: 40 listed keys plus every
-    // requeue came through it.
-    let adds = value(&text, r#"workqueue_adds_total{name="pods"}"#);
+    // The queue's metrics, under the controller's name: 40 listed keys plus every requeue came
+    // through it.
+    let adds = value(
+        &text,
+        r#"workqueue_adds_total{controller="pods",name="pods"}"#,
+    );
     assert!(
         adds >= 40.0 + seen("requeue") + seen("requeue_after"),
         "{adds}"
     );
-    assert_eq!(value(&text, r#"workqueue_depth{name="pods"}"#), 0.0);
+    let depth = r#"workqueue_depth{controller="pods",name="pods",priority="0"}"#;
+    assert_eq!(value(&text, depth), 0.0);
     assert_eq!(summary.errors as f64, errors - panics);
 }
 
@@ -210,6 +216,99 @@ async fn help_lines_and_bucket_bounds_are_controller_runtimes() {
         .collect();
     assert_eq!(buckets, expected, "{text}");
     assert!(text.ends_with("\n# EOF\n"), "{text}");
+}
+
+/// The controller's queue writes the `workqueue_*` series as a controller-runtime operator's
+/// (v0.24.1, `pkg/internal/metrics/workqueue.go`): labels `controller` and `name`, both the
+/// controller's name, `priority="0"` on the depth, controller-runtime's help texts, and its
+/// `ExponentialBuckets(10e-9, 10, 12)` as Go's client writes each `le`. One key reconciled in
+/// 200 ms.
+#[tokio::test(start_paused = true)]
+async fn the_queue_series_are_controller_runtimes() {
+    let mut registry = Registry::default();
+    let queue_metrics = QueueMetrics::register_controller_runtime(&mut registry);
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let run = Controller::new("pods", move |_key: u32, _ctx: Context| {
+        let stop = stop.clone();
+        async move {
+            sleep(Duration::from_millis(200)).await;
+            stop.cancel();
+            Ok::<_, Failed>(Action::Done)
+        }
+    })
+    .source(|| futures::stream::iter([1]))
+    .queue_metrics(queue_metrics)
+    .run(shutdown);
+    let summary = bounded(Duration::from_secs(60), run).await;
+    assert_eq!(summary.reconciles, 1);
+
+    let mut text = String::new();
+    encode(&mut text, &registry).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let labels = r#"{controller="pods",name="pods"}"#;
+    for expected in [
+        r#"workqueue_depth{controller="pods",name="pods",priority="0"} 0"#.to_owned(),
+        format!("workqueue_adds_total{labels} 1"),
+        format!("workqueue_queue_duration_seconds_count{labels} 1"),
+        format!("workqueue_work_duration_seconds_sum{labels} 0.2"),
+        format!("workqueue_work_duration_seconds_count{labels} 1"),
+        format!("workqueue_unfinished_work_seconds{labels} 0.0"),
+        format!("workqueue_longest_running_processor_seconds{labels} 0.0"),
+        format!("workqueue_retries_total{labels} 0"),
+    ] {
+        assert!(lines.contains(&expected.as_str()), "{expected}\n{text}");
+    }
+    let go = [
+        "1e-08",
+        "1e-07",
+        "1e-06",
+        "9.999999999999999e-06",
+        "9.999999999999999e-05",
+        "0.001",
+        "0.01",
+        "0.1",
+        "1",
+        "10",
+        "100",
+        "1000",
+        "+Inf",
+    ];
+    let buckets: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("workqueue_work_duration_seconds_bucket{"))
+        .collect();
+    // 0.2 s lies above the eight bounds up to 0.1 and within the rest.
+    let expected: Vec<String> = go
+        .iter()
+        .enumerate()
+        .map(|(i, le)| {
+            let n = u8::from(i >= 8);
+            format!(
+                r#"workqueue_work_duration_seconds_bucket{{le="{le}",controller="pods",name="pods"}} {n}"#
+            )
+        })
+        .collect();
+    assert_eq!(buckets, expected, "{text}");
+    let help: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("# HELP workqueue_"))
+        .collect();
+    assert_eq!(
+        help,
+        [
+            "# HELP workqueue_depth Current depth of workqueue by workqueue and priority",
+            "# HELP workqueue_adds Total number of adds handled by workqueue",
+            "# HELP workqueue_queue_duration_seconds How long in seconds an item stays in workqueue before being requested",
+            "# HELP workqueue_work_duration_seconds How long in seconds processing an item from workqueue takes.",
+            "# HELP workqueue_unfinished_work_seconds How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+            "# HELP workqueue_longest_running_processor_seconds How many seconds has the longest running processor for workqueue been running.",
+            "# HELP workqueue_retries Total number of items added to the workqueue with a non-zero delay (rate-limited requeues, explicit RequeueAfter or AddAfter calls)",
+        ],
+        "{text}"
+    );
 }
 
 /// `ctrlq_controller_first_reconcile_seconds` observes each term's first reconcile, as

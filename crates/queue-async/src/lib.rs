@@ -24,13 +24,13 @@
 //!
 //! # Features
 //!
-//! - `prometheus`: [`prometheus`](mod@prometheus), client-go's work-queue metrics registered with
-//!   prometheus-client.
+//! - `prometheus`: the module `prometheus`, client-go's work-queue metrics registered with
+//!   prometheus-client, as Kubernetes components or as controller-runtime define them.
 //! - `test-util`: helpers for tests under paused time (`settle` on the work and priority queues,
-//!   [`metrics::testing`]).
-//! - `wake-counts`: [`wake_counts`], process-wide counts of wake-ups, empty wake-ups, parks,
-//!   hand-outs and contended lock acquisitions, for benchmarks. Off by default; without it the
-//!   queues carry no counting at all.
+//!   the module `metrics::testing`).
+//! - `wake-counts`: the module `wake_counts`, process-wide counts of wake-ups, empty wake-ups,
+//!   parks, hand-outs and contended lock acquisitions, for benchmarks. Off by default; without
+//!   it the queues carry no counting at all.
 //!
 //! # Time
 //!

@@ -1,26 +1,40 @@
-//! client-go's work-queue metrics in a `prometheus-client` registry, under the names, help
-//! texts and bucket bounds Kubernetes dashboards already read (feature `prometheus`).
+//! client-go's work-queue metrics in a `prometheus-client` registry, under the names, labels,
+//! help texts and bucket bounds Kubernetes dashboards already read (feature `prometheus`): as
+//! Kubernetes components write them ([`QueueMetrics::register`]), or as controller-runtime
+//! writes them ([`QueueMetrics::register_controller_runtime`], for a controller's queue).
 //!
-//! | name | type | labels |
-//! |---|---|---|
-//! | `workqueue_depth` | gauge | `name`; `name`, `priority` for priority queues |
-//! | `workqueue_adds_total` | counter | `name` |
-//! | `workqueue_queue_duration_seconds` | histogram | `name` |
-//! | `workqueue_work_duration_seconds` | histogram | `name` |
-//! | `workqueue_unfinished_work_seconds` | gauge | `name` |
-//! | `workqueue_longest_running_processor_seconds` | gauge | `name` |
-//! | `workqueue_retries_total` | counter | `name` |
+//! | name | type | labels (`register`) | labels (`register_controller_runtime`) |
+//! |---|---|---|---|
+//! | `workqueue_depth` | gauge | `name`; `name`, `priority` for priority queues | `controller`, `name`, `priority` |
+//! | `workqueue_adds_total` | counter | `name` | `controller`, `name` |
+//! | `workqueue_queue_duration_seconds` | histogram | `name` | `controller`, `name` |
+//! | `workqueue_work_duration_seconds` | histogram | `name` | `controller`, `name` |
+//! | `workqueue_unfinished_work_seconds` | gauge | `name` | `controller`, `name` |
+//! | `workqueue_longest_running_processor_seconds` | gauge | `name` | `controller`, `name` |
+//! | `workqueue_retries_total` | counter | `name` | `controller`, `name` |
 //!
-//! The definitions are component-base's (`k8s.io/component-base/metrics/prometheus/workqueue`),
-//! which client-go's queues report to in every Kubernetes component:
+//! `register` follows component-base (`k8s.io/component-base/metrics/prometheus/workqueue`),
+//! which client-go's queues report to in every Kubernetes component. `register_controller_runtime`
+//! follows controller-runtime v0.24 (`pkg/internal/metrics/workqueue.go`), which an operator's
+//! queues report to: `controller` and `name` are both the queue's name (a controller's queue
+//! is named after the controller), and a work queue's depth is labelled `priority="0"`, as
+//! controller-runtime's priority queue, its controllers' default, labels a key added without a
+//! priority.
 //!
-//! - **Help texts** are its `Help` strings, verbatim (Kubernetes components render them with a
-//!   `[BETA] ` stability prefix, controller-runtime without; this module as controller-runtime).
-//! - **Histogram bounds** are its `ExponentialBuckets(10e-7, 10, 10)`, computed as Go computes
-//!   them (each bound the previous one times 10, in `f64`), so every bound is the same
+//! - **Help texts** are the Go `Help` strings, verbatim, each definition its own: component-base's
+//!   depth reads "Current depth of workqueue", controller-runtime's "Current depth of workqueue
+//!   by workqueue and priority". (Kubernetes components render component-base's with a
+//!   `[BETA] ` stability prefix, which this module leaves out, as controller-runtime does.)
+//! - **Histogram bounds** are component-base's `ExponentialBuckets(10e-7, 10, 10)` or
+//!   controller-runtime's `ExponentialBuckets(10e-9, 10, 12)`, computed as Go computes them
+//!   (each bound the previous one times 10, in `f64`), so every bound is the same
 //!   floating-point number as Go's: `1e-06`, `9.999999999999999e-06`, `9.999999999999999e-05`,
-//!   `0.001`, `0.01`, `0.1`, `1`, `10`, `100`, `1000`. An observation equal to a bound counts in
-//!   that bucket (`le`), so `0.1` s counts in `le="0.1"`.
+//!   `0.001`, `0.01`, `0.1`, `1`, `10`, `100`, `1000`; controller-runtime's start with `1e-08`,
+//!   `1e-07` before those ten. An observation equal to a bound counts in that bucket (`le`), so
+//!   `0.1` s counts in `le="0.1"`.
+//! - **Labels** are written in the order Go's client writes them, sorted by name (`controller`,
+//!   `name`, `priority`), except a bucket's `le`, which comes first here and last in Go's: the
+//!   same series to Prometheus.
 //! - **Bucket labels** are written by [`encode`] as Go's client writes them (`le="1"`,
 //!   `le="9.999999999999999e-06"`). `prometheus-client`'s own `text::encode` writes `le="1.0"`
 //!   and `le="0.000009999999999999999"`: the same numbers, but a label value is a string, so a
@@ -43,7 +57,9 @@
 //! `workqueue_retries_total` counts as client-go's for a [`WorkQueue`](crate::WorkQueue): every
 //! delayed or rate-limited add the queue accepts, a zero delay included; and as
 //! controller-runtime's for a [`PriorityQueue`](crate::PriorityQueue): only adds whose delay is
-//! above zero. `workqueue_unfinished_work_seconds` and
+//! above zero, whichever definitions are registered (controller-runtime's help text speaks of
+//! a non-zero delay; its controllers on client-go's queue, `UsePriorityQueue: false`, count a
+//! zero delay too, as a work queue here does). `workqueue_unfinished_work_seconds` and
 //! `workqueue_longest_running_processor_seconds` are refreshed every
 //! [`UNFINISHED_WORK_UPDATE_PERIOD`](crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD), and go back
 //! to 0 as soon as no key is being processed.
@@ -94,121 +110,9 @@ use crate::metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, SettableGaugeMetric,
 };
 
-/// The content type of the exposition [`encode`] writes: OpenMetrics text 1.0.0, in UTF-8.
-///
-/// # Examples
-///
-/// ```
-/// // The header an HTTP handler serving the exposition sets.
-/// let header = ("content-type", ctrlq_queue_async::prometheus::CONTENT_TYPE);
-/// assert!(header.1.starts_with("application/openmetrics-text; version=1.0.0"));
-/// ```
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+mod encode;
 
-/// Writes every metric of `registry` in the OpenMetrics text format, ending with `# EOF`, as
-/// `prometheus_client::encoding::text::encode` does, except that the bound of every histogram
-/// bucket in it (its `le` label) is written as Go's Prometheus client writes it
-/// (`strconv.FormatFloat(bound, 'g', -1, 64)`): `1`, `10`, `0.005`, `1e-06`, `+Inf`, where
-/// `prometheus-client` writes `1.0`, `10.0`, `0.005`, `0.000001`, `+Inf`. Serve it with
-/// [`CONTENT_TYPE`].
-///
-/// This applies to every histogram of the registry, the application's own included.
-///
-/// # Errors
-///
-/// What `prometheus_client::encoding::text::encode` or `writer` returns.
-///
-/// # Examples
-///
-/// ```
-/// use prometheus_client::metrics::histogram::Histogram;
-/// use prometheus_client::registry::Registry;
-///
-/// let mut registry = Registry::default();
-/// registry.register("latency_seconds", "Latency", Histogram::new([0.5, 1.0]));
-/// let mut text = String::new();
-/// ctrlq_queue_async::prometheus::encode(&mut text, &registry).unwrap();
-/// assert!(text.contains("latency_seconds_bucket{le=\"0.5\"} 0\n"));
-/// assert!(text.contains("latency_seconds_bucket{le=\"1\"} 0\n"));
-/// assert!(text.contains("latency_seconds_bucket{le=\"+Inf\"} 0\n"));
-/// assert!(text.ends_with("# EOF\n"));
-/// ```
-pub fn encode(writer: &mut impl fmt::Write, registry: &Registry) -> fmt::Result {
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, registry)?;
-    write_go_bounds(writer, &text)
-}
-
-/// Copies the exposition `text` to `out`, each histogram bucket's `le` value rewritten in Go's
-/// form.
-fn write_go_bounds(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
-    // The family whose samples follow, if it is a histogram.
-    let mut histogram: Option<&str> = None;
-    for line in text.split_inclusive('\n') {
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            histogram = match rest.trim_end().split_once(' ') {
-                Some((name, "histogram" | "gaugehistogram")) => Some(name),
-                _ => None,
-            };
-        } else if let Some((start, end)) = histogram.and_then(|family| bucket_bound(line, family))
-            && let Ok(value) = line[start..end].parse::<f64>()
-        {
-            out.write_str(&line[..start])?;
-            write_go_float(out, value)?;
-            out.write_str(&line[end..])?;
-            continue;
-        }
-        out.write_str(line)?;
-    }
-    Ok(())
-}
-
-/// Where the `le` label's value lies in `line` (a byte range), if the line is a bucket sample
-/// of histogram `family`.
-fn bucket_bound(line: &str, family: &str) -> Option<(usize, usize)> {
-    // `name="value"` pairs, comma-separated; a backslash escapes the next byte of a value.
-    let mut rest = line.strip_prefix(family)?.strip_prefix("_bucket{")?;
-    loop {
-        let (name, value) = rest.split_once("=\"")?;
-        let bytes = value.as_bytes();
-        let mut len = 0;
-        while *bytes.get(len)? != b'"' {
-            len += if bytes[len] == b'\\' { 2 } else { 1 };
-        }
-        if name == "le" {
-            let start = line.len() - value.len();
-            return Some((start, start + len));
-        }
-        rest = value.get(len + 1..)?.strip_prefix(',')?;
-    }
-}
-
-/// Writes `value` as Go's Prometheus client writes a float: `strconv.FormatFloat(value, 'g',
-/// -1, 64)` (the shortest digits that read back as `value`; an exponent, of at least two
-/// digits, below 1e-4 and from 1e+06 on), with `+Inf`, `-Inf`, `NaN` and `0`.
-fn write_go_float(out: &mut impl fmt::Write, value: f64) -> fmt::Result {
-    if value.is_nan() {
-        return out.write_str("NaN");
-    }
-    if value.is_infinite() {
-        return out.write_str(if value > 0.0 { "+Inf" } else { "-Inf" });
-    }
-    if value == 0.0 {
-        return out.write_str("0");
-    }
-    // Rust's `{:e}` and `{}` write the same shortest digits as Go: `[-]d[.ddd]e[-]x`, and the
-    // plain decimal Go writes for exponents from -4 to 5.
-    let scientific = format!("{value:e}");
-    let (mantissa, exponent) = scientific
-        .split_once('e')
-        .expect("`{:e}` of a finite float has an exponent");
-    let exponent: i32 = exponent.parse().expect("`{:e}` writes an integer exponent");
-    if (-4..6).contains(&exponent) {
-        return write!(out, "{value}");
-    }
-    let sign = if exponent < 0 { '-' } else { '+' };
-    write!(out, "{mantissa}e{sign}{:02}", exponent.unsigned_abs())
-}
+pub use encode::{CONTENT_TYPE, encode};
 
 /// Distinct priorities labelled per queue before they share `exceeded_cardinality_limit`
 /// (controller-runtime's limit).
@@ -229,17 +133,77 @@ fn go_exponential_buckets(start: f64, factor: f64, count: usize) -> Vec<f64> {
     bounds
 }
 
-/// A duration histogram: component-base's `ExponentialBuckets(10e-7, 10, 10)`, 1 µs … 1000 s.
-fn duration_histogram() -> Histogram {
-    Histogram::new(go_exponential_buckets(1e-6, 10.0, 10))
+/// Whose definitions the families follow: the names are the same, the labels, help texts and
+/// histogram bounds differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flavour {
+    /// component-base's (`k8s.io/component-base/metrics/prometheus/workqueue`): label `name`.
+    ClientGo,
+    /// controller-runtime's (`pkg/internal/metrics/workqueue.go`): labels `controller` and
+    /// `name`, both the queue's name, and `priority` on the depth.
+    ControllerRuntime,
+}
+
+impl Flavour {
+    /// The help texts of the seven families, in [`Families`]' order, verbatim: the collector
+    /// writes them as they are (a registry's `register` would add a period to each).
+    fn help(self) -> [&'static str; 7] {
+        match self {
+            Self::ClientGo => [
+                "Current depth of workqueue",
+                "Total number of adds handled by workqueue",
+                "How long in seconds an item stays in workqueue before being requested.",
+                "How long in seconds processing an item from workqueue takes.",
+                "How many seconds of work has done that is in progress and hasn't been observed \
+                 by work_duration. Large values indicate stuck threads. One can deduce the \
+                 number of stuck threads by observing the rate at which this increases.",
+                "How many seconds has the longest running processor for workqueue been running.",
+                "Total number of retries handled by workqueue",
+            ],
+            Self::ControllerRuntime => [
+                "Current depth of workqueue by workqueue and priority",
+                "Total number of adds handled by workqueue",
+                "How long in seconds an item stays in workqueue before being requested",
+                "How long in seconds processing an item from workqueue takes.",
+                "How many seconds of work has been done that is in progress and hasn't been \
+                 observed by work_duration. Large values indicate stuck threads. One can deduce \
+                 the number of stuck threads by observing the rate at which this increases.",
+                "How many seconds has the longest running processor for workqueue been running.",
+                "Total number of items added to the workqueue with a non-zero delay (rate-limited \
+                 requeues, explicit RequeueAfter or AddAfter calls)",
+            ],
+        }
+    }
+
+    /// A new duration histogram: component-base's `ExponentialBuckets(10e-7, 10, 10)`, 1 µs …
+    /// 1000 s, or controller-runtime's `ExponentialBuckets(10e-9, 10, 12)`, 10 ns … 1000 s.
+    fn histogram(self) -> fn() -> Histogram {
+        match self {
+            Self::ClientGo => || Histogram::new(go_exponential_buckets(1e-6, 10.0, 10)),
+            Self::ControllerRuntime => || Histogram::new(go_exponential_buckets(1e-8, 10.0, 12)),
+        }
+    }
+
+    /// The labels of queue `name`'s series, in the order Go's client writes them (sorted by
+    /// name), `priority` last.
+    fn labels(self, name: &str, priority: Option<String>) -> Labels {
+        let mut labels = Vec::with_capacity(3);
+        if self == Self::ControllerRuntime {
+            labels.push(("controller".to_owned(), name.to_owned()));
+        }
+        labels.push(("name".to_owned(), name.to_owned()));
+        labels.extend(priority.map(|p| ("priority".to_owned(), p)));
+        labels
+    }
 }
 
 type Durations = Family<Labels, Histogram, fn() -> Histogram>;
 type Seconds = Gauge<f64, AtomicU64>;
 
-/// The seven families; clones share their series.
+/// The seven families of one flavour; clones share their series.
 #[derive(Clone)]
 struct Families {
+    flavour: Flavour,
     depth: Family<Labels, Gauge>,
     adds: Family<Labels, Counter>,
     queue_duration: Durations,
@@ -249,13 +213,14 @@ struct Families {
     retries: Family<Labels, Counter>,
 }
 
-impl Default for Families {
-    fn default() -> Self {
+impl Families {
+    fn new(flavour: Flavour) -> Self {
         Self {
+            flavour,
             depth: Family::default(),
             adds: Family::default(),
-            queue_duration: Family::new_with_constructor(duration_histogram),
-            work_duration: Family::new_with_constructor(duration_histogram),
+            queue_duration: Family::new_with_constructor(flavour.histogram()),
+            work_duration: Family::new_with_constructor(flavour.histogram()),
             unfinished: Family::default(),
             longest: Family::default(),
             retries: Family::default(),
@@ -271,45 +236,17 @@ impl fmt::Debug for Families {
 
 impl Collector for Families {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
-        // component-base's help texts, verbatim: the collector writes them as they are (a
-        // registry's `register` would add a period to each). Counters are named without
-        // `_total`: the encoder appends it to their samples.
-        let families: [(&str, &str, &dyn EncodeMetric); 7] = [
-            ("workqueue_depth", "Current depth of workqueue", &self.depth),
-            (
-                "workqueue_adds",
-                "Total number of adds handled by workqueue",
-                &self.adds,
-            ),
-            (
-                "workqueue_queue_duration_seconds",
-                "How long in seconds an item stays in workqueue before being requested.",
-                &self.queue_duration,
-            ),
-            (
-                "workqueue_work_duration_seconds",
-                "How long in seconds processing an item from workqueue takes.",
-                &self.work_duration,
-            ),
-            (
-                "workqueue_unfinished_work_seconds",
-                "How many seconds of work has done that is in progress and hasn't been observed \
-                 by work_duration. Large values indicate stuck threads. One can deduce the \
-                 number of stuck threads by observing the rate at which this increases.",
-                &self.unfinished,
-            ),
-            (
-                "workqueue_longest_running_processor_seconds",
-                "How many seconds has the longest running processor for workqueue been running.",
-                &self.longest,
-            ),
-            (
-                "workqueue_retries",
-                "Total number of retries handled by workqueue",
-                &self.retries,
-            ),
+        // Counters are named without `_total`: the encoder appends it to their samples.
+        let families: [(&str, &dyn EncodeMetric); 7] = [
+            ("workqueue_depth", &self.depth),
+            ("workqueue_adds", &self.adds),
+            ("workqueue_queue_duration_seconds", &self.queue_duration),
+            ("workqueue_work_duration_seconds", &self.work_duration),
+            ("workqueue_unfinished_work_seconds", &self.unfinished),
+            ("workqueue_longest_running_processor_seconds", &self.longest),
+            ("workqueue_retries", &self.retries),
         ];
-        for (name, help, family) in families {
+        for ((name, family), help) in families.into_iter().zip(self.flavour.help()) {
             family.encode(encoder.encode_descriptor(name, help, None, family.metric_type())?)?;
         }
         Ok(())
@@ -317,7 +254,8 @@ impl Collector for Families {
 }
 
 /// The seven metric families, registered once; every queue built with this provider reports
-/// under its own `name` label.
+/// under its own `name` label (and `controller` label, when registered with
+/// [`register_controller_runtime`](Self::register_controller_runtime)).
 pub struct QueueMetrics {
     families: Families,
     priorities: Mutex<HashMap<String, HashSet<i32>>>,
@@ -330,32 +268,75 @@ impl fmt::Debug for QueueMetrics {
 }
 
 impl QueueMetrics {
-    /// Registers the seven families in `registry` and returns the provider to give queues
+    /// Registers the seven families in `registry` as component-base defines them (client-go's
+    /// queues in Kubernetes components) and returns the provider to give queues
     /// ([`WorkQueue`](crate::WorkQueue) and [`PriorityQueue`](crate::PriorityQueue) builders'
-    /// `metrics`). Register once per registry: the names are fixed.
+    /// `metrics`). Register once per registry, with this or
+    /// [`register_controller_runtime`](Self::register_controller_runtime): the names are fixed.
     ///
     /// # Examples
     ///
     /// See the [module documentation](self).
     pub fn register(registry: &mut Registry) -> Arc<Self> {
-        let families = Families::default();
+        Self::register_flavour(registry, Flavour::ClientGo)
+    }
+
+    /// Registers the seven families in `registry` as controller-runtime defines them, and
+    /// returns the provider to give a controller's queue (`Controller::queue_metrics` in
+    /// `ctrlq-controller`) or any other queue. Each series is labelled `controller` and `name`,
+    /// both the queue's name; the depth is also labelled `priority`, `"0"` for a work queue,
+    /// whose keys have no priority, as controller-runtime's priority queue labels a key added
+    /// without one. The duration histograms have controller-runtime's bounds,
+    /// `ExponentialBuckets(10e-9, 10, 12)` (10 ns … 1000 s), and the help texts are its own.
+    /// Register once per registry, with this or [`register`](Self::register): the names are
+    /// fixed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use prometheus_client::registry::Registry;
+    /// use ctrlq_queue_async::WorkQueue;
+    /// use ctrlq_queue_async::prometheus::{QueueMetrics, encode};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut registry = Registry::default();
+    /// let metrics = QueueMetrics::register_controller_runtime(&mut registry);
+    /// let queue = WorkQueue::builder().name("pods").metrics(metrics).build();
+    /// queue.add("ns/a").unwrap();
+    /// queue.get().await.unwrap().done();
+    ///
+    /// let mut text = String::new();
+    /// encode(&mut text, &registry).unwrap();
+    /// assert!(text.contains(r#"workqueue_adds_total{controller="pods",name="pods"} 1"#));
+    /// assert!(text.contains(r#"workqueue_depth{controller="pods",name="pods",priority="0"} 0"#));
+    /// assert!(text.contains(
+    ///     r#"workqueue_work_duration_seconds_bucket{le="1e-08",controller="pods",name="pods"} 1"#
+    /// ));
+    /// # }
+    /// ```
+    pub fn register_controller_runtime(registry: &mut Registry) -> Arc<Self> {
+        Self::register_flavour(registry, Flavour::ControllerRuntime)
+    }
+
+    fn register_flavour(registry: &mut Registry, flavour: Flavour) -> Arc<Self> {
+        let families = Families::new(flavour);
         registry.register_collector(Box::new(families.clone()));
         Arc::new(Self {
             families,
             priorities: Mutex::new(HashMap::new()),
         })
     }
-}
 
-/// The series of queue `name` (and `more` labels) in `family`.
-fn series<M: Clone, C: MetricConstructor<M>>(
-    family: &Family<Labels, M, C>,
-    name: &str,
-    more: Option<(&str, String)>,
-) -> M {
-    let mut labels = vec![("name".to_owned(), name.to_owned())];
-    labels.extend(more.map(|(label, value)| (label.to_owned(), value)));
-    family.get_or_create_owned(&labels)
+    /// The series of queue `name` (and `priority`) in `family`.
+    fn series<M: Clone, C: MetricConstructor<M>>(
+        &self,
+        family: &Family<Labels, M, C>,
+        name: &str,
+        priority: Option<String>,
+    ) -> M {
+        family.get_or_create_owned(&self.families.flavour.labels(name, priority))
+    }
 }
 
 impl GaugeMetric for Gauge {
@@ -387,7 +368,12 @@ impl SettableGaugeMetric for Seconds {
 
 impl MetricsProvider for QueueMetrics {
     fn depth(&self, name: &str) -> Arc<dyn GaugeMetric> {
-        Arc::new(series(&self.families.depth, name, None))
+        match self.families.flavour {
+            Flavour::ClientGo => Arc::new(self.series(&self.families.depth, name, None)),
+            // controller-runtime's priority queue, its controllers' default, writes a key added
+            // without a priority as `priority="0"`.
+            Flavour::ControllerRuntime => self.depth_for_priority(name, 0),
+        }
     }
 
     fn depth_for_priority(&self, name: &str, priority: i32) -> Arc<dyn GaugeMetric> {
@@ -401,35 +387,31 @@ impl MetricsProvider for QueueMetrics {
                 "exceeded_cardinality_limit".to_owned()
             }
         };
-        Arc::new(series(
-            &self.families.depth,
-            name,
-            Some(("priority", label)),
-        ))
+        Arc::new(self.series(&self.families.depth, name, Some(label)))
     }
 
     fn adds(&self, name: &str) -> Arc<dyn CounterMetric> {
-        Arc::new(series(&self.families.adds, name, None))
+        Arc::new(self.series(&self.families.adds, name, None))
     }
 
     fn queue_duration(&self, name: &str) -> Arc<dyn HistogramMetric> {
-        Arc::new(series(&self.families.queue_duration, name, None))
+        Arc::new(self.series(&self.families.queue_duration, name, None))
     }
 
     fn work_duration(&self, name: &str) -> Arc<dyn HistogramMetric> {
-        Arc::new(series(&self.families.work_duration, name, None))
+        Arc::new(self.series(&self.families.work_duration, name, None))
     }
 
     fn unfinished_work_seconds(&self, name: &str) -> Arc<dyn SettableGaugeMetric> {
-        Arc::new(series(&self.families.unfinished, name, None))
+        Arc::new(self.series(&self.families.unfinished, name, None))
     }
 
     fn longest_running_processor_seconds(&self, name: &str) -> Arc<dyn SettableGaugeMetric> {
-        Arc::new(series(&self.families.longest, name, None))
+        Arc::new(self.series(&self.families.longest, name, None))
     }
 
     fn retries(&self, name: &str) -> Arc<dyn CounterMetric> {
-        Arc::new(series(&self.families.retries, name, None))
+        Arc::new(self.series(&self.families.retries, name, None))
     }
 }
 
@@ -441,65 +423,10 @@ mod tests {
     fn debug_names_the_types_only() {
         let metrics = QueueMetrics::register(&mut Registry::default());
         assert_eq!(format!("{metrics:?}"), "QueueMetrics { .. }");
-        assert_eq!(format!("{:?}", Families::default()), "Families { .. }");
-    }
-
-    fn go(value: f64) -> String {
-        let mut out = String::new();
-        write_go_float(&mut out, value).unwrap();
-        out
-    }
-
-    /// The outputs of Go's `strconv.FormatFloat(v, 'g', -1, 64)` (and client_golang's
-    /// `writeFloat` for the specials).
-    #[test]
-    fn floats_are_written_as_go_writes_them() {
-        let cases = [
-            (1.0, "1"),
-            (10.0, "10"),
-            (60.0, "60"),
-            (1.25, "1.25"),
-            (0.005, "0.005"),
-            (0.0001, "0.0001"),
-            (0.00001, "1e-05"),
-            (1e-8, "1e-08"),
-            (1e-6 * 10.0, "9.999999999999999e-06"),
-            (123_456.0, "123456"),
-            (1e6, "1e+06"),
-            (1_234_567.0, "1.234567e+06"),
-            (1e21, "1e+21"),
-            (1.5e300, "1.5e+300"),
-            (5e-324, "5e-324"),
-            (-2.5, "-2.5"),
-            (-0.0, "0"),
-            (0.0, "0"),
-            (f64::INFINITY, "+Inf"),
-            (f64::NEG_INFINITY, "-Inf"),
-            (f64::NAN, "NaN"),
-        ];
-        for (value, expected) in cases {
-            assert_eq!(go(value), expected, "{value:e}");
-        }
-    }
-
-    /// Only the `le` of a histogram's bucket samples changes: a label value that looks like
-    /// one, a gauge's sample ending in `_bucket` and the comment lines stay as they are.
-    #[test]
-    fn only_histogram_bucket_bounds_are_rewritten() {
-        let text = "# HELP h_seconds H.\n\
-                    # TYPE h_seconds histogram\n\
-                    h_seconds_sum{a=\"x\\\",le=\\\"2.0\"} 1.0\n\
-                    h_seconds_bucket{a=\"x\\\",le=\\\"2.0\",le=\"1.0\"} 1\n\
-                    h_seconds_bucket{le=\"+Inf\",a=\"1.0\"} 1\n\
-                    # HELP g_bucket G.\n\
-                    # TYPE g_bucket gauge\n\
-                    g_bucket{le=\"1.0\"} 1.0\n\
-                    # EOF\n";
-        let mut out = String::new();
-        write_go_bounds(&mut out, text).unwrap();
-        let expected = text.replace(",le=\"1.0\"} 1\n", ",le=\"1\"} 1\n");
-        assert_ne!(expected, text);
-        assert_eq!(out, expected);
+        assert_eq!(
+            format!("{:?}", Families::new(Flavour::ClientGo)),
+            "Families { .. }"
+        );
     }
 
     #[test]
@@ -508,5 +435,13 @@ mod tests {
         assert_eq!(bounds.len(), 10);
         assert_eq!((bounds[0], bounds[5], bounds[9]), (1e-6, 0.1, 1000.0));
         assert_eq!(bounds[1], 1e-6 * 10.0, "one product per step, not 1e-5");
+    }
+
+    #[test]
+    fn controller_runtimes_bounds_run_from_ten_nanoseconds_to_a_thousand_seconds() {
+        let bounds = go_exponential_buckets(10e-9, 10.0, 12);
+        assert_eq!(bounds.len(), 12);
+        assert_eq!((bounds[0], bounds[8], bounds[11]), (1e-8, 1.0, 1000.0));
+        assert_eq!(bounds[3], 1e-8 * 10.0 * 10.0 * 10.0, "Go's products");
     }
 }

@@ -1,5 +1,6 @@
 //! The Prometheus text exposition: client-go's metrics sequence, and every family checked
-//! against component-base's definitions.
+//! against component-base's definitions; with `register_controller_runtime`, against
+//! controller-runtime's.
 
 mod support;
 
@@ -449,6 +450,152 @@ async fn help_lines_are_component_bases_texts_exactly() {
     let expected: Vec<String> = COMPONENT_BASE
         .iter()
         .map(|d| format!("# HELP {} {}", d.name.trim_end_matches("_total"), d.help))
+        .collect();
+    assert_eq!(help, expected);
+}
+
+/// controller-runtime's help texts (v0.24.1, `pkg/internal/metrics/workqueue.go`), transcribed
+/// with Go's string pieces, in the order of [`COMPONENT_BASE`].
+const CONTROLLER_RUNTIME_HELP: [&str; 7] = [
+    "Current depth of workqueue by workqueue and priority",
+    "Total number of adds handled by workqueue",
+    "How long in seconds an item stays in workqueue before being requested",
+    "How long in seconds processing an item from workqueue takes.",
+    concat!(
+        "How many seconds of work has been done that ",
+        "is in progress and hasn't been observed by work_duration. Large ",
+        "values indicate stuck threads. One can deduce the number of stuck ",
+        "threads by observing the rate at which this increases."
+    ),
+    concat!(
+        "How many seconds has the longest running ",
+        "processor for workqueue been running."
+    ),
+    concat!(
+        "Total number of items added to the workqueue with a non-zero delay ",
+        "(rate-limited requeues, explicit RequeueAfter or AddAfter calls)"
+    ),
+];
+
+/// controller-runtime's `ExponentialBuckets(10e-9, 10, 12)` as Go's client writes each `le`.
+const CONTROLLER_RUNTIME_BOUNDS: [&str; 13] = [
+    "1e-08",
+    "1e-07",
+    "1e-06",
+    "9.999999999999999e-06",
+    "9.999999999999999e-05",
+    "0.001",
+    "0.01",
+    "0.1",
+    "1",
+    "10",
+    "100",
+    "1000",
+    "+Inf",
+];
+
+/// The bucket lines of histogram `family` of controller `name`, with `count` observations from
+/// bound `first` (an index into [`CONTROLLER_RUNTIME_BOUNDS`]) on and none below it.
+fn controller_runtime_buckets(family: &str, name: &str, first: usize, count: u64) -> String {
+    CONTROLLER_RUNTIME_BOUNDS
+        .iter()
+        .enumerate()
+        .map(|(i, le)| {
+            let n = if i >= first { count } else { 0 };
+            format!("{family}_bucket{{le=\"{le}\",controller=\"{name}\",name=\"{name}\"}} {n}\n")
+        })
+        .collect()
+}
+
+/// A controller's work queue with controller-runtime's definitions, after an add, a get 50 µs
+/// later, a done 2 ms after that and a rate-limited add: the whole exposition, line by line, as
+/// a controller-runtime operator's (labels `controller` and `name`, `priority="0"` on the
+/// depth, its help texts and its bounds from 10 ns).
+#[tokio::test(start_paused = true)]
+async fn controller_runtimes_definitions_write_its_labels_bounds_and_help_texts() {
+    let mut registry = Registry::default();
+    let metrics = QueueMetrics::register_controller_runtime(&mut registry);
+    let queue: WorkQueue<&str> = WorkQueue::builder().name("pods").metrics(metrics).build();
+    queue.add("a").unwrap();
+    advance(Duration::from_micros(50)).await;
+    let item = bounded(queue.get()).await.unwrap();
+    advance(Duration::from_millis(2)).await;
+    item.done();
+    queue.add_rate_limited("b").unwrap();
+
+    let labels = r#"{controller="pods",name="pods"}"#;
+    let help = |i: usize| {
+        let name = COMPONENT_BASE[i].name.trim_end_matches("_total");
+        format!(
+            "# HELP {name} {}\n# TYPE {name} {}\n",
+            CONTROLLER_RUNTIME_HELP[i], COMPONENT_BASE[i].kind
+        )
+    };
+    let queue_duration = "workqueue_queue_duration_seconds";
+    let work_duration = "workqueue_work_duration_seconds";
+    let expected = [
+        help(0),
+        "workqueue_depth{controller=\"pods\",name=\"pods\",priority=\"0\"} 0\n".to_owned(),
+        help(1),
+        format!("workqueue_adds_total{labels} 1\n"),
+        help(2),
+        format!("{queue_duration}_sum{labels} 0.00005\n{queue_duration}_count{labels} 1\n"),
+        controller_runtime_buckets(queue_duration, "pods", 4, 1),
+        help(3),
+        format!("{work_duration}_sum{labels} 0.002\n{work_duration}_count{labels} 1\n"),
+        controller_runtime_buckets(work_duration, "pods", 6, 1),
+        help(4),
+        format!("workqueue_unfinished_work_seconds{labels} 0.0\n"),
+        help(5),
+        format!("workqueue_longest_running_processor_seconds{labels} 0.0\n"),
+        help(6),
+        format!("workqueue_retries_total{labels} 1\n"),
+        "# EOF\n".to_owned(),
+    ]
+    .concat();
+    assert_eq!(scrape(&registry), expected);
+}
+
+/// A priority queue with controller-runtime's definitions labels its depth by each item's
+/// priority, next to `controller` and `name`.
+#[tokio::test(start_paused = true)]
+async fn controller_runtimes_priority_depth_is_labelled_by_priority() {
+    let mut registry = Registry::default();
+    let metrics = QueueMetrics::register_controller_runtime(&mut registry);
+    let queue: PriorityQueue<&str> = PriorityQueue::builder().name("pq").metrics(metrics).build();
+    queue.add_with_priority("a", 3).unwrap();
+    queue.add_with_priority("b", -100).unwrap();
+    queue.add_with_priority("c", -100).unwrap();
+    bounded(queue.get()).await.unwrap().done();
+    let text = scrape(&registry);
+    assert_eq!(
+        line(
+            &text,
+            r#"workqueue_depth{controller="pq",name="pq",priority="3"}"#
+        ),
+        r#"workqueue_depth{controller="pq",name="pq",priority="3"} 0"#
+    );
+    assert_eq!(
+        line(
+            &text,
+            r#"workqueue_depth{controller="pq",name="pq",priority="-100"}"#
+        ),
+        r#"workqueue_depth{controller="pq",name="pq",priority="-100"} 2"#
+    );
+    assert!(!text.contains(r#"priority="0""#), "{text}");
+}
+
+/// Every HELP line is controller-runtime's text exactly, in the order of component-base's.
+#[tokio::test(start_paused = true)]
+async fn help_lines_are_controller_runtimes_texts_exactly() {
+    let mut registry = Registry::default();
+    let _metrics = QueueMetrics::register_controller_runtime(&mut registry);
+    let text = scrape(&registry);
+    let help: Vec<&str> = text.lines().filter(|l| l.starts_with("# HELP ")).collect();
+    let expected: Vec<String> = COMPONENT_BASE
+        .iter()
+        .zip(CONTROLLER_RUNTIME_HELP)
+        .map(|(d, help)| format!("# HELP {} {help}", d.name.trim_end_matches("_total")))
         .collect();
     assert_eq!(help, expected);
 }
