@@ -12,7 +12,7 @@
 //! `apiserver_request_duration_seconds`).
 //!
 //! With `--configmaps N` it measures a warm standby against a cold one instead: N ConfigMaps,
-//! each replica's source a kube-runtime watcher of them (`primary`), the short setting, `--runs`
+//! each replica's source a `kube::Watch` of them (`keys`), the short setting, `--runs`
 //! kills each way; per kill, the time to the next leader's first reconcile and to its
 //! reconcile of every ConfigMap, and the ConfigMap LIST requests the API server served from the
 //! kill until then.
@@ -108,10 +108,10 @@ async fn create_config_maps(plane: &ControlPlane, n: usize) {
 
 /// A replica whose source watches the ConfigMaps; it notes each reconcile.
 fn start_watching(plane: &ControlPlane, id: String, warm: bool, seen: &Reconciles) -> Replica {
-    use ctrlq_controller::kube::primary;
+    use ctrlq_controller::kube::Watch;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::runtime::reflector::ObjectRef;
-    use kube::runtime::{WatchStreamExt, watcher};
+    use kube::runtime::watcher;
     let lock = LeaseLock::new(plane.client(ADMIN), WARM_NS, "failover", &id)
         .request_timeout(Duration::from_secs(1));
     let elector = Arc::new(LeaderElector::new(lock, short()).expect("a valid setting"));
@@ -122,7 +122,7 @@ fn start_watching(plane: &ControlPlane, id: String, warm: bool, seen: &Reconcile
         async { Ok::<_, std::convert::Infallible>(Action::Done) }
     };
     let run = Controller::new("configmaps", reconcile)
-        .source(move || primary(watcher(api.clone(), watcher::Config::default()).default_backoff()))
+        .try_source(Watch::new(api, watcher::Config::default()).keys())
         .workers(4)
         .warm_standby(warm)
         .leader_elector(elector.clone())

@@ -12,6 +12,8 @@
 //! | `ctrlq_controller_shards_held` | gauge | `controller` (sharded: the shards this replica leads) |
 //! | `ctrlq_controller_shard_moves_total` | counter | `controller` (sharded: shards that came to this replica) |
 //! | `ctrlq_controller_first_reconcile_seconds` | histogram (5 ms … 60 s) | `controller` (per term: the time from winning the lease or the shard to the first reconcile, [`Event::FirstReconcile`]) |
+//! | `ctrlq_controller_source_errors_total` | counter | `controller`, `source` (the source's position, from 0: the error items it yielded, [`Event::SourceError`], a watcher's errors among them) |
+//! | `ctrlq_controller_source_failures_total` | counter | `controller`, `source` (the times it failed and was subscribed again, [`Event::SourceFailed`]) |
 //!
 //! As in controller-runtime, a panic counts as a panic, as an error and as a reconcile with
 //! result `error`; every series of a controller exists (at zero) from its first term. The
@@ -152,6 +154,8 @@ pub struct ControllerMetrics {
     shards_held: Family<Labels, Gauge>,
     shard_moves: Family<Labels, Counter>,
     first_reconcile: Family<Labels, Histogram, Buckets>,
+    source_errors: Family<Labels, Counter>,
+    source_failures: Family<Labels, Counter>,
 }
 
 impl Collector for ControllerMetrics {
@@ -160,7 +164,7 @@ impl Collector for ControllerMetrics {
         // The help texts are controller-runtime's (`pkg/internal/controller/metrics`), verbatim,
         // and ours in the same style: the collector writes them as they are (a registry's
         // `register` would add a period to each).
-        let families: [(&str, &str, &dyn EncodeMetric); 9] = [
+        let families: [(&str, &str, &dyn EncodeMetric); 11] = [
             (
                 "controller_runtime_reconcile",
                 "Total number of reconciliations per controller",
@@ -206,6 +210,16 @@ impl Collector for ControllerMetrics {
                 "Time from gaining a lease or a shard to the first reconcile of the term per controller",
                 &self.first_reconcile,
             ),
+            (
+                "ctrlq_controller_source_errors",
+                "Total number of errors yielded per controller and source",
+                &self.source_errors,
+            ),
+            (
+                "ctrlq_controller_source_failures",
+                "Total number of source failures followed by a new subscription per controller and source",
+                &self.source_failures,
+            ),
         ];
         for (name, help, family) in families {
             family.encode(encoder.encode_descriptor(name, help, None, family.metric_type())?)?;
@@ -236,6 +250,8 @@ impl ControllerMetrics {
             shards_held: Family::default(),
             shard_moves: Family::default(),
             first_reconcile: Family::new_with_constructor(Buckets),
+            source_errors: Family::default(),
+            source_failures: Family::default(),
         };
         registry.register_collector(Box::new(metrics.clone()));
         Arc::new(metrics)
@@ -290,14 +306,26 @@ impl ControllerMetrics {
             Event::ShardEnded { .. } => {
                 self.shards_held.get_or_create(&l).dec();
             }
+            Event::SourceError { source, .. } => {
+                let l = with_label(&l, "source", source.to_string());
+                self.source_errors.get_or_create(&l).inc();
+            }
+            Event::SourceFailed { source, .. } => {
+                let l = with_label(&l, "source", source.to_string());
+                self.source_failures.get_or_create(&l).inc();
+            }
             _ => {}
         }
     }
 }
 
 fn with_result(l: &Labels, result: &str) -> Labels {
+    with_label(l, "result", result.to_owned())
+}
+
+fn with_label(l: &Labels, name: &'static str, value: String) -> Labels {
     let mut l = l.clone();
-    l.push(("result", result.to_owned()));
+    l.push((name, value));
     l
 }
 

@@ -1,4 +1,6 @@
-//! kube-runtime sources against recorded watch event streams, relists included.
+//! `kube::Watch` against scripted watch event streams: the store and the keys of one watch,
+//! relists, deletions while the watch was down, errors, late subscriptions and the controller
+//! wired on it, under paused time.
 
 mod support;
 
@@ -7,16 +9,18 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ctrlq_controller::kube::{owned, primary, related, resync};
+use ctrlq_controller::kube::{Object, Watch, WatchError};
 use ctrlq_controller::{Action, Context, Controller, Drain};
-use futures::StreamExt;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
 use support::bounded;
+use tokio::sync::mpsc;
 use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 
@@ -42,37 +46,266 @@ fn owner(kind: &str, api_version: &str, name: &str) -> OwnerReference {
     }
 }
 
-/// A watch of pods: a list, changes, an error, a delete, then a relist (the watch restarted).
-fn recorded_pods() -> Vec<watcher::Result<Event<Pod>>> {
-    vec![
-        Ok(Event::Init),
-        Ok(Event::InitApply(pod("a", "1"))),
-        Ok(Event::InitApply(pod("b", "2"))),
-        Ok(Event::InitDone),
-        Ok(Event::Apply(pod("a", "3"))),
-        Err(watcher::Error::NoResourceVersion),
-        Ok(Event::Delete(pod("b", "4"))),
-        Ok(Event::Init),
-        Ok(Event::InitApply(pod("a", "5"))),
-        Ok(Event::InitApply(pod("c", "6"))),
-        Ok(Event::InitDone),
-    ]
-}
-
 fn key(name: &str) -> ObjectRef<Pod> {
     ObjectRef::new(name).within("prod")
 }
 
-#[tokio::test]
-async fn primary_yields_a_key_per_listed_applied_or_deleted_object() {
-    let keys: Vec<_> = primary(futures::stream::iter(recorded_pods()))
-        .collect()
-        .await;
-    assert_eq!(keys, ["a", "b", "a", "b", "a", "c"].map(key));
+fn version<K: Resource>(o: &Object<K>) -> Option<&str> {
+    o.last_known()?.meta().resource_version.as_deref()
 }
 
-#[tokio::test]
-async fn owned_maps_children_to_their_owners_of_that_kind() {
+/// A watch of pods whose events the test sends.
+fn pods() -> (
+    Watch<Pod>,
+    mpsc::UnboundedSender<watcher::Result<Event<Pod>>>,
+) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let events = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    (Watch::from_events(events), tx)
+}
+
+/// The keys (or errors) the stream has ready now, after the watch task has run.
+async fn ready<T>(
+    stream: &mut BoxStream<'static, Result<T, WatchError>>,
+) -> Vec<Result<T, String>> {
+    // Let the watch task take every event sent so far.
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let mut out = Vec::new();
+    while let Some(Some(item)) = stream.next().now_or_never() {
+        out.push(item.map_err(|e| e.to_string()));
+    }
+    out
+}
+
+fn ok<T>(keys: Vec<Result<T, String>>) -> Vec<T> {
+    keys.into_iter().map(|k| k.expect("a key")).collect()
+}
+
+/// Listed objects yield keys only once the list is complete and in the store; a change yields
+/// its key once the store holds it; a delete once the store dropped it, with the deleted
+/// state still readable.
+#[tokio::test(start_paused = true)]
+async fn each_key_is_yielded_after_the_store_holds_its_change() {
+    let (pods, tx) = pods();
+    let mut keys = (pods.keys())();
+    tx.send(Ok(Event::Init)).unwrap();
+    tx.send(Ok(Event::InitApply(pod("a", "1")))).unwrap();
+    tx.send(Ok(Event::InitApply(pod("b", "2")))).unwrap();
+    assert!(
+        ready(&mut keys).await.is_empty(),
+        "no key before the list is complete"
+    );
+    assert!(pods.store().is_empty());
+    assert!(!pods.status().synced);
+
+    tx.send(Ok(Event::InitDone)).unwrap();
+    let mut listed = ok(ready(&mut keys).await);
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(listed, [key("a"), key("b")]);
+    assert_eq!(version(&pods.get(&key("a"))), Some("1"));
+    assert!(pods.status().synced);
+    assert_eq!(pods.status().lists, 1);
+
+    tx.send(Ok(Event::Apply(pod("a", "3")))).unwrap();
+    assert_eq!(ok(ready(&mut keys).await), [key("a")]);
+    assert_eq!(version(&pods.get(&key("a"))), Some("3"));
+
+    tx.send(Ok(Event::Delete(pod("b", "4")))).unwrap();
+    assert_eq!(ok(ready(&mut keys).await), [key("b")]);
+    let b = pods.get(&key("b"));
+    assert!(b.present().is_none(), "{b:?}");
+    assert_eq!(version(&b), Some("4"), "the deleted state is kept");
+    assert!(pods.store().get(&key("b")).is_none());
+}
+
+/// An object missing from a relist was deleted while the watch was down: its key is yielded
+/// with the relisted ones, and it reads as deleted with the state the store last held
+/// (client-go's `DeletedFinalStateUnknown`). An object deleted and created again is present.
+#[tokio::test(start_paused = true)]
+async fn an_object_missing_from_a_relist_is_reconciled_as_deleted() {
+    let (pods, tx) = pods();
+    let mut keys = (pods.keys())();
+    for e in [
+        Event::Init,
+        Event::InitApply(pod("a", "1")),
+        Event::InitApply(pod("b", "2")),
+        Event::InitDone,
+        Event::Apply(pod("c", "3")),
+    ] {
+        tx.send(Ok(e)).unwrap();
+    }
+    assert_eq!(ready(&mut keys).await.len(), 3);
+    // The watch broke; b was deleted meanwhile; the relist finds a and c.
+    tx.send(Err(watcher::Error::NoResourceVersion)).unwrap();
+    for e in [
+        Event::Init,
+        Event::InitApply(pod("a", "1")),
+        Event::InitApply(pod("c", "5")),
+        Event::InitDone,
+    ] {
+        tx.send(Ok(e)).unwrap();
+    }
+    let items = ready(&mut keys).await;
+    assert!(
+        items[0]
+            .as_ref()
+            .is_err_and(|e| e.starts_with("watch of Pod failed"))
+    );
+    let mut relisted = ok(items.into_iter().skip(1).collect());
+    relisted.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(relisted, [key("a"), key("b"), key("c")]);
+    let b = pods.get(&key("b"));
+    assert!(matches!(b, Object::Deleted(Some(_))), "{b:?}");
+    assert_eq!(version(&b), Some("2"));
+    assert_eq!(version(&pods.get(&key("c"))), Some("5"));
+    assert_eq!(pods.status().lists, 2);
+
+    // b created again: present, its deleted state forgotten.
+    tx.send(Ok(Event::Apply(pod("b", "6")))).unwrap();
+    assert_eq!(ok(ready(&mut keys).await), [key("b")]);
+    assert_eq!(
+        pods.get(&key("b")),
+        Object::Present(Arc::new(pod("b", "6")))
+    );
+}
+
+/// A subscription made after the list (a term of a cold standby, a source subscribed again)
+/// starts from the store and the remembered deletions, and then follows the same watch: the
+/// events are polled by one task, not listed again.
+#[tokio::test(start_paused = true)]
+async fn a_late_subscription_starts_from_the_store_then_follows_the_watch() {
+    let (pods, tx) = pods();
+    let mut first = (pods.keys())();
+    for e in [
+        Event::Init,
+        Event::InitApply(pod("a", "1")),
+        Event::InitApply(pod("b", "2")),
+        Event::InitDone,
+        Event::Delete(pod("b", "3")),
+    ] {
+        tx.send(Ok(e)).unwrap();
+    }
+    assert_eq!(ready(&mut first).await.len(), 3);
+    let mut late = (pods.keys())();
+    let mut snapshot = ok(ready(&mut late).await);
+    snapshot.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(
+        snapshot,
+        [key("a"), key("b")],
+        "the store and the deleted b"
+    );
+    tx.send(Ok(Event::Apply(pod("c", "4")))).unwrap();
+    assert_eq!(ok(ready(&mut late).await), [key("c")]);
+    assert_eq!(ok(ready(&mut first).await), [key("c")]);
+    // A subscription dropped stops receiving; the others go on.
+    drop(first);
+    tx.send(Ok(Event::Apply(pod("a", "5")))).unwrap();
+    assert_eq!(ok(ready(&mut late).await), [key("a")]);
+}
+
+/// A watcher error reaches every source of the watch as an `Err` item and the status; a watch
+/// that fails for longer than the bound fails the health check, and any event ends the run of
+/// errors.
+#[tokio::test(start_paused = true)]
+async fn watch_errors_are_yielded_counted_and_fail_the_health_check() {
+    let (pods, tx) = pods();
+    let mut keys = (pods.keys())();
+    let mut owners = (pods.owners::<Deployment>())();
+    tx.send(Err(watcher::Error::NoResourceVersion)).unwrap();
+    let expected = "watch of Pod failed: no metadata.resourceVersion in watch result (does \
+                    resource support watch?)";
+    assert_eq!(ready(&mut keys).await, [Err(expected.to_owned())]);
+    assert_eq!(ready(&mut owners).await, [Err(expected.to_owned())]);
+    let status = pods.status();
+    assert_eq!(status.errors, 1);
+    assert!(status.failing_since.is_some());
+    assert!(
+        pods.check(Duration::from_secs(60)).is_ok(),
+        "not failing long yet"
+    );
+
+    sleep(Duration::from_secs(61)).await;
+    tx.send(Err(watcher::Error::NoResourceVersion)).unwrap();
+    assert_eq!(ready(&mut keys).await.len(), 1);
+    let unhealthy = pods.check(Duration::from_secs(60)).unwrap_err();
+    assert_eq!(unhealthy.kind, "Pod");
+    assert!(unhealthy.failing_for > Duration::from_secs(60));
+    assert_eq!(pods.status().errors, 2);
+
+    tx.send(Ok(Event::Init)).unwrap();
+    ready(&mut keys).await;
+    assert!(pods.check(Duration::from_secs(60)).is_ok());
+    assert!(pods.status().failing_since.is_none());
+    assert!(pods.status().last_error.is_some(), "kept after recovery");
+}
+
+/// A deleted object's last state is kept for the retention, then reads as deleted with none.
+#[tokio::test(start_paused = true)]
+async fn a_deleted_state_is_forgotten_after_the_retention() {
+    let (pods, tx) = pods();
+    let pods = pods.deleted_retention(Duration::from_secs(10));
+    let mut keys = (pods.keys())();
+    for e in [
+        Event::Init,
+        Event::InitApply(pod("a", "1")),
+        Event::InitDone,
+        Event::Delete(pod("a", "2")),
+    ] {
+        tx.send(Ok(e)).unwrap();
+    }
+    assert_eq!(ready(&mut keys).await.len(), 2);
+    sleep(Duration::from_secs(9)).await;
+    assert_eq!(version(&pods.get(&key("a"))), Some("2"));
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(pods.get(&key("a")), Object::Deleted(None));
+    // Forgotten deletions are not in a new subscription's snapshot either.
+    assert!(ready(&mut (pods.keys())()).await.is_empty());
+}
+
+/// The watch task ends when the last handle is dropped: its event stream is dropped with it.
+#[tokio::test(start_paused = true)]
+async fn the_watch_ends_with_its_last_handle() {
+    let (pods, tx) = pods();
+    let keys = (pods.keys())();
+    drop(keys);
+    ready(&mut (pods.keys())()).await;
+    assert!(!tx.is_closed(), "the watch runs");
+    let clone = pods.clone();
+    drop(pods);
+    tokio::task::yield_now().await;
+    assert!(!tx.is_closed(), "a clone keeps it");
+    drop(clone);
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+    assert!(tx.is_closed(), "the event stream was dropped");
+}
+
+/// A watch whose event stream ends ends every source of it, and later ones at once.
+#[tokio::test(start_paused = true)]
+async fn the_sources_end_when_the_event_stream_ends() {
+    let events = [
+        Event::Init,
+        Event::InitApply(pod("a", "1")),
+        Event::InitDone,
+    ];
+    let pods = Watch::from_events(futures::stream::iter(events.map(Ok::<_, watcher::Error>)));
+    let keys: Vec<_> = bounded(Duration::from_secs(1), (pods.keys())().collect::<Vec<_>>()).await;
+    assert_eq!(
+        ok(keys
+            .into_iter()
+            .map(|k| k.map_err(|e| e.to_string()))
+            .collect()),
+        [key("a")]
+    );
+    let again: Vec<_> = bounded(Duration::from_secs(1), (pods.keys())().collect::<Vec<_>>()).await;
+    assert_eq!(again.len(), 1, "the store's snapshot, then the end");
+}
+
+#[tokio::test(start_paused = true)]
+async fn owners_map_children_to_their_owners_of_that_kind() {
     let mut rs1 = meta(ReplicaSet::default(), "prod", "web-1", "1");
     rs1.metadata.owner_references = Some(vec![owner("Deployment", "apps/v1", "web")]);
     let mut rs2 = meta(ReplicaSet::default(), "dev", "api-1", "2");
@@ -88,18 +321,27 @@ async fn owned_maps_children_to_their_owners_of_that_kind() {
         Ok(Event::InitDone),
         Ok(Event::Apply(rs2)),
         Ok(Event::Delete(rs1.clone())),
+        // A relist that lacks rs2: deleted while the watch was down, its owner's key yielded.
         Ok(Event::Init),
         Ok(Event::InitApply(rs1)),
         Ok(Event::InitDone),
     ];
-    let keys: Vec<ObjectRef<Deployment>> = owned(futures::stream::iter(events)).collect().await;
-    let web = ObjectRef::new("web").within("prod");
+    let replica_sets = Watch::from_events(futures::stream::iter(events));
+    let keys: Vec<_> = bounded(
+        Duration::from_secs(1),
+        (replica_sets.owners::<Deployment>())().collect::<Vec<_>>(),
+    )
+    .await;
+    let mut keys: Vec<_> = keys.into_iter().map(Result::unwrap).collect();
+    let web = ObjectRef::<Deployment>::new("web").within("prod");
     let api = ObjectRef::new("api").within("dev");
-    assert_eq!(keys, [web.clone(), api, web.clone(), web]);
+    assert_eq!(keys[..3], [web.clone(), api.clone(), web.clone()]);
+    keys[3..].sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(keys[3..], [api, web], "the relist: rs1 listed, rs2 gone");
 }
 
-#[tokio::test]
-async fn related_maps_through_the_function() {
+#[tokio::test(start_paused = true)]
+async fn mapped_maps_through_the_function() {
     let mut cm = meta(ConfigMap::default(), "prod", "shared", "1");
     cm.data = Some([("pods".to_owned(), "a,c".to_owned())].into());
     let events: Vec<watcher::Result<Event<ConfigMap>>> = vec![
@@ -109,52 +351,62 @@ async fn related_maps_through_the_function() {
         Err(watcher::Error::NoResourceVersion),
         Ok(Event::Delete(cm)),
     ];
-    let keys: Vec<_> = related(futures::stream::iter(events), |cm: &ConfigMap| {
-        let names = cm
-            .data
-            .as_ref()
-            .and_then(|d| d.get("pods"))
-            .cloned()
-            .unwrap_or_default();
-        names.split(',').map(key).collect::<Vec<_>>()
-    })
-    .collect()
-    .await;
+    let config_maps = Watch::from_events(futures::stream::iter(events));
+    let source = config_maps.mapped(|cm: &ConfigMap| {
+        let names = cm.data.as_ref().and_then(|d| d.get("pods")).cloned();
+        names
+            .unwrap_or_default()
+            .split(',')
+            .map(key)
+            .collect::<Vec<_>>()
+    });
+    let mut source = source;
+    let items: Vec<_> = bounded(Duration::from_secs(1), source().collect::<Vec<_>>()).await;
+    assert_eq!(items.len(), 5);
+    assert!(items[2].is_err());
+    let keys: Vec<_> = items.into_iter().filter_map(Result::ok).collect();
     assert_eq!(keys, ["a", "c", "a", "c"].map(key));
 }
 
-/// The full wiring: the recorded watch goes through a reflector into the controller, reconcile
-/// reads the object from the store; after the relist every pod was last reconciled at its last
-/// version and the deleted one was seen gone. A resync brings every stored pod back.
+/// The full wiring: one watch serves the keys, the resync and reconcile's reads. Every pod is
+/// last reconciled at its last version; the pod missing from the relist is reconciled as
+/// deleted; the watch error is counted in the summary.
 #[tokio::test(start_paused = true)]
-async fn a_controller_on_a_reflector_reconciles_every_pod_to_its_last_version() {
-    let (store, writer) = reflector::store::<Pod>();
-    // The recorded events arrive 100 ms apart.
-    let paced = futures::stream::iter(recorded_pods()).then(|e| async {
-        sleep(Duration::from_millis(100)).await;
-        e
-    });
-    let events = reflector::reflector(writer, paced);
-    let once = Arc::new(Mutex::new(Some(events.boxed())));
-    let last: Arc<Mutex<HashMap<String, Option<String>>>> = Arc::default();
+async fn a_controller_on_a_watch_reconciles_every_pod_to_its_last_version() {
+    let recorded = vec![
+        Ok(Event::Init),
+        Ok(Event::InitApply(pod("a", "1"))),
+        Ok(Event::InitApply(pod("b", "2"))),
+        Ok(Event::InitDone),
+        Ok(Event::Apply(pod("a", "3"))),
+        Err(watcher::Error::NoResourceVersion),
+        Ok(Event::Init),
+        Ok(Event::InitApply(pod("a", "5"))),
+        Ok(Event::InitApply(pod("c", "6"))),
+        Ok(Event::InitDone),
+    ];
+    // The recorded events arrive 100 ms apart, and the watch then stays open.
+    let paced = futures::stream::iter(recorded)
+        .then(|e| async {
+            sleep(Duration::from_millis(100)).await;
+            e
+        })
+        .chain(futures::stream::pending());
+    let pods = Watch::from_events(paced);
+    let last: Arc<Mutex<HashMap<String, Object<Pod>>>> = Arc::default();
     let resyncs = Arc::new(Mutex::new(0));
-    let (reader, l, r) = (store.clone(), last.clone(), resyncs.clone());
+    let (reader, l, r) = (pods.clone(), last.clone(), resyncs.clone());
     let shutdown = CancellationToken::new();
     let run = Controller::new("pods", move |key: ObjectRef<Pod>, _ctx: Context| {
-        let version = reader
-            .get(&key)
-            .and_then(|p| p.metadata.resource_version.clone());
+        let object = reader.get(&key);
         let mut last = l.lock().unwrap();
-        if last.insert(key.name.clone(), version.clone()) == Some(version) {
+        if last.insert(key.name.clone(), object.clone()) == Some(object) {
             *r.lock().unwrap() += 1;
         }
         async { Ok::<_, Infallible>(Action::Done) }
     })
-    .source(move || primary(once.lock().unwrap().take().expect("one term")))
-    .source({
-        let store = store.clone();
-        move || resync(store.clone(), Duration::from_secs(60))
-    })
+    .try_source(pods.keys())
+    .try_source(pods.resync(Duration::from_secs(60)))
     .workers(2)
     .run(shutdown.clone());
     let run = tokio::spawn(run);
@@ -162,10 +414,16 @@ async fn a_controller_on_a_reflector_reconciles_every_pod_to_its_last_version() 
     shutdown.cancel();
     let summary = bounded(Duration::from_secs(60), run).await.unwrap();
     assert_eq!(summary.drain, Drain::Finished);
+    assert_eq!(summary.source_errors, 1);
     let last = last.lock().unwrap();
-    assert_eq!(last["a"].as_deref(), Some("5"));
-    assert_eq!(last["b"], None, "deleted, and absent from the relist");
-    assert_eq!(last["c"].as_deref(), Some("6"));
+    assert_eq!(version(&last["a"]), Some("5"));
+    assert!(
+        matches!(last["b"], Object::Deleted(Some(_))),
+        "{:?}",
+        last["b"]
+    );
+    assert_eq!(version(&last["b"]), Some("2"));
+    assert_eq!(version(&last["c"]), Some("6"));
     assert_eq!(
         *resyncs.lock().unwrap(),
         2,

@@ -11,6 +11,7 @@ use ctrlq_controller::prometheus::ControllerMetrics;
 use ctrlq_controller::prometheus::encode;
 use ctrlq_controller::{Action, Context, Controller, Event, ReconcileOutcome};
 use ctrlq_queue_async::prometheus::QueueMetrics;
+use futures::StreamExt;
 use prometheus_client::registry::Registry;
 use support::{Rng, bounded};
 use tokio::time::sleep;
@@ -194,6 +195,8 @@ async fn help_lines_and_bucket_bounds_are_controller_runtimes() {
             "# HELP ctrlq_controller_shards_held Number of shards this replica leads per sharded controller",
             "# HELP ctrlq_controller_shard_moves Total number of shards that came to this replica per sharded controller",
             "# HELP ctrlq_controller_first_reconcile_seconds Time from gaining a lease or a shard to the first reconcile of the term per controller",
+            "# HELP ctrlq_controller_source_errors Total number of errors yielded per controller and source",
+            "# HELP ctrlq_controller_source_failures Total number of source failures followed by a new subscription per controller and source",
         ],
         "{text}"
     );
@@ -381,4 +384,48 @@ async fn the_first_reconcile_histogram_observes_each_terms_first_reconcile() {
         histogram(&registry, r#"bucket{le="0.005",controller="pods"}"#),
         1.0
     );
+}
+
+/// A source's error items and its failures are counted per source: a watch that keeps failing
+/// shows in the metrics, not only in a log.
+#[tokio::test(start_paused = true)]
+async fn source_errors_and_failures_are_counted_per_source() {
+    let mut registry = Registry::default();
+    let metrics = ControllerMetrics::register(&mut registry);
+    let shutdown = CancellationToken::new();
+    let subscriptions = Arc::new(Mutex::new(0));
+    let counted = subscriptions.clone();
+    let run = Controller::new("pods", |_key: u32, _ctx: Context| async {
+        Ok::<_, Failed>(Action::Done)
+    })
+    .try_source(|| {
+        let items = [Ok(1), Err("watch of Pod failed: 403"), Err("again"), Ok(2)];
+        futures::stream::iter(items).chain(futures::stream::pending())
+    })
+    .source(move || {
+        let n = {
+            let mut n = counted.lock().unwrap();
+            *n += 1;
+            *n
+        };
+        // The first subscription panics at once; the next one runs.
+        assert!(n > 1, "a source that panics");
+        futures::stream::pending()
+    })
+    .metrics(metrics)
+    .run(shutdown.clone());
+    let run = tokio::spawn(run);
+    sleep(Duration::from_secs(5)).await;
+    shutdown.cancel();
+    let summary = bounded(Duration::from_secs(60), run).await.unwrap();
+    assert_eq!((summary.source_errors, summary.source_failures), (2, 1));
+    let mut text = String::new();
+    encode(&mut text, &registry).unwrap();
+    let errors = r#"ctrlq_controller_source_errors_total{controller="pods",source="0"}"#;
+    assert_eq!(value(&text, errors), 2.0, "{text}");
+    let failures = r#"ctrlq_controller_source_failures_total{controller="pods",source="1"}"#;
+    assert_eq!(value(&text, failures), 1.0, "{text}");
+    assert!(text.contains(
+        "# HELP ctrlq_controller_source_errors Total number of errors yielded per controller and source\n"
+    ));
 }

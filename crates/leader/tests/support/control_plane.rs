@@ -40,6 +40,8 @@ pub(crate) struct ControlPlane {
     watchdog: Child,
     dir: PathBuf,
     url: String,
+    /// etcd's client address, `127.0.0.1:<port>`.
+    etcd_addr: String,
 }
 
 impl Drop for ControlPlane {
@@ -131,6 +133,26 @@ fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<_> = text.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+/// Standard base64 with padding, as etcd's JSON gateway reads keys.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 fn log_file(path: &Path) -> std::fs::File {
@@ -237,6 +259,7 @@ impl ControlPlane {
             apiserver_args,
             watchdog,
             url: format!("https://127.0.0.1:{api_port}"),
+            etcd_addr: format!("127.0.0.1:{etcd_port}"),
             dir,
         };
         plane.wait_ready().await;
@@ -327,6 +350,39 @@ impl ControlPlane {
         write_pids(&self.dir, &[child.id(), self.etcd.lock().unwrap().id()]);
         *self.apiserver.lock().unwrap() = child;
         self.wait_ready().await;
+    }
+
+    /// Deletes `key` from etcd itself, past kube-apiserver (for example
+    /// `/registry/configmaps/<namespace>/<name>` while it is down: a change no watch sees as an
+    /// event), through etcd's JSON gateway; returns how many keys were deleted.
+    pub(crate) fn etcd_delete(&self, key: &str) -> u64 {
+        use std::io::{Read, Write};
+        let body = format!(r#"{{"key":"{}"}}"#, base64(key.as_bytes()));
+        let mut stream = std::net::TcpStream::connect(&self.etcd_addr).expect("etcd answers");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            stream,
+            "POST /v3/kv/deleterange HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.etcd_addr,
+            body.len()
+        )
+        .expect("the request is sent");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("etcd answers");
+        assert!(
+            response.starts_with("HTTP/1.1 200"),
+            "etcd refused: {response}"
+        );
+        // `{"header":{...},"deleted":"1"}`: etcd writes 64-bit integers as strings, and leaves
+        // out zero values.
+        response
+            .split("\"deleted\":\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .map_or(0, |n| n.parse().expect("a count"))
     }
 
     /// Kills kube-apiserver and starts it again ([`Self::kill_apiserver`],

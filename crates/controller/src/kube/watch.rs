@@ -1,0 +1,830 @@
+//! [`Watch`]: one kube-runtime watch of a resource, shared by a reflector store and every key
+//! source built on it.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::kube::Resource;
+use ::kube::api::Api;
+use ::kube::runtime::WatchStreamExt;
+use ::kube::runtime::reflector::store::Writer;
+use ::kube::runtime::reflector::{ObjectRef, Store};
+use ::kube::runtime::watcher::{self, Event};
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, watch};
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+/// One watch of a resource, shared by its [reflector store](Store) and every key source made
+/// from it ([`keys`](Self::keys), [`owners`](Self::owners), [`mapped`](Self::mapped),
+/// [`resync`](Self::resync)).
+///
+/// - **A key follows the store**: each event is applied to the store first, and only then
+///   turned into keys, so a reconcile started from a key finds in the store the version that
+///   triggered it, or a later one. There is no second watch whose store could lag behind.
+/// - **One watch for the run**: it starts at the first subscription (or
+///   [`synced`](Self::synced)) and runs until the last clone of the `Watch` is dropped, however
+///   often the controller subscribes its sources again (each term of a cold standby, a source
+///   resubscribed after a failure). A new subscription starts with a key for every object in
+///   the store and every [deleted](Object::Deleted) object still remembered, then follows the
+///   watch: no second list, and no key missed between the two.
+/// - **Deletions are never lost**: an object deleted while the watch was down is missing from
+///   the relist that follows; its key is yielded, and [`get`](Self::get) answers
+///   [`Object::Deleted`] with the object as the store last held it (client-go's
+///   `DeletedFinalStateUnknown`). Deleted objects are remembered for
+///   [`deleted_retention`](Self::deleted_retention) (5 minutes by default).
+/// - **Failures are visible**: each watcher error is yielded by every source of the watch as an
+///   `Err` item (so [`Controller::try_source`](crate::Controller::try_source) counts and reports
+///   it), counted in [`status`](Self::status), and a watch failing for longer than a bound fails
+///   [`check`](Self::check).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use ctrlq_controller::kube::{Object, Watch};
+/// use ctrlq_controller::{Action, Context, Controller};
+/// use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+/// use kube::runtime::reflector::ObjectRef;
+/// use kube::runtime::watcher;
+/// use kube::{Api, Client};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # async fn run(client: Client) {
+/// let deployments = Watch::new(Api::<Deployment>::all(client.clone()), watcher::Config::default());
+/// let replica_sets = Watch::new(Api::<ReplicaSet>::all(client), watcher::Config::default());
+///
+/// let reader = deployments.clone();
+/// let reconcile = move |key: ObjectRef<Deployment>, _ctx: Context| {
+///     let object = reader.get(&key);
+///     async move {
+///         match object {
+///             Object::Present(deployment) => { let _ = deployment; /* act on it */ }
+///             Object::Deleted(last) => { let _ = last; /* clean up after it */ }
+///         }
+///         Ok::<_, kube::Error>(Action::requeue_after(Duration::from_secs(300)))
+///     }
+/// };
+/// let summary = Controller::new("deployments", reconcile)
+///     .try_source(deployments.keys())
+///     .try_source(replica_sets.owners::<Deployment>())
+///     .try_source(deployments.resync(Duration::from_secs(600)))
+///     .workers(4)
+///     .run(CancellationToken::new())
+///     .await;
+/// # let _ = summary;
+/// # }
+/// ```
+pub struct Watch<K: Watched> {
+    shared: Arc<Shared<K>>,
+}
+
+/// The resources a [`Watch`] serves: kube-rs's static types (k8s-openapi's types and
+/// `#[derive(CustomResource)]` types, whose `DynamicType` is `()`).
+pub trait Watched: Resource<DynamicType = ()> + Clone + fmt::Debug + Send + Sync + 'static {}
+
+impl<K: Resource<DynamicType = ()> + Clone + fmt::Debug + Send + Sync + 'static> Watched for K {}
+
+/// What every clone of a [`Watch`] shares.
+struct Shared<K: Watched> {
+    store: Store<K>,
+    kind: String,
+    state: Arc<Mutex<State<K>>>,
+    status: watch::Sender<WatchStatus>,
+    /// The events and the store's writer until the watch starts.
+    pending: Mutex<Option<(Events<K>, Writer<K>)>>,
+    /// The watch task, once started.
+    task: Mutex<Option<AbortHandle>>,
+}
+
+/// The watch's event stream, errors boxed.
+type Events<K> = BoxStream<'static, Result<Event<K>, BoxError>>;
+type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// What the watch task and the subscriptions share, under one lock: applying an event to the
+/// store and sending its keys happen under it, and so does a new subscription's snapshot, so a
+/// subscriber sees every change exactly from where its snapshot stands.
+struct State<K: Watched> {
+    subscribers: Vec<mpsc::UnboundedSender<Change<K>>>,
+    /// Whether the store holds a complete list (the first `InitDone` came).
+    synced: bool,
+    /// The keys listed since the last `Init`, while a list is under way.
+    listing: Option<HashSet<ObjectRef<K>>>,
+    /// Deleted objects as last held, with when they are forgotten.
+    deleted: HashMap<ObjectRef<K>, (Arc<K>, Instant)>,
+    /// The forget times in order (an entry is stale when the key was deleted again or applied).
+    expiries: VecDeque<(Instant, ObjectRef<K>)>,
+    retention: Duration,
+    ended: bool,
+}
+
+/// What a subscription receives: an object whose key to yield (applied, listed or deleted), or
+/// a watcher error.
+enum Change<K> {
+    Object(Arc<K>),
+    Error(WatchError),
+}
+
+impl<K> Clone for Change<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Object(o) => Self::Object(o.clone()),
+            Self::Error(e) => Self::Error(e.clone()),
+        }
+    }
+}
+
+/// How long a deleted object's last state is kept for [`Watch::get`] by default: 5 minutes,
+/// client-go's default unschedulable and resync scale, ample for a reconcile queued behind a
+/// backlog.
+pub const DEFAULT_DELETED_RETENTION: Duration = Duration::from_secs(300);
+
+/// An object as a [`Watch`] holds it: present in the store, or deleted with the state the
+/// store last held (`None` once forgotten after
+/// [`deleted_retention`](Watch::deleted_retention), or for a key the watch never saw).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use ctrlq_controller::kube::Object;
+/// use k8s_openapi::api::core::v1::Pod;
+/// let gone: Object<Pod> = Object::Deleted(Some(Arc::new(Pod::default())));
+/// assert!(gone.present().is_none() && gone.last_known().is_some());
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub enum Object<K> {
+    /// In the store: the latest version the watch delivered.
+    Present(Arc<K>),
+    /// Not in the store: deleted (or never seen), with its last known state when remembered.
+    Deleted(Option<Arc<K>>),
+}
+
+impl<K> Object<K> {
+    /// The object when present.
+    #[must_use]
+    pub fn present(&self) -> Option<&Arc<K>> {
+        match self {
+            Self::Present(o) => Some(o),
+            Self::Deleted(_) => None,
+        }
+    }
+
+    /// The object when present, else its last known state when remembered.
+    #[must_use]
+    pub fn last_known(&self) -> Option<&Arc<K>> {
+        match self {
+            Self::Present(o) | Self::Deleted(Some(o)) => Some(o),
+            Self::Deleted(None) => None,
+        }
+    }
+}
+
+/// A watcher error, as every source of a [`Watch`] yields it: the resource's kind and the
+/// error.
+///
+/// # Examples
+///
+/// ```
+/// let e = ctrlq_controller::kube::WatchError::new("ConfigMap", std::io::Error::other("403"));
+/// assert_eq!(e.to_string(), "watch of ConfigMap failed: 403");
+/// ```
+#[derive(Debug, Clone)]
+pub struct WatchError {
+    kind: Arc<str>,
+    error: Arc<dyn StdError + Send + Sync>,
+}
+
+impl WatchError {
+    /// An error of the watch of `kind`.
+    pub fn new(kind: &str, error: impl StdError + Send + Sync + 'static) -> Self {
+        Self::boxed(kind, Box::new(error))
+    }
+
+    fn boxed(kind: &str, error: BoxError) -> Self {
+        Self {
+            kind: kind.into(),
+            error: Arc::from(error),
+        }
+    }
+
+    /// The watched resource's kind.
+    #[must_use]
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+}
+
+impl fmt::Display for WatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "watch of {} failed: {}", self.kind, self.error)
+    }
+}
+
+impl StdError for WatchError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&*self.error)
+    }
+}
+
+/// What a [`Watch`] has seen, as [`Watch::status`] and [`Watch::subscribe_status`] publish it.
+///
+/// # Examples
+///
+/// ```
+/// let status = ctrlq_controller::kube::WatchStatus::default();
+/// assert!(!status.synced && status.failing_since.is_none());
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct WatchStatus {
+    /// Whether the store holds a complete list (set by the first list's end, kept after).
+    pub synced: bool,
+    /// Lists completed (the first and every relist after a watch restarted).
+    pub lists: u64,
+    /// Watcher errors, in all.
+    pub errors: u64,
+    /// When the current run of errors began: set by an error, cleared by any event after it.
+    pub failing_since: Option<Instant>,
+    /// The last watcher error, kept after recovery.
+    pub last_error: Option<WatchError>,
+}
+
+/// [`Watch::check`] failed: the watch has failed without a successful event for longer than
+/// the bound.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the watch of {kind} has failed for {failing_for:?}: {last_error}")]
+pub struct WatchUnhealthy {
+    /// The watched resource's kind.
+    pub kind: String,
+    /// How long the errors have lasted.
+    pub failing_for: Duration,
+    /// The last error.
+    pub last_error: WatchError,
+}
+
+/// [`Watch::synced`] ran out of time before the store held a complete list.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the watch of {kind} did not sync within {timeout:?}")]
+pub struct NotSynced {
+    /// The watched resource's kind.
+    pub kind: String,
+    /// The bound that passed.
+    pub timeout: Duration,
+    /// The last watcher error, if there was one.
+    pub last_error: Option<WatchError>,
+}
+
+// ===== impl Watch =====
+
+impl<K: Watched> Watch<K> {
+    /// A watch of `api` with `config` (kube-runtime's [`watcher`](watcher::watcher()) with its default
+    /// backoff, so it retries forever and reports each failure). Nothing is sent to the API
+    /// server until the first subscription.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(client: kube::Client) {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// let cms = ctrlq_controller::kube::Watch::new(
+    ///     kube::Api::<ConfigMap>::namespaced(client, "default"),
+    ///     kube::runtime::watcher::Config::default().labels("app=web"),
+    /// );
+    /// # let _ = cms;
+    /// # }
+    /// ```
+    pub fn new(api: Api<K>, config: watcher::Config) -> Self
+    where
+        K: k8s_openapi::serde::de::DeserializeOwned,
+    {
+        Self::from_events(watcher::watcher(api, config).default_backoff())
+    }
+
+    /// A watch over any stream of watcher events (a [`watcher`](watcher::watcher()) with settings of
+    /// your own, or a recorded stream in tests). The stream is polled from the first
+    /// subscription on; when it ends, every source of the watch ends.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_controller::kube::Watch;
+    /// use futures::StreamExt;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kube::runtime::reflector::ObjectRef;
+    /// use kube::runtime::watcher::Event;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let mut pod = Pod::default();
+    /// pod.metadata.name = Some("web".into());
+    /// let events = [Event::Init, Event::InitApply(pod), Event::InitDone];
+    /// let pods = Watch::from_events(futures::stream::iter(events.map(Ok::<_, std::io::Error>)));
+    /// let keys: Vec<_> = (pods.keys())().map(Result::unwrap).collect().await;
+    /// assert_eq!(keys, [ObjectRef::<Pod>::new("web")]);
+    /// assert!(pods.get(&keys[0]).present().is_some());
+    /// # }
+    /// ```
+    pub fn from_events<S, E>(events: S) -> Self
+    where
+        S: Stream<Item = Result<Event<K>, E>> + Send + 'static,
+        E: StdError + Send + Sync + 'static,
+    {
+        let writer = Writer::<K>::default();
+        let events = events
+            .map(|e| e.map_err(|e| Box::new(e) as BoxError))
+            .boxed();
+        Self {
+            shared: Arc::new(Shared {
+                store: writer.as_reader(),
+                kind: K::kind(&()).into_owned(),
+                state: Arc::new(Mutex::new(State {
+                    subscribers: Vec::new(),
+                    synced: false,
+                    listing: None,
+                    deleted: HashMap::new(),
+                    expiries: VecDeque::new(),
+                    retention: DEFAULT_DELETED_RETENTION,
+                    ended: false,
+                })),
+                status: watch::Sender::new(WatchStatus::default()),
+                pending: Mutex::new(Some((events, writer))),
+                task: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Sets how long a deleted object's last state is kept for [`get`](Self::get) (default
+    /// [`DEFAULT_DELETED_RETENTION`]); its key is yielded at once either way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// let pods = ctrlq_controller::kube::Watch::<Pod>::from_events(futures::stream::empty::<Result<_, std::io::Error>>())
+    ///     .deleted_retention(Duration::from_secs(3600));
+    /// # let _ = pods;
+    /// ```
+    #[must_use]
+    pub fn deleted_retention(self, retention: Duration) -> Self {
+        self.shared.state.lock().retention = retention;
+        self
+    }
+
+    /// The reflector store this watch keeps: every object of the last list and every change
+    /// since, applied before any key for it is yielded.
+    #[must_use]
+    pub fn store(&self) -> Store<K> {
+        self.shared.store.clone()
+    }
+
+    /// The object behind `key`: present with its latest version, or deleted with the state the
+    /// store last held while that is remembered.
+    #[must_use]
+    pub fn get(&self, key: &ObjectRef<K>) -> Object<K> {
+        if let Some(o) = self.shared.store.get(key) {
+            return Object::Present(o);
+        }
+        let mut state = self.shared.state.lock();
+        state.expire(Instant::now());
+        Object::Deleted(state.deleted.get(key).map(|(o, _)| o.clone()))
+    }
+
+    /// A source of the keys of this watch's objects, for
+    /// [`Controller::try_source`](crate::Controller::try_source): one per applied, listed or
+    /// deleted object (an object missing from a relist counts as deleted), each after the store
+    /// holds the change; watcher errors as `Err` items.
+    ///
+    /// # Examples
+    ///
+    /// See [`Watch`].
+    pub fn keys(
+        &self,
+    ) -> impl FnMut() -> BoxStream<'static, Result<ObjectRef<K>, WatchError>> + Send + 'static {
+        self.mapped(|o: &K| [ObjectRef::from_obj(o)])
+    }
+
+    /// A source of the keys of the owners of kind `Owner` of this watch's objects, through
+    /// their owner references (the object's namespace, the reference's name; references to
+    /// other kinds skipped), for a controller of `Owner` that watches what it owns.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_controller::kube::Watch;
+    /// use futures::StreamExt;
+    /// use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    /// use kube::runtime::reflector::ObjectRef;
+    /// use kube::runtime::watcher::Event;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let mut rs = ReplicaSet::default();
+    /// rs.metadata.name = Some("web-5d9c".into());
+    /// rs.metadata.namespace = Some("prod".into());
+    /// rs.metadata.owner_references = Some(vec![OwnerReference {
+    ///     api_version: "apps/v1".into(),
+    ///     kind: "Deployment".into(),
+    ///     name: "web".into(),
+    ///     uid: "1".into(),
+    ///     ..OwnerReference::default()
+    /// }]);
+    /// let events = [Event::Init, Event::InitApply(rs), Event::InitDone];
+    /// let replica_sets = Watch::from_events(futures::stream::iter(events.map(Ok::<_, std::io::Error>)));
+    /// let keys: Vec<_> = (replica_sets.owners::<Deployment>())().map(Result::unwrap).collect().await;
+    /// assert_eq!(keys, [ObjectRef::<Deployment>::new("web").within("prod")]);
+    /// # }
+    /// ```
+    pub fn owners<Owner>(
+        &self,
+    ) -> impl FnMut() -> BoxStream<'static, Result<ObjectRef<Owner>, WatchError>> + Send + 'static
+    where
+        Owner: Resource<DynamicType = ()> + Send + Sync + 'static,
+    {
+        self.mapped(|child: &K| {
+            let ns = child.meta().namespace.as_deref();
+            child
+                .meta()
+                .owner_references
+                .iter()
+                .flatten()
+                .filter_map(|o| ObjectRef::from_owner_ref(ns, o, ()))
+                .collect::<Vec<_>>()
+        })
+    }
+
+    /// A source of the keys `map` gives for each of this watch's objects (applied, listed or
+    /// deleted), for a controller whose objects depend on this resource (for example the
+    /// objects that reference a changed `ConfigMap`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_controller::kube::Watch;
+    /// use futures::StreamExt;
+    /// use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    /// use kube::runtime::reflector::ObjectRef;
+    /// use kube::runtime::watcher::Event;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("web-config".into());
+    /// let events = [Event::Init, Event::InitApply(cm), Event::InitDone];
+    /// let config_maps = Watch::from_events(futures::stream::iter(events.map(Ok::<_, std::io::Error>)));
+    /// // By convention here, `<name>-config` configures pod `<name>`.
+    /// let keys: Vec<ObjectRef<Pod>> = (config_maps.mapped(|cm: &ConfigMap| {
+    ///     let name = cm.metadata.name.as_deref().unwrap_or_default();
+    ///     name.strip_suffix("-config").map(ObjectRef::new)
+    /// }))()
+    /// .map(Result::unwrap)
+    /// .collect()
+    /// .await;
+    /// assert_eq!(keys, [ObjectRef::new("web")]);
+    /// # }
+    /// ```
+    pub fn mapped<T, F, I>(
+        &self,
+        map: F,
+    ) -> impl FnMut() -> BoxStream<'static, Result<T, WatchError>> + Send + 'static
+    where
+        T: Send + 'static,
+        F: Fn(&K) -> I + Send + Sync + 'static,
+        I: IntoIterator<Item = T>,
+        I::IntoIter: Send + 'static,
+    {
+        let (watch, map) = (self.clone(), Arc::new(map));
+        move || {
+            let map = map.clone();
+            watch
+                .subscribe()
+                .flat_map(move |change| match change {
+                    Change::Object(o) => futures::stream::iter(map(&o)).map(Ok).left_stream(),
+                    Change::Error(e) => futures::stream::iter([Err(e)]).right_stream(),
+                })
+                .boxed()
+        }
+    }
+
+    /// A source of every key in the store, every `period` (the first time one period after
+    /// the subscription): controller-runtime's periodic resync. Subscribing it starts the
+    /// watch too.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ctrlq_controller::kube::Watch;
+    /// use futures::StreamExt;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kube::runtime::reflector::ObjectRef;
+    /// use kube::runtime::watcher::Event;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut pod = Pod::default();
+    /// pod.metadata.name = Some("web".into());
+    /// let events = [Event::Init, Event::InitApply(pod), Event::InitDone];
+    /// let pods = Watch::from_events(futures::stream::iter(events.map(Ok::<_, std::io::Error>)));
+    /// pods.synced(Duration::from_secs(1)).await.unwrap();
+    /// let start = tokio::time::Instant::now();
+    /// let keys: Vec<_> = (pods.resync(Duration::from_secs(60)))().take(2).collect().await;
+    /// assert_eq!(keys.len(), 2);
+    /// assert_eq!(start.elapsed(), Duration::from_secs(120));
+    /// # }
+    /// ```
+    pub fn resync(
+        &self,
+        period: Duration,
+    ) -> impl FnMut() -> BoxStream<'static, Result<ObjectRef<K>, WatchError>> + Send + 'static {
+        let watch = self.clone();
+        move || {
+            // Its keys come from the store, which the watch fills: started by the first
+            // subscription of any of its sources.
+            watch.start();
+            let store = watch.store();
+            let start = tokio::time::Instant::now() + period;
+            let ticks = tokio::time::interval_at(start, period.max(Duration::from_millis(1)));
+            futures::stream::unfold(ticks, |mut ticks| async move {
+                ticks.tick().await;
+                Some(((), ticks))
+            })
+            .flat_map(move |()| {
+                let keys: Vec<_> = store
+                    .state()
+                    .iter()
+                    .map(|o| Ok(ObjectRef::from_obj(&**o)))
+                    .collect();
+                debug!(keys = keys.len(), "resync");
+                futures::stream::iter(keys)
+            })
+            .boxed()
+        }
+    }
+
+    /// Waits until the store holds a complete list (starting the watch if no source has yet),
+    /// at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`NotSynced`] when `timeout` passes first.
+    ///
+    /// # Examples
+    ///
+    /// See [`resync`](Self::resync).
+    pub async fn synced(&self, timeout: Duration) -> Result<(), NotSynced> {
+        let mut status = self.shared.status.subscribe();
+        self.start();
+        let synced = tokio::time::timeout(timeout, status.wait_for(|s| s.synced)).await;
+        match synced {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_)) | Err(_) => Err(NotSynced {
+                kind: self.shared.kind.clone(),
+                timeout,
+                last_error: self.status().last_error,
+            }),
+        }
+    }
+
+    /// What the watch has seen so far.
+    #[must_use]
+    pub fn status(&self) -> WatchStatus {
+        self.shared.status.borrow().clone()
+    }
+
+    /// A watch of [`status`](Self::status), changed at each list, error and recovery.
+    #[must_use]
+    pub fn subscribe_status(&self) -> watch::Receiver<WatchStatus> {
+        self.shared.status.subscribe()
+    }
+
+    /// A health check: fails when the watch has yielded only errors for longer than `bound`
+    /// (since its first error with no successful event after it). kube-runtime's default
+    /// backoff retries a failing watch within 800 ms at first and every 30 s at most, so a
+    /// bound of a minute or more fails only a watch that keeps failing.
+    ///
+    /// # Errors
+    ///
+    /// [`WatchUnhealthy`] with how long it has failed and the last error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// let pods = ctrlq_controller::kube::Watch::<Pod>::from_events(futures::stream::empty::<Result<_, std::io::Error>>());
+    /// assert!(pods.check(Duration::from_secs(60)).is_ok());
+    /// ```
+    pub fn check(&self, bound: Duration) -> Result<(), WatchUnhealthy> {
+        let status = self.shared.status.borrow();
+        match (&status.failing_since, &status.last_error) {
+            (Some(since), Some(e)) if since.elapsed() > bound => Err(WatchUnhealthy {
+                kind: self.shared.kind.clone(),
+                failing_for: since.elapsed(),
+                last_error: e.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// A new subscription: a change for every object in the store and every remembered deleted
+    /// one, then every change the watch makes after.
+    fn subscribe(&self) -> impl Stream<Item = Change<K>> + Send + 'static {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        {
+            let mut state = self.shared.state.lock();
+            state.expire(Instant::now());
+            if state.synced {
+                let deleted = state.deleted.values().map(|(o, _)| o.clone());
+                for o in self.shared.store.state().into_iter().chain(deleted) {
+                    let _ = tx.send(Change::Object(o));
+                }
+            }
+            // A watch that ended sends nothing more: the sender is dropped, the stream ends.
+            if !state.ended {
+                state.subscribers.push(tx);
+            }
+        }
+        self.start();
+        futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+    }
+
+    /// Starts the watch task, once.
+    fn start(&self) {
+        let Some((events, writer)) = self.shared.pending.lock().take() else {
+            return;
+        };
+        let task = Task {
+            writer,
+            store: self.shared.store.clone(),
+            kind: self.shared.kind.clone(),
+            state: self.shared.state.clone(),
+            status: self.shared.status.clone(),
+        };
+        let task = tokio::spawn(task.run(events));
+        *self.shared.task.lock() = Some(task.abort_handle());
+    }
+}
+
+impl<K: Watched> Clone for Watch<K> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<K: Watched> fmt::Debug for Watch<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let status = self.shared.status.borrow();
+        f.debug_struct("Watch")
+            .field("kind", &self.shared.kind)
+            .field("synced", &status.synced)
+            .field("errors", &status.errors)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Watched> Drop for Shared<K> {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.lock().take() {
+            task.abort();
+        }
+    }
+}
+
+// ===== the watch task =====
+
+/// The task that polls the events, applies each to the store and sends its keys.
+struct Task<K: Watched> {
+    writer: Writer<K>,
+    store: Store<K>,
+    kind: String,
+    state: Arc<Mutex<State<K>>>,
+    status: watch::Sender<WatchStatus>,
+}
+
+impl<K: Watched> Task<K> {
+    async fn run(mut self, mut events: Events<K>) {
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) => self.apply(event),
+                Err(error) => self.failed(error),
+            }
+        }
+        debug!(kind = %self.kind, "the watch's event stream ended");
+        let mut state = self.state.lock();
+        state.ended = true;
+        state.subscribers.clear();
+    }
+
+    fn failed(&mut self, error: BoxError) {
+        let error = WatchError::boxed(&self.kind, error);
+        warn!(%error, "watch error; the watcher retries");
+        self.status.send_modify(|s| {
+            s.errors += 1;
+            s.failing_since.get_or_insert_with(Instant::now);
+            s.last_error = Some(error.clone());
+        });
+        self.state.lock().send(&Change::Error(error));
+    }
+
+    fn apply(&mut self, event: Event<K>) {
+        let now = Instant::now();
+        let mut state = self.state.lock();
+        state.expire(now);
+        let key = |o: &K| ObjectRef::from_obj(o);
+        match event {
+            Event::Apply(o) => {
+                let key = key(&o);
+                self.writer.apply_watcher_event(&Event::Apply(o));
+                state.deleted.remove(&key);
+                if let Some(o) = self.store.get(&key) {
+                    state.send(&Change::Object(o));
+                }
+            }
+            Event::Delete(o) => {
+                let key = key(&o);
+                self.writer.apply_watcher_event(&Event::Delete(o.clone()));
+                let o = Arc::new(o);
+                state.remember(key, o.clone(), now);
+                state.send(&Change::Object(o));
+            }
+            Event::Init => {
+                state.listing = Some(HashSet::new());
+                self.writer.apply_watcher_event(&Event::Init);
+            }
+            Event::InitApply(o) => {
+                state
+                    .listing
+                    .get_or_insert_with(HashSet::new)
+                    .insert(key(&o));
+                self.writer.apply_watcher_event(&Event::InitApply(o));
+            }
+            Event::InitDone => {
+                let listed = state.listing.take().unwrap_or_default();
+                // What the store held and the list lacks was deleted while the watch was down.
+                let gone: Vec<_> = self
+                    .store
+                    .state()
+                    .into_iter()
+                    .filter(|o| !listed.contains(&key(o)))
+                    .collect();
+                self.writer.apply_watcher_event(&Event::InitDone);
+                for o in &gone {
+                    state.remember(key(o), o.clone(), now);
+                }
+                for key in &listed {
+                    state.deleted.remove(key);
+                }
+                state.synced = true;
+                let present = self.store.state();
+                debug!(kind = %self.kind, listed = present.len(), gone = gone.len(), "listed");
+                for o in present.into_iter().chain(gone) {
+                    state.send(&Change::Object(o));
+                }
+                self.status.send_modify(|s| {
+                    s.synced = true;
+                    s.lists += 1;
+                });
+            }
+        }
+        drop(state);
+        // Any event is a successful answer of the API server: a run of errors is over.
+        self.status
+            .send_if_modified(|s| s.failing_since.take().is_some());
+    }
+}
+
+impl<K: Watched> State<K> {
+    fn send(&mut self, change: &Change<K>) {
+        self.subscribers
+            .retain(|tx| tx.send(change.clone()).is_ok());
+    }
+
+    fn remember(&mut self, key: ObjectRef<K>, object: Arc<K>, now: Instant) {
+        let until = now + self.retention;
+        self.expiries.push_back((until, key.clone()));
+        self.deleted.insert(key, (object, until));
+    }
+
+    /// Forgets the deleted objects whose retention has passed.
+    fn expire(&mut self, now: Instant) {
+        while let Some((until, _)) = self.expiries.front()
+            && *until <= now
+        {
+            let (until, key) = self.expiries.pop_front().expect("a front entry");
+            if self.deleted.get(&key).is_some_and(|(_, u)| *u == until) {
+                self.deleted.remove(&key);
+            }
+        }
+    }
+}
