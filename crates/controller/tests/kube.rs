@@ -430,3 +430,103 @@ async fn a_controller_on_a_watch_reconciles_every_pod_to_its_last_version() {
         "the resync at 60 s: a and c, unchanged"
     );
 }
+
+fn deployment(name: &str, version: &str, generation: i64) -> Deployment {
+    let mut d = meta(Deployment::default(), "prod", name, version);
+    d.metadata.generation = Some(generation);
+    d
+}
+
+/// A handle with a predicate yields a key only when the predicate's value changed for it:
+/// status writes (same generation) yield none, a spec change does, a deletion always does; a
+/// new subscription starts afresh. The store, `get` and a handle without a predicate see every
+/// change.
+#[tokio::test(start_paused = true)]
+async fn a_predicate_lets_through_only_the_changes_it_watches() {
+    use ctrlq_controller::kube::predicates;
+    let (tx, mut rx) = mpsc::unbounded_channel::<watcher::Result<Event<Deployment>>>();
+    let deployments: Watch<Deployment> =
+        Watch::from_events(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)));
+    let specs = deployments.with_predicate(predicates::generation);
+    let mut spec_keys = (specs.keys())();
+    let mut all_keys = (deployments.keys())();
+    for e in [
+        Event::Init,
+        Event::InitApply(deployment("web", "1", 1)),
+        Event::InitDone,
+        Event::Apply(deployment("web", "2", 1)), // a status write
+        Event::Apply(deployment("web", "3", 1)), // another
+    ] {
+        tx.send(Ok(e)).unwrap();
+    }
+    let web = || ObjectRef::<Deployment>::new("web").within("prod");
+    assert_eq!(ok(ready(&mut spec_keys).await), [web()], "the list only");
+    assert_eq!(ready(&mut all_keys).await.len(), 3);
+    assert_eq!(
+        version(&specs.get(&web())),
+        Some("3"),
+        "get sees every change"
+    );
+
+    tx.send(Ok(Event::Apply(deployment("web", "4", 2))))
+        .unwrap();
+    assert_eq!(ok(ready(&mut spec_keys).await), [web()], "a spec change");
+    // A relist of the same generation yields nothing; a deletion always yields its key.
+    for e in [
+        Event::Init,
+        Event::InitApply(deployment("web", "4", 2)),
+        Event::InitDone,
+    ] {
+        tx.send(Ok(e)).unwrap();
+    }
+    assert!(ready(&mut spec_keys).await.is_empty());
+    tx.send(Ok(Event::Delete(deployment("web", "5", 2))))
+        .unwrap();
+    assert_eq!(ok(ready(&mut spec_keys).await), [web()]);
+    // Created again with generation 1: its last value was forgotten with the deletion.
+    tx.send(Ok(Event::Apply(deployment("web", "6", 1))))
+        .unwrap();
+    assert_eq!(ok(ready(&mut spec_keys).await), [web()]);
+    // A new subscription yields the snapshot whatever the values.
+    assert_eq!(ok(ready(&mut (specs.keys())()).await), [web()]);
+    // A kind without a generation passes every change.
+    let (pods, tx) = pods();
+    let mut keys = (pods.with_predicate(predicates::generation).keys())();
+    for e in [
+        Event::Init,
+        Event::InitDone,
+        Event::Apply(pod("a", "1")),
+        Event::Apply(pod("a", "2")),
+    ] {
+        tx.send(Ok(e)).unwrap();
+    }
+    assert_eq!(ok(ready(&mut keys).await), [key("a"), key("a")]);
+}
+
+/// Predicates apply to owners too: a child's status writes do not reconcile its owner, a label
+/// change on it does.
+#[tokio::test(start_paused = true)]
+async fn a_predicate_applies_to_the_owners_source() {
+    use ctrlq_controller::kube::predicates;
+    let child = |version: &str, label: &str| {
+        let mut rs = meta(ReplicaSet::default(), "prod", "web-1", version);
+        rs.metadata.owner_references = Some(vec![owner("Deployment", "apps/v1", "web")]);
+        rs.metadata.labels = Some([("tier".to_owned(), label.to_owned())].into());
+        rs
+    };
+    let events: Vec<watcher::Result<Event<ReplicaSet>>> = vec![
+        Ok(Event::Init),
+        Ok(Event::InitApply(child("1", "a"))),
+        Ok(Event::InitDone),
+        Ok(Event::Apply(child("2", "a"))),
+        Ok(Event::Apply(child("3", "b"))),
+    ];
+    let replica_sets = Watch::from_events(futures::stream::iter(events));
+    let labelled = replica_sets.with_predicate(predicates::labels);
+    let keys: Vec<_> = bounded(
+        Duration::from_secs(1),
+        (labelled.owners::<Deployment>())().collect::<Vec<_>>(),
+    )
+    .await;
+    assert_eq!(keys.len(), 2, "the list and the label change: {keys:?}");
+}

@@ -559,3 +559,135 @@ async fn no_reconcile_reads_a_stale_object_as_the_last_word_across_start_and_fai
         );
     }
 }
+
+/// A Deployment with one container, selected by `app: <name>`.
+fn deployment(name: &str, image: &str) -> k8s_openapi::api::apps::v1::Deployment {
+    use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+    use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    let labels: std::collections::BTreeMap<_, _> = [("app".to_owned(), name.to_owned())].into();
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        spec: DeploymentSpec {
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "main".into(),
+                        image: Some(image.into()),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        },
+        ..Deployment::default()
+    }
+}
+
+/// On the real API server, with the generation predicate: a status write (through the status
+/// subresource, which leaves `metadata.generation` as it is) triggers no reconcile; a spec
+/// change does, and so does the deletion.
+#[tokio::test]
+async fn a_status_write_does_not_trigger_a_reconcile_under_the_generation_predicate() {
+    use ctrlq_controller::kube::predicates;
+    use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+    let ns = "predicate";
+    let plane = ControlPlane::shared().await;
+    let admin = plane.client(ADMIN);
+    create_namespace(&admin, ns).await;
+    let api = Api::<Deployment>::namespaced(admin.clone(), ns);
+    let pp = PostParams::default();
+    api.create(&pp, &deployment("web", "nginx:1"))
+        .await
+        .unwrap();
+
+    let deployments = Watch::new(api.clone(), watcher::Config::default());
+    let reconciles: Arc<Mutex<Vec<(Option<i64>, bool)>>> = Arc::default();
+    let (reader, log) = (deployments.clone(), reconciles.clone());
+    let shutdown = CancellationToken::new();
+    let run = Controller::new(
+        "deployments",
+        move |key: ObjectRef<Deployment>, _ctx: Context| {
+            let object = reader.get(&key);
+            let generation = object.last_known().and_then(|d| d.metadata.generation);
+            log.lock()
+                .unwrap()
+                .push((generation, object.present().is_some()));
+            async { Ok::<_, Infallible>(Action::Done) }
+        },
+    )
+    .try_source(deployments.with_predicate(predicates::generation).keys())
+    .run(shutdown.clone());
+    let run = tokio::spawn(run);
+    let reconciled = |n: usize| {
+        let log = reconciles.clone();
+        async move {
+            timeout(Duration::from_secs(30), async {
+                while log.lock().unwrap().len() < n {
+                    sleep(Duration::from_millis(50)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("{n} reconciles within 30 s: {:?}", log.lock().unwrap()));
+        }
+    };
+    reconciled(1).await;
+
+    // Two status writes: the watch delivers them (the store has them), no key is yielded.
+    for replicas in [1, 2] {
+        let mut d = api.get_status("web").await.unwrap();
+        d.status = Some(DeploymentStatus {
+            observed_generation: d.metadata.generation,
+            replicas: Some(replicas),
+            ..DeploymentStatus::default()
+        });
+        let written = api.replace_status("web", &pp, &d).await;
+        let written = written.unwrap();
+        timeout(Duration::from_secs(30), async {
+            loop {
+                let seen = deployments.store().get(&ObjectRef::from_obj(&written));
+                if seen.and_then(|d| d.metadata.resource_version.clone())
+                    == written.metadata.resource_version
+                {
+                    return;
+                }
+                sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("the status write reaches the store within 30 s");
+    }
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        reconciles.lock().unwrap().len(),
+        1,
+        "status writes triggered a reconcile"
+    );
+
+    // A spec change raises the generation: reconciled.
+    let mut d = api.get("web").await.unwrap();
+    d.spec.template.spec.as_mut().unwrap().containers[0].image = Some("nginx:2".into());
+    api.replace("web", &pp, &d).await.unwrap();
+    reconciled(2).await;
+    api.delete("web", &Default::default()).await.unwrap();
+    reconciled(3).await;
+    shutdown.cancel();
+    bounded(Duration::from_secs(60), run).await.unwrap();
+    let log = reconciles.lock().unwrap();
+    assert_eq!(
+        log[..],
+        [(Some(1), true), (Some(2), true), (Some(2), false)]
+    );
+}

@@ -12,7 +12,10 @@
 //! - [`Watch::mapped`]: any keys a function gives for each object (related objects);
 //! - [`Watch::resync`]: every key in the store, periodically;
 //! - [`Watch::get`]: the object behind a key, [present](Object::Present) or
-//!   [deleted](Object::Deleted) with the state the store last held.
+//!   [deleted](Object::Deleted) with the state the store last held;
+//! - [`Watch::with_predicate`]: a handle whose sources yield a key only when a part of the
+//!   object changed ([`predicates`]: the generation, so that status writes trigger nothing; the
+//!   labels; the annotations; the finalizers; or a function of your own).
 //!
 //! Applied, listed and deleted objects all yield a key, and so does an object missing from a
 //! relist (deleted while the watch was down: client-go's `DeletedFinalStateUnknown`). Each
@@ -62,6 +65,7 @@
 //! # }
 //! ```
 
+pub mod predicates;
 mod watch;
 
 pub use watch::{

@@ -83,7 +83,11 @@ use tracing::{debug, warn};
 /// ```
 pub struct Watch<K: Watched> {
     shared: Arc<Shared<K>>,
+    /// What a change must alter for the sources of this handle to yield its key.
+    predicate: Option<Predicate<K>>,
 }
+
+type Predicate<K> = Arc<dyn Fn(&K) -> Option<u64> + Send + Sync>;
 
 /// The resources a [`Watch`] serves: kube-rs's static types (k8s-openapi's types and
 /// `#[derive(CustomResource)]` types, whose `DynamicType` is `()`).
@@ -124,17 +128,19 @@ struct State<K: Watched> {
     ended: bool,
 }
 
-/// What a subscription receives: an object whose key to yield (applied, listed or deleted), or
-/// a watcher error.
+/// What a subscription receives: an object whose key to yield (applied or listed, or deleted),
+/// or a watcher error.
 enum Change<K> {
-    Object(Arc<K>),
+    Present(Arc<K>),
+    Deleted(Arc<K>),
     Error(WatchError),
 }
 
 impl<K> Clone for Change<K> {
     fn clone(&self) -> Self {
         match self {
-            Self::Object(o) => Self::Object(o.clone()),
+            Self::Present(o) => Self::Present(o.clone()),
+            Self::Deleted(o) => Self::Deleted(o.clone()),
             Self::Error(e) => Self::Error(e.clone()),
         }
     }
@@ -357,6 +363,7 @@ impl<K: Watched> Watch<K> {
                 pending: Mutex::new(Some((events, writer))),
                 task: Mutex::new(None),
             }),
+            predicate: None,
         }
     }
 
@@ -376,6 +383,47 @@ impl<K: Watched> Watch<K> {
     pub fn deleted_retention(self, retention: Duration) -> Self {
         self.shared.state.lock().retention = retention;
         self
+    }
+
+    /// A handle on the same watch whose sources yield a present object's key only when
+    /// `predicate`'s value for it differs from the value its key last passed with (per
+    /// subscription; an object for which it gives `None` always passes, and so does every
+    /// deletion), as kube-runtime's `predicate_filter` and controller-runtime's predicates. With
+    /// [`predicates::generation`](super::predicates::generation), the controller's own status
+    /// writes (which leave `metadata.generation` as it is) do not trigger another reconcile.
+    /// The store, [`get`](Self::get) and the other handles see every change.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_controller::kube::{Watch, predicates};
+    /// use futures::StreamExt;
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// use kube::runtime::watcher::Event;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let mut d = Deployment::default();
+    /// d.metadata.name = Some("web".into());
+    /// d.metadata.generation = Some(1);
+    /// let mut status_written = d.clone();
+    /// status_written.metadata.resource_version = Some("2".into());
+    /// let events = [Event::Init, Event::InitApply(d), Event::InitDone, Event::Apply(status_written)];
+    /// let deployments = Watch::from_events(futures::stream::iter(events.map(Ok::<_, std::io::Error>)));
+    /// let specs = deployments.with_predicate(predicates::generation);
+    /// let keys: Vec<_> = (specs.keys())().collect().await;
+    /// assert_eq!(keys.len(), 1, "the status write yields no key");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_predicate(
+        &self,
+        predicate: impl Fn(&K) -> Option<u64> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            predicate: Some(Arc::new(predicate)),
+        }
     }
 
     /// The reflector store this watch keeps: every object of the last list and every change
@@ -504,11 +552,13 @@ impl<K: Watched> Watch<K> {
         let (watch, map) = (self.clone(), Arc::new(map));
         move || {
             let map = map.clone();
+            let mut passed = Passed::new(watch.predicate.clone());
             watch
                 .subscribe()
+                .filter_map(move |change| std::future::ready(passed.pass(change)))
                 .flat_map(move |change| match change {
-                    Change::Object(o) => futures::stream::iter(map(&o)).map(Ok).left_stream(),
-                    Change::Error(e) => futures::stream::iter([Err(e)]).right_stream(),
+                    Ok(o) => futures::stream::iter(map(&o)).map(Ok).left_stream(),
+                    Err(e) => futures::stream::iter([Err(e)]).right_stream(),
                 })
                 .boxed()
         }
@@ -643,9 +693,11 @@ impl<K: Watched> Watch<K> {
             let mut state = self.shared.state.lock();
             state.expire(Instant::now());
             if state.synced {
-                let deleted = state.deleted.values().map(|(o, _)| o.clone());
-                for o in self.shared.store.state().into_iter().chain(deleted) {
-                    let _ = tx.send(Change::Object(o));
+                for o in self.shared.store.state() {
+                    let _ = tx.send(Change::Present(o));
+                }
+                for (o, _) in state.deleted.values() {
+                    let _ = tx.send(Change::Deleted(o.clone()));
                 }
             }
             // A watch that ended sends nothing more: the sender is dropped, the stream ends.
@@ -678,6 +730,48 @@ impl<K: Watched> Clone for Watch<K> {
     fn clone(&self) -> Self {
         Self {
             shared: self.shared.clone(),
+            predicate: self.predicate.clone(),
+        }
+    }
+}
+
+/// One subscription's filter by its handle's predicate: the value each key last passed with.
+struct Passed<K: Watched> {
+    predicate: Option<Predicate<K>>,
+    last: HashMap<ObjectRef<K>, u64>,
+}
+
+impl<K: Watched> Passed<K> {
+    fn new(predicate: Option<Predicate<K>>) -> Self {
+        Self {
+            predicate,
+            last: HashMap::new(),
+        }
+    }
+
+    /// The object of `change` if its key is to be yielded, or its error: a present object
+    /// passes when the predicate has no value for it or a value other than the last one
+    /// passed for its key; a deleted one always does.
+    fn pass(&mut self, change: Change<K>) -> Option<Result<Arc<K>, WatchError>> {
+        let Some(predicate) = &self.predicate else {
+            return Some(match change {
+                Change::Present(o) | Change::Deleted(o) => Ok(o),
+                Change::Error(e) => Err(e),
+            });
+        };
+        match change {
+            Change::Present(o) => {
+                let Some(value) = predicate(&o) else {
+                    return Some(Ok(o));
+                };
+                let changed = self.last.insert(ObjectRef::from_obj(&*o), value) != Some(value);
+                changed.then_some(Ok(o))
+            }
+            Change::Deleted(o) => {
+                self.last.remove(&ObjectRef::from_obj(&*o));
+                Some(Ok(o))
+            }
+            Change::Error(e) => Some(Err(e)),
         }
     }
 }
@@ -748,7 +842,7 @@ impl<K: Watched> Task<K> {
                 self.writer.apply_watcher_event(&Event::Apply(o));
                 state.deleted.remove(&key);
                 if let Some(o) = self.store.get(&key) {
-                    state.send(&Change::Object(o));
+                    state.send(&Change::Present(o));
                 }
             }
             Event::Delete(o) => {
@@ -756,7 +850,7 @@ impl<K: Watched> Task<K> {
                 self.writer.apply_watcher_event(&Event::Delete(o.clone()));
                 let o = Arc::new(o);
                 state.remember(key, o.clone(), now);
-                state.send(&Change::Object(o));
+                state.send(&Change::Deleted(o));
             }
             Event::Init => {
                 state.listing = Some(HashSet::new());
@@ -788,8 +882,11 @@ impl<K: Watched> Task<K> {
                 state.synced = true;
                 let present = self.store.state();
                 debug!(kind = %self.kind, listed = present.len(), gone = gone.len(), "listed");
-                for o in present.into_iter().chain(gone) {
-                    state.send(&Change::Object(o));
+                for o in present {
+                    state.send(&Change::Present(o));
+                }
+                for o in gone {
+                    state.send(&Change::Deleted(o));
                 }
                 self.status.send_modify(|s| {
                     s.synced = true;
