@@ -614,7 +614,9 @@ async fn a_status_write_does_not_trigger_a_reconcile_under_the_generation_predic
         .unwrap();
 
     let deployments = Watch::new(api.clone(), watcher::Config::default());
-    let reconciles: Arc<Mutex<Vec<(Option<i64>, bool)>>> = Arc::default();
+    // Per reconcile: the generation read, and whether the object was present.
+    type Log = Arc<Mutex<Vec<(Option<i64>, bool)>>>;
+    let reconciles = Log::default();
     let (reader, log) = (deployments.clone(), reconciles.clone());
     let shutdown = CancellationToken::new();
     let run = Controller::new(
