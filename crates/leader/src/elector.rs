@@ -129,12 +129,13 @@ struct Observed {
 }
 
 impl<L: Lock> LeaderElector<L> {
-    /// Validates `config` and builds an elector over `lock`.
+    /// Validates `config` and builds an elector over `lock`, whose default request bound is
+    /// first fitted to the renew deadline ([`Lock::fit_request_timeout`]).
     ///
     /// # Errors
     ///
     /// The [`ConfigError`] of the first broken rule, [`ConfigError::EmptyIdentity`], or
-    /// [`ConfigError::RequestTimeoutAboveRenewDeadline`] for a lock whose
+    /// [`ConfigError::RequestTimeoutAboveRenewDeadline`] for a lock whose explicitly set
     /// [request timeout](Lock::request_timeout) exceeds the renew deadline.
     ///
     /// # Examples
@@ -143,8 +144,9 @@ impl<L: Lock> LeaderElector<L> {
     /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
     /// assert!(LeaderElector::new(MemoryStore::new().lock(""), LeaderElectionConfig::default()).is_err());
     /// ```
-    pub fn new(lock: L, config: LeaderElectionConfig) -> Result<Self, ConfigError> {
+    pub fn new(mut lock: L, config: LeaderElectionConfig) -> Result<Self, ConfigError> {
         config.validate()?;
+        lock.fit_request_timeout(config.renew_deadline);
         if lock.identity().is_empty() {
             return Err(ConfigError::EmptyIdentity);
         }

@@ -37,6 +37,8 @@ pub struct EtcdLock {
     key: String,
     identity: String,
     timeout: Duration,
+    /// Whether `timeout` was set explicitly (else an elector fits it to its renew deadline).
+    timeout_set: bool,
     /// The mod revision this lock last saw; guards `update`.
     last_seen: Mutex<Option<i64>>,
 }
@@ -50,12 +52,15 @@ impl EtcdLock {
             key: key.into(),
             identity: identity.into(),
             timeout: DEFAULT_REQUEST_TIMEOUT,
+            timeout_set: false,
             last_seen: Mutex::new(None),
         }
     }
 
-    /// Bounds each request (default [`DEFAULT_REQUEST_TIMEOUT`]); keep it below the renew
-    /// deadline.
+    /// Bounds each request. By default [`DEFAULT_REQUEST_TIMEOUT`], and under an elector
+    /// client-go's `max(1 s, renew deadline / 2)`, at most the renew deadline
+    /// ([`Lock::fit_request_timeout`]). A bound set here must not exceed the renew deadline
+    /// ([`LeaderElector::new`](crate::LeaderElector::new) refuses it).
     ///
     /// # Examples
     ///
@@ -69,6 +74,7 @@ impl EtcdLock {
     #[must_use]
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self.timeout_set = true;
         self
     }
 
@@ -184,6 +190,12 @@ impl Lock for EtcdLock {
 
     fn request_timeout(&self) -> Option<Duration> {
         Some(self.timeout)
+    }
+
+    fn fit_request_timeout(&mut self, renew_deadline: Duration) {
+        if !self.timeout_set {
+            self.timeout = crate::error::fitted_request_timeout(renew_deadline);
+        }
     }
 
     /// One prefix range read: the keys starting with `prefix` (full keys), in key order.

@@ -71,6 +71,8 @@ pub struct LeaseLock {
     name: String,
     identity: String,
     timeout: Duration,
+    /// Whether `timeout` was set explicitly (else an elector fits it to its renew deadline).
+    timeout_set: bool,
     /// Labels written on create; `list` selects by them.
     labels: BTreeMap<String, String>,
     /// The Lease as last read or written; `update` replaces this object.
@@ -119,15 +121,18 @@ impl LeaseLock {
             name: name.into(),
             identity: identity.into(),
             timeout: DEFAULT_REQUEST_TIMEOUT,
+            timeout_set: false,
             labels: BTreeMap::new(),
             cached: Mutex::new(None),
         }
     }
 
-    /// Bounds each request, including kube-rs's own retries of 429, 503 and 504 (default
-    /// [`DEFAULT_REQUEST_TIMEOUT`]). It must not exceed the renew deadline:
-    /// [`LeaderElector::new`](crate::LeaderElector::new) refuses a lock whose bound is longer
-    /// ([`ConfigError::RequestTimeoutAboveRenewDeadline`](crate::ConfigError)).
+    /// Bounds each request, including kube-rs's own retries of 429, 503 and 504. By default
+    /// [`DEFAULT_REQUEST_TIMEOUT`], and under an elector client-go's `max(1 s, renew
+    /// deadline / 2)`, at most the renew deadline ([`Lock::fit_request_timeout`]), so any
+    /// valid election timing works with the default. A bound set here must not exceed the
+    /// renew deadline: [`LeaderElector::new`](crate::LeaderElector::new) refuses a lock whose
+    /// bound is longer ([`ConfigError::RequestTimeoutAboveRenewDeadline`](crate::ConfigError)).
     ///
     /// # Examples
     ///
@@ -141,6 +146,7 @@ impl LeaseLock {
     #[must_use]
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self.timeout_set = true;
         self
     }
 
@@ -397,6 +403,12 @@ impl Lock for LeaseLock {
 
     fn request_timeout(&self) -> Option<Duration> {
         Some(self.timeout)
+    }
+
+    fn fit_request_timeout(&mut self, renew_deadline: Duration) {
+        if !self.timeout_set {
+            self.timeout = crate::error::fitted_request_timeout(renew_deadline);
+        }
     }
 }
 

@@ -89,6 +89,25 @@ pub trait Lock: Send + Sync + 'static {
         None
     }
 
+    /// Fits a request bound this lock chose by default to `renew_deadline`;
+    /// [`LeaderElector::new`](crate::LeaderElector::new) calls it with its configuration's
+    /// renew deadline before it checks the bound. The crate's network locks take client-go's
+    /// `max(1 s, renew deadline / 2)`, at most the renew deadline, unless a bound was set
+    /// explicitly (which is kept, and checked). The default does nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ctrlq_leader::{Lock, MemoryStore};
+    /// let mut lock = MemoryStore::new().lock("a");
+    /// lock.fit_request_timeout(Duration::from_secs(3));
+    /// assert_eq!(lock.request_timeout(), None);
+    /// ```
+    fn fit_request_timeout(&mut self, renew_deadline: std::time::Duration) {
+        let _ = renew_deadline;
+    }
+
     /// The records of this lock's store whose names start with `prefix`, each with its name,
     /// in name order: what a sharded controller reads its members from. Names are as the
     /// backend keys them: the record name in memory, the Lease name, the full etcd key.

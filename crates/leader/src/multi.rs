@@ -93,4 +93,9 @@ impl<P: Lock, S: Lock> Lock for MultiLock<P, S> {
             .request_timeout()
             .max(self.secondary.request_timeout())
     }
+
+    fn fit_request_timeout(&mut self, renew_deadline: std::time::Duration) {
+        self.primary.fit_request_timeout(renew_deadline);
+        self.secondary.fit_request_timeout(renew_deadline);
+    }
 }

@@ -196,28 +196,63 @@ async fn lock_should_bound_every_request_by_its_timeout() {
 }
 
 /// A request timeout longer than the renew deadline would never apply (the deadline cuts the
-/// renew short first): the elector refuses it, also for the default timeout beside a short
-/// deadline.
+/// renew short first): the elector refuses one set explicitly. A lock's default timeout is
+/// fitted to the elector's renew deadline instead, as client-go's `max(1 s, renew deadline /
+/// 2)` at most the deadline, so any valid timing works with the default; and the fitted bound
+/// is the one its requests get.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn elector_should_refuse_a_request_timeout_above_the_renew_deadline() {
+async fn elector_should_fit_a_default_request_timeout_and_refuse_a_longer_set_one() {
     let api = MockApi::default();
-    let short = LeaderElectionConfig::default()
-        .lease_duration(Duration::from_secs(4))
-        .renew_deadline(Duration::from_secs(2))
-        .retry_period(Duration::from_millis(500));
-    let default_timeout = LeaseLock::new(api.client(), NS, NAME, "a");
-    let err = LeaderElector::new(default_timeout, short.clone()).unwrap_err();
+    let timing = |rd: Duration| {
+        LeaderElectionConfig::default()
+            .lease_duration(Duration::from_secs(60))
+            .renew_deadline(rd)
+            .retry_period(rd / 4)
+    };
+    let short = timing(Duration::from_secs(2));
+    let set_long =
+        LeaseLock::new(api.client(), NS, NAME, "a").request_timeout(Duration::from_secs(5));
+    let err = LeaderElector::new(set_long, short.clone()).unwrap_err();
     assert_eq!(
         err,
         ConfigError::RequestTimeoutAboveRenewDeadline {
-            request_timeout: ctrlq_leader::DEFAULT_REQUEST_TIMEOUT,
+            request_timeout: Duration::from_secs(5),
             renew_deadline: Duration::from_secs(2),
         }
     );
     let at_deadline =
         LeaseLock::new(api.client(), NS, NAME, "a").request_timeout(Duration::from_secs(2));
-    assert!(LeaderElector::new(at_deadline, short).is_ok());
+    let kept = LeaderElector::new(at_deadline, short.clone()).unwrap();
+    assert_eq!(kept.lock().request_timeout(), Some(Duration::from_secs(2)));
     assert!(api.seen().is_empty());
+
+    // The default, fitted: max(1 s, rd / 2), at most rd.
+    for (rd, fitted) in [
+        (2_000, 1_000),
+        (10_000, 5_000),
+        (30_000, 15_000),
+        (800, 800),
+    ] {
+        let rd = Duration::from_millis(rd);
+        let elector = LeaderElector::new(LeaseLock::new(api.client(), NS, NAME, "a"), timing(rd));
+        let elector = elector.unwrap();
+        assert_eq!(
+            elector.lock().request_timeout(),
+            Some(Duration::from_millis(fitted))
+        );
+    }
+    let default = LeaseLock::new(api.client(), NS, NAME, "a");
+    let elector = LeaderElector::new(default, short).unwrap();
+    api.answer(Answer::Hang);
+    let start = Instant::now();
+    let err = elector.lock().get().await.unwrap_err();
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    assert!(
+        err.source()
+            .unwrap()
+            .downcast_ref::<ctrlq_leader::RequestTimedOut>()
+            .is_some()
+    );
 }
 
 /// The lock names its Lease `namespace/name` in logs and errors and shows it, with the
