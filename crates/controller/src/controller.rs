@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, debug_span};
+use tracing::{Instrument, debug, debug_span, warn};
 
 use crate::key::Key;
 use crate::lead::{Run, Terms};
@@ -20,11 +20,19 @@ use crate::shard::{ShardKey, Sharding};
 use crate::source::{Source, Subscribe, pump_all};
 use crate::term::{Hook, Policy, Reconciler, StartWorker, TermEnd, TermSettings};
 use crate::warm::WarmView;
-use crate::{Action, Context, Drain, Event, ReconcileError, Summary};
+use crate::{Action, Context, Drain, Event, NotSynced, ReconcileError, Summary};
 
 /// How long in-flight reconciles may run after a shutdown request: controller-runtime's default
 /// graceful shutdown timeout.
 pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
+
+/// How long a run waits for its watches' initial lists by default: controller-runtime's
+/// `CacheSyncTimeout`, 2 minutes.
+pub const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Waits (at most the given bound) until a source delivered its initial list.
+pub(crate) type SyncGate =
+    Box<dyn FnOnce(Duration) -> BoxFuture<'static, Result<(), NotSynced>> + Send>;
 
 /// A controller: keys from one or more sources go through a work queue to `workers` concurrent
 /// reconciles, each key's outcome ([`Action`]) decides when it comes back.
@@ -103,6 +111,9 @@ pub struct Controller<K, E> {
     policy: Policy<K, E>,
     hooks: Vec<Hook<K>>,
     sources: Vec<Subscribe<K>>,
+    /// What must have synced before the run stands for election or reconciles.
+    pub(crate) syncs: Vec<SyncGate>,
+    sync_timeout: Duration,
     elector: Option<Box<dyn Plan<K, E>>>,
     sharding: Option<Box<dyn Plan<K, E>>>,
     /// With an elector: whether the sources run once per run into a warm view (else once per
@@ -137,6 +148,8 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             policy: Arc::new(|_, _, _| Action::RequeueRateLimited),
             hooks: Vec::new(),
             sources: Vec::new(),
+            syncs: Vec::new(),
+            sync_timeout: DEFAULT_SYNC_TIMEOUT,
             elector: None,
             sharding: None,
             warm: true,
@@ -446,6 +459,27 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
         self
     }
 
+    /// Sets how long [`run`](Self::run) waits, before it stands for election or reconciles
+    /// anything, for the initial list of every watch its sources come from (with the `kube`
+    /// feature: the watches given to `Controller::for_watch`, `owns` and `watches`); default
+    /// [`DEFAULT_SYNC_TIMEOUT`], 2 minutes. When one has
+    /// not synced by then, `run` returns at once with [`Summary::not_synced`] naming it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use ctrlq_controller::{Action, Context, Controller};
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .sync_timeout(Duration::from_secs(300));
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn sync_timeout(mut self, timeout: Duration) -> Self {
+        self.sync_timeout = timeout;
+        self
+    }
+
     /// Calls `hook` at every [`Event`] as it happens (terms, reconciles, drains), after the hooks
     /// added before it. A hook runs on the worker or the runner, so it must be quick and must not
     /// panic.
@@ -517,6 +551,8 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             policy,
             hooks,
             sources,
+            syncs,
+            sync_timeout,
             elector,
             sharding,
             warm,
@@ -524,6 +560,21 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             #[cfg(feature = "prometheus")]
             metrics,
         } = self;
+        // Start after sync: every watch's initial list first, as controller-runtime waits for
+        // its caches, so that no reconcile reads a store that has not listed yet.
+        for gate in syncs {
+            match shutdown.run_until_cancelled(gate(sync_timeout)).await {
+                None => return Summary::default(),
+                Some(Ok(())) => {}
+                Some(Err(not_synced)) => {
+                    warn!(controller = %name, %not_synced, "a source did not sync; not starting");
+                    return Summary {
+                        not_synced: Some(not_synced),
+                        ..Summary::default()
+                    };
+                }
+            }
+        }
         // The metrics are a hook after the user's.
         #[cfg(feature = "prometheus")]
         let hooks = {

@@ -214,6 +214,35 @@ pub struct Summary {
     /// replica was not leading when the run ended (a follower that never led is not a failed
     /// drain).
     pub drain: Drain,
+    /// The source that did not deliver its initial list within the
+    /// [sync timeout](crate::Controller::sync_timeout): the run stopped before it led or
+    /// reconciled anything.
+    pub not_synced: Option<NotSynced>,
+}
+
+/// A source did not deliver its initial list (a watch did not sync) within the bound: what
+/// [`Summary::not_synced`] and, with the `kube` feature, `Watch::synced` report.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let e = ctrlq_controller::NotSynced {
+///     name: "the watch of ConfigMap".into(),
+///     timeout: Duration::from_secs(120),
+///     last_error: Some("403 Forbidden".into()),
+/// };
+/// assert_eq!(e.to_string(), "the watch of ConfigMap did not sync within 120s (last error: 403 Forbidden)");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name} did not sync within {timeout:?}{}", last_error.as_ref().map(|e| format!(" (last error: {e})")).unwrap_or_default())]
+pub struct NotSynced {
+    /// What did not sync.
+    pub name: String,
+    /// The bound that passed.
+    pub timeout: Duration,
+    /// The source's last error, if it had one.
+    pub last_error: Option<String>,
 }
 
 /// How a [`Controller::run`](crate::Controller::run) ended its last term, in [`Summary::drain`].
@@ -321,6 +350,7 @@ impl Stats {
                 n => Some(Duration::from_nanos(n - 1)),
             },
             drain,
+            not_synced: None,
         }
     }
 }
@@ -399,6 +429,7 @@ mod tests {
                 source_failures: 1,
                 slowest_first_reconcile: Some(Duration::from_millis(3)),
                 drain: Drain::Finished,
+                not_synced: None,
             }
         );
         assert_eq!(summary.failures(), 3);

@@ -234,7 +234,11 @@ async fn watch_errors_are_yielded_counted_and_fail_the_health_check() {
     assert!(unhealthy.failing_for > Duration::from_secs(60));
     assert_eq!(pods.status().errors, 2);
 
+    // `Init` comes before the watcher's list request: no answer yet. The list's end is one.
     tx.send(Ok(Event::Init)).unwrap();
+    ready(&mut keys).await;
+    assert!(pods.check(Duration::from_secs(60)).is_err());
+    tx.send(Ok(Event::InitDone)).unwrap();
     ready(&mut keys).await;
     assert!(pods.check(Duration::from_secs(60)).is_ok());
     assert!(pods.status().failing_since.is_none());
@@ -529,4 +533,107 @@ async fn a_predicate_applies_to_the_owners_source() {
     )
     .await;
     assert_eq!(keys.len(), 2, "the list and the label change: {keys:?}");
+}
+
+/// `Controller::for_watch` with `owns`: nothing is reconciled before every watch has listed
+/// (the owned ReplicaSets list 10 s after the Deployments); then reconcile gets each key with
+/// its object, and a child's change reconciles its owner.
+#[tokio::test(start_paused = true)]
+async fn a_controller_starts_after_every_watch_has_listed() {
+    let deployments = Watch::from_events(
+        futures::stream::iter([
+            Ok::<_, watcher::Error>(Event::Init),
+            Ok(Event::InitApply(deployment("web", "1", 1))),
+            Ok(Event::InitDone),
+        ])
+        .chain(futures::stream::pending()),
+    );
+    let mut rs = meta(ReplicaSet::default(), "prod", "web-1", "2");
+    rs.metadata.owner_references = Some(vec![owner("Deployment", "apps/v1", "web")]);
+    let late = futures::stream::iter([
+        Ok::<_, watcher::Error>(Event::Init),
+        Ok(Event::InitApply(rs.clone())),
+        Ok(Event::InitDone),
+    ])
+    .then(|e| async {
+        sleep(Duration::from_secs(5)).await;
+        e
+    })
+    .chain(futures::stream::pending());
+    let replica_sets = Watch::from_events(late);
+    let start = tokio::time::Instant::now();
+    // Per reconcile: when, and the version it read.
+    type Seen = Arc<Mutex<Vec<(Duration, Option<String>)>>>;
+    let seen = Seen::default();
+    let log = seen.clone();
+    let shutdown = CancellationToken::new();
+    let run = Controller::for_watch(
+        "deployments",
+        &deployments,
+        move |key: ObjectRef<Deployment>, object: Object<Deployment>, _ctx| {
+            assert_eq!(key.name, "web");
+            let version = object
+                .present()
+                .and_then(|d| d.metadata.resource_version.clone());
+            log.lock().unwrap().push((start.elapsed(), version));
+            async { Ok::<_, Infallible>(Action::Done) }
+        },
+    )
+    .owns(&replica_sets)
+    .run(shutdown.clone());
+    let run = tokio::spawn(run);
+    sleep(Duration::from_secs(20)).await;
+    shutdown.cancel();
+    let summary = bounded(Duration::from_secs(60), run).await.unwrap();
+    assert_eq!(summary.not_synced, None);
+    let seen = seen.lock().unwrap();
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter().all(|(at, _)| *at >= Duration::from_secs(15)),
+        "a reconcile before the ReplicaSets listed: {seen:?}"
+    );
+    assert!(
+        seen.iter().all(|(_, v)| v.as_deref() == Some("1")),
+        "{seen:?}"
+    );
+}
+
+/// A watch that never lists (every attempt fails): the run waits the sync timeout, then
+/// returns without leading or reconciling, naming the watch and its last error.
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_never_syncs_stops_the_run_with_a_typed_error() {
+    let failing =
+        futures::stream::repeat_with(|| Err::<Event<Pod>, _>(watcher::Error::NoResourceVersion))
+            .then(|e| async {
+                sleep(Duration::from_secs(1)).await;
+                e
+            });
+    let pods = Watch::from_events(failing);
+    let start = tokio::time::Instant::now();
+    let run = Controller::for_watch("pods", &pods, |_key, _pod, _ctx| async {
+        Ok::<_, Infallible>(Action::Done)
+    })
+    .sync_timeout(Duration::from_secs(30))
+    .run(CancellationToken::new());
+    let summary = bounded(Duration::from_secs(60), run).await;
+    assert_eq!(start.elapsed(), Duration::from_secs(30));
+    let not_synced = summary.not_synced.expect("not synced");
+    assert_eq!(not_synced.name, "the watch of Pod");
+    assert_eq!(not_synced.timeout, Duration::from_secs(30));
+    assert!(not_synced.last_error.unwrap().contains("resourceVersion"));
+    assert_eq!((summary.reconciles, summary.terms), (0, 0));
+    assert!(pods.status().errors >= 29);
+
+    // A shutdown while waiting ends the wait at once.
+    let pods = Watch::<Pod>::from_events(futures::stream::pending::<watcher::Result<_>>());
+    let shutdown = CancellationToken::new();
+    let run = Controller::for_watch("pods", &pods, |_key, _pod, _ctx| async {
+        Ok::<_, Infallible>(Action::Done)
+    })
+    .run(shutdown.clone());
+    let run = tokio::spawn(run);
+    sleep(Duration::from_secs(1)).await;
+    shutdown.cancel();
+    let summary = bounded(Duration::from_secs(1), run).await.unwrap();
+    assert_eq!(summary.not_synced, None);
 }

@@ -693,3 +693,31 @@ async fn a_status_write_does_not_trigger_a_reconcile_under_the_generation_predic
         [(Some(1), true), (Some(2), true), (Some(2), false)]
     );
 }
+
+/// An identity with no right to list ConfigMaps: every watch attempt is answered 403. The
+/// controller does not start: after the sync timeout it returns, naming the watch and the 403;
+/// the watch counted each failure and fails its health check.
+#[tokio::test]
+async fn a_watch_the_api_server_forbids_stops_the_start_with_the_403() {
+    let ns = "forbidden";
+    let plane = ControlPlane::shared().await;
+    create_namespace(&plane.client(ADMIN), ns).await;
+    let api = Api::<ConfigMap>::namespaced(plane.client("dave"), ns);
+    let config_maps = Watch::new(api, watcher::Config::default());
+    let run = Controller::for_watch("configmaps", &config_maps, |_key, _cm, _ctx| async {
+        Ok::<_, Infallible>(Action::Done)
+    })
+    .sync_timeout(Duration::from_secs(5))
+    .run(CancellationToken::new());
+    let summary = bounded(Duration::from_secs(60), run).await;
+    let not_synced = summary
+        .not_synced
+        .expect("the forbidden watch does not sync");
+    assert_eq!(not_synced.name, "the watch of ConfigMap");
+    let error = not_synced.last_error.expect("the 403 is named");
+    assert!(error.contains("forbidden"), "{error}");
+    assert_eq!(summary.reconciles, 0);
+    let status = config_maps.status();
+    assert!(status.errors >= 1 && !status.synced, "{status:?}");
+    assert!(config_maps.check(Duration::from_secs(1)).is_err());
+}

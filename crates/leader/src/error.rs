@@ -31,6 +31,7 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The request bound a network lock takes by default under an elector whose renew deadline is
 /// `renew_deadline`: client-go's `max(1 s, renew deadline / 2)`, at most the renew deadline.
+#[cfg(any(feature = "kube", feature = "etcd"))]
 pub(crate) fn fitted_request_timeout(renew_deadline: Duration) -> Duration {
     (renew_deadline / 2)
         .max(Duration::from_secs(1))

@@ -65,10 +65,10 @@
 //! # }
 //! ```
 
+mod controller;
 pub mod predicates;
 mod watch;
 
 pub use watch::{
-    DEFAULT_DELETED_RETENTION, NotSynced, Object, Watch, WatchError, WatchStatus, WatchUnhealthy,
-    Watched,
+    DEFAULT_DELETED_RETENTION, Object, Watch, WatchError, WatchStatus, WatchUnhealthy, Watched,
 };

@@ -21,6 +21,8 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use crate::NotSynced;
+
 /// One watch of a resource, shared by its [reflector store](Store) and every key source made
 /// from it ([`keys`](Self::keys), [`owners`](Self::owners), [`mapped`](Self::mapped),
 /// [`resync`](Self::resync)).
@@ -256,7 +258,8 @@ pub struct WatchStatus {
     pub lists: u64,
     /// Watcher errors, in all.
     pub errors: u64,
-    /// When the current run of errors began: set by an error, cleared by any event after it.
+    /// When the current run of errors began: set by an error, cleared by the next event that
+    /// shows the API server answered (an object, or a list's end).
     pub failing_since: Option<Instant>,
     /// The last watcher error, kept after recovery.
     pub last_error: Option<WatchError>,
@@ -273,18 +276,6 @@ pub struct WatchUnhealthy {
     pub failing_for: Duration,
     /// The last error.
     pub last_error: WatchError,
-}
-
-/// [`Watch::synced`] ran out of time before the store held a complete list.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("the watch of {kind} did not sync within {timeout:?}")]
-pub struct NotSynced {
-    /// The watched resource's kind.
-    pub kind: String,
-    /// The bound that passed.
-    pub timeout: Duration,
-    /// The last watcher error, if there was one.
-    pub last_error: Option<WatchError>,
 }
 
 // ===== impl Watch =====
@@ -633,13 +624,12 @@ impl<K: Watched> Watch<K> {
     pub async fn synced(&self, timeout: Duration) -> Result<(), NotSynced> {
         let mut status = self.shared.status.subscribe();
         self.start();
-        let synced = tokio::time::timeout(timeout, status.wait_for(|s| s.synced)).await;
-        match synced {
+        match tokio::time::timeout(timeout, status.wait_for(|s| s.synced)).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(_)) | Err(_) => Err(NotSynced {
-                kind: self.shared.kind.clone(),
+                name: format!("the watch of {}", self.shared.kind),
                 timeout,
-                last_error: self.status().last_error,
+                last_error: self.status().last_error.map(|e| e.error.to_string()),
             }),
         }
     }
@@ -832,6 +822,7 @@ impl<K: Watched> Task<K> {
     }
 
     fn apply(&mut self, event: Event<K>) {
+        let answered = !matches!(event, Event::Init);
         let now = Instant::now();
         let mut state = self.state.lock();
         state.expire(now);
@@ -895,9 +886,12 @@ impl<K: Watched> Task<K> {
             }
         }
         drop(state);
-        // Any event is a successful answer of the API server: a run of errors is over.
-        self.status
-            .send_if_modified(|s| s.failing_since.take().is_some());
+        // An event carrying objects, or a list's end, is an answer of the API server: a run of
+        // errors is over. (`Init` is not: the watcher emits it before it sends the list.)
+        if answered {
+            self.status
+                .send_if_modified(|s| s.failing_since.take().is_some());
+        }
     }
 }
 
