@@ -721,3 +721,79 @@ async fn a_watch_the_api_server_forbids_stops_the_start_with_the_403() {
     assert!(status.errors >= 1 && !status.synced, "{status:?}");
     assert!(config_maps.check(Duration::from_secs(1)).is_err());
 }
+
+/// `kube::finalizer` on the real API server: the controller adds its finalizer to a new
+/// ConfigMap, reconciles it (`Apply`), and on delete cleans up (`Cleanup`) and removes the
+/// finalizer, after which the API server deletes the ConfigMap.
+#[tokio::test]
+async fn a_finalizer_is_added_then_cleaned_up_before_the_object_goes() {
+    use ctrlq_controller::kube::{FinalizerEvent, finalizer};
+    const FINALIZER: &str = "ctrlq.example/cleanup";
+    let ns = "finalizer";
+    let plane = ControlPlane::shared().await;
+    let admin = plane.client(ADMIN);
+    create_namespace(&admin, ns).await;
+    let api = Api::<ConfigMap>::namespaced(admin.clone(), ns);
+    let config_maps = Watch::new(api.clone(), watcher::Config::default());
+    let events: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (log, writer) = (events.clone(), api.clone());
+    let shutdown = CancellationToken::new();
+    let run = Controller::for_watch("finalizer", &config_maps, move |_key, object, _ctx| {
+        let (log, api) = (log.clone(), writer.clone());
+        async move {
+            let Object::Present(cm) = object else {
+                return Ok(Action::Done);
+            };
+            finalizer(&api, FINALIZER, cm, |event| async move {
+                let (what, cm) = match event {
+                    FinalizerEvent::Apply(cm) => ("apply", cm),
+                    FinalizerEvent::Cleanup(cm) => ("cleanup", cm),
+                };
+                let name = cm.metadata.name.clone().unwrap_or_default();
+                log.lock().unwrap().push(format!("{what} {name}"));
+                Ok::<_, Infallible>(Action::Done)
+            })
+            .await
+        }
+    })
+    .run(shutdown.clone());
+    let run = tokio::spawn(run);
+    let pp = PostParams::default();
+    api.create(&pp, &config_map("a", "1")).await.unwrap();
+    let logged = |what: &'static str| {
+        let events = events.clone();
+        async move {
+            timeout(Duration::from_secs(30), async {
+                while !events.lock().unwrap().iter().any(|e| e == what) {
+                    sleep(Duration::from_millis(50)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("{what} within 30 s: {:?}", events.lock().unwrap()));
+        }
+    };
+    logged("apply a").await;
+    let finalizers = api.get("a").await.unwrap().metadata.finalizers;
+    assert_eq!(finalizers, Some(vec![FINALIZER.to_owned()]));
+    api.delete("a", &Default::default()).await.unwrap();
+    logged("cleanup a").await;
+    timeout(Duration::from_secs(30), async {
+        while api.get_opt("a").await.unwrap().is_some() {
+            sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("deleted once the finalizer is removed");
+    shutdown.cancel();
+    let summary = bounded(Duration::from_secs(60), run).await.unwrap();
+    assert_eq!(summary.errors, 0, "{summary:?}");
+    assert_eq!(
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| *e == "cleanup a")
+            .count(),
+        1
+    );
+}

@@ -17,6 +17,12 @@
 //!   object changed ([`predicates`]: the generation, so that status writes trigger nothing; the
 //!   labels; the annotations; the finalizers; or a function of your own).
 //!
+//! [`Controller::for_watch`](crate::Controller::for_watch), [`owns`](crate::Controller::owns)
+//! and [`watches`](crate::Controller::watches) put them together: the primary resource's keys
+//! with reconcile given each object, the owned and related objects' keys, and a start that
+//! waits until every watch has listed. [`finalizer`] runs cleanup before an object is gone, and
+//! [`shutdown_on_signal`] turns SIGTERM into the controller's drain.
+//!
 //! Applied, listed and deleted objects all yield a key, and so does an object missing from a
 //! relist (deleted while the watch was down: client-go's `DeletedFinalStateUnknown`). Each
 //! watcher error is yielded as an `Err` item by every source of the watch, so
@@ -66,9 +72,13 @@
 //! ```
 
 mod controller;
+mod finalizer;
 pub mod predicates;
+mod signal;
 mod watch;
 
+pub use finalizer::{FinalizerError, FinalizerEvent, finalizer};
+pub use signal::shutdown_on_signal;
 pub use watch::{
     DEFAULT_DELETED_RETENTION, Object, Watch, WatchError, WatchStatus, WatchUnhealthy, Watched,
 };
