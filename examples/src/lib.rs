@@ -11,6 +11,8 @@
 pub mod cli;
 pub mod controller;
 pub mod metrics;
+#[cfg(feature = "kube")]
+pub mod operator;
 pub mod rng;
 pub mod scheduler;
 pub mod sharded;

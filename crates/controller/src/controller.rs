@@ -299,24 +299,24 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
         self
     }
 
-    /// Runs the workers only while `elector` leads. The elector should be configured to release
-    /// on cancel, so a successor need not wait out the lease after a shutdown.
+    /// Runs the workers only while `elector` leads (an elector, or an `Arc` of one shared with
+    /// a health check). The elector should be configured to release on cancel, so a successor
+    /// need not wait out the lease after a shutdown.
     ///
     /// # Examples
     ///
     /// ```
-    /// # use std::sync::Arc;
     /// # use ctrlq_controller::{Action, Context, Controller};
     /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
     /// let store = MemoryStore::new();
     /// let elector = LeaderElector::new(store.lock("replica-a"), LeaderElectionConfig::default()).unwrap();
     /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
-    ///     .leader_elector(Arc::new(elector));
+    ///     .leader_elector(elector);
     /// # let _ = c;
     /// ```
     #[must_use]
-    pub fn leader_elector<L: Lock>(mut self, elector: Arc<LeaderElector<L>>) -> Self {
-        self.elector = Some(Box::new(elector));
+    pub fn leader_elector<L: Lock>(mut self, elector: impl Into<Arc<LeaderElector<L>>>) -> Self {
+        self.elector = Some(Box::new(elector.into()));
         self
     }
 

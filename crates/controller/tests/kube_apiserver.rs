@@ -736,15 +736,12 @@ async fn a_finalizer_is_added_then_cleaned_up_before_the_object_goes() {
     let api = Api::<ConfigMap>::namespaced(admin.clone(), ns);
     let config_maps = Watch::new(api.clone(), watcher::Config::default());
     let events: Arc<Mutex<Vec<String>>> = Arc::default();
-    let (log, writer) = (events.clone(), api.clone());
+    let (log, client) = (events.clone(), admin.clone());
     let shutdown = CancellationToken::new();
     let run = Controller::for_watch("finalizer", &config_maps, move |_key, object, _ctx| {
-        let (log, api) = (log.clone(), writer.clone());
+        let (log, client) = (log.clone(), client.clone());
         async move {
-            let Object::Present(cm) = object else {
-                return Ok(Action::Done);
-            };
-            finalizer(&api, FINALIZER, cm, |event| async move {
+            finalizer(&client, FINALIZER, object, |event| async move {
                 let (what, cm) = match event {
                     FinalizerEvent::Apply(cm) => ("apply", cm),
                     FinalizerEvent::Cleanup(cm) => ("cleanup", cm),

@@ -5,12 +5,13 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use ::kube::Resource;
-use ::kube::api::{Api, Patch, PatchParams};
+use ::kube::api::{Patch, PatchParams};
+use ::kube::core::Request;
+use ::kube::{Client, Resource};
 use k8s_openapi::serde::Serialize;
 use k8s_openapi::serde::de::DeserializeOwned;
 
-use super::Watched;
+use super::{Object, Watched};
 use crate::Action;
 
 /// What [`finalizer`] asks of its reconcile: act on the object, or clean up after it before
@@ -41,18 +42,22 @@ pub enum FinalizerError<E: fmt::Debug + fmt::Display> {
     /// The object has no name.
     #[error("the object has no name")]
     Unnamed,
+    /// The patch request could not be built (an invalid name).
+    #[error("the patch request could not be built: {0}")]
+    Request(#[source] ::kube::core::request::Error),
 }
 
 /// Runs `reconcile` under the finalizer `name`, as kube-runtime's `finalizer` does: a live
 /// object without the finalizer gets it first (a merge patch guarded by its
-/// `resourceVersion`; the patch's own event reconciles it again, so this returns
-/// [`Action::Done`]); a live object with it is reconciled
-/// ([`FinalizerEvent::Apply`]); an object being deleted that carries it is cleaned up
+/// `resourceVersion`) and is then reconciled as the patch returned it, at once (kube-runtime
+/// waits for the patch's event instead, which a predicate on the generation filters out); a
+/// live object with it is reconciled ([`FinalizerEvent::Apply`]); an object being deleted that carries it is cleaned up
 /// ([`FinalizerEvent::Cleanup`]), and after a successful cleanup the finalizer is removed, so
 /// the API server deletes it; an object being deleted without it needs nothing.
 ///
-/// Call it with the object [`Watch::get`](super::Watch::get) holds when it is
-/// [present](super::Object::Present): an object that is gone carried no finalizer any more.
+/// Give it the object as [`Watch::get`](super::Watch::get) holds it: one that is
+/// [deleted](Object::Deleted) from the store carried no finalizer any more, and needs nothing
+/// ([`Action::Done`]). The patches go through `client` to the object's own namespace.
 ///
 /// # Errors
 ///
@@ -62,20 +67,18 @@ pub enum FinalizerError<E: fmt::Debug + fmt::Display> {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use ctrlq_controller::kube::{FinalizerEvent, Object, Watch, finalizer};
+/// use ctrlq_controller::kube::{FinalizerEvent, Watch, finalizer};
 /// use ctrlq_controller::{Action, Controller};
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kube::runtime::watcher::Config;
 /// use kube::{Api, Client};
 ///
 /// # fn f(client: Client) {
-/// let api = Api::<ConfigMap>::default_namespaced(client);
-/// let config_maps = Watch::new(api.clone(), Config::default());
+/// let config_maps = Watch::new(Api::<ConfigMap>::default_namespaced(client.clone()), Config::default());
 /// let controller = Controller::for_watch("exporter", &config_maps, move |_key, object, _ctx| {
-///     let api = api.clone();
+///     let client = client.clone();
 ///     async move {
-///         let Object::Present(cm) = object else { return Ok(Action::Done) };
-///         finalizer(&api, "example.com/export", cm, |event| async move {
+///         finalizer(&client, "example.com/export", object, |event| async move {
 ///             match event {
 ///                 FinalizerEvent::Apply(_cm) => { /* export it */ }
 ///                 FinalizerEvent::Cleanup(_cm) => { /* delete the export */ }
@@ -89,9 +92,9 @@ pub enum FinalizerError<E: fmt::Debug + fmt::Display> {
 /// # }
 /// ```
 pub async fn finalizer<K, F, Fut, E>(
-    api: &Api<K>,
+    client: &Client,
     name: &str,
-    object: Arc<K>,
+    object: Object<K>,
     reconcile: F,
 ) -> Result<Action, FinalizerError<E>>
 where
@@ -100,7 +103,12 @@ where
     Fut: Future<Output = Result<Action, E>>,
     E: fmt::Debug + fmt::Display,
 {
+    let Object::Present(object) = object else {
+        return Ok(Action::Done);
+    };
     let meta = object.meta();
+    let api = Request::new(K::url_path(&(), meta.namespace.as_deref()));
+    let api = (client, &api);
     let finalizers = meta.finalizers.clone().unwrap_or_default();
     let held = finalizers.iter().any(|f| f == name);
     let object_name = meta.name.clone().ok_or(FinalizerError::Unnamed)?;
@@ -110,17 +118,21 @@ where
             .await
             .map_err(FinalizerError::Apply),
         (false, false) => {
+            // Reconciled at once with the finalizer on: the patch's own event may never come
+            // back as a key (a predicate on the generation filters it).
             let mut with = finalizers;
             with.push(name.to_owned());
-            set_finalizers(api, &object_name, with, version).await?;
-            Ok(Action::Done)
+            let object = set_finalizers(api, &object_name, with, version).await?;
+            reconcile(FinalizerEvent::Apply(Arc::new(object)))
+                .await
+                .map_err(FinalizerError::Apply)
         }
         (true, true) => {
             let action = reconcile(FinalizerEvent::Cleanup(object))
                 .await
                 .map_err(FinalizerError::Cleanup)?;
             let without = finalizers.into_iter().filter(|f| f != name).collect();
-            set_finalizers(api, &object_name, without, version).await?;
+            set_finalizers::<K, E>(api, &object_name, without, version).await?;
             Ok(action)
         }
         (true, false) => Ok(Action::Done),
@@ -128,13 +140,13 @@ where
 }
 
 /// Writes `finalizers` with a merge patch that fails (409) if the object changed since
-/// `version`.
+/// `version`, and returns the object as written.
 async fn set_finalizers<K, E>(
-    api: &Api<K>,
+    (client, api): (&Client, &Request),
     name: &str,
     finalizers: Vec<String>,
     version: Option<String>,
-) -> Result<(), FinalizerError<E>>
+) -> Result<K, FinalizerError<E>>
 where
     K: Resource + Clone + DeserializeOwned + fmt::Debug,
     E: fmt::Debug + fmt::Display,
@@ -142,8 +154,10 @@ where
     let patch = k8s_openapi::serde_json::json!({
         "metadata": { "finalizers": finalizers, "resourceVersion": version }
     });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+    let request = api.patch(name, &PatchParams::default(), &Patch::Merge(patch));
+    let request = request.map_err(FinalizerError::Request)?;
+    client
+        .request::<K>(request)
         .await
-        .map(drop)
         .map_err(FinalizerError::Patch)
 }
