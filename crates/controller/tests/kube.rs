@@ -637,3 +637,172 @@ async fn a_watch_that_never_syncs_stops_the_run_with_a_typed_error() {
     let summary = bounded(Duration::from_secs(1), run).await.unwrap();
     assert_eq!(summary.not_synced, None);
 }
+
+/// One step of a scripted watch in the model test.
+#[derive(Debug, Clone)]
+enum Step {
+    /// An object applied (created or changed).
+    Apply(u8),
+    /// An object deleted (as the watch saw it).
+    Delete(u8),
+    /// The watch restarted and listed these objects (at their current version, or at a new one
+    /// for those it changes).
+    Relist(Vec<(u8, bool)>),
+    /// A watcher error.
+    Error,
+    /// A new subscription (a term's, a source resubscribed).
+    Subscribe,
+}
+
+fn steps() -> impl proptest::strategy::Strategy<Value = Vec<Step>> {
+    use proptest::prelude::*;
+    let step = prop_oneof![
+        4 => (0..6u8).prop_map(Step::Apply),
+        2 => (0..6u8).prop_map(Step::Delete),
+        1 => proptest::collection::vec((0..6u8, any::<bool>()), 0..6).prop_map(Step::Relist),
+        1 => Just(Step::Error),
+        1 => Just(Step::Subscribe),
+    ];
+    proptest::collection::vec(step, 1..40)
+}
+
+/// What the model says `get` answers for a key: present at a version, or deleted with the
+/// version last held (or never seen).
+#[derive(Debug, Clone, PartialEq)]
+enum Held {
+    Present(String),
+    Deleted(Option<String>),
+}
+
+fn held(object: &Object<Pod>) -> Held {
+    let version = |p: &Arc<Pod>| p.metadata.resource_version.clone().unwrap();
+    match object {
+        Object::Present(p) => Held::Present(version(p)),
+        Object::Deleted(p) => Held::Deleted(p.as_ref().map(version)),
+    }
+}
+
+/// The watch against a model of the store (kube's reflector semantics) and of deletions, over
+/// random scripts of applies, deletes, relists (objects missing from them deleted meanwhile),
+/// errors and subscriptions made at any point: at every step `get` answers what the model
+/// holds; every key a subscription yields reads, when yielded, the state the model holds (the
+/// store had the change first); and every change after a subscription (or in its snapshot) is
+/// followed by a key of that subscription yielded at or after it.
+#[test]
+fn the_watch_follows_its_model_and_every_change_yields_a_key_after_it() {
+    use std::collections::BTreeMap;
+    let config = proptest::test_runner::Config {
+        cases: 256,
+        ..proptest::test_runner::Config::default()
+    };
+    proptest::proptest!(config, |(script in steps())| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let name = |k: u8| format!("o{k}");
+            let (pods, tx) = pods();
+            let mut version = 0u64;
+            let mut next = || {
+                version += 1;
+                version.to_string()
+            };
+            // The model: the store, and the last state of each deleted key.
+            let mut store: BTreeMap<u8, String> = BTreeMap::new();
+            let mut gone: BTreeMap<u8, String> = BTreeMap::new();
+            let model = |store: &BTreeMap<u8, String>, gone: &BTreeMap<u8, String>, k: u8| {
+                match store.get(&k) {
+                    Some(v) => Held::Present(v.clone()),
+                    None => Held::Deleted(gone.get(&k).cloned()),
+                }
+            };
+            // Per subscription: its stream, and per key the last step it changed since the
+            // subscription and the last step the subscription yielded it.
+            let mut subs: Vec<(BoxStream<'static, _>, BTreeMap<u8, usize>, BTreeMap<u8, usize>)> =
+                vec![((pods.keys())(), BTreeMap::new(), BTreeMap::new())];
+            // The first list.
+            let initial = Step::Relist((0..3).map(|k| (k, true)).collect());
+            for (at, step) in std::iter::once(initial).chain(script).enumerate() {
+                let mut changed = Vec::new();
+                match step {
+                    Step::Apply(k) => {
+                        let v = next();
+                        tx.send(Ok(Event::Apply(pod(&name(k), &v)))).unwrap();
+                        store.insert(k, v);
+                        gone.remove(&k);
+                        changed.push(k);
+                    }
+                    Step::Delete(k) => {
+                        let v = next();
+                        tx.send(Ok(Event::Delete(pod(&name(k), &v)))).unwrap();
+                        store.remove(&k);
+                        gone.insert(k, v);
+                        changed.push(k);
+                    }
+                    Step::Relist(objects) => {
+                        tx.send(Ok(Event::Init)).unwrap();
+                        let mut listed = BTreeMap::new();
+                        for (k, change) in objects {
+                            let v = match store.get(&k) {
+                                Some(v) if !change => v.clone(),
+                                _ => next(),
+                            };
+                            listed.insert(k, v);
+                        }
+                        for (k, v) in &listed {
+                            tx.send(Ok(Event::InitApply(pod(&name(*k), v)))).unwrap();
+                        }
+                        tx.send(Ok(Event::InitDone)).unwrap();
+                        for (k, v) in std::mem::take(&mut store) {
+                            if !listed.contains_key(&k) {
+                                gone.insert(k, v);
+                                changed.push(k);
+                            }
+                        }
+                        for k in listed.keys() {
+                            gone.remove(k);
+                            changed.push(*k);
+                        }
+                        store = listed;
+                    }
+                    Step::Error => {
+                        tx.send(Err(watcher::Error::NoResourceVersion)).unwrap();
+                    }
+                    Step::Subscribe => {
+                        // Its snapshot: every present and remembered deleted key, now.
+                        let keys = store.keys().chain(gone.keys()).map(|k| (*k, at)).collect();
+                        subs.push(((pods.keys())(), keys, BTreeMap::new()));
+                    }
+                }
+                for (_, since, _) in &mut subs {
+                    for k in &changed {
+                        since.insert(*k, at);
+                    }
+                }
+                for (stream, _, yielded) in &mut subs {
+                    for item in ready(stream).await {
+                        let Ok(key) = item else { continue };
+                        let k: u8 = key.name[1..].parse().unwrap();
+                        // The store holds the change before its key comes.
+                        assert_eq!(held(&pods.get(&key)), model(&store, &gone, k), "{key:?} at step {at}");
+                        yielded.insert(k, at);
+                    }
+                }
+                for k in 0..6 {
+                    assert_eq!(held(&pods.get(&key(&name(k)))), model(&store, &gone, k), "step {at}");
+                }
+            }
+            for (i, (_, since, yielded)) in subs.iter().enumerate() {
+                for (k, at) in since {
+                    assert!(
+                        yielded.get(k).is_some_and(|y| y >= at),
+                        "subscription {i}: key {k} changed at step {at}, last yielded {:?}",
+                        yielded.get(k)
+                    );
+                }
+            }
+        });
+    });
+}
