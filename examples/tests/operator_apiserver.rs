@@ -220,5 +220,8 @@ fn the_ctrlq_operator_takes_no_more_lines_than_kube_runtimes() {
     let ours = code_lines(include_str!("../src/operator/ctrlq.rs"));
     let theirs = code_lines(include_str!("../src/operator/kube_runtime.rs"));
     println!("code lines: ctrlq {ours}, kube-runtime {theirs}");
-    assert!(ours <= theirs, "ctrlq {ours} lines against kube-runtime's {theirs}");
+    assert!(
+        ours <= theirs,
+        "ctrlq {ours} lines against kube-runtime's {theirs}"
+    );
 }
