@@ -296,6 +296,27 @@ fn run(
     (led, task)
 }
 
+/// Runs an elector on `lock` until it has failed twice, checks that the last failure carries
+/// the API status `status` and that it never led, then stops it.
+async fn never_leads_and_reports(lock: LeaseLock, status: (u16, &str)) {
+    let elector = Arc::new(LeaderElector::new(lock, config()).unwrap());
+    let cancel = CancellationToken::new();
+    let (led, task) = run(&elector, &cancel);
+    let seen = wait_errors(&elector, 2).await;
+    assert!(seen.consecutive_failures >= 1, "{seen:?}");
+    let err = seen.last_error.expect("the error is reported");
+    assert_eq!(
+        api_status(&err),
+        Some((status.0, status.1.into())),
+        "{err:?}"
+    );
+    assert!(!seen.leading && !elector.is_leader());
+    cancel.cancel();
+    let ended = timeout(Duration::from_secs(30), task).await.unwrap();
+    assert_eq!(ended.unwrap(), None);
+    assert!(!led.load(Ordering::SeqCst));
+}
+
 /// A Lease the API server refuses to create (an invalid name): the elector reports the 422 and
 /// never leads.
 #[tokio::test]
@@ -303,22 +324,7 @@ async fn an_elector_should_never_lead_on_a_lease_the_api_server_refuses() {
     let ns = "elector-invalid";
     let (plane, _admin) = setup(ns).await;
     let lock = LeaseLock::new(plane.client(ADMIN), ns, "Not_A_Name", "a");
-    let elector = Arc::new(LeaderElector::new(lock, config()).unwrap());
-    let cancel = CancellationToken::new();
-    let (led, task) = run(&elector, &cancel);
-    let status = wait_errors(&elector, 2).await;
-    let err = status.last_error.expect("the error is reported");
-    assert_eq!(api_status(&err), Some((422, "Invalid".into())), "{err:?}");
-    assert!(!status.leading && !elector.is_leader());
-    cancel.cancel();
-    assert_eq!(
-        timeout(Duration::from_secs(30), task)
-            .await
-            .unwrap()
-            .unwrap(),
-        None
-    );
-    assert!(!led.load(Ordering::SeqCst));
+    never_leads_and_reports(lock, (422, "Invalid")).await;
 }
 
 /// A Lease in a namespace that does not exist: the API server answers the get and the create
@@ -334,25 +340,8 @@ async fn an_elector_should_report_a_lease_namespace_that_does_not_exist() {
     assert_eq!(api_status(&err), Some((404, "NotFound".into())), "{err:?}");
     assert!(err.source().unwrap().to_string().contains(ns), "{err:?}");
     assert!(matches!(lock.get().await, Err(LockError::NotFound)));
-
     let lock = LeaseLock::new(plane.client(ADMIN), ns, NAME, "a");
-    let elector = Arc::new(LeaderElector::new(lock, config()).unwrap());
-    let cancel = CancellationToken::new();
-    let (led, task) = run(&elector, &cancel);
-    let status = wait_errors(&elector, 2).await;
-    assert!(status.consecutive_failures >= 1, "{status:?}");
-    let err = status.last_error.expect("the error is reported");
-    assert_eq!(api_status(&err), Some((404, "NotFound".into())), "{err:?}");
-    assert!(!status.leading && !elector.is_leader());
-    cancel.cancel();
-    assert_eq!(
-        timeout(Duration::from_secs(30), task)
-            .await
-            .unwrap()
-            .unwrap(),
-        None
-    );
-    assert!(!led.load(Ordering::SeqCst));
+    never_leads_and_reports(lock, (404, "NotFound")).await;
 }
 
 /// `list` reads the namespace's Leases carrying the lock's labels, narrowed to a name prefix,
