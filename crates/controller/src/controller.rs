@@ -122,6 +122,9 @@ pub struct Controller<K, E> {
     settings: TermSettings<K>,
     #[cfg(feature = "prometheus")]
     metrics: Option<Arc<crate::prometheus::ControllerMetrics>>,
+    /// The elector's metrics, attached to it at the run.
+    #[cfg(feature = "prometheus")]
+    leader_metrics: Option<Arc<ctrlq_leader::prometheus::LeaderMetrics>>,
 }
 
 impl<K: Key, E: Send + 'static> Controller<K, E> {
@@ -162,6 +165,8 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             },
             #[cfg(feature = "prometheus")]
             metrics: None,
+            #[cfg(feature = "prometheus")]
+            leader_metrics: None,
             name,
         }
     }
@@ -534,6 +539,33 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
         self
     }
 
+    /// Wires `metrics` (one [`Metrics`](crate::prometheus::Metrics) per registry, shared by
+    /// the process's controllers) in one call: the reconcile families
+    /// ([`metrics`](Self::metrics)), the queue's as controller-runtime writes them
+    /// ([`queue_metrics`](Self::queue_metrics)), and the elector's, when the run has one
+    /// ([`LeaderElector::attach_metrics`](ctrlq_leader::LeaderElector::attach_metrics); an
+    /// elector that reports already keeps its own).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_controller::prometheus::Metrics;
+    /// use ctrlq_controller::{Action, Context, Controller};
+    /// let mut registry = prometheus_client::registry::Registry::default();
+    /// let metrics = Metrics::register(&mut registry);
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .prometheus(&metrics);
+    /// # let _ = c;
+    /// ```
+    #[cfg(feature = "prometheus")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+    #[must_use]
+    pub fn prometheus(mut self, metrics: &crate::prometheus::Metrics) -> Self {
+        self.leader_metrics = Some(metrics.leader.clone());
+        self.metrics(metrics.controller.clone())
+            .queue_metrics(metrics.queue.clone())
+    }
+
     /// Runs until `shutdown` fires, then drains and returns what was done.
     ///
     /// With an elector: stands for election, runs a term while leading, and after a lost lease
@@ -559,7 +591,13 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             settings,
             #[cfg(feature = "prometheus")]
             metrics,
+            #[cfg(feature = "prometheus")]
+            leader_metrics,
         } = self;
+        #[cfg(feature = "prometheus")]
+        if let (Some(plan), Some(m)) = (&elector, leader_metrics) {
+            plan.attach_leader_metrics(m);
+        }
         // Start after sync: every watch's initial list first, as controller-runtime waits for
         // its caches, so that no reconcile reads a store that has not listed yet.
         for gate in syncs {
@@ -625,6 +663,13 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
 /// returns how the drains went.
 trait Plan<K, E>: Send {
     fn run<'a>(self: Box<Self>, run: Run<'a, K, E>) -> BoxFuture<'a, Drain>;
+
+    /// Reports the election to `metrics` (a single elector; sharded leases report through the
+    /// controller's shard gauges).
+    #[cfg(feature = "prometheus")]
+    fn attach_leader_metrics(&self, metrics: Arc<ctrlq_leader::prometheus::LeaderMetrics>) {
+        let _ = metrics;
+    }
 }
 
 impl<K: Key + ShardKey, E: Send + 'static, L: Lock> Plan<K, E> for Sharding<L> {
@@ -634,6 +679,11 @@ impl<K: Key + ShardKey, E: Send + 'static, L: Lock> Plan<K, E> for Sharding<L> {
 }
 
 impl<K: Key, E: Send + 'static, L: Lock> Plan<K, E> for Arc<LeaderElector<L>> {
+    #[cfg(feature = "prometheus")]
+    fn attach_leader_metrics(&self, metrics: Arc<ctrlq_leader::prometheus::LeaderMetrics>) {
+        self.attach_metrics(metrics);
+    }
+
     fn run<'a>(self: Box<Self>, run: Run<'a, K, E>) -> BoxFuture<'a, Drain> {
         async move {
             // A warm standby: the sources run for the whole run, into the view.

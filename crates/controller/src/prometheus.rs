@@ -228,6 +228,52 @@ impl Collector for ControllerMetrics {
     }
 }
 
+/// Every family a controller process reports, registered in one call: controller-runtime's
+/// reconcile families ([`ControllerMetrics`]) and work-queue families
+/// ([`QueueMetrics::register_controller_runtime`](ctrlq_queue_async::prometheus::QueueMetrics::register_controller_runtime)),
+/// and client-go's leader-election families ([`LeaderMetrics`](ctrlq_leader::prometheus::LeaderMetrics)).
+/// Register once per registry; give it to each controller with
+/// [`Controller::prometheus`](crate::Controller::prometheus), which wires all three, its
+/// elector's included.
+///
+/// # Examples
+///
+/// ```
+/// use ctrlq_controller::prometheus::Metrics;
+/// let mut registry = prometheus_client::registry::Registry::default();
+/// let metrics = Metrics::register(&mut registry);
+/// let mut text = String::new();
+/// ctrlq_controller::prometheus::encode(&mut text, &registry).unwrap();
+/// assert!(text.contains("# HELP leader_election_master_status"));
+/// # let _ = metrics;
+/// ```
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    /// controller-runtime's reconcile families.
+    pub controller: Arc<ControllerMetrics>,
+    /// controller-runtime's work-queue families.
+    pub queue: Arc<ctrlq_queue_async::prometheus::QueueMetrics>,
+    /// client-go's leader-election families.
+    pub leader: Arc<ctrlq_leader::prometheus::LeaderMetrics>,
+}
+
+impl Metrics {
+    /// Registers the three in `registry`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Metrics`].
+    pub fn register(registry: &mut Registry) -> Self {
+        Self {
+            controller: ControllerMetrics::register(registry),
+            queue: ctrlq_queue_async::prometheus::QueueMetrics::register_controller_runtime(
+                registry,
+            ),
+            leader: ctrlq_leader::prometheus::LeaderMetrics::register(registry),
+        }
+    }
+}
+
 impl ControllerMetrics {
     /// Registers the families in `registry` and returns the handle to give controllers
     /// ([`Controller::metrics`](crate::Controller::metrics)). Register once per registry: the

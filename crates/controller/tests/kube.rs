@@ -720,7 +720,9 @@ fn the_watch_follows_its_model_and_every_change_yields_a_key_after_it() {
             };
             // Per subscription: its stream, and per key the last step it changed since the
             // subscription and the last step the subscription yielded it.
-            let mut subs: Vec<(BoxStream<'static, _>, BTreeMap<u8, usize>, BTreeMap<u8, usize>)> =
+            type Keys = BoxStream<'static, Result<ObjectRef<Pod>, WatchError>>;
+            type Steps = BTreeMap<u8, usize>;
+            let mut subs: Vec<(Keys, Steps, Steps)> =
                 vec![((pods.keys())(), BTreeMap::new(), BTreeMap::new())];
             // The first list.
             let initial = Step::Relist((0..3).map(|k| (k, true)).collect());

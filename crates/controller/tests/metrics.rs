@@ -429,3 +429,44 @@ async fn source_errors_and_failures_are_counted_per_source() {
         "# HELP ctrlq_controller_source_errors Total number of errors yielded per controller and source\n"
     ));
 }
+
+/// `Metrics::register` and `Controller::prometheus`: one registration and one call wire the
+/// reconcile families, the queue's as controller-runtime writes them, and the elector's.
+#[tokio::test(start_paused = true)]
+async fn one_call_wires_the_reconcile_the_queue_and_the_election_families() {
+    use ctrlq_controller::prometheus::Metrics;
+    use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let elector = LeaderElector::new(
+        MemoryStore::new().lock("a"),
+        LeaderElectionConfig::default(),
+    );
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let run = Controller::new("pods", move |_key: u32, _ctx: Context| {
+        stop.cancel();
+        async { Ok::<_, Failed>(Action::Done) }
+    })
+    .source(|| futures::stream::iter([1]))
+    .leader_elector(elector.unwrap())
+    .prometheus(&metrics)
+    .run(shutdown);
+    let summary = bounded(Duration::from_secs(60), run).await;
+    assert_eq!(summary.reconciles, 1);
+    let mut text = String::new();
+    encode(&mut text, &registry).unwrap();
+    for (series, expected) in [
+        (
+            r#"controller_runtime_reconcile_total{controller="pods",result="success"}"#,
+            1.0,
+        ),
+        (
+            r#"workqueue_adds_total{controller="pods",name="pods"}"#,
+            1.0,
+        ),
+        (r#"leader_election_master_status{name="leader"}"#, 0.0),
+    ] {
+        assert_eq!(value(&text, series), expected, "{series} in\n{text}");
+    }
+}

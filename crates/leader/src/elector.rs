@@ -198,10 +198,35 @@ impl<L: Lock> LeaderElector<L> {
     #[cfg(feature = "prometheus")]
     #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
     #[must_use]
-    pub fn metrics(mut self, metrics: Arc<crate::prometheus::LeaderMetrics>) -> Self {
-        metrics.set_leading(&self.config.name, false);
-        self.reports.metrics = Some((metrics, self.config.name.clone()));
+    pub fn metrics(self, metrics: Arc<crate::prometheus::LeaderMetrics>) -> Self {
+        self.attach_metrics(metrics);
         self
+    }
+
+    /// Reports to `metrics` from now on, as [`metrics`](Self::metrics) does, on an elector
+    /// already shared (a controller attaches its [`LeaderMetrics`](crate::prometheus::LeaderMetrics)
+    /// this way); `false`, and nothing changes, when it already reports to some.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaderElector, MemoryStore};
+    /// let mut registry = prometheus_client::registry::Registry::default();
+    /// let metrics = ctrlq_leader::prometheus::LeaderMetrics::register(&mut registry);
+    /// let elector = Arc::new(LeaderElector::new(MemoryStore::new().lock("a"), LeaderElectionConfig::default()).unwrap());
+    /// assert!(elector.attach_metrics(metrics.clone()));
+    /// assert!(!elector.attach_metrics(metrics));
+    /// ```
+    #[cfg(feature = "prometheus")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+    pub fn attach_metrics(&self, metrics: Arc<crate::prometheus::LeaderMetrics>) -> bool {
+        let name = self.config.name.clone();
+        let attached = self.reports.metrics.set((metrics.clone(), name)).is_ok();
+        if attached {
+            metrics.set_leading(&self.config.name, self.is_leader());
+        }
+        attached
     }
 
     /// This candidate's identity (the lock's).

@@ -58,7 +58,7 @@ pub(crate) struct Reports {
     pub(crate) events: Mutex<Vec<mpsc::UnboundedSender<LeadershipEvent>>>,
     /// The metrics, with the election's name, their label.
     #[cfg(feature = "prometheus")]
-    pub(crate) metrics: Option<(Arc<crate::prometheus::LeaderMetrics>, String)>,
+    pub(crate) metrics: std::sync::OnceLock<(Arc<crate::prometheus::LeaderMetrics>, String)>,
     /// The lock's description, for warnings.
     pub(crate) lock: String,
 }
@@ -102,7 +102,7 @@ impl Reports {
             s.fencing_token = fencing_token;
         });
         #[cfg(feature = "prometheus")]
-        if let Some((m, name)) = &self.metrics {
+        if let Some((m, name)) = self.metrics.get() {
             m.set_leading(name, leading);
         }
     }
@@ -123,7 +123,7 @@ impl Reports {
     pub(crate) fn slow_path(&self) {
         self.status.send_modify(|s| s.slow_path_renews += 1);
         #[cfg(feature = "prometheus")]
-        if let Some((m, name)) = &self.metrics {
+        if let Some((m, name)) = self.metrics.get() {
             m.slow_path(name);
         }
     }
@@ -149,7 +149,7 @@ impl Reports {
             }
         };
         #[cfg(feature = "prometheus")]
-        if let Some((m, name)) = &self.metrics {
+        if let Some((m, name)) = self.metrics.get() {
             m.lock_error(name);
         }
         let error = &*err as &(dyn std::error::Error + 'static);

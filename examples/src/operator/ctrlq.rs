@@ -4,11 +4,9 @@
 use std::time::Duration;
 
 use ctrlq_controller::kube::{FinalizerEvent, Watch, finalizer, predicates};
-use ctrlq_controller::prometheus::ControllerMetrics;
+use ctrlq_controller::prometheus::Metrics;
 use ctrlq_controller::{Action, Controller, Summary};
-use ctrlq_leader::prometheus::LeaderMetrics;
 use ctrlq_leader::{LeaderElectionConfig, LeaderElector, LeaseLock};
-use ctrlq_queue_async::prometheus::QueueMetrics;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::watcher::Config;
 use kube::{Api, Client};
@@ -49,9 +47,8 @@ pub async fn run(client: Client, id: &str, reg: &mut Registry, stop: Cancellatio
     })
     .owns(&config_maps)
     .workers(4)
-    .leader_elector(elector.metrics(LeaderMetrics::register(reg)))
-    .metrics(ControllerMetrics::register(reg))
-    .queue_metrics(QueueMetrics::register_controller_runtime(reg))
+    .leader_elector(elector)
+    .prometheus(&Metrics::register(reg))
     .run(stop)
     .await
 }
