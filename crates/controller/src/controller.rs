@@ -599,12 +599,13 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
             plan.attach_leader_metrics(m);
         }
         // Start after sync: every watch's initial list first, as controller-runtime waits for
-        // its caches, so that no reconcile reads a store that has not listed yet.
-        for gate in syncs {
-            match shutdown.run_until_cancelled(gate(sync_timeout)).await {
-                None => return Summary::default(),
-                Some(Ok(())) => {}
-                Some(Err(not_synced)) => {
+        // its caches, so that no reconcile reads a store that has not listed yet. The watches
+        // list at once, under one bound.
+        let gates = futures::future::join_all(syncs.into_iter().map(|gate| gate(sync_timeout)));
+        match shutdown.run_until_cancelled(gates).await {
+            None => return Summary::default(),
+            Some(synced) => {
+                if let Some(Err(not_synced)) = synced.into_iter().find(Result::is_err) {
                     warn!(controller = %name, %not_synced, "a source did not sync; not starting");
                     return Summary {
                         not_synced: Some(not_synced),

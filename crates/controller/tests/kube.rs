@@ -609,10 +609,14 @@ async fn a_watch_that_never_syncs_stops_the_run_with_a_typed_error() {
                 e
             });
     let pods = Watch::from_events(failing);
+    // A second watch that never lists either: the watches wait under one bound, not one each.
+    let config_maps =
+        Watch::<ConfigMap>::from_events(futures::stream::pending::<watcher::Result<_>>());
     let start = tokio::time::Instant::now();
     let run = Controller::for_watch("pods", &pods, |_key, _pod, _ctx| async {
         Ok::<_, Infallible>(Action::Done)
     })
+    .watches(&config_maps, |_cm| None)
     .sync_timeout(Duration::from_secs(30))
     .run(CancellationToken::new());
     let summary = bounded(Duration::from_secs(60), run).await;
