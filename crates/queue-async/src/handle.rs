@@ -1,12 +1,12 @@
 //! [`Handle`], the state behind a [`WorkQueue`](crate::WorkQueue) or a
 //! [`PriorityQueue`](crate::PriorityQueue) and behind the items they hand out: one handle over
 //! the queue's state machine ([`Machine`]: the work queue's or the priority queue's), which the
-//! two public queues wrap. Adds, hand-outs, dones and shutdown are here; the waiting keys and
-//! the timer task that adds them at their deadlines are in `timer_task`.
+//! two public queues wrap: adds, hand-outs, dones, shutdown, and the timer's task, which adds
+//! the waiting keys (`waiting`) at their deadlines and refreshes the metrics' gauges.
 //!
 //! One lock (parking_lot, never held across an `.await`), `state`, guards everything that
-//! changes: the state machine, the metrics recorder, the waiting keys with their timers, and
-//! the timer task. Three `Notify`s carry the wake-ups, sent once the lock is released:
+//! changes: the state machine, the metrics recorder, the waiting keys and the queue's
+//! [`Timer`]. Three `Notify`s carry the wake-ups, sent once the lock is released:
 //! `get_wake` (one waiting `get` per queued key), `stream_wake` (every waiting stream) and
 //! `idle_wake` (drains). The protocol is in the crate's design docs.
 
@@ -14,128 +14,32 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use ctrlq_queue_core::{AddOutcome, DoneOutcome, PopOutcome, PriorityState, WorkState};
+use ctrlq_queue_core::{AddOutcome, PopOutcome};
 use ctrlq_ratelimit::RateLimiter;
 use hashbrown::HashSet;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
-use tokio::time::{Instant, Interval};
+use tokio::time::Instant;
 use tracing::debug;
 
 use crate::error::AddError;
-use crate::metrics::{MetricsProvider, Recorder};
-use crate::runtime::{MAX_DELAY, QueueClock, spawn_timer_task};
+use crate::metrics::{MetricsProvider, Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
+use crate::timer::{QueueClock, Timed, Timer};
 use crate::wait::WaitOn;
+use crate::workqueue::MAX_DELAY;
 
-mod timer_task;
+mod machine;
+mod waiting;
 
-use self::timer_task::Timers;
+pub(crate) use self::machine::Machine;
+use self::waiting::{CHUNK, Waiting};
 
 /// The bounds every queue key meets.
 pub(crate) trait QueueKey: Hash + Eq + Clone + Send + Sync {}
 impl<K: Hash + Eq + Clone + Send + Sync> QueueKey for K {}
-
-/// A queue's state machine, as the handle drives it. Every add carries a priority, which the
-/// work queue's machine ignores (its keys are handed out at priority 0). `now` gives the
-/// nanoseconds since the queue was built; only the priority queue's machine reads it (it ages
-/// its keys).
-pub(crate) enum Machine<K> {
-    Work(WorkState<K>),
-    Priority(PriorityState<K>),
-}
-
-impl<K: QueueKey> Machine<K> {
-    /// The priority queue's machine, which differs from the work queue's in three more ways:
-    /// - the depth metric carries a priority label;
-    /// - a delayed add with a zero delay is not a retry (controller-runtime's priority queue
-    ///   counts only delays above zero, client-go's delaying queue every `AddAfter`);
-    /// - keys due at one instant with one priority are ordered by their add counter, which a
-    ///   key's first delayed add and each raise of its priority set, and a deadline move keeps
-    ///   (controller-runtime's priority queue); the work queue orders them by the delayed add
-    ///   that set their deadline (client-go leaves such ties unordered).
-    fn has_priority(&self) -> bool {
-        matches!(self, Machine::Priority(_))
-    }
-
-    #[inline(always)]
-    fn add(&mut self, key: K, priority: i32, now: impl FnOnce() -> u64) -> AddOutcome<K> {
-        match self {
-            Machine::Work(m) => m.add(key),
-            Machine::Priority(m) => m.add(key, priority, now()),
-        }
-    }
-
-    /// [`add`](Machine::add) by reference, cloning the key only if the machine keeps it.
-    #[inline(always)]
-    fn add_ref(&mut self, key: &K, priority: i32, now: impl FnOnce() -> u64) -> AddOutcome<K> {
-        match self {
-            Machine::Work(m) => m.add_ref(key),
-            Machine::Priority(m) => m.add_ref(key, priority, now()),
-        }
-    }
-
-    #[inline(always)]
-    fn pop(&mut self) -> PopOutcome<(K, i32)> {
-        match self {
-            Machine::Work(m) => match m.pop() {
-                PopOutcome::Item(key) => PopOutcome::Item((key, 0)),
-                PopOutcome::Empty => PopOutcome::Empty,
-                PopOutcome::ShutDown => PopOutcome::ShutDown,
-            },
-            Machine::Priority(m) => m.pop(),
-        }
-    }
-
-    /// Ends `key`'s hand-out; `true` if it was queued again (added while processing).
-    #[inline(always)]
-    fn done(&mut self, key: &K, now: impl FnOnce() -> u64) -> bool {
-        match self {
-            Machine::Work(m) => matches!(m.done(key), DoneOutcome::Requeued(())),
-            Machine::Priority(m) => matches!(m.done(key, now()), DoneOutcome::Requeued(_)),
-        }
-    }
-
-    fn shut_down(&mut self) -> bool {
-        match self {
-            Machine::Work(m) => m.shut_down(),
-            Machine::Priority(m) => m.shut_down(),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Machine::Work(m) => m.len(),
-            Machine::Priority(m) => m.len(),
-        }
-    }
-
-    fn processing_len(&self) -> usize {
-        match self {
-            Machine::Work(m) => m.processing_len(),
-            Machine::Priority(m) => m.processing_len(),
-        }
-    }
-
-    /// Nothing queued, nothing processing.
-    fn is_idle(&self) -> bool {
-        match self {
-            Machine::Work(m) => m.is_idle(),
-            Machine::Priority(m) => m.is_idle(),
-        }
-    }
-
-    /// Whether a delayed add of `key` is absorbed because the key will be handed out without
-    /// it: ready, or re-added while processing (the priority queue's rule, controller-runtime's;
-    /// the work queue always waits, as client-go's delaying queue).
-    fn absorbs_delayed(&self, key: &K) -> bool {
-        match self {
-            Machine::Work(_) => false,
-            Machine::Priority(m) => m.is_dirty(key),
-        }
-    }
-}
 
 /// The builder options every queue has.
 pub(crate) struct Options<K> {
@@ -166,7 +70,7 @@ impl<K> fmt::Debug for Options<K> {
 
 /// The state behind a queue and its items. See the module docs.
 pub(crate) struct Handle<K: QueueKey> {
-    /// This handle, for the timer task (which holds it weakly).
+    /// This handle, for the timer's task (which holds it weakly).
     me: Weak<Self>,
     name: String,
     /// The queue's one lock: every add, get and done takes it.
@@ -199,14 +103,14 @@ struct State<K: QueueKey> {
     /// handle's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
     /// ends a later hand-out of the same key.
     detached: HashSet<K>,
-    /// The keys waiting for a deadline, and their timers: none unless `task`.
-    timers: Timers<K>,
-    /// The timer task runs, or starts once the lock is released: it adds the waiting keys at
-    /// their deadlines and ticks `refresh`. Started by the first delayed add, or with metrics
-    /// by the first add.
-    task: bool,
-    /// With metrics, when the timer task refreshes the unfinished-work gauges.
-    refresh: Option<Interval>,
+    /// The keys waiting for their deadline.
+    waiting: Waiting<K>,
+    /// With metrics, when the timer's task next refreshes the unfinished-work gauges: set at
+    /// its first poll.
+    refresh_at: Option<Instant>,
+    /// The one sleep, at the earliest of the waiting keys' deadlines and `refresh_at`. Its task
+    /// starts at the first delayed add, or with metrics at the first add.
+    timer: Timer,
 }
 
 /// What to wake once the lock is released.
@@ -215,8 +119,6 @@ struct State<K: QueueKey> {
 struct Wake {
     getters: usize,
     idle: bool,
-    /// Spawn the timer task (see [`crate::runtime`]).
-    start_task: bool,
 }
 
 impl<K: QueueKey + 'static> Handle<K> {
@@ -234,12 +136,12 @@ impl<K: QueueKey + 'static> Handle<K> {
             me: me.clone(),
             name,
             state: Mutex::new(State {
-                timers: Timers::new(machine.has_priority()),
+                waiting: Waiting::new(machine.has_priority()),
                 machine,
                 recorder,
                 detached: HashSet::new(),
-                task: false,
-                refresh: None,
+                refresh_at: None,
+                timer: Timer::default(),
             }),
             get_wake: Notify::new(),
             stream_wake: Notify::new(),
@@ -290,17 +192,6 @@ impl<K: QueueKey + 'static> Handle<K> {
         if wake.idle {
             self.idle_wake.notify_waiters();
         }
-        if wake.start_task {
-            self.start_timer_task();
-        }
-    }
-
-    /// Spawns the timer task on the queue's runtime (see [`crate::runtime`]).
-    #[cold]
-    fn start_timer_task(&self) {
-        if let Some(runtime) = self.clock.runtime() {
-            spawn_timer_task(runtime, self.me.clone());
-        }
     }
 
     /// Runs `f` under the lock, then wakes what it asked for.
@@ -328,19 +219,17 @@ impl<K: QueueKey + 'static> Handle<K> {
     #[inline]
     pub(crate) fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>> {
         let mut state = self.lock();
-        let priority = if state.task {
-            state.timers.end_wait(key, priority)
-        } else {
-            priority
-        };
+        let priority = state.end_wait(key, priority);
         let added = state.machine.add_ref(key, priority, || self.now_nanos());
-        let mut wake = Wake::default();
         if state.recorder.is_some() {
-            self.ensure_timer_task(&mut state, &mut wake);
+            self.start_timer(&mut state);
         }
-        wake.getters = self.added(&mut state, added, Some(key), priority)?;
+        let getters = self.added(&mut state, added, Some(key), priority)?;
         drop(state);
-        self.wake(wake);
+        self.wake(Wake {
+            getters,
+            ..Wake::default()
+        });
         Ok(())
     }
 
@@ -360,7 +249,7 @@ impl<K: QueueKey + 'static> Handle<K> {
 
     /// Adds `key` now, under the lock, asking `wake` to wake a getter if it was queued. A
     /// caller's add (`by_caller`; not the timer's) first ends a wait the key may have, and with
-    /// metrics has the timer task, which refreshes the gauges, run.
+    /// metrics has the timer's task, which refreshes the gauges, run.
     #[inline(always)]
     fn add_locked(
         &self,
@@ -370,9 +259,8 @@ impl<K: QueueKey + 'static> Handle<K> {
         by_caller: bool,
         wake: &mut Wake,
     ) -> Result<(), AddError<K>> {
-        // A key waits only while the timer task runs (it adds every waiting key as it ends).
-        let priority = if by_caller && state.task {
-            state.timers.end_wait(&key, priority)
+        let priority = if by_caller {
+            state.end_wait(&key, priority)
         } else {
             priority
         };
@@ -380,7 +268,7 @@ impl<K: QueueKey + 'static> Handle<K> {
         let metric_key = state.recorder.is_some().then(|| key.clone());
         let added = state.machine.add(key, priority, || self.now_nanos());
         if by_caller && metric_key.is_some() {
-            self.ensure_timer_task(state, wake);
+            self.start_timer(state);
         }
         wake.getters += self.added(state, added, metric_key.as_ref(), priority)?;
         Ok(())
@@ -457,10 +345,9 @@ impl<K: QueueKey + 'static> Handle<K> {
         self.clock.in_runtime(|| self.limiter.when(key))
     }
 
-    /// Makes `key` wait `delay`, starting the timer task if it does not run. With no runtime
-    /// to time the wait (none bound yet and none here), the key is added now rather than lost;
-    /// so it is if the queue's runtime has shut down, by the end of the task that runtime
-    /// drops at once (see [`crate::runtime`]).
+    /// Makes `key` wait `delay`, starting the timer's task if it does not run. With no
+    /// runtime to time the wait (none bound yet and none here), the key is added now rather
+    /// than lost.
     fn wait(
         &self,
         state: &mut State<K>,
@@ -469,20 +356,23 @@ impl<K: QueueKey + 'static> Handle<K> {
         delay: Duration,
         wake: &mut Wake,
     ) -> Result<(), AddError<K>> {
-        match self.ensure_timer_task(state, wake) {
-            Some(runtime) => {
-                // The deadline is read by the queue's runtime's clock (paused, in tests),
-                // whatever thread this add comes from.
-                let _runtime = runtime.enter();
-                let at = Instant::now() + delay;
-                state.timers.wait_until(key, priority, at);
-                Ok(())
-            }
-            None => {
-                debug!(queue = %self.name, "delayed add with no tokio runtime; adding now");
-                self.add_locked(state, key, priority, false, wake)
-            }
+        if !self.start_timer(state) {
+            debug!(queue = %self.name, "delayed add with no tokio runtime; adding now");
+            return self.add_locked(state, key, priority, false, wake);
         }
+        // The deadline is read by the queue's runtime's clock (paused, in tests), whatever
+        // thread this add comes from.
+        let at = self.clock.now() + delay;
+        if state.waiting.wait_until(key, priority, at) {
+            state.timer.arm(Some(at));
+        }
+        Ok(())
+    }
+
+    /// Has the timer's task run (see [`Timer::start`]); `false` with no runtime to run it, or
+    /// after shutdown.
+    fn start_timer(&self, state: &mut State<K>) -> bool {
+        !self.is_shutting_down() && state.timer.start(&self.clock, &self.me)
     }
 
     pub(crate) fn forget(&self, key: &K) {
@@ -548,16 +438,16 @@ impl<K: QueueKey + 'static> Handle<K> {
 
     // ===== shutdown =====
 
-    /// Shuts down: adds refused, waiting keys and their timers dropped, the timer task
+    /// Shuts down: adds refused, waiting keys and the timer dropped, the timer's task
     /// stopped, every waiting `get` and stream woken. With `drain`, a drain starts.
     pub(crate) fn shut_down(&self, drain: bool) {
         self.draining.store(drain, Ordering::SeqCst);
         let first = {
             let mut state = self.lock();
-            // Waiting keys are never added now: drop them and their timers; the timer task,
-            // woken, ends.
-            state.timers.clear();
-            state.refresh = None;
+            // Waiting keys are never added now: drop them; the timer's task, woken, ends.
+            state.waiting.clear();
+            state.refresh_at = None;
+            state.timer.end();
             // Set under the lock: a step that holds it sees the machine and the flag agree.
             self.shutting_down.store(true, Ordering::Release);
             state.machine.shut_down()
@@ -605,7 +495,7 @@ impl<K: QueueKey + 'static> Handle<K> {
     }
 
     pub(crate) fn waiting_len(&self) -> usize {
-        self.lock().timers.len()
+        self.lock().waiting.len()
     }
 
     /// The queue's `Debug`: its state, not its internals.
@@ -621,6 +511,99 @@ impl<K: QueueKey + 'static> Handle<K> {
             )
             .field("shutting_down", &self.is_shutting_down())
             .finish()
+    }
+}
+
+// ===== the timer's task =====
+
+impl<K: QueueKey + 'static> Handle<K> {
+    /// Adds keys whose wait is over, in the given order, under the lock.
+    fn add_due(&self, state: &mut State<K>, due: Vec<(K, i32)>, wake: &mut Wake) {
+        if due.is_empty() {
+            return;
+        }
+        let n = due.len();
+        for (key, priority) in due {
+            // Refused only after a shutdown, which drops the waiting keys first: never here.
+            let _ = self.add_locked(state, key, priority, false, wake);
+        }
+        debug!(queue = %self.name, due = n, "delays over");
+    }
+
+    /// With metrics, refreshes the unfinished-work gauges if their period is over at `now`,
+    /// and sets the next refresh a period later (the first, a period after the task's first
+    /// poll).
+    fn refresh(&self, state: &mut State<K>, now: Instant) {
+        let Some(recorder) = &state.recorder else {
+            return;
+        };
+        match state.refresh_at {
+            Some(at) if at > now => return,
+            Some(_) => recorder.update_unfinished_work(&self.clock),
+            None => {}
+        }
+        state.refresh_at = Some(now + UNFINISHED_WORK_UPDATE_PERIOD);
+    }
+
+    /// Adds every waiting key whose deadline is at or before now (test helper).
+    #[cfg(feature = "test-util")]
+    pub(crate) fn settle(&self) {
+        self.with_lock(|state, wake| {
+            let due = state.waiting.take_due(self.clock.now(), usize::MAX);
+            self.add_due(state, due, wake);
+        });
+    }
+}
+
+/// The timer's task (see [`Timer`]).
+impl<K: QueueKey + 'static> Timed for Handle<K> {
+    /// Adds the waiting keys whose deadline has passed, in deadline order, a chunk at a time
+    /// (see `waiting`), and with metrics refreshes the gauges when their period is over; `cx`
+    /// is woken at once while keys are due, else at the next deadline or refresh.
+    fn poll_timers(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.with_lock(|state, wake| {
+            if self.is_shutting_down() {
+                return Poll::Ready(());
+            }
+            let now = Instant::now();
+            let due = state.waiting.take_due(now, CHUNK);
+            self.add_due(state, due, wake);
+            self.refresh(state, now);
+            let next = state.next_deadline();
+            state.timer.poll(cx, next, now);
+            Poll::Pending
+        })
+    }
+}
+
+// ===== impl State =====
+
+impl<K: QueueKey> State<K> {
+    /// Ends `key`'s wait if it has one; returns the higher of its waiting priority and
+    /// `priority`.
+    #[inline(always)]
+    fn end_wait(&mut self, key: &K, priority: i32) -> i32 {
+        if self.waiting.is_empty() {
+            // Every add asks: no key is hashed while none waits.
+            return priority;
+        }
+        let Some(waited) = self.waiting.cancel(key) else {
+            return priority;
+        };
+        if self.waiting.is_empty() {
+            // No key waits any more: the sleep is dropped, unless the gauges need it.
+            let next = self.next_deadline();
+            self.timer.arm(next);
+        }
+        priority.max(waited)
+    }
+
+    /// The earliest of the waiting keys' deadlines and the next refresh of the gauges.
+    fn next_deadline(&self) -> Option<Instant> {
+        match (self.waiting.next_deadline(), self.refresh_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -649,5 +632,261 @@ impl<K: QueueKey + 'static> WaitOn for Handle<K> {
             PopOutcome::ShutDown => Some(None),
             PopOutcome::Empty => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD;
+    use crate::metrics::testing::RecordingProvider;
+    use crate::priority::AddOptions;
+    use crate::{PriorityQueue, WorkQueue};
+
+    /// `fut`'s output within an hour of paused time, far beyond any delay here: a bug fails the
+    /// test instead of hanging it.
+    async fn bounded<F: std::future::Future>(fut: F) -> F::Output {
+        tokio::time::timeout(Duration::from_secs(3600), fut)
+            .await
+            .expect("done within the bound")
+    }
+
+    /// Lets the timer task run until it sleeps.
+    async fn let_run() {
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_gauges_are_first_refreshed_a_period_after_the_task_starts() {
+        let provider = std::sync::Arc::new(RecordingProvider::default());
+        let queue = WorkQueue::builder()
+            .name("gauges")
+            .metrics(provider.clone())
+            .build();
+        queue.add("a").unwrap();
+        let item = bounded(queue.get()).await.unwrap();
+        // The task, started by the add, runs for the first time 100 ms later.
+        tokio::time::advance(Duration::from_millis(100)).await;
+        let_run().await;
+        assert_eq!(
+            provider.recorded().unfinished_work_seconds,
+            0.0,
+            "no refresh before a period has passed"
+        );
+        tokio::time::sleep(UNFINISHED_WORK_UPDATE_PERIOD).await;
+        let_run().await;
+        let unfinished = provider.recorded().unfinished_work_seconds;
+        assert!(
+            unfinished >= 0.6,
+            "refreshed once a period passed: {unfinished}"
+        );
+        drop(item);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_earlier_deadline_wakes_the_task_sleeping_until_a_later_one() {
+        let queue = WorkQueue::new();
+        let start = Instant::now();
+        queue.add_after("late", Duration::from_secs(1)).unwrap();
+        let_run().await;
+        queue.add_after("early", Duration::from_millis(50)).unwrap();
+        let item = bounded(queue.get()).await.unwrap();
+        assert_eq!(
+            (*item, start.elapsed()),
+            ("early", Duration::from_millis(50))
+        );
+        item.done();
+        let item = bounded(queue.get()).await.unwrap();
+        assert_eq!((*item, start.elapsed()), ("late", Duration::from_secs(1)));
+    }
+
+    /// The deadline is the key's own: no grid of the queue's rounds it, only tokio's timer
+    /// rounds its sleep up to the next millisecond tick.
+    #[tokio::test(start_paused = true)]
+    async fn a_key_is_added_within_tokio_s_tick_of_its_deadline() {
+        let queue = WorkQueue::new();
+        // The queue's first delayed add, 0.3 ms into a millisecond of the runtime's timer.
+        tokio::time::advance(Duration::from_micros(300)).await;
+        let deadline = Instant::now() + Duration::from_micros(1200);
+        queue.add_after("a", Duration::from_micros(1200)).unwrap();
+        let item = bounded(queue.get()).await.unwrap();
+        let late = Instant::now() - deadline;
+        assert!(late < Duration::from_millis(1), "{late:?} late");
+        assert_eq!(*item, "a");
+    }
+
+    /// Keys due at once beyond a chunk are all added with no more time passing.
+    #[tokio::test(start_paused = true)]
+    async fn keys_due_beyond_a_chunk_follow_without_waiting_for_time() {
+        let queue = WorkQueue::new();
+        let n = 3 * super::waiting::CHUNK as u64 + 5;
+        for i in 0..n {
+            queue
+                .add_after(i, Duration::from_micros(10 * (i + 1)))
+                .unwrap();
+        }
+        let_run().await;
+        tokio::time::advance(Duration::from_millis(5)).await;
+        let at = Instant::now();
+        for want in 0..n {
+            let item = tokio::time::timeout(Duration::from_secs(1), queue.get())
+                .await
+                .expect("every due key is added")
+                .unwrap();
+            assert_eq!(*item, want);
+            item.done();
+        }
+        assert_eq!(Instant::now(), at, "no time passed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_due_at_one_wake_up_come_in_deadline_then_add_order() {
+        let queue = WorkQueue::new();
+        for (key, at) in [("late", 20), ("x", 10), ("y", 10), ("first", 5)] {
+            queue.add_after(key, Duration::from_millis(at)).unwrap();
+        }
+        let_run().await;
+        tokio::time::advance(Duration::from_millis(30)).await;
+        let_run().await;
+        assert_eq!(queue.len(), 4, "added at one wake-up");
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            let item = bounded(queue.get()).await.unwrap();
+            order.push(*item);
+            item.done();
+        }
+        assert_eq!(order, ["first", "x", "y", "late"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_moved_earlier_wakes_the_task_and_a_later_one_never_delays_it() {
+        let queue = PriorityQueue::new();
+        let start = Instant::now();
+        let after = |ms| AddOptions::default().after(Duration::from_millis(ms));
+        queue.add_with("a", after(1000)).unwrap();
+        queue.add_with("b", after(40)).unwrap();
+        let_run().await;
+        queue.add_with("a", after(30)).unwrap();
+        queue.add_with("b", after(2000).priority(1)).unwrap();
+        for (key, at) in [("a", 30), ("b", 40)] {
+            let item = bounded(queue.get()).await.unwrap();
+            assert_eq!((*item, start.elapsed()), (key, Duration::from_millis(at)));
+            item.done();
+        }
+        assert_eq!(queue.waiting_len(), 0);
+    }
+
+    /// A priority queue's keys due together at one priority come in the order of their first
+    /// delayed add: adding a waiting key again at the same priority and deadline keeps its place.
+    #[tokio::test(start_paused = true)]
+    async fn a_same_priority_re_add_keeps_a_waiting_keys_place() {
+        let queue = PriorityQueue::new();
+        let after = AddOptions::default().after(Duration::from_millis(10));
+        queue.add_with("x", after).unwrap();
+        queue.add_with("y", after).unwrap();
+        queue.add_with("x", after).unwrap();
+        let mut order = Vec::new();
+        for _ in 0..2 {
+            let item = bounded(queue.get()).await.unwrap();
+            order.push(*item);
+            item.done();
+        }
+        assert_eq!(order, ["x", "y"]);
+    }
+
+    /// Hands out every key of `queue`, done at once, in order.
+    async fn order_of_work(queue: &WorkQueue<&'static str>, n: usize) -> Vec<&'static str> {
+        let mut order = Vec::new();
+        for _ in 0..n {
+            let item = bounded(queue.get()).await.unwrap();
+            order.push(*item);
+            item.done();
+        }
+        order
+    }
+
+    /// In a work queue, a key due with others comes in the order of its delayed adds: one added
+    /// again for the same deadline keeps its place, one whose wait moved earlier counts as added
+    /// then, after the keys already waiting for that instant.
+    #[tokio::test(start_paused = true)]
+    async fn a_work_queue_orders_keys_due_together_by_their_last_effective_add() {
+        let queue = WorkQueue::new();
+        let ms = Duration::from_millis;
+        queue.add_after("x", ms(10)).unwrap();
+        queue.add_after("y", ms(10)).unwrap();
+        queue.add_after("x", ms(10)).unwrap();
+        assert_eq!(order_of_work(&queue, 2).await, ["x", "y"]);
+
+        queue.add_after("x", ms(20)).unwrap();
+        queue.add_after("y", ms(10)).unwrap();
+        queue.add_after("x", ms(10)).unwrap();
+        assert_eq!(order_of_work(&queue, 2).await, ["y", "x"]);
+    }
+
+    /// In a priority queue, a key due with others at its priority keeps the order of its first
+    /// delayed add when its wait moves earlier, and goes after them when its priority rises to
+    /// theirs.
+    #[tokio::test(start_paused = true)]
+    async fn a_priority_queue_orders_keys_due_together_by_their_add_at_that_priority() {
+        let queue = PriorityQueue::new();
+        let at = |ms| AddOptions::default().after(Duration::from_millis(ms));
+        let order = async |queue: &PriorityQueue<&'static str>| {
+            let mut order = Vec::new();
+            for _ in 0..2 {
+                let item = bounded(queue.get()).await.unwrap();
+                order.push(*item);
+                item.done();
+            }
+            order
+        };
+        queue.add_with("x", at(20)).unwrap();
+        queue.add_with("y", at(10)).unwrap();
+        queue.add_with("x", at(10)).unwrap();
+        assert_eq!(order(&queue).await, ["x", "y"]);
+
+        queue.add_with("y", at(10).priority(1)).unwrap();
+        queue.add_with("x", at(10)).unwrap();
+        queue.add_with("x", at(10).priority(1)).unwrap();
+        assert_eq!(order(&queue).await, ["y", "x"]);
+    }
+
+    /// A shut-down queue drops its waiting keys: none waits, and none is added when its
+    /// deadline passes.
+    #[tokio::test(start_paused = true)]
+    async fn the_timer_task_ends_when_the_last_handle_is_dropped() {
+        let runtime = tokio::runtime::Handle::current();
+        let queue: WorkQueue<&str> = WorkQueue::new();
+        queue.add_after("a", Duration::from_secs(60)).unwrap();
+        let_run().await;
+        assert_eq!(
+            runtime.metrics().num_alive_tasks(),
+            1,
+            "the timer task runs"
+        );
+        drop(queue);
+        let_run().await;
+        assert_eq!(
+            runtime.metrics().num_alive_tasks(),
+            0,
+            "woken by the drop, it ended before its sleep would have rung"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutting_down_drops_the_waiting_keys() {
+        let queue = WorkQueue::new();
+        queue.add_after("a", Duration::from_millis(10)).unwrap();
+        let_run().await;
+        assert_eq!(queue.waiting_len(), 1);
+        queue.shut_down();
+        assert_eq!(queue.waiting_len(), 0);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let_run().await;
+        assert_eq!(queue.len(), 0);
     }
 }

@@ -207,10 +207,8 @@ where
     ///
     /// The wait is timed by a background task, spawned at the first delayed add on the queue's
     /// runtime (see the crate's [Time](crate#time)); with no runtime to time it (none bound yet
-    /// and none on this thread, or the queue's runtime has shut down), the key is added at
-    /// once. The task ends at shutdown and when the last handle is dropped; keys still waiting
-    /// then are dropped, as in the original. If the queue's runtime shuts down while keys wait,
-    /// they are added then, in deadline order, rather than lost.
+    /// and none on this thread), the key is added at once. The task ends at shutdown and when
+    /// the last handle is dropped; keys still waiting then are dropped, as in the original.
     ///
     /// The key is never added before its deadline, and is added at the task's first wake-up
     /// after it, together with every other key then due, in deadline order. The task sleeps

@@ -63,9 +63,8 @@ where
         let this = self.project();
         let wait = this.wait.poll(cx);
         if wait.is_pending() {
-            // A change's drop makes sure the timer task runs if a deadline needs it (items may
-            // have gone to backoff from a plain thread before any runtime was bound). With the
-            // queue's runtime gone, that task's end makes the timed moves that are due now.
+            // A change's drop makes sure the timer's task runs if a deadline needs it (items
+            // may have gone to backoff from a plain thread before any runtime was bound).
             drop(this.shared.change());
         }
         let out = ready!(wait);

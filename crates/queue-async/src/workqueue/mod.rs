@@ -7,6 +7,8 @@ mod stream;
 
 pub use crate::get::Get;
 pub use crate::item::Item;
-pub use crate::runtime::MAX_DELAY;
 pub use builder::WorkQueueBuilder;
+/// The longest delay honoured by delayed adds (longer delays are clamped to it): the
+/// workspace's one far-future limit, [`ctrlq_queue_core::MAX_DELAY`].
+pub use ctrlq_queue_core::MAX_DELAY;
 pub use queue::WorkQueue;
