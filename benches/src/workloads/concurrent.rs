@@ -75,7 +75,7 @@ fn measure(params: &Params, keys: &Arc<Vec<Arc<str>>>, threads: usize) -> Measur
         let t0 = Instant::now();
         let workers = super::fifo::spawn_workers(&queue, params.workers, &processed);
         let producers = spawn_producers(&params, &keys, &queue, |q: &WorkQueue<Arc<str>>, k| {
-            q.add_ref(k).expect("the queue is open")
+            q.add(k.clone()).expect("the queue is open")
         });
         super::fifo::join(producers, "a producer").await;
         queue.shut_down_with_drain().await;

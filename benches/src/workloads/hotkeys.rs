@@ -115,7 +115,7 @@ fn measure(
             })
             .collect();
         let producers = spawn_producers(&keys, plans, &queue, |q: &WorkQueue<Arc<str>>, k| {
-            q.add_ref(k).expect("the queue is open")
+            q.add(k.clone()).expect("the queue is open")
         });
         super::fifo::join(producers, "a producer").await;
         queue.shut_down_with_drain().await;

@@ -23,12 +23,12 @@ use hashbrown::HashSet;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
-use tracing::debug;
+use tracing::{debug, trace};
 
 use crate::error::AddError;
 use crate::metrics::{MetricsProvider, Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
 use crate::timer::{QueueClock, Timed, Timer};
-use crate::wait::WaitOn;
+use crate::wait::{WAKES, WaitOn};
 use crate::workqueue::MAX_DELAY;
 
 mod machine;
@@ -156,17 +156,13 @@ impl<K: QueueKey + 'static> Handle<K> {
     }
 
     /// The lock. parking_lot's lock does not poison; every transition completes or changes
-    /// nothing before a user's Hash/Eq could panic under it. With the `wake-counts` feature, an
-    /// acquisition that finds it held is counted.
-    #[inline(always)]
+    /// nothing before a user's Hash/Eq could panic under it. An acquisition that finds it held
+    /// is traced (see [`WAKES`]).
     fn lock(&self) -> MutexGuard<'_, State<K>> {
-        #[cfg(feature = "wake-counts")]
-        {
-            if let Some(guard) = self.state.try_lock() {
-                return guard;
-            }
-            crate::wake_counts::contended_lock();
+        if let Some(guard) = self.state.try_lock() {
+            return guard;
         }
+        trace!(name: "contended_lock", target: WAKES, "the lock was held");
         self.state.lock()
     }
 
@@ -180,13 +176,11 @@ impl<K: QueueKey + 'static> Handle<K> {
     #[inline]
     fn wake(&self, wake: Wake) {
         for _ in 0..wake.getters {
-            #[cfg(feature = "wake-counts")]
-            crate::wake_counts::wake();
+            trace!(name: "wake", target: WAKES, "a get woken");
             self.get_wake.notify_one();
         }
         if wake.getters > 0 && self.streams_waiting.load(Ordering::SeqCst) > 0 {
-            #[cfg(feature = "wake-counts")]
-            crate::wake_counts::wake();
+            trace!(name: "wake", target: WAKES, "the streams woken");
             self.stream_wake.notify_waiters();
         }
         if wake.idle {
@@ -215,24 +209,6 @@ impl<K: QueueKey + 'static> Handle<K> {
         Ok(())
     }
 
-    /// Adds `key` now at `priority`, cloning it only if the queue keeps it.
-    #[inline]
-    pub(crate) fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>> {
-        let mut state = self.lock();
-        let priority = state.end_wait(key, priority);
-        let added = state.machine.add_ref(key, priority, || self.now_nanos());
-        if state.recorder.is_some() {
-            self.start_timer(&mut state);
-        }
-        let getters = self.added(&mut state, added, Some(key), priority)?;
-        drop(state);
-        self.wake(Wake {
-            getters,
-            ..Wake::default()
-        });
-        Ok(())
-    }
-
     /// Adds `keys` now, in order, at priority 0 (see `WorkQueue::add_all`).
     pub(crate) fn add_all(&self, keys: Vec<K>) -> Result<(), AddError<Vec<K>>> {
         self.with_lock(|state, wake| {
@@ -250,7 +226,6 @@ impl<K: QueueKey + 'static> Handle<K> {
     /// Adds `key` now, under the lock, asking `wake` to wake a getter if it was queued. A
     /// caller's add (`by_caller`; not the timer's) first ends a wait the key may have, and with
     /// metrics has the timer's task, which refreshes the gauges, run.
-    #[inline(always)]
     fn add_locked(
         &self,
         state: &mut State<K>,
@@ -276,7 +251,6 @@ impl<K: QueueKey + 'static> Handle<K> {
 
     /// Counts what the machine did with an add (`key`: for the metrics, `None` without) and
     /// returns the getters to wake: one if it queued the key.
-    #[inline(always)]
     fn added(
         &self,
         state: &mut State<K>,
@@ -455,11 +429,9 @@ impl<K: QueueKey + 'static> Handle<K> {
         if first {
             debug!(queue = %self.name, drain, "shutting down");
         }
-        #[cfg(feature = "wake-counts")]
-        crate::wake_counts::wake();
+        trace!(name: "wake", target: WAKES, "the gets woken: shut down");
         self.get_wake.notify_waiters();
-        #[cfg(feature = "wake-counts")]
-        crate::wake_counts::wake();
+        trace!(name: "wake", target: WAKES, "the streams woken: shut down");
         self.stream_wake.notify_waiters();
         if !drain {
             // A forced shutdown cuts a drain short.
@@ -581,7 +553,6 @@ impl<K: QueueKey + 'static> Timed for Handle<K> {
 impl<K: QueueKey> State<K> {
     /// Ends `key`'s wait if it has one; returns the higher of its waiting priority and
     /// `priority`.
-    #[inline(always)]
     fn end_wait(&mut self, key: &K, priority: i32) -> i32 {
         if self.waiting.is_empty() {
             // Every add asks: no key is hashed while none waits.
@@ -621,8 +592,7 @@ impl<K: QueueKey + 'static> WaitOn for Handle<K> {
         let mut state = self.lock();
         match state.machine.pop() {
             PopOutcome::Item((key, priority)) => {
-                #[cfg(feature = "wake-counts")]
-                crate::wake_counts::hand_out();
+                trace!(name: "hand_out", target: WAKES, "a key handed out");
                 let label = state.machine.has_priority().then_some(priority);
                 if let Some(recorder) = &mut state.recorder {
                     recorder.get_at_priority(&key, label, &self.clock);

@@ -115,7 +115,7 @@ where
     /// [`AddError::ShutDown`] with a clone of the key if the queue is shutting down (the item is
     /// still marked done).
     pub fn requeue(self) -> Result<(), AddError<K>> {
-        let r = self.queue.add_ref(self.key(), self.p);
+        let r = self.queue.add(self.key().clone(), self.p);
         drop(self);
         r
     }

@@ -28,9 +28,15 @@
 //!   prometheus-client, as Kubernetes components or as controller-runtime define them.
 //! - `test-util`: helpers for tests under paused time (`settle` on the work and priority queues,
 //!   the module `metrics::testing`).
-//! - `wake-counts`: the module `wake_counts`, process-wide counts of wake-ups, empty wake-ups,
-//!   parks, hand-outs and contended lock acquisitions, for benchmarks. Off by default; without
-//!   it the queues carry no counting at all.
+//!
+//! # Tracing
+//!
+//! Each queue logs its transitions at `DEBUG` (shutdown, delays over, a worker's panic). What
+//! waiting costs is traced at `TRACE` under the target `ctrlq_queue_async::wakes`, one event per
+//! occurrence, named for what it counts: `wake` (a call of a queue's `Notify`), `empty_wake` (a
+//! wait woken that found nothing), `park` (a wait that returns `Pending`), `hand_out` and
+//! `contended_lock` (a queue's lock found held). A subscriber that counts them by name sees
+//! where the CPU goes when workers meet.
 //!
 //! # Time
 //!
@@ -164,9 +170,6 @@ pub mod prometheus;
 pub mod scheduling;
 mod timer;
 mod wait;
-#[cfg(feature = "wake-counts")]
-#[cfg_attr(docsrs, doc(cfg(feature = "wake-counts")))]
-pub mod wake_counts;
 pub mod workqueue;
 
 pub use error::AddError;

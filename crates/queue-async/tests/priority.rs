@@ -618,13 +618,6 @@ async fn shared_handle_methods_should_behave_on_a_priority_queue() {
     assert_eq!(queue.add("b"), Err(AddError::ShutDown("b")));
 
     let queue = PriorityQueue::new();
-    let key: Arc<str> = Arc::from("ns/obj");
-    queue.add_ref(&key).unwrap();
-    queue.add_ref(&key).unwrap();
-    assert_eq!(queue.len(), 1);
-    assert_eq!(Arc::strong_count(&key), 2, "one clone, held by the queue");
-
-    let queue = PriorityQueue::new();
     queue.add_after("a", Duration::from_secs(1)).unwrap();
     assert_eq!((queue.len(), queue.waiting_len()), (0, 1));
     assert_eq!(*bounded(queue.get()).await.unwrap(), "a"); // the paused clock jumps 1 s

@@ -298,39 +298,6 @@ async fn no_clone_of_a_key_is_retained_after_done() {
     assert_eq!(Arc::strong_count(&key), 1);
 }
 
-// ----- adds by reference -----
-
-#[tokio::test(start_paused = true)]
-async fn add_ref_clones_only_what_the_queue_keeps() {
-    let queue = WorkQueue::new();
-    let key: Arc<str> = Arc::from("ns/obj");
-    for _ in 0..3 {
-        queue.add_ref(&key).unwrap();
-    }
-    assert_eq!(queue.len(), 1);
-    assert_eq!(Arc::strong_count(&key), 2, "one clone, queued");
-    let item = bounded(queue.get()).await.unwrap();
-    let processing = Arc::strong_count(&key);
-    queue.add_ref(&key).unwrap(); // while processing: marked to run again
-    queue.add_ref(&key).unwrap();
-    assert_eq!(
-        Arc::strong_count(&key),
-        processing,
-        "marking it dirty clones nothing"
-    );
-    item.done();
-    assert_eq!(queue.len(), 1, "queued again after done");
-    bounded(queue.get()).await.unwrap().done();
-    assert_eq!(Arc::strong_count(&key), 1, "nothing retained");
-}
-
-#[tokio::test]
-async fn add_ref_after_shutdown_hands_a_clone_back() {
-    let queue = WorkQueue::new();
-    queue.shut_down();
-    assert_eq!(queue.add_ref(&"b"), Err(AddError::ShutDown("b")));
-}
-
 // ----- adds in a batch -----
 
 #[tokio::test(start_paused = true)]
@@ -588,25 +555,18 @@ async fn delaying_copy_shifting_adds_in_deadline_order() {
 #[tokio::test(start_paused = true)]
 async fn an_add_now_cancels_the_wait() {
     // The original runs the key twice (kubernetes/kubernetes#126027).
-    for by_ref in [false, true] {
-        let queue = WorkQueue::new();
-        queue.add_after("a", ms(100)).unwrap();
-        let added = if by_ref {
-            queue.add_ref(&"a")
-        } else {
-            queue.add("a")
-        };
-        added.unwrap();
-        assert_eq!(queue.waiting_len(), 0);
-        bounded(queue.get()).await.unwrap().done();
-        sleep(ms(200)).await;
-        queue.settle().await;
-        assert_eq!(
-            queue.len(),
-            0,
-            "the cancelled wait does not add the key again (by_ref: {by_ref})"
-        );
-    }
+    let queue = WorkQueue::new();
+    queue.add_after("a", ms(100)).unwrap();
+    queue.add("a").unwrap();
+    assert_eq!(queue.waiting_len(), 0);
+    bounded(queue.get()).await.unwrap().done();
+    sleep(ms(200)).await;
+    queue.settle().await;
+    assert_eq!(
+        queue.len(),
+        0,
+        "the cancelled wait does not add the key again"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -233,7 +233,7 @@ fn run_sequence(ops: &[Op]) {
 #[derive(Debug, Clone)]
 enum Step {
     /// Add a key, by value or (true) by reference.
-    Add(u8, bool),
+    Add(u8),
     /// Add these keys in one batch.
     AddAll(Vec<u8>),
     Get,
@@ -243,7 +243,7 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        4 => (0u8..6, any::<bool>()).prop_map(|(k, by_ref)| Step::Add(k, by_ref)),
+        4 => (0u8..6).prop_map(Step::Add),
         1 => proptest::collection::vec(0u8..6, 0..4).prop_map(Step::AddAll),
         3 => Just(Step::Get),
         3 => (0usize..4).prop_map(Step::Done),
@@ -277,12 +277,8 @@ fn the_queue_behaves_like_the_model() {
             let mut held: Vec<Item<u8>> = Vec::new();
             for s in steps {
                 match s {
-                    Step::Add(k, by_ref) => {
-                        let r = if by_ref {
-                            queue.add_ref(&k)
-                        } else {
-                            queue.add(k)
-                        };
+                    Step::Add(k) => {
+                        let r = queue.add(k);
                         if model.shut {
                             prop_assert!(r.is_err());
                         } else {

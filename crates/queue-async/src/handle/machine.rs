@@ -26,7 +26,6 @@ impl<K: QueueKey> Machine<K> {
         matches!(self, Machine::Priority(_))
     }
 
-    #[inline(always)]
     pub(super) fn add(
         &mut self,
         key: K,
@@ -39,21 +38,6 @@ impl<K: QueueKey> Machine<K> {
         }
     }
 
-    /// [`add`](Machine::add) by reference, cloning the key only if the machine keeps it.
-    #[inline(always)]
-    pub(super) fn add_ref(
-        &mut self,
-        key: &K,
-        priority: i32,
-        now: impl FnOnce() -> u64,
-    ) -> AddOutcome<K> {
-        match self {
-            Machine::Work(m) => m.add_ref(key),
-            Machine::Priority(m) => m.add_ref(key, priority, now()),
-        }
-    }
-
-    #[inline(always)]
     pub(super) fn pop(&mut self) -> PopOutcome<(K, i32)> {
         match self {
             Machine::Work(m) => match m.pop() {
@@ -66,7 +50,6 @@ impl<K: QueueKey> Machine<K> {
     }
 
     /// Ends `key`'s hand-out; `true` if it was queued again (added while processing).
-    #[inline(always)]
     pub(super) fn done(&mut self, key: &K, now: impl FnOnce() -> u64) -> bool {
         match self {
             Machine::Work(m) => matches!(m.done(key), DoneOutcome::Requeued(())),

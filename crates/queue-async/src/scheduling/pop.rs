@@ -10,8 +10,9 @@ use std::task::{Context, Poll, ready};
 use ctrlq_queue_core::Compare;
 use pin_project_lite::pin_project;
 use tokio::sync::Notify;
+use tracing::trace;
 
-use crate::wait::{Wait, WaitOn};
+use crate::wait::{WAKES, Wait, WaitOn};
 
 use super::QueuedItem;
 use super::machine::Flight;
@@ -91,8 +92,7 @@ where
             return Some(None);
         }
         let flight = locked.machine.pop(|| self.clock.now())?;
-        #[cfg(feature = "wake-counts")]
-        crate::wake_counts::hand_out();
+        trace!(name: "hand_out", target: WAKES, "an item popped");
         Some(Some(flight))
     }
 }

@@ -35,6 +35,7 @@ use tracing::trace;
 use super::QueuedItem;
 use super::machine::SchedulingState;
 use crate::timer::{QueueClock, Timed, Timer};
+use crate::wait::WAKES;
 
 /// The shared state of a queue and its handles; see the module docs.
 pub(crate) struct Shared<K, T, C> {
@@ -96,14 +97,10 @@ impl<K, T, C> Shared<K, T, C> {
     /// wedge the queue; the state is consistent between transitions, which is all a panic can
     /// leave).
     pub(crate) fn lock(&self) -> MutexGuard<'_, Locked<K, T, C>> {
-        // With the `wake-counts` feature, an acquisition that finds it held is counted.
-        #[cfg(feature = "wake-counts")]
-        {
-            if let Some(guard) = self.state.try_lock() {
-                return guard;
-            }
-            crate::wake_counts::contended_lock();
+        if let Some(guard) = self.state.try_lock() {
+            return guard;
         }
+        trace!(name: "contended_lock", target: WAKES, "the lock was held");
         self.state.lock()
     }
 
@@ -119,8 +116,7 @@ impl<K, T, C> Shared<K, T, C> {
 
     /// Wakes every waiting pop.
     fn wake_pops(&self) {
-        #[cfg(feature = "wake-counts")]
-        crate::wake_counts::wake();
+        trace!(name: "wake", target: WAKES, "the pops woken");
         self.pop_wake.notify_waiters();
     }
 }

@@ -121,31 +121,6 @@ where
         self.inner.add(key, 0)
     }
 
-    /// [`add`](Self::add), by reference: the key is cloned only if the queue keeps it. Adding a
-    /// key that is already queued, the common case when events for one object come in bursts,
-    /// clones nothing; with `Arc` keys, no reference count is touched, which matters when
-    /// several producers add the same keys from different threads.
-    ///
-    /// # Errors
-    ///
-    /// As [`add`](Self::add)'s, with a clone of the key.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    ///
-    /// let queue = ctrlq_queue_async::WorkQueue::new();
-    /// let key: Arc<str> = Arc::from("ns/obj");
-    /// queue.add_ref(&key).unwrap();
-    /// queue.add_ref(&key).unwrap();
-    /// assert_eq!(queue.len(), 1);
-    /// assert_eq!(Arc::strong_count(&key), 2, "one clone, held by the queue");
-    /// ```
-    pub fn add_ref(&self, key: &K) -> Result<(), AddError<K>> {
-        self.inner.add_ref(key, 0)
-    }
-
     /// Adds `key` once `delay` has passed (at once if `delay` is zero). A key already waiting
     /// keeps the earlier of its two deadlines; delays beyond [`MAX_DELAY`](crate::workqueue::MAX_DELAY) are clamped.
     ///
