@@ -9,6 +9,6 @@ pub use crate::get::Get;
 pub use crate::item::Item;
 pub use builder::WorkQueueBuilder;
 /// The longest delay honoured by delayed adds (longer delays are clamped to it): the
-/// workspace's one far-future limit, [`ctrlq_queue_core::MAX_DELAY`].
-pub use ctrlq_queue_core::MAX_DELAY;
+/// workspace's one far-future limit, [`ctrlq_ratelimit::MAX_DELAY`].
+pub use ctrlq_ratelimit::MAX_DELAY;
 pub use queue::WorkQueue;
