@@ -97,7 +97,7 @@
 //! that every add, get and done takes.
 //! [`WorkQueue`] and [`PriorityQueue`] are two plain types around one private handle, which
 //! holds either queue's state machine; every add carries a priority, which the work queue's
-//! machine ignores. An [`Item`] and the [`Get`] that hands it out hold the same handle, so they
+//! machine ignores. An [`Item`] and the [`Get`](futures::Get) that hands it out hold the same handle, so they
 //! have no type parameter for the queue's kind.
 //!
 //! ## The timer
@@ -131,7 +131,7 @@
 //!
 //! ## Wake-ups
 //!
-//! `get` is a named future, [`Get`], around one wait loop, which the scheduling queue's
+//! `get` is a named future, [`Get`](futures::Get), around one wait loop, which the scheduling queue's
 //! [`pop`](SchedulingQueue::pop) runs too (the multi-consumer pattern of tokio's `Notify`):
 //! look for a key; if none, enable a `Notified`, look again, then await it.
 //! A key leaves the queue only in the `poll` that returns it, so dropping the future loses
@@ -159,6 +159,13 @@
 
 mod error;
 mod get;
+
+/// The named futures of the queues' waits: [`Get`](futures::Get) (`WorkQueue::get`,
+/// `PriorityQueue::get`) and [`Pop`](futures::Pop) (`SchedulingQueue::pop`).
+pub mod futures {
+    pub use crate::get::Get;
+    pub use crate::scheduling::pop::Pop;
+}
 mod handle;
 mod item;
 pub mod metrics;
@@ -173,7 +180,6 @@ mod wait;
 pub mod workqueue;
 
 pub use error::AddError;
-pub use get::Get;
 pub use item::Item;
 pub use parallelize::{ParallelizeError, parallelize_until};
 pub use priority::{PriorityQueue, PriorityQueueBuilder};

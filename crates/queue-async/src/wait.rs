@@ -1,5 +1,5 @@
 //! The one wait loop under every future that waits for a queue to hand something out
-//! ([`Get`](crate::Get), the stream of [`WorkQueue::stream`](crate::WorkQueue::stream)).
+//! ([`Get`](crate::futures::Get), the stream of [`WorkQueue::stream`](crate::WorkQueue::stream)).
 //!
 //! It follows the multi-consumer pattern of tokio's `Notify` docs: look; if nothing is there,
 //! `enable` the `Notified` (from then on a wake-up is not missed), look again, then await it.

@@ -371,7 +371,7 @@ fn handles_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<PriorityQueue<String>>();
     send_sync::<Item<String>>();
-    send_sync::<ctrlq_queue_async::Get<'static, String>>();
+    send_sync::<ctrlq_queue_async::futures::Get<'static, String>>();
 }
 
 // ----- property test: adds (with priorities), gets, dones, clock steps against a model -----

@@ -1242,7 +1242,7 @@ fn handles_and_futures_should_be_send_sync_unpin() {
     send_sync::<QueuedItem<String, Vec<u8>>>();
     send_sync::<Popped<String, Vec<u8>>>();
     unpin::<Popped<String, Vec<u8>>>();
-    send::<ctrlq_queue_async::scheduling::Pop<'static, &'static str, i64, PriorityOrder>>();
+    send::<ctrlq_queue_async::futures::Pop<'static, &'static str, i64, PriorityOrder>>();
     send_sync::<ctrlq_queue_async::scheduling::AlreadyQueuedError<String, i64>>();
 }
 

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use ctrlq_queue_async::Item;
+use ctrlq_queue_async::futures::Get;
 use ctrlq_queue_async::metrics::testing::RecordingProvider;
-use ctrlq_queue_async::workqueue::{Get, Item};
 use ctrlq_queue_async::{ParallelizeError, WorkQueue, parallelize_until};
 use futures::StreamExt;
 use proptest::prelude::*;
