@@ -504,11 +504,7 @@ fn the_priority_queue_behaves_like_the_model() {
     });
     runner
         .run(&proptest::collection::vec(step(), 1..30), |steps| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .start_paused(true)
-                .build()
-                .unwrap();
+            let rt = support::paused_runtime();
             rt.block_on(async {
                 let q: PriorityQueue<u8> = PriorityQueue::new();
                 let mut model = Model::default();

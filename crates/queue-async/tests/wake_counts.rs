@@ -7,7 +7,7 @@ mod support;
 
 use ctrlq_queue_async::WorkQueue;
 use futures::StreamExt;
-use support::bounded;
+use support::{bounded, let_run};
 use tokio::task::JoinHandle;
 use wake_counts::WakeCounts;
 
@@ -72,13 +72,6 @@ mod wake_counts {
     }
 }
 
-/// Lets every spawned task run until it waits.
-async fn settle() {
-    for _ in 0..16 {
-        tokio::task::yield_now().await;
-    }
-}
-
 fn getter(queue: &WorkQueue<&'static str>) -> JoinHandle<Option<&'static str>> {
     let queue = queue.clone();
     tokio::spawn(async move { queue.get().await.map(|item| *item.key()) })
@@ -106,7 +99,7 @@ async fn counts_each_wake_park_and_hand_out() {
     wake_counts::reset();
     let queue = WorkQueue::new();
     let worker = getter(&queue);
-    settle().await;
+    let_run().await;
     assert_eq!(
         wake_counts::snapshot(),
         WakeCounts {
@@ -131,9 +124,9 @@ async fn counts_each_wake_park_and_hand_out() {
     wake_counts::reset();
     let queue = WorkQueue::new();
     let (first, second) = (getter(&queue), getter(&queue));
-    settle().await;
+    let_run().await;
     queue.add("c").unwrap();
-    settle().await;
+    let_run().await;
     let parked = wake_counts::snapshot();
     assert_eq!((parked.wakes, parked.hand_outs), (1, 1), "{parked:?}");
     assert_eq!(first.is_finished() as u8 + second.is_finished() as u8, 1);
@@ -172,10 +165,10 @@ async fn counts_each_wake_park_and_hand_out() {
             stream.next().await.map(|item| *item.key())
         })
     };
-    settle().await;
+    let_run().await;
     wake_counts::reset();
     item.done();
-    settle().await;
+    let_run().await;
     assert!(!stream.is_finished());
     assert_eq!(wake_counts::snapshot(), WakeCounts::default());
     queue.add("e").unwrap();

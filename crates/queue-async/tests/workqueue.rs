@@ -11,21 +11,13 @@ use std::time::Duration;
 use ctrlq_queue_async::metrics::testing::RecordingProvider;
 use ctrlq_queue_async::{AddError, WorkQueue};
 use ctrlq_ratelimit::{BucketRateLimiter, ExponentialRateLimiter};
-use support::paused_runtime;
-use support::{bounded, soon};
+use support::{bounded, let_run, paused_runtime, soon};
 use tokio::time::{Instant, advance, sleep};
 
 const MS: Duration = Duration::from_millis(1);
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// Lets every ready task run (the paused clock does not move).
-async fn let_run() {
-    for _ in 0..20 {
-        tokio::task::yield_now().await;
-    }
 }
 
 // ----- queue_test.go -----

@@ -435,11 +435,7 @@ fn delayed_adds_behave_like_the_model() {
     });
     runner
         .run(&proptest::collection::vec(timed(), 1..40), |steps| {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .start_paused(true)
-                .build()
-                .unwrap();
+            let runtime = support::paused_runtime();
             runtime.block_on(async {
                 let queue: WorkQueue<u8> = work_queue();
                 let mut model = TimedModel::default();
