@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::AddError;
-use crate::handle::Handle;
+use crate::shared::Shared;
 
 /// A key being processed by one worker: no other worker gets the same key until it is done.
 ///
@@ -47,7 +47,7 @@ pub struct Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    queue: Arc<Handle<K>>,
+    queue: Arc<Shared<K>>,
     /// The priority it was handed out at (0 for the plain work queue).
     p: i32,
     /// `Some` until a consuming method or the drop takes it.
@@ -58,7 +58,7 @@ impl<K> Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    pub(crate) fn new(queue: Arc<Handle<K>>, key: K, p: i32) -> Self {
+    pub(crate) fn new(queue: Arc<Shared<K>>, key: K, p: i32) -> Self {
         Self {
             queue,
             p,

@@ -91,13 +91,13 @@
 //!
 //! The pure state machines of `ctrlq-queue-core` ([`ctrlq_queue_core::WorkState`],
 //! [`ctrlq_queue_core::PriorityState`]) hold the queued / processing / dirty part: a key is
-//! queued at most once and never handed to two workers at once. Around one of them, a handle's
+//! queued at most once and never handed to two workers at once. Around one of them, a queue's
 //! shared state adds the waiting keys and their deadlines, the rate limiter, the metrics recorder,
 //! and the timer, under one `parking_lot` mutex that is never held across an `.await` and
 //! that every add, get and done takes.
-//! [`WorkQueue`] and [`PriorityQueue`] are two plain types around one private handle, which
+//! [`WorkQueue`] and [`PriorityQueue`] are two plain types around one private shared state, which
 //! holds either queue's state machine; every add carries a priority, which the work queue's
-//! machine ignores. An [`Item`] and the [`Get`](futures::Get) that hands it out hold the same handle, so they
+//! machine ignores. An [`Item`] and the [`Get`](futures::Get) that hands it out hold the same state, so they
 //! have no type parameter for the queue's kind.
 //!
 //! ## The timer
@@ -158,7 +158,6 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
-mod get;
 
 /// The named futures of the queues' waits: [`Get`](futures::Get) (`WorkQueue::get`,
 /// `PriorityQueue::get`) and [`Pop`](futures::Pop) (`SchedulingQueue::pop`).
@@ -166,7 +165,7 @@ pub mod futures {
     pub use crate::get::Get;
     pub use crate::scheduling::pop::Pop;
 }
-mod handle;
+mod get;
 mod item;
 pub mod metrics;
 pub mod parallelize;
@@ -175,6 +174,7 @@ pub mod priority;
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
 pub mod scheduling;
+mod shared;
 mod timer;
 mod wait;
 pub mod workqueue;

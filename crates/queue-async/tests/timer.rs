@@ -14,7 +14,7 @@ use support::{bounded, let_run};
 use tokio::time::Instant;
 
 /// The keys the timer's task adds at one poll before it lets the getters in (`CHUNK` in
-/// `handle/waiting.rs`).
+/// `shared/waiting.rs`).
 const CHUNK: usize = 32;
 
 #[tokio::test(start_paused = true)]

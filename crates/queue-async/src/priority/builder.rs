@@ -9,8 +9,8 @@ use ctrlq_queue_core::PriorityState;
 use ctrlq_ratelimit::RateLimiter;
 
 use super::PriorityQueue;
-use crate::handle::{Handle, Machine, Options};
 use crate::metrics::MetricsProvider;
+use crate::shared::{Machine, Options, Shared};
 
 /// Builds a [`PriorityQueue`]: name (the metrics label), metrics, rate limiter and aging.
 ///
@@ -70,7 +70,7 @@ where
     /// [`WorkQueueBuilder::build`](crate::WorkQueueBuilder::build).
     pub fn build(self) -> PriorityQueue<K> {
         let machine = Machine::Priority(PriorityState::new(self.aging));
-        PriorityQueue::from_handle(Handle::new(self.options, machine))
+        PriorityQueue::from_handle(Shared::new(self.options, machine))
     }
 }
 

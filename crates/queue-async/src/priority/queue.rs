@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::PriorityQueueBuilder;
 use crate::AddError;
 use crate::get::Get;
-use crate::handle::Handle;
+use crate::shared::Shared;
 
 /// How [`PriorityQueue::add_with`] adds a key: its priority, a delay, rate limiting.
 ///
@@ -119,14 +119,14 @@ pub struct PriorityQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    inner: Arc<Handle<K>>,
+    inner: Arc<Shared<K>>,
 }
 
 impl<K> PriorityQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    pub(super) fn from_handle(inner: Arc<Handle<K>>) -> Self {
+    pub(super) fn from_handle(inner: Arc<Shared<K>>) -> Self {
         PriorityQueue { inner }
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::WorkQueueBuilder;
 use crate::AddError;
 use crate::get::Get;
-use crate::handle::Handle;
+use crate::shared::Shared;
 
 /// A de-duplicating work queue that worker tasks await on: client-go's work queue with its
 /// delaying and rate-limiting layers, in one cheap [`Clone`] handle.
@@ -62,19 +62,19 @@ pub struct WorkQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    inner: Arc<Handle<K>>,
+    inner: Arc<Shared<K>>,
 }
 
 impl<K> WorkQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    pub(super) fn from_handle(inner: Arc<Handle<K>>) -> Self {
+    pub(super) fn from_handle(inner: Arc<Shared<K>>) -> Self {
         WorkQueue { inner }
     }
 
-    /// The handle, for the stream of items.
-    pub(super) fn handle(&self) -> &Arc<Handle<K>> {
+    /// The shared state, for the stream of items.
+    pub(super) fn shared(&self) -> &Arc<Shared<K>> {
         &self.inner
     }
 

@@ -1,5 +1,5 @@
-//! [`Handle`], the state behind a [`WorkQueue`](crate::WorkQueue) or a
-//! [`PriorityQueue`](crate::PriorityQueue) and behind the items they hand out: one handle over
+//! [`Shared`], the state behind a [`WorkQueue`](crate::WorkQueue) or a
+//! [`PriorityQueue`](crate::PriorityQueue) and behind the items they hand out: one state over
 //! the queue's state machine ([`Machine`]: the work queue's or the priority queue's), which the
 //! two public queues wrap: adds, hand-outs, dones, shutdown, and the timer's task, which adds
 //! the waiting keys (`waiting`) at their deadlines and refreshes the metrics' gauges.
@@ -39,7 +39,7 @@ use self::waiting::{CHUNK, Waiting};
 pub(crate) trait QueueKey: Hash + Eq + Clone + Send + Sync {}
 impl<K: Hash + Eq + Clone + Send + Sync> QueueKey for K {}
 
-/// A queue's state machine, as the handle drives it. Every add carries a priority, which the
+/// A queue's state machine, as [`Shared`] drives it. Every add carries a priority, which the
 /// work queue's machine ignores (its keys are handed out at priority 0). `now` gives the
 /// nanoseconds since the queue was built; only the priority queue's machine reads it (it ages
 /// its keys).
@@ -155,8 +155,8 @@ impl<K> fmt::Debug for Options<K> {
 }
 
 /// The state behind a queue and its items. See the module docs.
-pub(crate) struct Handle<K: QueueKey> {
-    /// This handle, for the timer's task (which holds it weakly).
+pub(crate) struct Shared<K: QueueKey> {
+    /// This state, for the timer's task (which holds it weakly).
     me: Weak<Self>,
     name: String,
     /// The queue's one lock: every add, get and done takes it.
@@ -180,13 +180,13 @@ pub(crate) struct Handle<K: QueueKey> {
     origin: Instant,
 }
 
-/// Guarded by [`Handle::state`].
+/// Guarded by [`Shared::state`].
 struct State<K: QueueKey> {
     machine: Machine<K>,
     /// With metrics only.
     recorder: Option<Box<Recorder<K>>>,
     /// Keys handed out and taken out of their item with `into_key`: the only hand-outs the
-    /// handle's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
+    /// queue's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
     /// ends a later hand-out of the same key.
     detached: HashSet<K>,
     /// The keys waiting for their deadline.
@@ -207,7 +207,7 @@ struct Wake {
     idle: bool,
 }
 
-impl<K: QueueKey + 'static> Handle<K> {
+impl<K: QueueKey + 'static> Shared<K> {
     pub(crate) fn new(options: Options<K>, machine: Machine<K>) -> Arc<Self> {
         let Options {
             name,
@@ -218,7 +218,7 @@ impl<K: QueueKey + 'static> Handle<K> {
         let limiter =
             limiter.unwrap_or_else(|| Arc::new(ctrlq_ratelimit::default_controller_rate_limiter()));
         let clock = QueueClock::new();
-        Arc::new_cyclic(|me| Handle {
+        Arc::new_cyclic(|me| Shared {
             me: me.clone(),
             name,
             state: Mutex::new(State {
@@ -574,7 +574,7 @@ impl<K: QueueKey + 'static> Handle<K> {
 
 // ===== the timer's task =====
 
-impl<K: QueueKey + 'static> Handle<K> {
+impl<K: QueueKey + 'static> Shared<K> {
     /// Adds keys whose wait is over, in the given order, under the lock.
     fn add_due(&self, state: &mut State<K>, due: Vec<(K, i32)>, wake: &mut Wake) {
         if due.is_empty() {
@@ -614,7 +614,7 @@ impl<K: QueueKey + 'static> Handle<K> {
 }
 
 /// The timer's task (see [`Timer`]).
-impl<K: QueueKey + 'static> Timed for Handle<K> {
+impl<K: QueueKey + 'static> Timed for Shared<K> {
     /// Adds the waiting keys whose deadline has passed, in deadline order, a chunk at a time
     /// (see `waiting`), and with metrics refreshes the gauges when their period is over; `cx`
     /// is woken at once while keys are due, else at the next deadline or refresh.
@@ -665,7 +665,7 @@ impl<K: QueueKey> State<K> {
 }
 
 /// `get`: one waiting `get` per queued key is woken.
-impl<K: QueueKey + 'static> WaitOn for Handle<K> {
+impl<K: QueueKey + 'static> WaitOn for Shared<K> {
     type Output = Option<(K, i32)>;
 
     fn notify(&self) -> &Notify {
