@@ -166,10 +166,7 @@ fn measure_bare(params: &Params, keys: &Arc<Vec<Key>>, plans: &[Arc<Vec<u32>>]) 
                 let (queue, in_flight) = (queue.clone(), in_flight.clone());
                 tokio::spawn(async move {
                     while let Some(key) = queue.get().await {
-                        assert!(
-                            in_flight.insert(key),
-                            "the floor handed out a key twice"
-                        );
+                        assert!(in_flight.insert(key), "the floor handed out a key twice");
                         in_flight.remove(&key);
                         queue.done(&key);
                     }
