@@ -9,6 +9,10 @@
 //! [`Timer`]. Three `Notify`s carry the wake-ups, sent once the lock is released:
 //! `get_wake` (one waiting `get` per queued key), `stream_wake` (every waiting stream) and
 //! `idle_wake` (drains). The protocol is in the crate's design docs.
+//!
+//! The steps of the add, get and done paths (`lock`, `add_locked`, `added`, `end_wait`, the
+//! machine's dispatch) are `#[inline]`: without the hint the release build calls each out of
+//! line, and a hot key's add costs a third more (`benches/RESULTS.md`).
 
 use std::fmt;
 use std::hash::Hash;
@@ -61,6 +65,7 @@ impl<K: QueueKey> Machine<K> {
         matches!(self, Machine::Priority(_))
     }
 
+    #[inline]
     fn add(&mut self, key: K, priority: i32, now: impl FnOnce() -> u64) -> AddOutcome<K> {
         match self {
             Machine::Work(m) => m.add(key),
@@ -68,6 +73,7 @@ impl<K: QueueKey> Machine<K> {
         }
     }
 
+    #[inline]
     fn pop(&mut self) -> PopOutcome<(K, i32)> {
         match self {
             Machine::Work(m) => match m.pop() {
@@ -80,6 +86,7 @@ impl<K: QueueKey> Machine<K> {
     }
 
     /// Ends `key`'s hand-out; `true` if it was queued again (added while processing).
+    #[inline]
     fn done(&mut self, key: &K, now: impl FnOnce() -> u64) -> bool {
         match self {
             Machine::Work(m) => matches!(m.done(key), DoneOutcome::Requeued(())),
@@ -244,6 +251,7 @@ impl<K: QueueKey + 'static> Shared<K> {
     /// The lock. parking_lot's lock does not poison; every transition completes or changes
     /// nothing before a user's Hash/Eq could panic under it. An acquisition that finds it held
     /// is traced (see [`WAKES`]).
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, State<K>> {
         if let Some(guard) = self.state.try_lock() {
             return guard;
@@ -312,6 +320,7 @@ impl<K: QueueKey + 'static> Shared<K> {
     /// Adds `key` now, under the lock, asking `wake` to wake a getter if it was queued. A
     /// caller's add (`by_caller`; not the timer's) first ends a wait the key may have, and with
     /// metrics has the timer's task, which refreshes the gauges, run.
+    #[inline]
     fn add_locked(
         &self,
         state: &mut State<K>,
@@ -337,6 +346,7 @@ impl<K: QueueKey + 'static> Shared<K> {
 
     /// Counts what the machine did with an add (`key`: for the metrics, `None` without) and
     /// returns the getters to wake: one if it queued the key.
+    #[inline]
     fn added(
         &self,
         state: &mut State<K>,
@@ -639,6 +649,7 @@ impl<K: QueueKey + 'static> Timed for Shared<K> {
 impl<K: QueueKey> State<K> {
     /// Ends `key`'s wait if it has one; returns the higher of its waiting priority and
     /// `priority`.
+    #[inline]
     fn end_wait(&mut self, key: &K, priority: i32) -> i32 {
         if self.waiting.is_empty() {
             // Every add asks: no key is hashed while none waits.

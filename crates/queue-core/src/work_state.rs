@@ -236,6 +236,7 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
     }
 
     /// The outcome of adding a key that is queued or processing; `None` if it is neither.
+    #[inline]
     fn add_present(&mut self, hash: u64, key: &K) -> Option<AddOutcome<K>> {
         if self.queued_index(hash, key).is_some() {
             return Some(AddOutcome::Coalesced);
