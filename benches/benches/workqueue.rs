@@ -30,7 +30,7 @@ fn work_queue(c: &mut Criterion) {
             |q| {
                 rt.block_on(async {
                     for k in &k100 {
-                        q.add_ref(k).unwrap();
+                        q.add(k.clone()).unwrap();
                         q.get().await.unwrap().done();
                     }
                 })
@@ -45,7 +45,7 @@ fn work_queue(c: &mut Criterion) {
             |q| {
                 rt.block_on(async {
                     for k in &k10k {
-                        q.add_ref(k).unwrap();
+                        q.add(k.clone()).unwrap();
                     }
                     q.shut_down();
                     while let Some(item) = q.get().await {

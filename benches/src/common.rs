@@ -187,10 +187,11 @@ impl Overrides {
     }
 }
 
-/// Starts counting the queues' wake-ups (the `wake-counts` feature; nothing without it).
+/// Starts counting the queues' wake-ups (the `wake-counts` feature; nothing without it): the
+/// first call installs the counting subscriber for the whole process.
 pub fn wake_counts_start() {
     #[cfg(feature = "wake-counts")]
-    ctrlq_queue_async::wake_counts::reset();
+    wake_counts::start();
 }
 
 /// With the `wake-counts` feature, the queues' counts since [`wake_counts_start`] per item handed
@@ -199,17 +200,67 @@ pub fn wake_counts_start() {
 pub fn wake_counts_extra() -> Vec<(&'static str, Extra)> {
     #[cfg(feature = "wake-counts")]
     {
-        let counts = ctrlq_queue_async::wake_counts::snapshot();
-        let per_item = |n: u64| Extra::Num(n as f64 / counts.hand_outs.max(1) as f64);
+        let [wakes, empty_wakes, parks, hand_outs, contended_locks] = wake_counts::snapshot();
+        let per_item = |n: u64| Extra::Num(n as f64 / hand_outs.max(1) as f64);
         vec![
-            ("wakes_per_item", per_item(counts.wakes)),
-            ("empty_wakes_per_item", per_item(counts.empty_wakes)),
-            ("parks_per_item", per_item(counts.parks)),
-            ("contended_locks_per_item", per_item(counts.contended_locks)),
+            ("wakes_per_item", per_item(wakes)),
+            ("empty_wakes_per_item", per_item(empty_wakes)),
+            ("parks_per_item", per_item(parks)),
+            ("contended_locks_per_item", per_item(contended_locks)),
         ]
     }
     #[cfg(not(feature = "wake-counts"))]
     Vec::new()
+}
+
+/// The `wake-counts` feature: a subscriber that counts the queues' `TRACE` events under
+/// `ctrlq_queue_async::wakes` by name, and sees no other event.
+#[cfg(feature = "wake-counts")]
+pub mod wake_counts {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    /// The events counted, in the order of [`snapshot`]'s counts.
+    pub const NAMES: [&str; 5] = ["wake", "empty_wake", "park", "hand_out", "contended_lock"];
+    static COUNTS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+
+    /// The counting subscriber.
+    #[derive(Debug)]
+    pub struct Counter;
+
+    impl Subscriber for Counter {
+        fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+            metadata.target() == "ctrlq_queue_async::wakes"
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let name = event.metadata().name();
+            if let Some(i) = NAMES.iter().position(|n| *n == name) {
+                COUNTS[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    /// Installs the subscriber for the whole process (once) and zeroes the counts.
+    pub fn start() {
+        let _ = tracing::subscriber::set_global_default(Counter);
+        for count in &COUNTS {
+            count.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The counts since [`start`], in the order of [`NAMES`].
+    pub fn snapshot() -> [u64; 5] {
+        COUNTS.each_ref().map(|c| c.load(Ordering::Relaxed))
+    }
 }
 
 /// One value of the `extra` object.

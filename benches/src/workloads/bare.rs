@@ -10,11 +10,12 @@
 //! this, so its rate bounds what such a queue can reach on the same machine.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use hashbrown::HashSet;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+
+use super::fifo::Key;
 
 /// The bare queue.
 pub(super) struct BareQueue {
@@ -24,9 +25,9 @@ pub(super) struct BareQueue {
 
 #[derive(Default)]
 struct State {
-    fifo: VecDeque<Arc<str>>,
-    dirty: HashSet<Arc<str>>,
-    processing: HashSet<Arc<str>>,
+    fifo: VecDeque<Key>,
+    dirty: HashSet<Key>,
+    processing: HashSet<Key>,
     closed: bool,
 }
 
@@ -41,23 +42,23 @@ impl BareQueue {
 
     /// Marks `key` dirty and queues it unless it was dirty or is processing; wakes one `get` if
     /// it queued it.
-    pub(super) fn add(&self, key: &Arc<str>) {
+    pub(super) fn add(&self, key: &Key) {
         {
             let mut s = self.state.lock();
             if s.dirty.contains(key) {
                 return;
             }
-            s.dirty.insert(key.clone());
+            s.dirty.insert(*key);
             if s.processing.contains(key) {
                 return;
             }
-            s.fifo.push_back(key.clone());
+            s.fifo.push_back(*key);
         }
         self.wake.notify_one();
     }
 
     /// The next key, now processing, or `None` once closed and empty.
-    pub(super) async fn get(&self) -> Option<Arc<str>> {
+    pub(super) async fn get(&self) -> Option<Key> {
         loop {
             if let Some(out) = self.try_take() {
                 return out;
@@ -72,11 +73,11 @@ impl BareQueue {
         }
     }
 
-    fn try_take(&self) -> Option<Option<Arc<str>>> {
+    fn try_take(&self) -> Option<Option<Key>> {
         let mut s = self.state.lock();
         match s.fifo.pop_front() {
             Some(key) => {
-                s.processing.insert(key.clone());
+                s.processing.insert(key);
                 s.dirty.remove(&key);
                 Some(Some(key))
             }
@@ -86,14 +87,14 @@ impl BareQueue {
     }
 
     /// Ends the processing of `key`; queues it again if it was added meanwhile.
-    pub(super) fn done(&self, key: &Arc<str>) {
+    pub(super) fn done(&self, key: &Key) {
         {
             let mut s = self.state.lock();
             s.processing.remove(key);
             if !s.dirty.contains(key) {
                 return;
             }
-            s.fifo.push_back(key.clone());
+            s.fifo.push_back(*key);
         }
         self.wake.notify_one();
     }

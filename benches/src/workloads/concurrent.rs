@@ -1,7 +1,7 @@
 //! `concurrent`: workers start; producer p adds its own distinct keys p·n/P … (p+1)·n/P − 1;
 //! when all producers return, shut down with drain, then wait for the workers to exit.
 //!
-//! Keys are `Arc<str>` (see `fifo`).
+//! Keys are `&'static str` (see `fifo`).
 //!
 //! After the measured run on the workloads' runtime (`--threads`, 2 by default), the same run on a 1-thread
 //! runtime is reported as `ops_per_sec_1thread`: the same tasks and queue operations with no
@@ -19,6 +19,7 @@ use ctrlq_queue_async::WorkQueue;
 use tokio::task::JoinHandle;
 
 use super::bare::BareQueue;
+use super::fifo::Key;
 use crate::common::{
     Extra, Overrides, Params, Report, cpu_time, runtime_with, threads, wake_counts_extra,
     wake_counts_start, work_queue,
@@ -66,16 +67,16 @@ struct Measured {
 }
 
 /// Runs the workload once on a runtime of `threads` worker threads.
-fn measure(params: &Params, keys: &Arc<Vec<Arc<str>>>, threads: usize) -> Measured {
+fn measure(params: &Params, keys: &Arc<Vec<Key>>, threads: usize) -> Measured {
     let (params, keys) = (*params, keys.clone());
     runtime_with(threads).block_on(async move {
-        let queue: WorkQueue<Arc<str>> = work_queue();
+        let queue: WorkQueue<Key> = work_queue();
         let processed = Arc::new(AtomicU64::new(0));
         let cpu0 = cpu_time();
         let t0 = Instant::now();
         let workers = super::fifo::spawn_workers(&queue, params.workers, &processed);
-        let producers = spawn_producers(&params, &keys, &queue, |q: &WorkQueue<Arc<str>>, k| {
-            q.add_ref(k).expect("the queue is open")
+        let producers = spawn_producers(&params, &keys, &queue, |q: &WorkQueue<Key>, k| {
+            q.add(*k).expect("the queue is open")
         });
         super::fifo::join(producers, "a producer").await;
         queue.shut_down_with_drain().await;
@@ -92,13 +93,13 @@ fn measure(params: &Params, keys: &Arc<Vec<Arc<str>>>, threads: usize) -> Measur
 /// `add` (generic, so that each queue's add is compiled into the loop).
 fn spawn_producers<Q, F>(
     params: &Params,
-    keys: &Arc<Vec<Arc<str>>>,
+    keys: &Arc<Vec<Key>>,
     queue: &Q,
     add: F,
 ) -> Vec<JoinHandle<()>>
 where
     Q: Clone + Send + 'static,
-    F: Fn(&Q, &Arc<str>) + Copy + Send + 'static,
+    F: Fn(&Q, &Key) + Copy + Send + 'static,
 {
     let per = params.n / params.producers;
     (0..params.producers)
@@ -119,7 +120,7 @@ where
 }
 
 /// The same run through `BareQueue` (`bare.rs`) on the same threads: its seconds.
-fn measure_bare(params: &Params, keys: &Arc<Vec<Arc<str>>>) -> f64 {
+fn measure_bare(params: &Params, keys: &Arc<Vec<Key>>) -> f64 {
     let (params, keys) = (*params, keys.clone());
     runtime_with(threads()).block_on(async move {
         let queue = Arc::new(BareQueue::new());

@@ -46,7 +46,7 @@ pub fn run(flags: &Overrides) -> Report {
         n: 100_000,
         ..Params::defaults()
     });
-    let keys = Arc::new(super::fifo::keys(params.n));
+    let keys = Arc::new(super::fifo::shared_keys(params.n));
     let rt = runtime();
     let mut sides: [Vec<Measured>; 3] = Default::default();
     let mut ok = true;

@@ -37,7 +37,7 @@ pub fn run(flags: &Overrides) -> Report {
         n: 100_000,
         ..Params::defaults()
     });
-    let keys = super::fifo::keys(params.n);
+    let keys = super::fifo::shared_keys(params.n);
     let mut rng = SplitMix64::new(params.seed);
     let delays: Vec<Duration> = (0..params.n)
         .map(|_| Duration::from_nanos(rng.next() % (params.spread_ms * 1_000_000 + 1)))

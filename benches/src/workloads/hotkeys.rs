@@ -2,7 +2,7 @@
 //! pre-generated); workers get → insert the key into a shared in-flight set (already there = a
 //! violation) → remove it → done. Producers done → shut down with drain → wait for the workers.
 //!
-//! Keys are `Arc<str>` (see `fifo`). The in-flight set is a general concurrent set a user's
+//! Keys are `&'static str` (see `fifo`). The in-flight set is a general concurrent set a user's
 //! code would reach for, `dashmap::DashSet`, as the Go peer uses `sync.Map`'s `LoadOrStore` and
 //! `Delete`, so both time the same work per item.
 //!
@@ -21,6 +21,7 @@ use dashmap::DashSet;
 use tokio::task::JoinHandle;
 
 use super::bare::BareQueue;
+use super::fifo::Key;
 use crate::common::{
     Extra, Overrides, Params, Report, SplitMix64, cpu_time, runtime_with, threads,
     wake_counts_extra, wake_counts_start, work_queue,
@@ -30,8 +31,7 @@ use crate::common::{
 pub fn run(flags: &Overrides) -> Report {
     let params = flags.resolve(Params::defaults());
     let keys = super::fifo::keys(params.keys);
-    // Indices, not key clones: dropping a million `Arc` clones at the end of each producer
-    // would put the benchmark's own reference counting in the timed region.
+    // Indices into the keys: the plans stay small whatever the key type.
     let plans: Vec<Arc<Vec<u32>>> = (0..params.producers)
         .map(|p| {
             let mut rng = SplitMix64::new(params.seed * 1000 + p);
@@ -83,14 +83,14 @@ struct Measured {
 /// Runs the workload once on a runtime of `threads` worker threads.
 fn measure(
     params: &Params,
-    keys: &Arc<Vec<Arc<str>>>,
+    keys: &Arc<Vec<Key>>,
     plans: &[Arc<Vec<u32>>],
     threads: usize,
 ) -> Measured {
     let (params, keys, plans) = (*params, keys.clone(), plans.to_vec());
-    let in_flight: Arc<DashSet<Arc<str>>> = Arc::new(DashSet::new());
+    let in_flight: Arc<DashSet<Key>> = Arc::new(DashSet::new());
     runtime_with(threads).block_on(async move {
-        let queue: WorkQueue<Arc<str>> = work_queue();
+        let queue: WorkQueue<Key> = work_queue();
         let processed = Arc::new(AtomicU64::new(0));
         let violations = Arc::new(AtomicU64::new(0));
         let cpu0 = cpu_time();
@@ -103,7 +103,7 @@ fn measure(
                 tokio::spawn(async move {
                     let mut n = 0;
                     while let Some(item) = queue.get().await {
-                        if !in_flight.insert(item.key().clone()) {
+                        if !in_flight.insert(*item.key()) {
                             violations.fetch_add(1, Ordering::Relaxed);
                         }
                         in_flight.remove(item.key());
@@ -114,8 +114,8 @@ fn measure(
                 })
             })
             .collect();
-        let producers = spawn_producers(&keys, plans, &queue, |q: &WorkQueue<Arc<str>>, k| {
-            q.add_ref(k).expect("the queue is open")
+        let producers = spawn_producers(&keys, plans, &queue, |q: &WorkQueue<Key>, k| {
+            q.add(*k).expect("the queue is open")
         });
         super::fifo::join(producers, "a producer").await;
         queue.shut_down_with_drain().await;
@@ -132,14 +132,14 @@ fn measure(
 /// Spawns a producer per plan: it adds the keys its plan indexes to `queue` with `add`
 /// (generic, so that each queue's add is compiled into the loop).
 fn spawn_producers<Q, F>(
-    keys: &Arc<Vec<Arc<str>>>,
+    keys: &Arc<Vec<Key>>,
     plans: Vec<Arc<Vec<u32>>>,
     queue: &Q,
     add: F,
 ) -> Vec<JoinHandle<()>>
 where
     Q: Clone + Send + 'static,
-    F: Fn(&Q, &Arc<str>) + Copy + Send + 'static,
+    F: Fn(&Q, &Key) + Copy + Send + 'static,
 {
     plans
         .into_iter()
@@ -155,9 +155,9 @@ where
 }
 
 /// The same run through `BareQueue` (`bare.rs`) on the same threads: its seconds.
-fn measure_bare(params: &Params, keys: &Arc<Vec<Arc<str>>>, plans: &[Arc<Vec<u32>>]) -> f64 {
+fn measure_bare(params: &Params, keys: &Arc<Vec<Key>>, plans: &[Arc<Vec<u32>>]) -> f64 {
     let (params, keys, plans) = (*params, keys.clone(), plans.to_vec());
-    let in_flight: Arc<DashSet<Arc<str>>> = Arc::new(DashSet::new());
+    let in_flight: Arc<DashSet<Key>> = Arc::new(DashSet::new());
     runtime_with(threads()).block_on(async move {
         let queue = Arc::new(BareQueue::new());
         let t0 = Instant::now();
@@ -166,10 +166,7 @@ fn measure_bare(params: &Params, keys: &Arc<Vec<Arc<str>>>, plans: &[Arc<Vec<u32
                 let (queue, in_flight) = (queue.clone(), in_flight.clone());
                 tokio::spawn(async move {
                     while let Some(key) = queue.get().await {
-                        assert!(
-                            in_flight.insert(key.clone()),
-                            "the floor handed out a key twice"
-                        );
+                        assert!(in_flight.insert(key), "the floor handed out a key twice");
                         in_flight.remove(&key);
                         queue.done(&key);
                     }

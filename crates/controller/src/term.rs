@@ -1,8 +1,8 @@
 //! One term: a fresh queue, whatever feeds it keys, the workers taking from it, and how it
 //! ends (drain on shutdown, drop on a lost lease). What feeds the queue is the caller's: the
 //! controller's sources, or the warm view. What every term shares (the reconcile function, the
-//! error policy, the hooks, the counters) is the [`Reconciler`]; one worker's loop is in
-//! `worker`.
+//! error policy, the hooks, the counters) is the [`Reconciler`]; one worker's loop is
+//! `Term::work`.
 
 use std::future::{Future, poll_fn};
 use std::panic::{AssertUnwindSafe, catch_unwind};

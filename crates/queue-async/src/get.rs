@@ -9,8 +9,8 @@ use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
 
-use crate::handle::Handle;
 use crate::item::Item;
+use crate::shared::Shared;
 use crate::wait::Wait;
 
 pin_project! {
@@ -49,14 +49,14 @@ pin_project! {
         K: Sync,
         K: 'static,
     {
-        queue: &'a Arc<Handle<K>>,
+        queue: &'a Arc<Shared<K>>,
         #[pin]
-        wait: Wait<'a, Handle<K>>,
+        wait: Wait<'a, Shared<K>>,
     }
 }
 
 impl<'a, K: Hash + Eq + Clone + Send + Sync> Get<'a, K> {
-    pub(crate) fn new(queue: &'a Arc<Handle<K>>) -> Self {
+    pub(crate) fn new(queue: &'a Arc<Shared<K>>) -> Self {
         Get {
             queue,
             wait: Wait::new(&**queue),

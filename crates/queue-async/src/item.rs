@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::AddError;
-use crate::handle::Handle;
+use crate::shared::Shared;
 
 /// A key being processed by one worker: no other worker gets the same key until it is done.
 ///
@@ -47,7 +47,7 @@ pub struct Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    queue: Arc<Handle<K>>,
+    queue: Arc<Shared<K>>,
     /// The priority it was handed out at (0 for the plain work queue).
     p: i32,
     /// `Some` until a consuming method or the drop takes it.
@@ -58,7 +58,7 @@ impl<K> Item<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    pub(crate) fn new(queue: Arc<Handle<K>>, key: K, p: i32) -> Self {
+    pub(crate) fn new(queue: Arc<Shared<K>>, key: K, p: i32) -> Self {
         Self {
             queue,
             p,
@@ -115,7 +115,7 @@ where
     /// [`AddError::ShutDown`] with a clone of the key if the queue is shutting down (the item is
     /// still marked done).
     pub fn requeue(self) -> Result<(), AddError<K>> {
-        let r = self.queue.add_ref(self.key(), self.p);
+        let r = self.queue.add(self.key().clone(), self.p);
         drop(self);
         r
     }

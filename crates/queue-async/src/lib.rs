@@ -28,9 +28,15 @@
 //!   prometheus-client, as Kubernetes components or as controller-runtime define them.
 //! - `test-util`: helpers for tests under paused time (`settle` on the work and priority queues,
 //!   the module `metrics::testing`).
-//! - `wake-counts`: the module `wake_counts`, process-wide counts of wake-ups, empty wake-ups,
-//!   parks, hand-outs and contended lock acquisitions, for benchmarks. Off by default; without
-//!   it the queues carry no counting at all.
+//!
+//! # Tracing
+//!
+//! Each queue logs its transitions at `DEBUG` (shutdown, delays over, a worker's panic). What
+//! waiting costs is traced at `TRACE` under the target `ctrlq_queue_async::wakes`, one event per
+//! occurrence, named for what it counts: `wake` (a call of a queue's `Notify`), `empty_wake` (a
+//! wait woken that found nothing), `park` (a wait that returns `Pending`), `hand_out` and
+//! `contended_lock` (a queue's lock found held). A subscriber that counts them by name sees
+//! where the CPU goes when workers meet.
 //!
 //! # Time
 //!
@@ -40,14 +46,13 @@
 //! work to helper threads and still see paused time.
 //!
 //! A queue is bound to one tokio runtime: the one it was built in, or, if it was built outside
-//! any, the first one a call of it runs in. Its background tasks run there and nowhere else.
-//! Adds from a plain thread work as from a task. If that runtime shuts down while the queue
-//! lives on, nothing times the queue any more, and nothing waits for a timer: keys waiting for
-//! a delayed add are added at once (as is every later delayed add), a scheduling queue's
-//! backoff ends at once and its unschedulable items past their leftover deadline move at the
-//! next change or `pop` that looks, and the unfinished-work gauges are no longer refreshed. Use one
-//! queue per runtime (a queue in a `static` shared by several `#[tokio::test]`s is bound to the
-//! first).
+//! any, the first one a call of it runs in. Its timer's task runs there and nowhere else.
+//! Adds from a plain thread work as from a task. A queue's timers belong to its runtime, as
+//! tokio's do: if that runtime shuts down while the queue lives on, nothing times the queue any
+//! more, so a key waiting for its delay waits until an add of it or the queue's shutdown, a
+//! scheduling queue's timed moves wait for a call that makes them, and the unfinished-work
+//! gauges are no longer refreshed. Use one queue per runtime (a queue in a `static` shared by
+//! several `#[tokio::test]`s is bound to the first).
 //!
 //! # Design
 //!
@@ -55,7 +60,7 @@
 //! queue follows the same rules with its own sub-queues. Each queue's transitions are a pure
 //! state machine: `WorkState` and `PriorityState` in `ctrlq-queue-core`, and the scheduling
 //! queue's in this crate's private `scheduling::machine` module; this crate adds the locks, the
-//! wake-ups and the timer task. Every queue keeps its state machine under one lock; as in
+//! wake-ups and the timer. Every queue keeps its state machine under one lock; as in
 //! kube-scheduler, a scheduling queue's `pop` waits while a move scans the unschedulable items.
 //!
 //! ## Vocabulary
@@ -86,26 +91,26 @@
 //!
 //! The pure state machines of `ctrlq-queue-core` ([`ctrlq_queue_core::WorkState`],
 //! [`ctrlq_queue_core::PriorityState`]) hold the queued / processing / dirty part: a key is
-//! queued at most once and never handed to two workers at once. Around one of them, a handle's
+//! queued at most once and never handed to two workers at once. Around one of them, a queue's
 //! shared state adds the waiting keys and their deadlines, the rate limiter, the metrics recorder,
-//! and the timer task, under one `parking_lot` mutex that is never held across an `.await` and
+//! and the timer, under one `parking_lot` mutex that is never held across an `.await` and
 //! that every add, get and done takes.
-//! [`WorkQueue`] and [`PriorityQueue`] are two plain types around one private handle, which
+//! [`WorkQueue`] and [`PriorityQueue`] are two plain types around one private shared state, which
 //! holds either queue's state machine; every add carries a priority, which the work queue's
-//! machine ignores. An [`Item`] and the [`Get`] that hands it out hold the same handle, so they
+//! machine ignores. An [`Item`] and the [`Get`](futures::Get) that hands it out hold the same state, so they
 //! have no type parameter for the queue's kind.
 //!
-//! ## The timer task
+//! ## The timer
 //!
-//! Every deadline of every queue kind is served by one background task per queue, the timer
-//! task (the same lifecycle for every kind: it polls the state's deadlines whenever its sleep
-//! rings or the state wakes it). It keeps one `tokio::time::Sleep`, which the queue's state
-//! owns, set at the earliest deadline, and when it wakes it takes what is due by the clock, so
-//! a deadline is rounded only by tokio's timer (up to its millisecond tick), never by a grid of
-//! the queue's own. A change that moves the earliest deadline earlier pokes the task, which
-//! reads the deadline again and resets the sleep; only the task sets it, so two changes never
-//! cross. A later deadline needs no poke: the sleep ends early, finds nothing due, and is set
-//! again.
+//! Every deadline of a queue, of every kind, is served by one timer: one `tokio::time::Sleep`
+//! at the earliest deadline, which the queue's state owns, and one background task that the
+//! sleep wakes. When it wakes, the task takes what is due by the clock and sets the sleep to
+//! the next deadline, so a deadline is rounded only by tokio's timer (up to its millisecond
+//! tick), never by a grid of the queue's own. A change that moves the earliest deadline earlier
+//! wakes the task, which resets the sleep; only the task sets it, so two changes never cross.
+//! A later deadline needs no wake-up: the sleep ends early, finds nothing due, and is set
+//! again. With no deadline the queue holds no sleep, and the task polls nothing in between, so
+//! under paused time the clock jumps straight to the next deadline.
 //!
 //! In a work or priority queue, every waiting key has its exact deadline, in a keyed heap of
 //! the keys ordered by their wait (deadline, then priority, then order of add). A
@@ -113,29 +118,20 @@
 //! earlier deadline; a zero delay adds at once; an add now of a waiting key ends its wait;
 //! delays beyond [`workqueue::MAX_DELAY`] are clamped. When the task wakes, it adds every key
 //! whose deadline is at or before now in deadline order (then higher priority, then the order
-//! of their delayed adds), and sets the sleep to the next deadline; with no key waiting it
-//! holds no sleep. The task polls nothing in between, so under paused time the clock jumps
-//! straight to the next deadline. A queue with metrics also has the task refresh two gauges
+//! of their delayed adds). A queue with metrics also has the task refresh two gauges
 //! every [`UNFINISHED_WORK_UPDATE_PERIOD`](metrics::UNFINISHED_WORK_UPDATE_PERIOD), as
-//! client-go does.
+//! client-go does. A scheduling queue's state machine keeps its own deadlines (backoff
+//! expiries, unschedulable leftovers) and tells the earliest; when it rings, the task moves
+//! what is due.
 //!
-//! A scheduling queue's state machine keeps its own deadlines (backoff expiries, unschedulable
-//! leftovers) and tells the earliest, where its task sets the sleep; when it rings, the task
-//! moves what is due.
-//!
-//! ## Background tasks
-//!
-//! A timer task starts when first needed (a work or priority queue's at its first delayed add,
-//! or with metrics at its first add), on the queue's runtime (see [Time](#time)); it holds the
-//! queue's state weakly, so it ends when the last handle is dropped, and at shutdown. However
-//! it ends, its last act is to tell the state, which ends every wait then: so when the runtime
-//! drops the task (it shuts down), no key is left waiting for a timer that will never ring
-//! (see [Time](#time)). A task spawned later on that runtime is dropped at once, and its end
-//! does the same for the waits of its time.
+//! The task starts when first needed (a work or priority queue's at its first delayed add, or
+//! with metrics at its first add; a scheduling queue's at its first deadline), on the queue's
+//! runtime (see [Time](#time)). It holds the queue's state weakly, and ends at shutdown and
+//! when the last handle is dropped.
 //!
 //! ## Wake-ups
 //!
-//! `get` is a named future, [`Get`], around one wait loop, which the scheduling queue's
+//! `get` is a named future, [`Get`](futures::Get), around one wait loop, which the scheduling queue's
 //! [`pop`](SchedulingQueue::pop) runs too (the multi-consumer pattern of tokio's `Notify`):
 //! look for a key; if none, enable a `Notified`, look again, then await it.
 //! A key leaves the queue only in the `poll` that returns it, so dropping the future loses
@@ -162,8 +158,14 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
+
+/// The named futures of the queues' waits: [`Get`](futures::Get) (`WorkQueue::get`,
+/// `PriorityQueue::get`) and [`Pop`](futures::Pop) (`SchedulingQueue::pop`).
+pub mod futures {
+    pub use crate::get::Get;
+    pub use crate::scheduling::pop::Pop;
+}
 mod get;
-mod handle;
 mod item;
 pub mod metrics;
 pub mod parallelize;
@@ -171,16 +173,13 @@ pub mod priority;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
-mod runtime;
 pub mod scheduling;
+mod shared;
+mod timer;
 mod wait;
-#[cfg(feature = "wake-counts")]
-#[cfg_attr(docsrs, doc(cfg(feature = "wake-counts")))]
-pub mod wake_counts;
 pub mod workqueue;
 
 pub use error::AddError;
-pub use get::Get;
 pub use item::Item;
 pub use parallelize::{ParallelizeError, parallelize_until};
 pub use priority::{PriorityQueue, PriorityQueueBuilder};

@@ -1,5 +1,5 @@
 //! The one wait loop under every future that waits for a queue to hand something out
-//! ([`Get`](crate::Get), the stream of [`WorkQueue::stream`](crate::WorkQueue::stream)).
+//! ([`Get`](crate::futures::Get), the stream of [`WorkQueue::stream`](crate::WorkQueue::stream)).
 //!
 //! It follows the multi-consumer pattern of tokio's `Notify` docs: look; if nothing is there,
 //! `enable` the `Notified` (from then on a wake-up is not missed), look again, then await it.
@@ -24,6 +24,16 @@ use pin_project_lite::pin_project;
 use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 use tokio::task::coop;
+use tracing::trace;
+
+/// The target of the `TRACE` events that tell what waiting costs, one per occurrence, each
+/// named for what it counts: `wake` (a call of a queue's `Notify`: one per key queued for the
+/// `get`s, one for the streams, one of each at shutdown; a scheduling queue's, one per change
+/// that lets a `pop` take an item where none could be taken before), `empty_wake` (a wait woken
+/// that found nothing), `park` (a wait that returns `Pending`), `hand_out` (a key or item handed
+/// out) and `contended_lock` (a queue's lock found held). A subscriber that counts them by name
+/// sees where the CPU goes when workers meet; the benches do.
+pub(crate) const WAKES: &str = "ctrlq_queue_async::wakes";
 
 /// What a [`Wait`] waits on: a `Notify` woken when there may be something to take, and
 /// the taking.
@@ -76,7 +86,6 @@ impl<S: WaitOn + ?Sized> Future for Wait<'_, S> {
             budget.made_progress();
             return Poll::Ready(out);
         }
-        #[cfg(feature = "wake-counts")]
         let mut woken = false;
         loop {
             // Register interest before looking again, so an add after the look wakes us.
@@ -88,21 +97,16 @@ impl<S: WaitOn + ?Sized> Future for Wait<'_, S> {
                 budget.made_progress();
                 return Poll::Ready(out);
             }
-            #[cfg(feature = "wake-counts")]
             if woken {
-                crate::wake_counts::empty_wake();
+                trace!(name: "empty_wake", target: WAKES, "woken, found nothing");
             }
             if this.notified.as_mut().poll(cx).is_pending() {
                 *this.parked = true;
-                #[cfg(feature = "wake-counts")]
-                crate::wake_counts::park();
+                trace!(name: "park", target: WAKES, "waits");
                 return Poll::Pending;
             }
             this.notified.set(source.notify().notified());
-            #[cfg(feature = "wake-counts")]
-            {
-                woken = true;
-            }
+            woken = true;
         }
     }
 }

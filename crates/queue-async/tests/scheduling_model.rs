@@ -5,6 +5,8 @@
 //! end every key is still either popped again once its backoff ends or held by its gate: none
 //! is lost or wedged in flight. Seeded; 10,000 cases.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -203,11 +205,7 @@ fn check(q: &Queue, m: &Model) -> Result<(), TestCaseError> {
 }
 
 fn run(ops: Vec<Op>, pop_from_backoff: bool) -> Result<(), TestCaseError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("runtime");
+    let rt = support::paused_runtime();
     rt.block_on(async {
         let q = new_queue(pop_from_backoff);
         let mut m = Model {

@@ -1216,51 +1216,20 @@ fn a_pop_that_starts_the_timer_task_should_leave_the_backoff_to_it() {
     });
 }
 
-/// A queue is bound to its runtime: once that runtime shuts down, no timer times its moves.
-/// Backoff ends at once, and an unschedulable item past its leftover deadline moves when a
-/// `pop` looks, rather than either waiting for a timer that will never ring.
+/// A queue's timers belong to its runtime: once that runtime has shut down, nothing moves an
+/// item at its deadline any more; a call that makes the move still does.
 #[test]
-fn a_queue_outliving_its_runtime_should_end_backoff_and_flush_leftovers_when_a_pop_looks() {
+fn a_queue_outliving_its_runtime_should_move_nothing_by_itself() {
     let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
+    paused_runtime().block_on(into_backoff(&q, "a"));
     paused_runtime().block_on(async {
-        into_backoff(&q, "a").await;
-        q.add("stuck", 0).unwrap();
-        fail(&q, &["other"], &[]).await; // no hint for it: only the leftover flush moves it
+        let still = tokio::time::timeout(Duration::from_secs(60), q.pop()).await;
+        assert!(still.is_err(), "no timer of this runtime ends its backoff");
         assert_eq!(q.where_is(&"a"), Some(SubQueue::Backoff));
-    });
-    // That runtime and its timer task are gone: the backoff is over at once.
-    assert_eq!(q.where_is(&"a"), Some(SubQueue::Active));
-    assert_eq!(q.where_is(&"stuck"), Some(SubQueue::Unschedulable));
-    paused_runtime().block_on(async {
-        let metrics = tokio::runtime::Handle::current().metrics();
+        let later = Instant::now() + Duration::from_secs(3600);
+        assert_eq!(q.flush_backoff_completed(later), 1);
         assert_eq!(key_popped_within(&q, Duration::from_secs(1)).await, "a");
-        assert_eq!(metrics.num_alive_tasks(), 0, "no task starts here");
-        let still = tokio::time::timeout(Duration::from_secs(1), q.pop()).await;
-        assert!(still.is_err(), "its leftover deadline is minutes away");
-        assert_eq!(q.where_is(&"stuck"), Some(SubQueue::Unschedulable));
-        tokio::time::advance(Duration::from_secs(400)).await;
-        // Past the 5 min leftover deadline: the next pop that looks moves it.
-        assert_eq!(key_popped_within(&q, Duration::from_secs(1)).await, "stuck");
     });
-}
-
-/// When the queue's runtime shuts down with items in backoff, their backoff ends then, and a
-/// `pop` already waiting (here, polled by hand, outside that runtime) is woken to take them.
-#[test]
-fn a_waiting_pop_should_be_woken_when_the_runtime_going_ends_the_backoff() {
-    let q = queue_on(NODE_ADD, "plugin", QueueingHint::Queue);
-    let rt = paused_runtime();
-    rt.block_on(into_backoff(&q, "a"));
-    let mut pop = task::spawn(q.pop());
-    assert_pending!(
-        pop.poll(),
-        "the timer task still runs: the backoff is its to end"
-    );
-    assert!(!pop.is_woken());
-    drop(rt);
-    assert!(pop.is_woken(), "the backoff ended with the runtime");
-    let item = assert_ready!(pop.poll()).expect("open");
-    assert_eq!(*item.done().key(), "a");
 }
 
 #[test]
@@ -1273,7 +1242,7 @@ fn handles_and_futures_should_be_send_sync_unpin() {
     send_sync::<QueuedItem<String, Vec<u8>>>();
     send_sync::<Popped<String, Vec<u8>>>();
     unpin::<Popped<String, Vec<u8>>>();
-    send::<ctrlq_queue_async::scheduling::Pop<'static, &'static str, i64, PriorityOrder>>();
+    send::<ctrlq_queue_async::futures::Pop<'static, &'static str, i64, PriorityOrder>>();
     send_sync::<ctrlq_queue_async::scheduling::AlreadyQueuedError<String, i64>>();
 }
 

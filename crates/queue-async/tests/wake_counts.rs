@@ -1,19 +1,74 @@
-//! The `wake-counts` feature's counters on scenarios whose every step is fixed: one
-//! current-thread runtime under paused time, so each count is exact. The counters are
-//! process-wide, so the scenarios run one after another in one test.
+//! The `TRACE` events that tell what waiting costs (target `ctrlq_queue_async::wakes`), counted
+//! on scenarios whose every step is fixed: one current-thread runtime under paused time, so
+//! each count is exact. The counts are process-wide, so the scenarios run one after another in
+//! one test.
 
 mod support;
 
 use ctrlq_queue_async::WorkQueue;
-use ctrlq_queue_async::wake_counts::{self, WakeCounts};
 use futures::StreamExt;
-use support::bounded;
+use support::{bounded, let_run};
 use tokio::task::JoinHandle;
+use wake_counts::WakeCounts;
 
-/// Lets every spawned task run until it waits.
-async fn settle() {
-    for _ in 0..16 {
-        tokio::task::yield_now().await;
+/// A subscriber that counts the events by name, and the counts.
+mod wake_counts {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    const NAMES: [&str; 5] = ["wake", "empty_wake", "park", "hand_out", "contended_lock"];
+    static COUNTS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+
+    /// The counts since the last [`reset`].
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub(crate) struct WakeCounts {
+        pub(crate) wakes: u64,
+        pub(crate) empty_wakes: u64,
+        pub(crate) parks: u64,
+        pub(crate) hand_outs: u64,
+        pub(crate) contended_locks: u64,
+    }
+
+    /// Counts the queues' events of [`NAMES`]; sees nothing else.
+    pub(crate) struct Counter;
+
+    impl Subscriber for Counter {
+        fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+            metadata.target() == "ctrlq_queue_async::wakes"
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let name = event.metadata().name();
+            if let Some(i) = NAMES.iter().position(|n| *n == name) {
+                COUNTS[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    pub(crate) fn reset() {
+        for count in &COUNTS {
+            count.store(0, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn snapshot() -> WakeCounts {
+        let [wakes, empty_wakes, parks, hand_outs, contended_locks] =
+            COUNTS.each_ref().map(|c| c.load(Ordering::Relaxed));
+        WakeCounts {
+            wakes,
+            empty_wakes,
+            parks,
+            hand_outs,
+            contended_locks,
+        }
     }
 }
 
@@ -24,6 +79,7 @@ fn getter(queue: &WorkQueue<&'static str>) -> JoinHandle<Option<&'static str>> {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn counts_each_wake_park_and_hand_out() {
+    let _counting = tracing::subscriber::set_default(wake_counts::Counter);
     // A key already queued: handed out without waiting. Its add woke nobody but still called
     // the `Notify` once.
     wake_counts::reset();
@@ -43,7 +99,7 @@ async fn counts_each_wake_park_and_hand_out() {
     wake_counts::reset();
     let queue = WorkQueue::new();
     let worker = getter(&queue);
-    settle().await;
+    let_run().await;
     assert_eq!(
         wake_counts::snapshot(),
         WakeCounts {
@@ -68,9 +124,9 @@ async fn counts_each_wake_park_and_hand_out() {
     wake_counts::reset();
     let queue = WorkQueue::new();
     let (first, second) = (getter(&queue), getter(&queue));
-    settle().await;
+    let_run().await;
     queue.add("c").unwrap();
-    settle().await;
+    let_run().await;
     let parked = wake_counts::snapshot();
     assert_eq!((parked.wakes, parked.hand_outs), (1, 1), "{parked:?}");
     assert_eq!(first.is_finished() as u8 + second.is_finished() as u8, 1);
@@ -109,10 +165,10 @@ async fn counts_each_wake_park_and_hand_out() {
             stream.next().await.map(|item| *item.key())
         })
     };
-    settle().await;
+    let_run().await;
     wake_counts::reset();
     item.done();
-    settle().await;
+    let_run().await;
     assert!(!stream.is_finished());
     assert_eq!(wake_counts::snapshot(), WakeCounts::default());
     queue.add("e").unwrap();

@@ -11,21 +11,13 @@ use std::time::Duration;
 use ctrlq_queue_async::metrics::testing::RecordingProvider;
 use ctrlq_queue_async::{AddError, WorkQueue};
 use ctrlq_ratelimit::{BucketRateLimiter, ExponentialRateLimiter};
-use support::paused_runtime;
-use support::{bounded, soon};
+use support::{bounded, let_run, paused_runtime, soon};
 use tokio::time::{Instant, advance, sleep};
 
 const MS: Duration = Duration::from_millis(1);
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// Lets every ready task run (the paused clock does not move).
-async fn let_run() {
-    for _ in 0..20 {
-        tokio::task::yield_now().await;
-    }
 }
 
 // ----- queue_test.go -----
@@ -298,39 +290,6 @@ async fn no_clone_of_a_key_is_retained_after_done() {
     assert_eq!(Arc::strong_count(&key), 1);
 }
 
-// ----- adds by reference -----
-
-#[tokio::test(start_paused = true)]
-async fn add_ref_clones_only_what_the_queue_keeps() {
-    let queue = WorkQueue::new();
-    let key: Arc<str> = Arc::from("ns/obj");
-    for _ in 0..3 {
-        queue.add_ref(&key).unwrap();
-    }
-    assert_eq!(queue.len(), 1);
-    assert_eq!(Arc::strong_count(&key), 2, "one clone, queued");
-    let item = bounded(queue.get()).await.unwrap();
-    let processing = Arc::strong_count(&key);
-    queue.add_ref(&key).unwrap(); // while processing: marked to run again
-    queue.add_ref(&key).unwrap();
-    assert_eq!(
-        Arc::strong_count(&key),
-        processing,
-        "marking it dirty clones nothing"
-    );
-    item.done();
-    assert_eq!(queue.len(), 1, "queued again after done");
-    bounded(queue.get()).await.unwrap().done();
-    assert_eq!(Arc::strong_count(&key), 1, "nothing retained");
-}
-
-#[tokio::test]
-async fn add_ref_after_shutdown_hands_a_clone_back() {
-    let queue = WorkQueue::new();
-    queue.shut_down();
-    assert_eq!(queue.add_ref(&"b"), Err(AddError::ShutDown("b")));
-}
-
 // ----- adds in a batch -----
 
 #[tokio::test(start_paused = true)]
@@ -588,25 +547,18 @@ async fn delaying_copy_shifting_adds_in_deadline_order() {
 #[tokio::test(start_paused = true)]
 async fn an_add_now_cancels_the_wait() {
     // The original runs the key twice (kubernetes/kubernetes#126027).
-    for by_ref in [false, true] {
-        let queue = WorkQueue::new();
-        queue.add_after("a", ms(100)).unwrap();
-        let added = if by_ref {
-            queue.add_ref(&"a")
-        } else {
-            queue.add("a")
-        };
-        added.unwrap();
-        assert_eq!(queue.waiting_len(), 0);
-        bounded(queue.get()).await.unwrap().done();
-        sleep(ms(200)).await;
-        queue.settle().await;
-        assert_eq!(
-            queue.len(),
-            0,
-            "the cancelled wait does not add the key again (by_ref: {by_ref})"
-        );
-    }
+    let queue = WorkQueue::new();
+    queue.add_after("a", ms(100)).unwrap();
+    queue.add("a").unwrap();
+    assert_eq!(queue.waiting_len(), 0);
+    bounded(queue.get()).await.unwrap().done();
+    sleep(ms(200)).await;
+    queue.settle().await;
+    assert_eq!(
+        queue.len(),
+        0,
+        "the cancelled wait does not add the key again"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -738,11 +690,11 @@ async fn a_delayed_add_from_a_thread_outside_the_runtime_fires() {
     );
 }
 
-/// A queue is bound to the runtime it was built in. Once that runtime has shut down, no
-/// runtime times its delays: the keys still waiting are added at once rather than lost, and so
-/// is a delayed add made later (here from a second runtime).
+/// A queue's timers belong to its runtime, as tokio's do: once that runtime has shut down,
+/// nothing times the queue. A key waiting for its delay still waits, and so does one delayed
+/// later (here from a second runtime); an add of it ends its wait.
 #[test]
-fn a_queue_outliving_its_runtime_adds_its_waiting_keys_at_once() {
+fn a_queue_outliving_its_runtime_times_nothing_and_an_add_ends_a_wait() {
     let queue = paused_runtime().block_on(async {
         let queue = WorkQueue::new();
         queue.add_after("early", MS).unwrap();
@@ -750,21 +702,22 @@ fn a_queue_outliving_its_runtime_adds_its_waiting_keys_at_once() {
         let item = bounded(queue.get()).await.unwrap();
         assert_eq!(*item.key(), "early");
         item.done();
-        assert_eq!(queue.waiting_len(), 1);
         queue
     });
-    assert_eq!(queue.waiting_len(), 0, "the runtime is gone: nothing waits");
-    assert_eq!(queue.len(), 1, "late is queued");
+    assert_eq!(
+        (queue.waiting_len(), queue.len()),
+        (1, 0),
+        "late still waits"
+    );
     paused_runtime().block_on(async {
-        queue.add_after("next", Duration::from_secs(60)).unwrap();
-        assert_eq!(queue.waiting_len(), 0, "no runtime of the queue to time it");
-        let mut keys = Vec::new();
-        for _ in 0..2 {
-            let item = bounded(queue.get()).await.unwrap();
-            keys.push(*item.key());
-            item.done();
-        }
-        assert_eq!(keys, ["late", "next"]);
+        queue.add_after("next", MS).unwrap();
+        assert_eq!(queue.waiting_len(), 2);
+        let none = tokio::time::timeout(Duration::from_secs(120), queue.get()).await;
+        assert!(none.is_err(), "no timer rings for the queue any more");
+        queue.add("late").unwrap();
+        let item = bounded(queue.get()).await.unwrap();
+        assert_eq!(*item.key(), "late");
+        assert_eq!(queue.waiting_len(), 1, "only next waits");
     });
 }
 
@@ -803,20 +756,6 @@ async fn a_first_delayed_add_from_a_plain_thread_waits_its_delay() {
     let start = Instant::now();
     let item = bounded(queue.get()).await.unwrap();
     assert_eq!((*item.key(), start.elapsed()), ("a", 5 * MS));
-}
-
-/// A delayed add from a plain thread once the queue's runtime has shut down: no runtime can
-/// time it, so the key is added at once rather than left with a task that never runs.
-#[test]
-fn a_delayed_add_from_a_plain_thread_after_the_runtime_shut_down_is_not_lost() {
-    let queue: WorkQueue<&str> = paused_runtime().block_on(async { WorkQueue::new() });
-    let q = queue.clone();
-    std::thread::spawn(move || q.add_after("a", Duration::from_secs(60)).unwrap())
-        .join()
-        .expect("a plain thread may add");
-    assert_eq!(queue.len(), 1, "added at once");
-    let item = paused_runtime().block_on(async { bounded(queue.get()).await.unwrap() });
-    assert_eq!(*item.key(), "a");
 }
 
 /// A rate-limited add from a plain thread (outside any runtime) charges the limiter by the

@@ -194,42 +194,6 @@ fn the_stream_is_send() {
     send(&queue.stream());
 }
 
-/// Keys waiting when the queue's runtime went away are added then, in deadline order: an add
-/// in a new runtime coalesces with its queued key, and a later delayed add is added at once,
-/// since no runtime of the queue is left to time it.
-#[test]
-fn the_keys_waiting_when_the_queues_runtime_went_away_are_added_then() {
-    let runtime = || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("a runtime")
-    };
-    let queue: WorkQueue<&str> = WorkQueue::new();
-    runtime().block_on(async {
-        queue.add_after("b", Duration::from_secs(60)).unwrap();
-        queue.add_after("a", Duration::from_secs(30)).unwrap();
-        assert_eq!(queue.waiting_len(), 2);
-    });
-    assert_eq!((queue.waiting_len(), queue.len()), (0, 2));
-    runtime().block_on(async {
-        queue.add("a").unwrap();
-        queue.add_after("c", ms(5)).unwrap();
-        assert_eq!(
-            (queue.waiting_len(), queue.len()),
-            (0, 3),
-            "c added at once"
-        );
-        let mut keys = Vec::new();
-        for _ in 0..3 {
-            let item = timeout(BOUND, queue.get()).await.unwrap().unwrap();
-            keys.push(item.into_key());
-        }
-        assert_eq!(keys, ["a", "b", "c"], "a's deadline was earlier than b's");
-    });
-}
-
 /// A stream waiting on an empty queue is woken by an add, and at the end by the shutdown.
 #[tokio::test(start_paused = true)]
 async fn a_waiting_stream_is_woken_by_an_add_and_by_the_shutdown() {

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use ctrlq_queue_async::Item;
+use ctrlq_queue_async::futures::Get;
 use ctrlq_queue_async::metrics::testing::RecordingProvider;
-use ctrlq_queue_async::workqueue::{Get, Item};
 use ctrlq_queue_async::{ParallelizeError, WorkQueue, parallelize_until};
 use futures::StreamExt;
 use proptest::prelude::*;
@@ -233,7 +234,7 @@ fn run_sequence(ops: &[Op]) {
 #[derive(Debug, Clone)]
 enum Step {
     /// Add a key, by value or (true) by reference.
-    Add(u8, bool),
+    Add(u8),
     /// Add these keys in one batch.
     AddAll(Vec<u8>),
     Get,
@@ -243,7 +244,7 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        4 => (0u8..6, any::<bool>()).prop_map(|(k, by_ref)| Step::Add(k, by_ref)),
+        4 => (0u8..6).prop_map(Step::Add),
         1 => proptest::collection::vec(0u8..6, 0..4).prop_map(Step::AddAll),
         3 => Just(Step::Get),
         3 => (0usize..4).prop_map(Step::Done),
@@ -277,12 +278,8 @@ fn the_queue_behaves_like_the_model() {
             let mut held: Vec<Item<u8>> = Vec::new();
             for s in steps {
                 match s {
-                    Step::Add(k, by_ref) => {
-                        let r = if by_ref {
-                            queue.add_ref(&k)
-                        } else {
-                            queue.add(k)
-                        };
+                    Step::Add(k) => {
+                        let r = queue.add(k);
                         if model.shut {
                             prop_assert!(r.is_err());
                         } else {
@@ -438,11 +435,7 @@ fn delayed_adds_behave_like_the_model() {
     });
     runner
         .run(&proptest::collection::vec(timed(), 1..40), |steps| {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .start_paused(true)
-                .build()
-                .unwrap();
+            let runtime = support::paused_runtime();
             runtime.block_on(async {
                 let queue: WorkQueue<u8> = work_queue();
                 let mut model = TimedModel::default();

@@ -7,7 +7,6 @@
 //! - [`PriorityState`]: the state machine of a priority work queue.
 //! - [`AddOutcome`], [`PopOutcome`] and [`DoneOutcome`]: what a transition of either state
 //!   machine did, one vocabulary for both.
-//! - [`MAX_DELAY`]: the workspace's one far-future limit.
 //!
 //! The scheduling queue's state machine is not here: its only user is `queue-async`'s
 //! scheduling queue, so it lives there as a private module, as pure as the machines here.
@@ -34,7 +33,6 @@ mod compare;
 pub mod keyed_heap;
 mod outcome;
 mod priority_state;
-mod time;
 mod work_state;
 
 #[cfg(test)]
@@ -44,5 +42,4 @@ pub use compare::{Compare, MaxOrder, MinOrder};
 pub use keyed_heap::KeyedHeap;
 pub use outcome::{AddOutcome, DoneOutcome, PopOutcome};
 pub use priority_state::PriorityState;
-pub use time::MAX_DELAY;
 pub use work_state::WorkState;

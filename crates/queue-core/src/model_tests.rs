@@ -89,7 +89,6 @@ proptest! {
 #[derive(Debug, Clone)]
 enum WorkOp {
     Add(u8),
-    AddRef(u8),
     Pop,
     Done(u8),
     ShutDown,
@@ -98,7 +97,6 @@ enum WorkOp {
 fn work_op() -> impl Strategy<Value = WorkOp> {
     prop_oneof![
         4 => (0u8..12).prop_map(WorkOp::Add),
-        2 => (0u8..12).prop_map(WorkOp::AddRef),
         4 => Just(WorkOp::Pop),
         4 => (0u8..12).prop_map(WorkOp::Done),
         1 => Just(WorkOp::ShutDown),
@@ -174,7 +172,6 @@ fn run_work(
     for op in ops {
         match op {
             WorkOp::Add(k) => prop_assert_eq!(state.add(k), model.add(k)),
-            WorkOp::AddRef(k) => prop_assert_eq!(state.add_ref(&k), model.add(k)),
             WorkOp::Pop => prop_assert_eq!(state.pop(), model.pop()),
             WorkOp::Done(k) => prop_assert_eq!(state.done(&k), model.done(k)),
             WorkOp::ShutDown => {

@@ -6,7 +6,7 @@
 //! [`WorkState`]: crate::WorkState
 //! [`PriorityState`]: crate::PriorityState
 
-/// What an add did, in [`WorkState::add`] and [`PriorityState::add`] (and their `add_ref`).
+/// What an add did, in [`WorkState::add`] and [`PriorityState::add`].
 ///
 /// # Examples
 ///

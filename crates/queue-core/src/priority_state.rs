@@ -137,33 +137,6 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
         AddOutcome::Queued
     }
 
-    /// [`add`](Self::add) by reference: the key is cloned only if it is queued (or handed back
-    /// refused).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use ctrlq_queue_core::{AddOutcome, PriorityState};
-    ///
-    /// let key: Arc<str> = Arc::from("ns/a");
-    /// let mut state = PriorityState::new(None);
-    /// assert_eq!(state.add_ref(&key, 1, 0), AddOutcome::Queued);
-    /// assert_eq!(state.add_ref(&key, 1, 0), AddOutcome::Coalesced);
-    /// assert_eq!(Arc::strong_count(&key), 2, "one clone, in the queue");
-    /// ```
-    pub fn add_ref(&mut self, key: &K, priority: i32, now_nanos: u64) -> AddOutcome<K> {
-        if self.shut_down {
-            return AddOutcome::ShutDown(key.clone());
-        }
-        if let Some(outcome) = self.add_present(key, priority, now_nanos) {
-            return outcome;
-        }
-        let rank = self.rank(priority, now_nanos);
-        self.ready.add(key.clone(), rank);
-        AddOutcome::Queued
-    }
-
     /// The outcome of adding a key that is processing or ready; `None` if it is neither.
     fn add_present(&mut self, key: &K, priority: i32, now_nanos: u64) -> Option<AddOutcome<K>> {
         if let Some(dirty) = self.processing.get(key).copied() {

@@ -235,37 +235,8 @@ impl<K: Hash + Eq + Clone> WorkState<K> {
         AddOutcome::Queued
     }
 
-    /// [`add`](WorkState::add) by reference: the key is cloned only if it is queued (or handed
-    /// back refused). Adding a key that is already queued, or already marked to run again,
-    /// clones nothing.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use ctrlq_queue_core::{AddOutcome, WorkState};
-    ///
-    /// let key: Arc<str> = Arc::from("ns/a");
-    /// let mut state = WorkState::new();
-    /// assert_eq!(state.add_ref(&key), AddOutcome::Queued);
-    /// assert_eq!(state.add_ref(&key), AddOutcome::Coalesced);
-    /// assert_eq!(Arc::strong_count(&key), 2, "one clone, in the queue");
-    /// ```
-    #[inline]
-    pub fn add_ref(&mut self, key: &K) -> AddOutcome<K> {
-        if self.shut_down {
-            return AddOutcome::ShutDown(key.clone());
-        }
-        let hash = self.hasher.hash_one(key);
-        if let Some(outcome) = self.add_present(hash, key) {
-            return outcome;
-        }
-        self.push_back(hash, key.clone());
-        AddOutcome::Queued
-    }
-
     /// The outcome of adding a key that is queued or processing; `None` if it is neither.
-    #[inline(always)]
+    #[inline]
     fn add_present(&mut self, hash: u64, key: &K) -> Option<AddOutcome<K>> {
         if self.queued_index(hash, key).is_some() {
             return Some(AddOutcome::Coalesced);

@@ -24,12 +24,10 @@ use crate::ConfigError;
 use crate::clock::CLOCK_MAX_NS;
 
 /// The workspace's one far-future limit: a year. The longest delay a limiter returns (a bucket's
-/// reservation further out claims nothing and returns this), and the longest delay a queue's
-/// delayed add honours (longer ones are clamped to it), so adding it to an instant never
-/// fails; no work waits a year for a retry.
-///
-/// `ctrlq-queue-core` keeps the same value for the queues; a test of `ctrlq-queue-async`, which
-/// sees both crates, checks that they agree.
+/// reservation further out claims nothing and returns this), the longest delay a queue's
+/// delayed add honours (longer ones are clamped to it), and where the scheduling queue puts a
+/// deadline that does not fit in an instant; adding it to an instant never fails, and no work
+/// waits a year for a retry.
 ///
 /// # Examples
 ///

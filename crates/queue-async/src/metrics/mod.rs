@@ -66,7 +66,7 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 use tokio::time::Instant;
 
-use crate::runtime::QueueClock;
+use crate::timer::QueueClock;
 
 pub use provider::{
     CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetric, NoopProvider,

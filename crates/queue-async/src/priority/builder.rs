@@ -9,8 +9,8 @@ use ctrlq_queue_core::PriorityState;
 use ctrlq_ratelimit::RateLimiter;
 
 use super::PriorityQueue;
-use crate::handle::{Handle, Machine, Options};
 use crate::metrics::MetricsProvider;
+use crate::shared::{Machine, Options, Shared};
 
 /// Builds a [`PriorityQueue`]: name (the metrics label), metrics, rate limiter and aging.
 ///
@@ -42,21 +42,19 @@ where
         }
     }
 
-    /// The queue's name: the `name` label of its metrics (metrics need a non-empty name).
+    /// [`WorkQueueBuilder::name`](crate::WorkQueueBuilder::name).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.options.name = name.into();
         self
     }
 
-    /// Reports client-go's metrics through `provider` (with a non-empty [`name`](Self::name)).
+    /// [`WorkQueueBuilder::metrics`](crate::WorkQueueBuilder::metrics).
     pub fn metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
         self.options.metrics = Some(provider);
         self
     }
 
-    /// The limiter behind rate-limited adds; by default
-    /// [`ctrlq_ratelimit::default_controller_rate_limiter`]. Any limiter, owned or shared: pass
-    /// an `Arc` (of a limiter type or of `dyn RateLimiter<K>`) to keep a handle to it.
+    /// [`WorkQueueBuilder::rate_limiter`](crate::WorkQueueBuilder::rate_limiter).
     pub fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
         self.options.limiter = Some(Arc::new(limiter));
         self
@@ -69,12 +67,10 @@ where
         self
     }
 
-    /// Builds the queue, bound to the current runtime if there is one (else to the first that
-    /// a call of it runs in; see the crate's [Time](crate#time)). Nothing is spawned yet: the
-    /// timer task starts with the first delayed add (with metrics, with the first add).
+    /// [`WorkQueueBuilder::build`](crate::WorkQueueBuilder::build).
     pub fn build(self) -> PriorityQueue<K> {
         let machine = Machine::Priority(PriorityState::new(self.aging));
-        PriorityQueue::from_handle(Handle::new(self.options, machine))
+        PriorityQueue::from_handle(Shared::new(self.options, machine))
     }
 }
 

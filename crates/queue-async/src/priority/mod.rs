@@ -4,7 +4,5 @@
 mod builder;
 mod queue;
 
-pub use crate::get::Get;
-pub use crate::item::Item;
 pub use builder::PriorityQueueBuilder;
 pub use queue::{AddOptions, PriorityQueue};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::PriorityQueueBuilder;
 use crate::AddError;
 use crate::get::Get;
-use crate::handle::Handle;
+use crate::shared::Shared;
 
 /// How [`PriorityQueue::add_with`] adds a key: its priority, a delay, rate limiting.
 ///
@@ -119,374 +119,104 @@ pub struct PriorityQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    inner: Arc<Handle<K>>,
+    inner: Arc<Shared<K>>,
 }
 
 impl<K> PriorityQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    pub(super) fn from_handle(inner: Arc<Handle<K>>) -> Self {
+    pub(super) fn from_handle(inner: Arc<Shared<K>>) -> Self {
         PriorityQueue { inner }
     }
 
-    /// A queue with no name, no metrics, no aging and the default controller rate limiter.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let queue: ctrlq_queue_async::PriorityQueue<u64> = ctrlq_queue_async::PriorityQueue::new();
-    /// assert!(queue.is_empty());
-    /// ```
+    /// A queue with no name, no metrics, no aging and the default controller rate limiter
+    /// (see [`WorkQueue::new`](crate::WorkQueue::new)).
     pub fn new() -> Self {
         Self::builder().build()
     }
 
     /// A [`PriorityQueueBuilder`] to set the name, metrics, rate limiter and aging.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let queue: ctrlq_queue_async::PriorityQueue<u64> =
-    ///     ctrlq_queue_async::PriorityQueue::builder().name("q").build();
-    /// assert!(queue.is_empty());
-    /// ```
     pub fn builder() -> PriorityQueueBuilder<K> {
         PriorityQueueBuilder::new()
     }
 
-    /// Queues `key` unless it is queued already; a key being processed is queued again when its
-    /// worker is done. A key waiting for a delay is added now and its wait is cancelled. It is
-    /// added at priority 0.
-    ///
-    /// # Errors
-    ///
-    /// [`AddError::ShutDown`] with the key if the queue is shutting down.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// queue.add("a").unwrap();
-    /// queue.shut_down();
-    /// assert_eq!(queue.add("b").unwrap_err().into_key(), "b");
-    /// ```
+    /// [`WorkQueue::add`](crate::WorkQueue::add), at priority 0.
     pub fn add(&self, key: K) -> Result<(), AddError<K>> {
         self.inner.add(key, 0)
     }
 
-    /// [`add`](Self::add), by reference: the key is cloned only if the queue keeps it. Adding a
-    /// key that is already queued, the common case when events for one object come in bursts,
-    /// clones nothing; with `Arc` keys, no reference count is touched, which matters when
-    /// several producers add the same keys from different threads.
-    ///
-    /// # Errors
-    ///
-    /// As [`add`](Self::add)'s, with a clone of the key.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    ///
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// let key: Arc<str> = Arc::from("ns/obj");
-    /// queue.add_ref(&key).unwrap();
-    /// queue.add_ref(&key).unwrap();
-    /// assert_eq!(queue.len(), 1);
-    /// assert_eq!(Arc::strong_count(&key), 2, "one clone, held by the queue");
-    /// ```
-    pub fn add_ref(&self, key: &K) -> Result<(), AddError<K>> {
-        self.inner.add_ref(key, 0)
-    }
-
-    /// Adds `key` once `delay` has passed (at once if `delay` is zero). A key already waiting
-    /// keeps the earlier of its two deadlines; delays beyond [`MAX_DELAY`](crate::workqueue::MAX_DELAY) are clamped.
-    /// It is added at priority 0; a delayed add of a key that will be handed out anyway (ready,
-    /// or added again while processing) is absorbed by it.
-    ///
-    /// The wait is timed by a background task, spawned at the first delayed add on the queue's
-    /// runtime (see the crate's [Time](crate#time)); with no runtime to time it (none bound yet
-    /// and none on this thread, or the queue's runtime has shut down), the key is added at
-    /// once. The task ends at shutdown and when the last handle is dropped; keys still waiting
-    /// then are dropped, as in the original. If the queue's runtime shuts down while keys wait,
-    /// they are added then, in deadline order, rather than lost.
-    ///
-    /// The key is never added before its deadline, and is added at the task's first wake-up
-    /// after it, together with every other key then due, in deadline order. The task sleeps
-    /// until the earliest deadline on tokio's timer (millisecond ticks, so up to about a
-    /// millisecond late) and polls nothing in between, so under paused time the clock jumps
-    /// straight to the next deadline (a queue with metrics also ticks every
-    /// [`UNFINISHED_WORK_UPDATE_PERIOD`](crate::metrics::UNFINISHED_WORK_UPDATE_PERIOD)).
-    ///
-    /// # Errors
-    ///
-    /// [`AddError::ShutDown`] with the key if the queue is shutting down.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// queue.add_after("a", Duration::from_secs(1)).unwrap();
-    /// assert_eq!(queue.len(), 0);
-    /// let item = queue.get().await.unwrap(); // the paused clock jumps to the deadline
-    /// assert_eq!(*item.key(), "a");
-    /// # }
-    /// ```
+    /// [`WorkQueue::add_after`](crate::WorkQueue::add_after), at priority 0; a delayed add of a
+    /// key that will be handed out anyway (ready, or added again while processing) is absorbed
+    /// by it.
     pub fn add_after(&self, key: K, delay: Duration) -> Result<(), AddError<K>> {
         self.inner.add_after(key, 0, delay)
     }
 
-    /// Adds `key` after the delay the rate limiter gives it
-    /// ([`RateLimiter::when`](ctrlq_ratelimit::RateLimiter::when)), at priority 0.
-    ///
-    /// # Errors
-    ///
-    /// [`AddError::ShutDown`] with the key if the queue is shutting down (the limiter is not
-    /// charged).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// queue.add_rate_limited("a").unwrap(); // 5 ms with the default limiter
-    /// assert_eq!(queue.num_requeues(&"a"), 1);
-    /// queue.forget(&"a");
-    /// assert_eq!(queue.num_requeues(&"a"), 0);
-    /// # }
-    /// ```
+    /// [`WorkQueue::add_rate_limited`](crate::WorkQueue::add_rate_limited), at priority 0.
     pub fn add_rate_limited(&self, key: K) -> Result<(), AddError<K>> {
         self.inner.add_rate_limited(key, 0)
     }
 
-    /// Waits for the best ready key: `Some(item)`, with its
-    /// [`Item::priority`](crate::Item::priority), or `None` once the queue is shut down and
-    /// empty.
-    ///
-    /// See [`Get`] for cancel safety.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// queue.add("a").unwrap();
-    /// let item = queue.get().await.unwrap();
-    /// assert_eq!(*item.key(), "a");
-    /// # }
-    /// ```
+    /// Waits for the best ready key, as [`WorkQueue::get`](crate::WorkQueue::get): its item
+    /// tells the priority it was handed out at ([`Item::priority`](crate::Item::priority)).
     pub fn get(&self) -> Get<'_, K> {
         Get::new(&self.inner)
     }
 
-    /// Clears the rate limiter's history of `key` (call it when the key succeeded).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// queue.add_rate_limited("a").unwrap();
-    /// queue.forget(&"a");
-    /// assert_eq!(queue.num_requeues(&"a"), 0);
-    /// # }
-    /// ```
+    /// [`WorkQueue::forget`](crate::WorkQueue::forget).
     pub fn forget(&self, key: &K) {
         self.inner.forget(key);
     }
 
-    /// How many times the rate limiter has delayed `key` since it was last forgotten.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// queue.add_rate_limited("a").unwrap();
-    /// queue.add_rate_limited("a").unwrap();
-    /// assert_eq!(queue.num_requeues(&"a"), 2);
-    /// # }
-    /// ```
+    /// [`WorkQueue::num_requeues`](crate::WorkQueue::num_requeues).
     pub fn num_requeues(&self, key: &K) -> usize {
         self.inner.num_requeues(key)
     }
 
-    /// Marks `key` done: for keys taken out of an item with
-    /// [`Item::into_key`](crate::Item::into_key). If the key was added while it was
-    /// processed, it is queued again now. Ignored for a key that is not being processed, was
-    /// done already, or is held by an [`Item`](crate::Item): an item's hand-out is ended by the
-    /// item alone, so a stray `done` never ends it or a later hand-out of the key to another
-    /// worker.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// queue.add("a").unwrap();
-    /// let key = queue.get().await.unwrap().into_key();
-    /// queue.add("a").unwrap(); // while processing: queued again at done
-    /// assert_eq!(queue.len(), 0);
-    /// queue.done(&key);
-    /// assert_eq!(queue.len(), 1);
-    /// # }
-    /// ```
+    /// [`WorkQueue::done`](crate::WorkQueue::done).
     pub fn done(&self, key: &K) {
         self.inner.done(key);
     }
 
-    /// Keys ready to be handed out: not those being processed or waiting for a delay.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// queue.add("a").unwrap();
-    /// queue.add("a").unwrap();
-    /// assert_eq!(queue.len(), 1);
-    /// ```
+    /// [`WorkQueue::len`](crate::WorkQueue::len): the keys ready to be handed out.
     pub fn len(&self) -> usize {
         self.inner.len()
     }
 
-    /// Whether no key is ready.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let queue = ctrlq_queue_async::PriorityQueue::<u32>::new();
-    /// assert!(queue.is_empty());
-    /// ```
+    /// [`WorkQueue::is_empty`](crate::WorkQueue::is_empty).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Keys waiting for their delay.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// queue.add_after("a", std::time::Duration::from_secs(1)).unwrap();
-    /// assert_eq!((queue.len(), queue.waiting_len()), (0, 1));
-    /// # }
-    /// ```
+    /// [`WorkQueue::waiting_len`](crate::WorkQueue::waiting_len).
     pub fn waiting_len(&self) -> usize {
         self.inner.waiting_len()
     }
 
-    /// Keys handed out and not yet done.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// queue.add("a").unwrap();
-    /// let item = queue.get().await.unwrap();
-    /// assert_eq!(queue.processing_len(), 1);
-    /// item.done();
-    /// assert_eq!(queue.processing_len(), 0);
-    /// # }
-    /// ```
+    /// [`WorkQueue::processing_len`](crate::WorkQueue::processing_len).
     pub fn processing_len(&self) -> usize {
         self.inner.processing_len()
     }
 
-    /// Stops the queue: adds are refused, keys waiting for a delay are dropped, `get` returns
-    /// what is ready and then `None`. Cuts a running
-    /// [`shut_down_with_drain`](Self::shut_down_with_drain) short. Idempotent.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// queue.add(1).unwrap();
-    /// queue.shut_down();
-    /// assert!(queue.get().await.is_some()); // ready before the shutdown
-    /// assert!(queue.get().await.is_none());
-    /// # }
-    /// ```
+    /// [`WorkQueue::shut_down`](crate::WorkQueue::shut_down).
     pub fn shut_down(&self) {
         self.inner.shut_down(false);
     }
 
-    /// Shuts down like [`shut_down`](Self::shut_down), then waits until every ready key has
-    /// been handed out and every handed-out key is done (client-go waits for in-flight keys
-    /// only). A concurrent `shut_down` ends the wait early.
-    ///
-    /// Equivalent to `async fn shut_down_with_drain(&self)`.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: dropping the future stops waiting; the queue stays shut down.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// queue.add("a").unwrap();
-    /// let worker = queue.clone();
-    /// tokio::spawn(async move { while let Some(item) = worker.get().await { item.done() } });
-    /// queue.shut_down_with_drain().await;
-    /// assert!(queue.is_empty());
-    /// # }
-    /// ```
+    /// [`WorkQueue::shut_down_with_drain`](crate::WorkQueue::shut_down_with_drain) (cancel
+    /// safe).
     pub async fn shut_down_with_drain(&self) {
         self.inner.shut_down(true);
         self.inner.wait_drained().await;
     }
 
-    /// Whether [`shut_down`](Self::shut_down) or
-    /// [`shut_down_with_drain`](Self::shut_down_with_drain) was called.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let queue = ctrlq_queue_async::PriorityQueue::<u32>::new();
-    /// queue.shut_down();
-    /// assert!(queue.is_shutting_down());
-    /// ```
+    /// [`WorkQueue::is_shutting_down`](crate::WorkQueue::is_shutting_down).
     pub fn is_shutting_down(&self) -> bool {
         self.inner.is_shutting_down()
     }
 
-    /// Adds every key whose delay is over at this instant, so that a test that advanced the
-    /// paused clock sees them queued without letting the timer task run first (client-go's
-    /// "wait for the waiting loop" helper).
-    ///
-    /// It completes at its first poll: the keys are added by the caller, not by the timer task.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let queue = ctrlq_queue_async::PriorityQueue::new();
-    /// queue.add_after("a", Duration::from_millis(50)).unwrap();
-    /// tokio::time::advance(Duration::from_millis(50)).await;
-    /// queue.settle().await;
-    /// assert_eq!(queue.len(), 1);
-    /// # }
-    /// ```
+    /// [`WorkQueue::settle`](crate::WorkQueue::settle).
     #[cfg(feature = "test-util")]
     #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub async fn settle(&self) {

@@ -8,7 +8,7 @@
 mod builder;
 mod error;
 mod machine;
-mod pop;
+pub(crate) mod pop;
 mod popped;
 mod queue;
 mod shared;
@@ -20,6 +20,5 @@ pub use machine::{
     Pending, PluginId, Priority, PriorityOrder, QueuedItem, QueueingHint, SchedulingQueueConfig,
     SubQueue,
 };
-pub use pop::Pop;
 pub use popped::Popped;
 pub use queue::SchedulingQueue;

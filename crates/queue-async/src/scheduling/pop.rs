@@ -10,8 +10,9 @@ use std::task::{Context, Poll, ready};
 use ctrlq_queue_core::Compare;
 use pin_project_lite::pin_project;
 use tokio::sync::Notify;
+use tracing::trace;
 
-use crate::wait::{Wait, WaitOn};
+use crate::wait::{WAKES, Wait, WaitOn};
 
 use super::QueuedItem;
 use super::machine::Flight;
@@ -63,9 +64,8 @@ where
         let this = self.project();
         let wait = this.wait.poll(cx);
         if wait.is_pending() {
-            // A change's drop makes sure the timer task runs if a deadline needs it (items may
-            // have gone to backoff from a plain thread before any runtime was bound). With the
-            // queue's runtime gone, that task's end makes the timed moves that are due now.
+            // A change's drop makes sure the timer's task runs if a deadline needs it (items
+            // may have gone to backoff from a plain thread before any runtime was bound).
             drop(this.shared.change());
         }
         let out = ready!(wait);
@@ -92,8 +92,7 @@ where
             return Some(None);
         }
         let flight = locked.machine.pop(|| self.clock.now())?;
-        #[cfg(feature = "wake-counts")]
-        crate::wake_counts::hand_out();
+        trace!(name: "hand_out", target: WAKES, "an item popped");
         Some(Some(flight))
     }
 }

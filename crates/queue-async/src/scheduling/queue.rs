@@ -44,9 +44,8 @@ use crate::wait::{Wait, WaitOn};
 /// call of it runs in (see the crate's [Time](crate#time)). The task starts on that runtime
 /// when the first item goes to backoff or unschedulable; with no runtime bound yet and none on
 /// the calling thread, at the first `pop` that has to wait. If that runtime shuts down while
-/// the queue lives on, backoff ends at once and unschedulable items past their leftover
-/// deadline move at the next change or `pop` that looks: nothing waits for a timer that will
-/// not ring.
+/// the queue lives on, nothing moves an item at its deadline any more (see the crate's
+/// [Time](crate#time)).
 ///
 /// Timestamps (an item's queueing time, hence its backoff expiry) come from tokio's clock: the
 /// calling task's runtime clock, or, from a plain thread outside any runtime, the clock of the

@@ -8,8 +8,8 @@ use ctrlq_queue_core::WorkState;
 use ctrlq_ratelimit::RateLimiter;
 
 use super::WorkQueue;
-use crate::handle::{Handle, Machine, Options};
 use crate::metrics::MetricsProvider;
+use crate::shared::{Machine, Options, Shared};
 
 /// Builds a [`WorkQueue`]: its name (the metrics label), metrics provider and rate limiter.
 ///
@@ -67,7 +67,7 @@ where
     /// a call of it runs in; see the crate's [Time](crate#time)). Nothing is spawned yet: the
     /// timer task starts with the first delayed add (with metrics, with the first add).
     pub fn build(self) -> WorkQueue<K> {
-        WorkQueue::from_handle(Handle::new(self.options, Machine::Work(WorkState::new())))
+        WorkQueue::from_handle(Shared::new(self.options, Machine::Work(WorkState::new())))
     }
 }
 

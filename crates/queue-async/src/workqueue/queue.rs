@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::WorkQueueBuilder;
 use crate::AddError;
 use crate::get::Get;
-use crate::handle::Handle;
+use crate::shared::Shared;
 
 /// A de-duplicating work queue that worker tasks await on: client-go's work queue with its
 /// delaying and rate-limiting layers, in one cheap [`Clone`] handle.
@@ -62,19 +62,19 @@ pub struct WorkQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    inner: Arc<Handle<K>>,
+    inner: Arc<Shared<K>>,
 }
 
 impl<K> WorkQueue<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    pub(super) fn from_handle(inner: Arc<Handle<K>>) -> Self {
+    pub(super) fn from_handle(inner: Arc<Shared<K>>) -> Self {
         WorkQueue { inner }
     }
 
-    /// The handle, for the stream of items.
-    pub(super) fn handle(&self) -> &Arc<Handle<K>> {
+    /// The shared state, for the stream of items.
+    pub(super) fn shared(&self) -> &Arc<Shared<K>> {
         &self.inner
     }
 
@@ -121,40 +121,13 @@ where
         self.inner.add(key, 0)
     }
 
-    /// [`add`](Self::add), by reference: the key is cloned only if the queue keeps it. Adding a
-    /// key that is already queued, the common case when events for one object come in bursts,
-    /// clones nothing; with `Arc` keys, no reference count is touched, which matters when
-    /// several producers add the same keys from different threads.
-    ///
-    /// # Errors
-    ///
-    /// As [`add`](Self::add)'s, with a clone of the key.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    ///
-    /// let queue = ctrlq_queue_async::WorkQueue::new();
-    /// let key: Arc<str> = Arc::from("ns/obj");
-    /// queue.add_ref(&key).unwrap();
-    /// queue.add_ref(&key).unwrap();
-    /// assert_eq!(queue.len(), 1);
-    /// assert_eq!(Arc::strong_count(&key), 2, "one clone, held by the queue");
-    /// ```
-    pub fn add_ref(&self, key: &K) -> Result<(), AddError<K>> {
-        self.inner.add_ref(key, 0)
-    }
-
     /// Adds `key` once `delay` has passed (at once if `delay` is zero). A key already waiting
     /// keeps the earlier of its two deadlines; delays beyond [`MAX_DELAY`](crate::workqueue::MAX_DELAY) are clamped.
     ///
     /// The wait is timed by a background task, spawned at the first delayed add on the queue's
     /// runtime (see the crate's [Time](crate#time)); with no runtime to time it (none bound yet
-    /// and none on this thread, or the queue's runtime has shut down), the key is added at
-    /// once. The task ends at shutdown and when the last handle is dropped; keys still waiting
-    /// then are dropped, as in the original. If the queue's runtime shuts down while keys wait,
-    /// they are added then, in deadline order, rather than lost.
+    /// and none on this thread), the key is added at once. The task ends at shutdown and when
+    /// the last handle is dropped; keys still waiting then are dropped, as in the original.
     ///
     /// The key is never added before its deadline, and is added at the task's first wake-up
     /// after it, together with every other key then due, in deadline order. The task sleeps

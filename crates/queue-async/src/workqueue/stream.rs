@@ -7,8 +7,8 @@ use futures::Stream;
 use tokio::sync::Notify;
 
 use super::WorkQueue;
-use crate::handle::{Handle, QueueKey};
 use crate::item::Item;
+use crate::shared::{QueueKey, Shared};
 use crate::wait::{Wait, WaitOn};
 
 impl<K> WorkQueue<K>
@@ -40,7 +40,7 @@ where
     /// # }
     /// ```
     pub fn stream(&self) -> impl Stream<Item = Item<K>> + Send + 'static {
-        futures::stream::unfold(self.handle().clone(), |queue| async move {
+        futures::stream::unfold(self.shared().clone(), |queue| async move {
             let (key, priority) = Wait::new(&StreamWait::new(&queue)).await?;
             Some((Item::new(queue.clone(), key, priority), queue))
         })
@@ -50,12 +50,12 @@ where
 /// A stream's wait: registered while it waits, so that every add wakes it (a stream that is
 /// kept but not polled must not hold a wake-up another consumer needs, as a `get` would).
 pub(crate) struct StreamWait<'a, K: QueueKey> {
-    handle: &'a Handle<K>,
+    handle: &'a Shared<K>,
     registered: AtomicBool,
 }
 
 impl<'a, K: QueueKey> StreamWait<'a, K> {
-    pub(crate) fn new(handle: &'a Handle<K>) -> Self {
+    pub(crate) fn new(handle: &'a Shared<K>) -> Self {
         StreamWait {
             handle,
             registered: AtomicBool::new(false),

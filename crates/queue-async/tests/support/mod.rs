@@ -27,7 +27,15 @@ pub(crate) async fn soon<F: Future>(fut: F) -> F::Output {
         .expect("done within the real-time bound")
 }
 
-/// A current-thread runtime with paused time, for tests that outlive or switch runtimes.
+/// Lets every ready task run until it waits (the paused clock does not move).
+pub(crate) async fn let_run() {
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A current-thread runtime with paused time, for tests that outlive or switch runtimes or
+/// run one scenario per proptest case.
 pub(crate) fn paused_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()

@@ -15,7 +15,8 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use ctrlq_queue_core::{Compare, MAX_DELAY};
+use ctrlq_queue_core::Compare;
+use ctrlq_ratelimit::MAX_DELAY;
 use tokio::time::Instant;
 
 use super::active::{self, ActiveHeap, ActiveOrder, InFlight, RecordedEvent};

@@ -1,19 +1,24 @@
-//! [`Handle`], the state behind a [`WorkQueue`](crate::WorkQueue) or a
-//! [`PriorityQueue`](crate::PriorityQueue) and behind the items they hand out: one handle over
+//! [`Shared`], the state behind a [`WorkQueue`](crate::WorkQueue) or a
+//! [`PriorityQueue`](crate::PriorityQueue) and behind the items they hand out: one state over
 //! the queue's state machine ([`Machine`]: the work queue's or the priority queue's), which the
-//! two public queues wrap. Adds, hand-outs, dones and shutdown are here; the waiting keys and
-//! the timer task that adds them at their deadlines are in `timer_task`.
+//! two public queues wrap: adds, hand-outs, dones, shutdown, and the timer's task, which adds
+//! the waiting keys (`waiting`) at their deadlines and refreshes the metrics' gauges.
 //!
 //! One lock (parking_lot, never held across an `.await`), `state`, guards everything that
-//! changes: the state machine, the metrics recorder, the waiting keys with their timers, and
-//! the timer task. Three `Notify`s carry the wake-ups, sent once the lock is released:
+//! changes: the state machine, the metrics recorder, the waiting keys and the queue's
+//! [`Timer`]. Three `Notify`s carry the wake-ups, sent once the lock is released:
 //! `get_wake` (one waiting `get` per queued key), `stream_wake` (every waiting stream) and
 //! `idle_wake` (drains). The protocol is in the crate's design docs.
+//!
+//! The steps of the add, get and done paths (`lock`, `add_locked`, `added`, `end_wait`, the
+//! machine's dispatch) are `#[inline]`: without the hint the release build calls each out of
+//! line, and a hot key's add costs a third more (`benches/RESULTS.md`).
 
 use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ctrlq_queue_core::{AddOutcome, DoneOutcome, PopOutcome, PriorityState, WorkState};
@@ -21,23 +26,24 @@ use ctrlq_ratelimit::RateLimiter;
 use hashbrown::HashSet;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
-use tokio::time::{Instant, Interval};
-use tracing::debug;
+use tokio::time::Instant;
+use tracing::{debug, trace};
 
 use crate::error::AddError;
-use crate::metrics::{MetricsProvider, Recorder};
-use crate::runtime::{MAX_DELAY, QueueClock, spawn_timer_task};
-use crate::wait::WaitOn;
+use crate::metrics::{MetricsProvider, Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
+use crate::timer::{QueueClock, Timed, Timer};
+use crate::wait::{WAKES, WaitOn};
+use crate::workqueue::MAX_DELAY;
 
-mod timer_task;
+mod waiting;
 
-use self::timer_task::Timers;
+use self::waiting::{CHUNK, Waiting};
 
 /// The bounds every queue key meets.
 pub(crate) trait QueueKey: Hash + Eq + Clone + Send + Sync {}
 impl<K: Hash + Eq + Clone + Send + Sync> QueueKey for K {}
 
-/// A queue's state machine, as the handle drives it. Every add carries a priority, which the
+/// A queue's state machine, as [`Shared`] drives it. Every add carries a priority, which the
 /// work queue's machine ignores (its keys are handed out at priority 0). `now` gives the
 /// nanoseconds since the queue was built; only the priority queue's machine reads it (it ages
 /// its keys).
@@ -59,7 +65,7 @@ impl<K: QueueKey> Machine<K> {
         matches!(self, Machine::Priority(_))
     }
 
-    #[inline(always)]
+    #[inline]
     fn add(&mut self, key: K, priority: i32, now: impl FnOnce() -> u64) -> AddOutcome<K> {
         match self {
             Machine::Work(m) => m.add(key),
@@ -67,16 +73,7 @@ impl<K: QueueKey> Machine<K> {
         }
     }
 
-    /// [`add`](Machine::add) by reference, cloning the key only if the machine keeps it.
-    #[inline(always)]
-    fn add_ref(&mut self, key: &K, priority: i32, now: impl FnOnce() -> u64) -> AddOutcome<K> {
-        match self {
-            Machine::Work(m) => m.add_ref(key),
-            Machine::Priority(m) => m.add_ref(key, priority, now()),
-        }
-    }
-
-    #[inline(always)]
+    #[inline]
     fn pop(&mut self) -> PopOutcome<(K, i32)> {
         match self {
             Machine::Work(m) => match m.pop() {
@@ -89,7 +86,7 @@ impl<K: QueueKey> Machine<K> {
     }
 
     /// Ends `key`'s hand-out; `true` if it was queued again (added while processing).
-    #[inline(always)]
+    #[inline]
     fn done(&mut self, key: &K, now: impl FnOnce() -> u64) -> bool {
         match self {
             Machine::Work(m) => matches!(m.done(key), DoneOutcome::Requeued(())),
@@ -165,8 +162,8 @@ impl<K> fmt::Debug for Options<K> {
 }
 
 /// The state behind a queue and its items. See the module docs.
-pub(crate) struct Handle<K: QueueKey> {
-    /// This handle, for the timer task (which holds it weakly).
+pub(crate) struct Shared<K: QueueKey> {
+    /// This state, for the timer's task (which holds it weakly).
     me: Weak<Self>,
     name: String,
     /// The queue's one lock: every add, get and done takes it.
@@ -190,23 +187,23 @@ pub(crate) struct Handle<K: QueueKey> {
     origin: Instant,
 }
 
-/// Guarded by [`Handle::state`].
+/// Guarded by [`Shared::state`].
 struct State<K: QueueKey> {
     machine: Machine<K>,
     /// With metrics only.
     recorder: Option<Box<Recorder<K>>>,
     /// Keys handed out and taken out of their item with `into_key`: the only hand-outs the
-    /// handle's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
+    /// queue's `done` ends. Every other hand-out is ended by its item alone, so a `done` never
     /// ends a later hand-out of the same key.
     detached: HashSet<K>,
-    /// The keys waiting for a deadline, and their timers: none unless `task`.
-    timers: Timers<K>,
-    /// The timer task runs, or starts once the lock is released: it adds the waiting keys at
-    /// their deadlines and ticks `refresh`. Started by the first delayed add, or with metrics
-    /// by the first add.
-    task: bool,
-    /// With metrics, when the timer task refreshes the unfinished-work gauges.
-    refresh: Option<Interval>,
+    /// The keys waiting for their deadline.
+    waiting: Waiting<K>,
+    /// With metrics, when the timer's task next refreshes the unfinished-work gauges: set at
+    /// its first poll.
+    refresh_at: Option<Instant>,
+    /// The one sleep, at the earliest of the waiting keys' deadlines and `refresh_at`. Its task
+    /// starts at the first delayed add, or with metrics at the first add.
+    timer: Timer,
 }
 
 /// What to wake once the lock is released.
@@ -215,11 +212,9 @@ struct State<K: QueueKey> {
 struct Wake {
     getters: usize,
     idle: bool,
-    /// Spawn the timer task (see [`crate::runtime`]).
-    start_task: bool,
 }
 
-impl<K: QueueKey + 'static> Handle<K> {
+impl<K: QueueKey + 'static> Shared<K> {
     pub(crate) fn new(options: Options<K>, machine: Machine<K>) -> Arc<Self> {
         let Options {
             name,
@@ -230,16 +225,16 @@ impl<K: QueueKey + 'static> Handle<K> {
         let limiter =
             limiter.unwrap_or_else(|| Arc::new(ctrlq_ratelimit::default_controller_rate_limiter()));
         let clock = QueueClock::new();
-        Arc::new_cyclic(|me| Handle {
+        Arc::new_cyclic(|me| Shared {
             me: me.clone(),
             name,
             state: Mutex::new(State {
-                timers: Timers::new(machine.has_priority()),
+                waiting: Waiting::new(machine.has_priority()),
                 machine,
                 recorder,
                 detached: HashSet::new(),
-                task: false,
-                refresh: None,
+                refresh_at: None,
+                timer: Timer::default(),
             }),
             get_wake: Notify::new(),
             stream_wake: Notify::new(),
@@ -254,17 +249,14 @@ impl<K: QueueKey + 'static> Handle<K> {
     }
 
     /// The lock. parking_lot's lock does not poison; every transition completes or changes
-    /// nothing before a user's Hash/Eq could panic under it. With the `wake-counts` feature, an
-    /// acquisition that finds it held is counted.
-    #[inline(always)]
+    /// nothing before a user's Hash/Eq could panic under it. An acquisition that finds it held
+    /// is traced (see [`WAKES`]).
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, State<K>> {
-        #[cfg(feature = "wake-counts")]
-        {
-            if let Some(guard) = self.state.try_lock() {
-                return guard;
-            }
-            crate::wake_counts::contended_lock();
+        if let Some(guard) = self.state.try_lock() {
+            return guard;
         }
+        trace!(name: "contended_lock", target: WAKES, "the lock was held");
         self.state.lock()
     }
 
@@ -278,28 +270,15 @@ impl<K: QueueKey + 'static> Handle<K> {
     #[inline]
     fn wake(&self, wake: Wake) {
         for _ in 0..wake.getters {
-            #[cfg(feature = "wake-counts")]
-            crate::wake_counts::wake();
+            trace!(name: "wake", target: WAKES, "a get woken");
             self.get_wake.notify_one();
         }
         if wake.getters > 0 && self.streams_waiting.load(Ordering::SeqCst) > 0 {
-            #[cfg(feature = "wake-counts")]
-            crate::wake_counts::wake();
+            trace!(name: "wake", target: WAKES, "the streams woken");
             self.stream_wake.notify_waiters();
         }
         if wake.idle {
             self.idle_wake.notify_waiters();
-        }
-        if wake.start_task {
-            self.start_timer_task();
-        }
-    }
-
-    /// Spawns the timer task on the queue's runtime (see [`crate::runtime`]).
-    #[cold]
-    fn start_timer_task(&self) {
-        if let Some(runtime) = self.clock.runtime() {
-            spawn_timer_task(runtime, self.me.clone());
         }
     }
 
@@ -324,26 +303,6 @@ impl<K: QueueKey + 'static> Handle<K> {
         Ok(())
     }
 
-    /// Adds `key` now at `priority`, cloning it only if the queue keeps it.
-    #[inline]
-    pub(crate) fn add_ref(&self, key: &K, priority: i32) -> Result<(), AddError<K>> {
-        let mut state = self.lock();
-        let priority = if state.task {
-            state.timers.end_wait(key, priority)
-        } else {
-            priority
-        };
-        let added = state.machine.add_ref(key, priority, || self.now_nanos());
-        let mut wake = Wake::default();
-        if state.recorder.is_some() {
-            self.ensure_timer_task(&mut state, &mut wake);
-        }
-        wake.getters = self.added(&mut state, added, Some(key), priority)?;
-        drop(state);
-        self.wake(wake);
-        Ok(())
-    }
-
     /// Adds `keys` now, in order, at priority 0 (see `WorkQueue::add_all`).
     pub(crate) fn add_all(&self, keys: Vec<K>) -> Result<(), AddError<Vec<K>>> {
         self.with_lock(|state, wake| {
@@ -360,8 +319,8 @@ impl<K: QueueKey + 'static> Handle<K> {
 
     /// Adds `key` now, under the lock, asking `wake` to wake a getter if it was queued. A
     /// caller's add (`by_caller`; not the timer's) first ends a wait the key may have, and with
-    /// metrics has the timer task, which refreshes the gauges, run.
-    #[inline(always)]
+    /// metrics has the timer's task, which refreshes the gauges, run.
+    #[inline]
     fn add_locked(
         &self,
         state: &mut State<K>,
@@ -370,9 +329,8 @@ impl<K: QueueKey + 'static> Handle<K> {
         by_caller: bool,
         wake: &mut Wake,
     ) -> Result<(), AddError<K>> {
-        // A key waits only while the timer task runs (it adds every waiting key as it ends).
-        let priority = if by_caller && state.task {
-            state.timers.end_wait(&key, priority)
+        let priority = if by_caller {
+            state.end_wait(&key, priority)
         } else {
             priority
         };
@@ -380,7 +338,7 @@ impl<K: QueueKey + 'static> Handle<K> {
         let metric_key = state.recorder.is_some().then(|| key.clone());
         let added = state.machine.add(key, priority, || self.now_nanos());
         if by_caller && metric_key.is_some() {
-            self.ensure_timer_task(state, wake);
+            self.start_timer(state);
         }
         wake.getters += self.added(state, added, metric_key.as_ref(), priority)?;
         Ok(())
@@ -388,7 +346,7 @@ impl<K: QueueKey + 'static> Handle<K> {
 
     /// Counts what the machine did with an add (`key`: for the metrics, `None` without) and
     /// returns the getters to wake: one if it queued the key.
-    #[inline(always)]
+    #[inline]
     fn added(
         &self,
         state: &mut State<K>,
@@ -457,10 +415,9 @@ impl<K: QueueKey + 'static> Handle<K> {
         self.clock.in_runtime(|| self.limiter.when(key))
     }
 
-    /// Makes `key` wait `delay`, starting the timer task if it does not run. With no runtime
-    /// to time the wait (none bound yet and none here), the key is added now rather than lost;
-    /// so it is if the queue's runtime has shut down, by the end of the task that runtime
-    /// drops at once (see [`crate::runtime`]).
+    /// Makes `key` wait `delay`, starting the timer's task if it does not run. With no
+    /// runtime to time the wait (none bound yet and none here), the key is added now rather
+    /// than lost.
     fn wait(
         &self,
         state: &mut State<K>,
@@ -469,20 +426,23 @@ impl<K: QueueKey + 'static> Handle<K> {
         delay: Duration,
         wake: &mut Wake,
     ) -> Result<(), AddError<K>> {
-        match self.ensure_timer_task(state, wake) {
-            Some(runtime) => {
-                // The deadline is read by the queue's runtime's clock (paused, in tests),
-                // whatever thread this add comes from.
-                let _runtime = runtime.enter();
-                let at = Instant::now() + delay;
-                state.timers.wait_until(key, priority, at);
-                Ok(())
-            }
-            None => {
-                debug!(queue = %self.name, "delayed add with no tokio runtime; adding now");
-                self.add_locked(state, key, priority, false, wake)
-            }
+        if !self.start_timer(state) {
+            debug!(queue = %self.name, "delayed add with no tokio runtime; adding now");
+            return self.add_locked(state, key, priority, false, wake);
         }
+        // The deadline is read by the queue's runtime's clock (paused, in tests), whatever
+        // thread this add comes from.
+        let at = self.clock.now() + delay;
+        if state.waiting.wait_until(key, priority, at) {
+            state.timer.arm(Some(at));
+        }
+        Ok(())
+    }
+
+    /// Has the timer's task run (see [`Timer::start`]); `false` with no runtime to run it, or
+    /// after shutdown.
+    fn start_timer(&self, state: &mut State<K>) -> bool {
+        !self.is_shutting_down() && state.timer.start(&self.clock, &self.me)
     }
 
     pub(crate) fn forget(&self, key: &K) {
@@ -548,16 +508,16 @@ impl<K: QueueKey + 'static> Handle<K> {
 
     // ===== shutdown =====
 
-    /// Shuts down: adds refused, waiting keys and their timers dropped, the timer task
+    /// Shuts down: adds refused, waiting keys and the timer dropped, the timer's task
     /// stopped, every waiting `get` and stream woken. With `drain`, a drain starts.
     pub(crate) fn shut_down(&self, drain: bool) {
         self.draining.store(drain, Ordering::SeqCst);
         let first = {
             let mut state = self.lock();
-            // Waiting keys are never added now: drop them and their timers; the timer task,
-            // woken, ends.
-            state.timers.clear();
-            state.refresh = None;
+            // Waiting keys are never added now: drop them; the timer's task, woken, ends.
+            state.waiting.clear();
+            state.refresh_at = None;
+            state.timer.end();
             // Set under the lock: a step that holds it sees the machine and the flag agree.
             self.shutting_down.store(true, Ordering::Release);
             state.machine.shut_down()
@@ -565,11 +525,9 @@ impl<K: QueueKey + 'static> Handle<K> {
         if first {
             debug!(queue = %self.name, drain, "shutting down");
         }
-        #[cfg(feature = "wake-counts")]
-        crate::wake_counts::wake();
+        trace!(name: "wake", target: WAKES, "the gets woken: shut down");
         self.get_wake.notify_waiters();
-        #[cfg(feature = "wake-counts")]
-        crate::wake_counts::wake();
+        trace!(name: "wake", target: WAKES, "the streams woken: shut down");
         self.stream_wake.notify_waiters();
         if !drain {
             // A forced shutdown cuts a drain short.
@@ -605,7 +563,7 @@ impl<K: QueueKey + 'static> Handle<K> {
     }
 
     pub(crate) fn waiting_len(&self) -> usize {
-        self.lock().timers.len()
+        self.lock().waiting.len()
     }
 
     /// The queue's `Debug`: its state, not its internals.
@@ -624,8 +582,101 @@ impl<K: QueueKey + 'static> Handle<K> {
     }
 }
 
+// ===== the timer's task =====
+
+impl<K: QueueKey + 'static> Shared<K> {
+    /// Adds keys whose wait is over, in the given order, under the lock.
+    fn add_due(&self, state: &mut State<K>, due: Vec<(K, i32)>, wake: &mut Wake) {
+        if due.is_empty() {
+            return;
+        }
+        let n = due.len();
+        for (key, priority) in due {
+            // Refused only after a shutdown, which drops the waiting keys first: never here.
+            let _ = self.add_locked(state, key, priority, false, wake);
+        }
+        debug!(queue = %self.name, due = n, "delays over");
+    }
+
+    /// With metrics, refreshes the unfinished-work gauges if their period is over at `now`,
+    /// and sets the next refresh a period later (the first, a period after the task's first
+    /// poll).
+    fn refresh(&self, state: &mut State<K>, now: Instant) {
+        let Some(recorder) = &state.recorder else {
+            return;
+        };
+        match state.refresh_at {
+            Some(at) if at > now => return,
+            Some(_) => recorder.update_unfinished_work(&self.clock),
+            None => {}
+        }
+        state.refresh_at = Some(now + UNFINISHED_WORK_UPDATE_PERIOD);
+    }
+
+    /// Adds every waiting key whose deadline is at or before now (test helper).
+    #[cfg(feature = "test-util")]
+    pub(crate) fn settle(&self) {
+        self.with_lock(|state, wake| {
+            let due = state.waiting.take_due(self.clock.now(), usize::MAX);
+            self.add_due(state, due, wake);
+        });
+    }
+}
+
+/// The timer's task (see [`Timer`]).
+impl<K: QueueKey + 'static> Timed for Shared<K> {
+    /// Adds the waiting keys whose deadline has passed, in deadline order, a chunk at a time
+    /// (see `waiting`), and with metrics refreshes the gauges when their period is over; `cx`
+    /// is woken at once while keys are due, else at the next deadline or refresh.
+    fn poll_timers(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.with_lock(|state, wake| {
+            if self.is_shutting_down() {
+                return Poll::Ready(());
+            }
+            let now = Instant::now();
+            let due = state.waiting.take_due(now, CHUNK);
+            self.add_due(state, due, wake);
+            self.refresh(state, now);
+            let next = state.next_deadline();
+            state.timer.poll(cx, next, now);
+            Poll::Pending
+        })
+    }
+}
+
+// ===== impl State =====
+
+impl<K: QueueKey> State<K> {
+    /// Ends `key`'s wait if it has one; returns the higher of its waiting priority and
+    /// `priority`.
+    #[inline]
+    fn end_wait(&mut self, key: &K, priority: i32) -> i32 {
+        if self.waiting.is_empty() {
+            // Every add asks: no key is hashed while none waits.
+            return priority;
+        }
+        let Some(waited) = self.waiting.cancel(key) else {
+            return priority;
+        };
+        if self.waiting.is_empty() {
+            // No key waits any more: the sleep is dropped, unless the gauges need it.
+            let next = self.next_deadline();
+            self.timer.arm(next);
+        }
+        priority.max(waited)
+    }
+
+    /// The earliest of the waiting keys' deadlines and the next refresh of the gauges.
+    fn next_deadline(&self) -> Option<Instant> {
+        match (self.waiting.next_deadline(), self.refresh_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 /// `get`: one waiting `get` per queued key is woken.
-impl<K: QueueKey + 'static> WaitOn for Handle<K> {
+impl<K: QueueKey + 'static> WaitOn for Shared<K> {
     type Output = Option<(K, i32)>;
 
     fn notify(&self) -> &Notify {
@@ -638,8 +689,7 @@ impl<K: QueueKey + 'static> WaitOn for Handle<K> {
         let mut state = self.lock();
         match state.machine.pop() {
             PopOutcome::Item((key, priority)) => {
-                #[cfg(feature = "wake-counts")]
-                crate::wake_counts::hand_out();
+                trace!(name: "hand_out", target: WAKES, "a key handed out");
                 let label = state.machine.has_priority().then_some(priority);
                 if let Some(recorder) = &mut state.recorder {
                     recorder.get_at_priority(&key, label, &self.clock);
