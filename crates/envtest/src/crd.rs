@@ -30,9 +30,9 @@ impl ControlPlane {
     /// # Examples
     ///
     /// ```no_run
-    /// # use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    /// # use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
     /// # struct Widget;
-    /// # impl Widget { fn crd() -> CustomResourceDefinition { unimplemented!() } }
+    /// # impl Widget { fn crd() -> apiextensions::CustomResourceDefinition { unimplemented!() } }
     /// use ctrlq_envtest::ControlPlane;
     /// // use kube::CustomResourceExt; // `crd()` of a `#[derive(CustomResource)]` type
     ///
