@@ -3,16 +3,12 @@
 //! the generator deleted), and the LIST and WATCH requests each made, from the API server's
 //! own `apiserver_request_total`.
 
-#[path = "../../crates/leader/tests/support/control_plane.rs"]
-mod control_plane;
-
 use std::future::Future;
 use std::time::Duration;
 
-use control_plane::{ADMIN, ControlPlane, create_namespace};
+use ctrlq_envtest::{ADMIN, ControlPlane, create_namespace};
 use examples::operator::{ConfigMapGenerator, FINALIZER, GeneratorSpec, ctrlq, kube_runtime};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt};
 use prometheus_client::registry::Registry;
@@ -34,17 +30,10 @@ where
     .unwrap_or_else(|_| panic!("{what} within 30 s"));
 }
 
-/// Installs the generator's CRD and waits until the API server serves it.
-async fn install_crd(admin: &Client) {
-    let crds = Api::<CustomResourceDefinition>::all(admin.clone());
-    crds.create(&PostParams::default(), &ConfigMapGenerator::crd())
-        .await
-        .expect("the CRD is created");
-    let generators = Api::<ConfigMapGenerator>::all(admin.clone());
-    eventually("the CRD established", || async {
-        generators.list(&Default::default()).await.is_ok()
-    })
-    .await;
+/// Installs the generator's CRD (served once `install_crds` returns) and waits for the
+/// `default` namespace.
+async fn install_crd(plane: &ControlPlane, admin: &Client) {
+    plane.install_crds([ConfigMapGenerator::crd()]).await;
     // The `default` namespace (the ctrlq operator's Lease) is created by the API server shortly
     // after it is ready.
     let namespaces = Api::<Namespace>::all(admin.clone());
@@ -149,7 +138,7 @@ async fn requests(plane: &ControlPlane) -> [f64; 2] {
 async fn both_operators_do_the_job_and_ctrlq_lists_and_watches_no_more() {
     let plane = ControlPlane::start().await;
     let admin = plane.client(ADMIN);
-    install_crd(&admin).await;
+    install_crd(&plane, &admin).await;
 
     let before = requests(&plane).await;
     let shutdown = CancellationToken::new();

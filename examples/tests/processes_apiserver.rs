@@ -5,14 +5,12 @@
 //! middle. No key is in two reconciles at once, every key is reconciled after the last
 //! disturbance, and the shards end balanced. Real time: about 40 s.
 
-#[path = "../../crates/leader/tests/support/control_plane.rs"]
-mod control_plane;
 #[path = "support/replicas.rs"]
 mod replicas;
 
 use std::time::Duration;
 
-use control_plane::{ADMIN, ControlPlane, create_namespace, grant_leases};
+use ctrlq_envtest::{ADMIN, ControlPlane, create_namespace, grant_leases};
 use replicas::{
     KEYS, Reconcile, Replica, assert_no_overlaps, now_ns, reconciles, settled, wait_until,
 };
@@ -25,7 +23,7 @@ async fn sharded_replicas_on_leases_follow_kills_joins_and_an_apiserver_restart(
     let admin = plane.client(ADMIN);
     create_namespace(&admin, NS).await;
     grant_leases(&admin, NS, "alice", &["get", "list", "create", "update"]).await;
-    let token = plane.dir().join("alice.token").display().to_string();
+    let token = plane.token_file("alice").display().to_string();
     let ca = plane.ca_file().display().to_string();
     let backend = [
         "--kube",

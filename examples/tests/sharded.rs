@@ -1,10 +1,6 @@
 //! The `--shards` mode in memory (paused time) and on a real kube-apiserver's Leases (started
 //! by the test, real time); `tests/sharded_etcd.rs` runs it on a real etcd.
 
-#[cfg(feature = "kube")]
-#[path = "../../crates/leader/tests/support/control_plane.rs"]
-mod control_plane;
-
 use examples::sharded::{ShardedOptions, ShardedSummary, run};
 
 fn check(summary: &ShardedSummary, shards: usize) {
@@ -37,7 +33,7 @@ async fn sharded_in_memory() {
 #[cfg(feature = "kube")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_on_the_lease_api() {
-    use control_plane::{ADMIN, ControlPlane, create_namespace};
+    use ctrlq_envtest::{ADMIN, ControlPlane, create_namespace};
     use ctrlq_leader::LeaseLock;
     let plane = ControlPlane::start().await;
     let client = plane.client(ADMIN);

@@ -1,7 +1,6 @@
 //! Failover on a real kube-apiserver: three replicas of a controller, each leader-gated on one
 //! Kubernetes Lease through `LeaseLock`, on a control plane this program starts (kube-apiserver
-//! and etcd built by `scripts/install-controlplane`, started by the leader crate's test support
-//! `crates/leader/tests/support/control_plane.rs`). The leader is killed (its task dropped
+//! and etcd built by `scripts/install-controlplane`, started by `ctrlq-envtest`). The leader is killed (its task dropped
 //! without a release, as a killed process) `--runs` times at a seeded moment and replaced by a
 //! new replica; each run measures the wall time from the kill to the next leader's first
 //! reconcile. Per election setting it prints one JSON line: the failover p50 / p99 / max in
@@ -20,14 +19,11 @@
 //! usage: `apiserver_failover [--runs N] [--setting default|short|both] [--seed S]
 //! [--configmaps N]`
 
-#[path = "../../../crates/leader/tests/support/control_plane.rs"]
-mod control_plane;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use control_plane::{ADMIN, ControlPlane, create_namespace};
 use ctrlq_controller::{Action, Context, Controller};
+use ctrlq_envtest::{ADMIN, ControlPlane, create_namespace};
 use ctrlq_leader::{LeaderElectionConfig, LeaderElector, LeaseLock};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

@@ -1,11 +1,9 @@
-//! A controller on real kube-runtime watches: kube-apiserver and etcd started by the leader
-//! crate's `support/control_plane.rs` (binaries from `scripts/install-controlplane`), one
+//! A controller on real kube-runtime watches: kube-apiserver and etcd started by
+//! `ctrlq-envtest` (binaries from `scripts/install-controlplane`), one
 //! `Watch` of ConfigMaps feeding the keys and the store reconcile reads; then every kind of
 //! source across a kube-apiserver restart, with an object deleted while it was down. Real time:
 //! every wait is bounded.
 
-#[path = "../../leader/tests/support/control_plane.rs"]
-mod control_plane;
 mod support;
 
 use std::collections::HashMap;
@@ -13,9 +11,9 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use control_plane::{ADMIN, ControlPlane, create_namespace};
 use ctrlq_controller::kube::{Object, Watch};
 use ctrlq_controller::{Action, Context, Controller, Drain};
+use ctrlq_envtest::{ADMIN, ControlPlane, create_namespace};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;

@@ -1,20 +1,17 @@
 //! The Lease lock and the elector against a real kube-apiserver (with etcd), started by
-//! `support/control_plane.rs` from the binaries `scripts/install-controlplane` builds: the API
+//! `ctrlq-envtest` from the binaries `scripts/install-controlplane` builds: the API
 //! server's own answers, resource versions, validation, field management and RBAC; elections
 //! with kills, revoked rights, and the API server frozen (SIGSTOP), killed and restarted. The
 //! tests that change the server itself start a control plane of their own; the others share one
 //! and each works in a namespace of its own. Real time (the server's clock cannot be paused):
 //! every wait is bounded. `tests/lease.rs` covers what a real server will not do on demand.
 
-#[path = "support/control_plane.rs"]
-mod control_plane;
-
 use std::error::Error as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use control_plane::{ADMIN, ControlPlane, create_namespace, grant_leases};
+use ctrlq_envtest::{ADMIN, ControlPlane, create_namespace, grant_leases};
 use ctrlq_leader::{LeaderElectionConfig, LeaderElector, LeaderRecord, LeaseLock, Lock, LockError};
 use k8s_openapi::api::coordination::v1::Lease;
 use tokio::time::{sleep, timeout};
@@ -582,31 +579,6 @@ async fn a_released_lease_should_pass_to_the_waiting_candidate() {
         .await
         .unwrap()
         .unwrap();
-}
-
-/// The starter's own promise: a control plane of a test's own is stopped and its directory
-/// removed when dropped, also when the test panics.
-#[tokio::test]
-async fn a_control_plane_should_stop_and_clean_up_when_dropped() {
-    let started = tokio::spawn(async {
-        let plane = ControlPlane::start().await;
-        let seen = (plane.dir().to_owned(), plane.url().to_owned());
-        // The server answers before the panic.
-        let admin = plane.client(ADMIN);
-        let request = http::Request::get("/readyz").body(Vec::new()).unwrap();
-        assert_eq!(admin.request_text(request).await.unwrap(), "ok");
-        std::panic::panic_any(seen);
-    });
-    let payload = started.await.unwrap_err().into_panic();
-    let (dir, url) = *payload.downcast::<(std::path::PathBuf, String)>().unwrap();
-    assert!(!dir.exists(), "{} left behind", dir.display());
-    let port = url.rsplit_once(':').unwrap().1;
-    assert!(
-        tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
-            .await
-            .is_err(),
-        "kube-apiserver still listens at {url}"
-    );
 }
 
 /// Short settings, so a fault test ends in seconds: LD 4 s, RD 3 s, RP 0.5 s, each request

@@ -1,6 +1,6 @@
 //! The crate's `LeaseLock` electors and client-go's own elector (`tools/goelector`: client-go's
 //! `leaderelection.RunOrDie` with a `resourcelock.LeaseLock`, built here with `go build`)
-//! contending for one Lease on a real kube-apiserver (`support/control_plane.rs`), with kills
+//! contending for one Lease on a real kube-apiserver (`ctrlq-envtest`), with kills
 //! and graceful hand-overs both ways. Every leader term is logged with its wall-clock start and
 //! end, by each side for itself: the Rust electors' leadership events, the Go processes' own
 //! output lines. From both logs together: no two terms overlap, and each term's fencing token
@@ -17,16 +17,13 @@
 //! must hold `tools/goelector`'s modules or the Go module proxy be reachable; the test fails,
 //! never skips, when the program cannot be built or started. Real time: every wait is bounded.
 
-#[path = "support/control_plane.rs"]
-mod control_plane;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use control_plane::{ADMIN, ControlPlane, create_namespace, grant_leases};
+use ctrlq_envtest::{ADMIN, ControlPlane, create_namespace, grant_leases};
 use ctrlq_leader::{
     ElectorStatus, LeaderElectionConfig, LeaderElector, LeadershipEnd, LeadershipEvent, LeaseLock,
 };
@@ -186,7 +183,7 @@ impl GoElector {
         let mut child = Command::new(goelector())
             .args(["-server", plane.url()])
             .arg("-token-file")
-            .arg(plane.dir().join(format!("{GO_USER}.token")))
+            .arg(plane.token_file(GO_USER))
             .arg("-ca-file")
             .arg(plane.ca_file())
             .args(["-namespace", NS, "-name", NAME, "-identity", identity])
