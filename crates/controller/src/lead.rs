@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use ctrlq_leader::{ElectorStatus, Leadership};
-use ctrlq_queue_async::WorkQueue;
+use ctrlq_queue_async::PriorityQueue;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -54,7 +54,7 @@ impl<K: Key, E: Send + 'static> Terms<'_, K, E> {
     ) -> TermEnd {
         // Warm: the queue starts with the view's keys and gets the sources' next ones. Cold:
         // the sources are subscribed for this term.
-        let feed = |queue: &WorkQueue<K>| match self.cold {
+        let feed = |queue: &PriorityQueue<K>| match self.cold {
             Some(sources) => pump_all(sources, queue, self.shared),
             None => {
                 let keys = self.view.attach(slot.unwrap_or(0), queue.clone());

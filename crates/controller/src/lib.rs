@@ -143,6 +143,7 @@ mod key;
 #[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
 pub mod kube;
 mod lead;
+pub mod priority;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;

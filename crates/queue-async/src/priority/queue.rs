@@ -284,6 +284,34 @@ where
     pub fn add_with_priority(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
         self.inner.add(key, priority)
     }
+
+    /// Adds every `(key, priority)` of `keys`, in order, as
+    /// [`add_with_priority`](Self::add_with_priority) would one by one, under one hold of the
+    /// queue's lock (see [`WorkQueue::add_all`](crate::WorkQueue::add_all)).
+    ///
+    /// # Errors
+    ///
+    /// [`AddError::ShutDown`] with every pair of `keys` if the queue is shutting down: none
+    /// was added.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
+    /// queue.add_all_with_priority([("listed", -100), ("changed", 0), ("listed", -100)]).unwrap();
+    /// assert_eq!(queue.len(), 2);
+    /// assert_eq!(*queue.get().await.unwrap().key(), "changed");
+    /// # }
+    /// ```
+    pub fn add_all_with_priority(
+        &self,
+        keys: impl IntoIterator<Item = (K, i32)>,
+    ) -> Result<(), AddError<Vec<(K, i32)>>> {
+        self.inner
+            .add_all_at(keys.into_iter().collect(), |pair| pair)
+    }
 }
 
 impl<K> Default for PriorityQueue<K>
