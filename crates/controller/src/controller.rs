@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctrlq_leader::{LeaderElector, Lock};
-use ctrlq_queue_async::InBackoff;
 use ctrlq_queue_async::metrics::MetricsProvider;
 use ctrlq_ratelimit::RateLimiter;
 use futures::future::BoxFuture;
@@ -22,7 +21,7 @@ use crate::shard::{ShardKey, Sharding};
 use crate::source::{Source, Subscribe, pump_all};
 use crate::term::{Deadlines, Hook, Policy, Reconciler, StartWorker, TermEnd, TermSettings};
 use crate::warm::WarmView;
-use crate::{Action, Context, Drain, Event, NotSynced, ReconcileError, Summary};
+use crate::{Action, Context, Drain, Event, InBackoff, NotSynced, ReconcileError, Summary};
 
 /// How long in-flight reconciles may run after a shutdown request: controller-runtime's default
 /// graceful shutdown timeout.
@@ -335,7 +334,7 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     ///
     /// ```
     /// # use ctrlq_controller::{Action, Context, Controller};
-    /// use ctrlq_queue_async::InBackoff;
+    /// use ctrlq_controller::InBackoff;
     /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
     ///     .in_backoff(InBackoff::WaitOut);
     /// # let _ = c;

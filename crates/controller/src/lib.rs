@@ -158,5 +158,6 @@ mod warm;
 pub use action::{Action, ReconcileError};
 pub use context::Context;
 pub use controller::{Controller, DEFAULT_GRACE_PERIOD, DEFAULT_SYNC_TIMEOUT};
+pub use ctrlq_queue_async::InBackoff;
 pub use event::{Drain, Event, NotSynced, ReconcileOutcome, SourceFailure, Summary};
 pub use key::Key;

@@ -437,7 +437,7 @@ impl<K: QueueKey + 'static> Shared<K> {
 
     /// Adds `key` at `priority` once `delay` has passed; `backoff`: the delay is a failure's
     /// backoff (a rate-limited add), which ends a hold of the key (the backoff brings it back).
-    fn add_after_as(
+    pub(crate) fn add_after_as(
         &self,
         key: K,
         priority: i32,

@@ -246,6 +246,8 @@ where
     /// ```
     pub fn add_with(&self, key: K, options: AddOptions) -> Result<(), AddError<K>> {
         let mut delay = options.after.unwrap_or_default();
+        // Whether the delay is the limiter's: a failure's backoff (see `InBackoff`).
+        let mut backoff = false;
         if options.rate_limited {
             if self.inner.is_shutting_down() {
                 return Err(AddError::ShutDown(key));
@@ -254,12 +256,14 @@ where
             let limited = self.inner.rate_limit_delay(&key);
             if delay.is_zero() || limited < delay {
                 delay = limited;
+                backoff = true;
             }
         }
         if delay.is_zero() {
             self.inner.add(key, options.priority)
         } else {
-            self.inner.add_after(key, options.priority, delay)
+            self.inner
+                .add_after_as(key, options.priority, delay, backoff)
         }
     }
 
