@@ -792,3 +792,86 @@ async fn a_finalizer_is_added_then_cleaned_up_before_the_object_goes() {
         1
     );
 }
+
+/// Live changes first on the real API server: 600 ConfigMaps listed, one worker whose
+/// reconcile takes 20 ms (the list drains in about 12 s). A ConfigMap already reconciled from
+/// the list is changed: its reconcile that reads the change comes while most of the list is
+/// still queued (first in, first out, it would come after all of it).
+#[tokio::test]
+async fn a_live_change_is_reconciled_before_the_list_drains() {
+    use futures::StreamExt;
+    let ns = "live-first";
+    let plane = ControlPlane::shared().await;
+    let admin = plane.client(ADMIN);
+    create_namespace(&admin, ns).await;
+    let api = Api::<ConfigMap>::namespaced(admin.clone(), ns);
+    let n = 600;
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| {
+            let api = api.clone();
+            async move {
+                let cm = config_map(&format!("cm-{i}"), "listed");
+                api.create(&PostParams::default(), &cm).await.unwrap();
+            }
+        })
+        .await;
+
+    let config_maps = Watch::new(api.clone(), watcher::Config::default());
+    // Each reconcile's ConfigMap and the value it read.
+    let log: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let l = log.clone();
+    let shutdown = CancellationToken::new();
+    let run = Controller::for_watch(
+        "live-first",
+        &config_maps,
+        move |key, object: Object<ConfigMap>, _ctx| {
+            let value = object
+                .present()
+                .and_then(|cm| cm.data.as_ref()?.get("value").cloned())
+                .unwrap_or_default();
+            l.lock().unwrap().push((key.name.clone(), value));
+            async {
+                sleep(Duration::from_millis(20)).await;
+                Ok::<_, Infallible>(Action::Done)
+            }
+        },
+    )
+    .workers(1)
+    .run(shutdown.clone());
+    let run = tokio::spawn(run);
+
+    let first = bounded(Duration::from_secs(60), async {
+        loop {
+            if let Some((name, _)) = log.lock().unwrap().first() {
+                break name.clone();
+            }
+            sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let mut changed = config_map(&first, "changed");
+    changed.metadata.resource_version = None;
+    api.replace(&first, &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    let position = bounded(Duration::from_secs(120), async {
+        loop {
+            let found = log
+                .lock()
+                .unwrap()
+                .iter()
+                .position(|(name, value)| *name == first && value == "changed");
+            if let Some(p) = found {
+                break p;
+            }
+            sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    shutdown.cancel();
+    bounded(Duration::from_secs(60), run).await.unwrap();
+    assert!(
+        position < n / 2,
+        "the change to {first} was reconciled after {position} listed keys of {n}"
+    );
+}
