@@ -4,8 +4,12 @@
 //! [`Controller`] wires what every controller needs and what is easy to get wrong by hand:
 //!
 //! - keys from one or more sources (any [`Stream`](futures::Stream); kube-runtime watchers with
-//!   the `kube` feature) go through a [`WorkQueue`](ctrlq_queue_async::WorkQueue), so a key is never
-//!   reconciled twice at once and a key changed during its reconcile is reconciled again;
+//!   the `kube` feature) go through a [`PriorityQueue`](ctrlq_queue_async::PriorityQueue), so a
+//!   key is never reconciled twice at once, a key changed during its reconcile is reconciled
+//!   again, and live changes go before the keys of a listing, which age so that none starves
+//!   (see [`priority`]);
+//! - a reconcile can be given a soft and a hard deadline
+//!   ([`Controller::soft_deadline`], [`Controller::hard_deadline`]);
 //! - each reconcile returns an [`Action`]; failures and panics go to an error policy (by default
 //!   a rate-limited requeue), and a panic never loses the key;
 //! - with a [`LeaderElector`](ctrlq_leader::LeaderElector), workers run only while leading; a lost
