@@ -325,7 +325,7 @@ impl<K: Watched> Watch<K> {
     /// pod.metadata.name = Some("web".into());
     /// let events = [Event::Init, Event::InitApply(pod), Event::InitDone];
     /// let pods = Watch::from_events(futures::stream::iter(events.map(Ok::<_, std::io::Error>)));
-    /// let keys: Vec<_> = (pods.keys())().map(Result::unwrap).collect().await;
+    /// let keys: Vec<_> = (pods.keys())().map(|q| q.unwrap().key).collect().await;
     /// assert_eq!(keys, [ObjectRef::<Pod>::new("web")]);
     /// assert!(pods.get(&keys[0]).present().is_some());
     /// # }
@@ -463,6 +463,7 @@ impl<K: Watched> Watch<K> {
     ///
     /// ```
     /// use ctrlq_controller::kube::Watch;
+    /// use ctrlq_controller::priority::Queued;
     /// use futures::StreamExt;
     /// use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
     /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -484,7 +485,8 @@ impl<K: Watched> Watch<K> {
     /// let events = [Event::Init, Event::InitApply(rs), Event::InitDone];
     /// let replica_sets = Watch::from_events(futures::stream::iter(events.map(Ok::<_, std::io::Error>)));
     /// let keys: Vec<_> = (replica_sets.owners::<Deployment>())().map(Result::unwrap).collect().await;
-    /// assert_eq!(keys, [ObjectRef::<Deployment>::new("web").within("prod")]);
+    /// // Listed: at the low priority.
+    /// assert_eq!(keys, [Queued::low(ObjectRef::<Deployment>::new("web").within("prod"))]);
     /// # }
     /// ```
     pub fn owners<Owner>(
@@ -529,7 +531,7 @@ impl<K: Watched> Watch<K> {
     ///     let name = cm.metadata.name.as_deref().unwrap_or_default();
     ///     name.strip_suffix("-config").map(ObjectRef::new)
     /// }))()
-    /// .map(Result::unwrap)
+    /// .map(|q| q.unwrap().key)
     /// .collect()
     /// .await;
     /// assert_eq!(keys, [ObjectRef::new("web")]);
