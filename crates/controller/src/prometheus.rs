@@ -45,6 +45,7 @@
 //! | `workqueue_unfinished_work_seconds` | gauge | `controller`, `name` |
 //! | `workqueue_longest_running_processor_seconds` | gauge | `controller`, `name` |
 //! | `workqueue_retries_total` | counter | `controller`, `name` |
+//! | `ctrlq_workqueue_oldest_wait_seconds` | gauge | `controller`, `name`, `priority` (ctrlq's: how long the oldest key of each priority has waited; a listed key's stays under the [aging bound](crate::priority)) |
 //!
 //! [`QueueMetrics::register`](ctrlq_queue_async::prometheus::QueueMetrics::register) writes
 //! them as Kubernetes components do instead (label `name` only, component-base's help texts and

@@ -408,7 +408,7 @@ impl<K: QueueKey + 'static> Shared<K> {
             AddOutcome::Deferred { newly_dirty } => (0, newly_dirty),
             AddOutcome::Raised { from } => {
                 if let Some(recorder) = &mut state.recorder {
-                    recorder.reprioritize(from, priority);
+                    recorder.reprioritize(key, from, priority);
                 }
                 (0, false)
             }
