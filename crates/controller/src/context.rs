@@ -1,7 +1,5 @@
 //! [`Context`]: what a reconcile receives next to its key.
 
-use std::sync::Arc;
-
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -24,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Context {
-    pub(crate) token: Arc<CancellationToken>,
+    pub(crate) token: CancellationToken,
     pub(crate) attempts: u32,
     pub(crate) fencing: Option<u64>,
     pub(crate) deadline: Option<Instant>,

@@ -253,8 +253,6 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
         F: Fn(K, Context) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
     {
-        // The reconciles' token, shared by this worker's contexts.
-        let token = Arc::new(self.ctx_token.clone());
         // The queue alone wakes a waiting worker, at a key or at its shutdown.
         while let Some(item) = self.queue.get().await {
             // A key taken after the stop is dropped unstarted: the term's queue goes with the
@@ -284,20 +282,19 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             }
             self.shared.emit(&Event::ReconcileStarted { key, attempts });
             self.in_flight.fetch_add(1, Relaxed);
+            let started = Instant::now();
             // Reports the reconcile aborted if the worker is dropped before it ends.
             let aborted = Aborted {
                 term: &self,
                 key,
-                // Only hooks (the metrics among them) read how long a reconcile took.
-                start: (!self.shared.hooks.is_empty()).then(Instant::now),
+                started,
             };
-            let started = Instant::now();
             let deadline = self.deadlines.soft.map(|d| started + d);
             // With a soft deadline, each reconcile has a token of its own, which also fires at
             // its deadline.
             let ctx_token = match deadline {
-                Some(_) => Arc::new(self.ctx_token.child_token()),
-                None => token.clone(),
+                Some(_) => self.ctx_token.child_token(),
+                None => self.ctx_token.clone(),
             };
             let ctx = Context {
                 token: ctx_token.clone(),
@@ -348,7 +345,7 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
                 }
                 Err(payload) => Finished::Returned(Err(payload)),
             };
-            let took = elapsed(aborted.start);
+            let took = started.elapsed();
             // Disarmed: the reconcile ended.
             std::mem::forget(aborted);
             self.in_flight.fetch_sub(1, Relaxed);
@@ -461,7 +458,7 @@ enum Finished<T> {
 struct Aborted<'a, K: Key, E> {
     term: &'a Term<K, E>,
     key: &'a K,
-    start: Option<Instant>,
+    started: Instant,
 }
 
 impl<K: Key, E> Drop for Aborted<'_, K, E> {
@@ -470,12 +467,7 @@ impl<K: Key, E> Drop for Aborted<'_, K, E> {
         self.term.shared.emit(&Event::ReconcileFinished {
             key: self.key,
             outcome: ReconcileOutcome::Aborted,
-            took: elapsed(self.start),
+            took: self.started.elapsed(),
         });
     }
-}
-
-/// The time since `start`; zero without one.
-fn elapsed(start: Option<Instant>) -> Duration {
-    start.map_or(Duration::ZERO, |start| start.elapsed())
 }
