@@ -12,7 +12,11 @@ use std::time::Duration;
 /// |---|---|---|
 /// | [`Done`](Self::Done) | cleared | done until added again |
 /// | [`RequeueAfter`](Self::RequeueAfter) | cleared | added again after the delay |
+/// | [`Requeue`](Self::Requeue) | cleared | added again after the delay, at the priority |
 /// | [`RequeueRateLimited`](Self::RequeueRateLimited) | charged | added again after the limiter's delay |
+///
+/// A key requeued comes back at the priority it was handed out at (see
+/// [`priority`](crate::priority)), except with [`Requeue`](Self::Requeue), which names one.
 ///
 /// # Examples
 ///
@@ -30,6 +34,15 @@ pub enum Action {
     Done,
     /// Forget the key's failures and reconcile it again after this delay.
     RequeueAfter(Duration),
+    /// Forget the key's failures and reconcile it again after `after`, queued at `priority`
+    /// (the higher of it and a priority the key is queued at meanwhile):
+    /// [`requeue_after`](Self::requeue_after) with [`at_priority`](Self::at_priority).
+    Requeue {
+        /// The delay.
+        after: Duration,
+        /// The priority (see [`priority`](crate::priority)).
+        priority: i32,
+    },
     /// Reconcile the key again after the rate limiter's delay, which grows with each failure.
     RequeueRateLimited,
 }
@@ -47,6 +60,33 @@ impl Action {
     #[must_use]
     pub fn requeue_after(delay: Duration) -> Self {
         Self::RequeueAfter(delay)
+    }
+
+    /// This requeue at `priority`: [`RequeueAfter`](Self::RequeueAfter) (or
+    /// [`Requeue`](Self::Requeue)) becomes [`Requeue`](Self::Requeue) with `priority`;
+    /// [`Done`](Self::Done) and [`RequeueRateLimited`](Self::RequeueRateLimited) (which keeps
+    /// the priority the key was handed out at) are unchanged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use ctrlq_controller::Action;
+    /// use ctrlq_controller::priority::LOW;
+    ///
+    /// // A periodic check, behind live changes.
+    /// let action = Action::requeue_after(Duration::from_secs(300)).at_priority(LOW);
+    /// assert_eq!(action, Action::Requeue { after: Duration::from_secs(300), priority: LOW });
+    /// assert_eq!(Action::Done.at_priority(LOW), Action::Done);
+    /// ```
+    #[must_use]
+    pub fn at_priority(self, priority: i32) -> Self {
+        match self {
+            Self::RequeueAfter(after) | Self::Requeue { after, .. } => {
+                Self::Requeue { after, priority }
+            }
+            other => other,
+        }
     }
 }
 
@@ -66,6 +106,9 @@ pub enum ReconcileError<E> {
     Failed(E),
     /// The reconcile panicked with this message; the panic was caught, the key is kept.
     Panicked(String),
+    /// The reconcile was dropped at its hard deadline, this long after it started
+    /// ([`Controller::hard_deadline`](crate::Controller::hard_deadline)).
+    TimedOut(Duration),
 }
 
 impl<E> ReconcileError<E> {
@@ -81,7 +124,7 @@ impl<E> ReconcileError<E> {
     pub fn failed(&self) -> Option<&E> {
         match self {
             Self::Failed(e) => Some(e),
-            Self::Panicked(_) => None,
+            Self::Panicked(_) | Self::TimedOut(_) => None,
         }
     }
 
@@ -103,6 +146,9 @@ impl<E: fmt::Display> fmt::Display for ReconcileError<E> {
         match self {
             Self::Failed(e) => write!(f, "reconcile failed: {e}"),
             Self::Panicked(msg) => write!(f, "reconcile panicked: {msg}"),
+            Self::TimedOut(after) => {
+                write!(f, "reconcile dropped at its deadline, after {after:?}")
+            }
         }
     }
 }
@@ -111,7 +157,7 @@ impl<E: std::error::Error + 'static> std::error::Error for ReconcileError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Failed(e) => Some(e),
-            Self::Panicked(_) => None,
+            Self::Panicked(_) | Self::TimedOut(_) => None,
         }
     }
 }

@@ -1,7 +1,6 @@
 //! [`Context`]: what a reconcile receives next to its key.
 
-use std::sync::Arc;
-
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// What one reconcile receives next to its key.
@@ -23,15 +22,16 @@ use tokio_util::sync::CancellationToken;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Context {
-    pub(crate) token: Arc<CancellationToken>,
+    pub(crate) token: CancellationToken,
     pub(crate) attempts: u32,
     pub(crate) fencing: Option<u64>,
+    pub(crate) deadline: Option<Instant>,
 }
 
 impl Context {
-    /// Fires on a shutdown request (the reconcile may still finish within the grace period) and
-    /// on a lost lease (the reconcile is dropped at once; the token lets code spawned elsewhere
-    /// for it stop too).
+    /// Fires on a shutdown request (the reconcile may still finish within the grace period), on
+    /// a lost lease (the reconcile is dropped at once; the token lets code spawned elsewhere
+    /// for it stop too), and at the reconcile's [soft deadline](Self::deadline).
     #[must_use]
     pub fn token(&self) -> &CancellationToken {
         &self.token
@@ -83,5 +83,38 @@ impl Context {
     #[must_use]
     pub fn fencing_token(&self) -> Option<u64> {
         self.fencing
+    }
+
+    /// When this reconcile's soft deadline passes
+    /// ([`Controller::soft_deadline`](crate::Controller::soft_deadline)): then its
+    /// [token](Self::token) fires, so that it can stop at a point of its choosing (and return
+    /// an error or a requeue). `None` without one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_controller::{Action, Context};
+    ///
+    /// async fn reconcile(items: Vec<String>, ctx: Context) -> Result<Action, std::io::Error> {
+    ///     for item in items {
+    ///         if ctx.deadline_passed() {
+    ///             // Out of time: the rest next time, at once.
+    ///             return Ok(Action::requeue_after(std::time::Duration::ZERO));
+    ///         }
+    ///         let _ = item; // one step of work, awaited
+    ///     }
+    ///     Ok(Action::Done)
+    /// }
+    /// # let _ = reconcile;
+    /// ```
+    #[must_use]
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Whether this reconcile's soft deadline has passed (`false` without one).
+    #[must_use]
+    pub fn deadline_passed(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 }

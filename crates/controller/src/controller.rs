@@ -16,11 +16,12 @@ use tracing::{Instrument, debug, debug_span, warn};
 
 use crate::key::Key;
 use crate::lead::{Run, Terms};
+use crate::priority::{DEFAULT_AGING, Queued};
 use crate::shard::{ShardKey, Sharding};
 use crate::source::{Source, Subscribe, pump_all};
-use crate::term::{Hook, Policy, Reconciler, StartWorker, TermEnd, TermSettings};
+use crate::term::{Deadlines, Hook, Policy, Reconciler, StartWorker, TermEnd, TermSettings};
 use crate::warm::WarmView;
-use crate::{Action, Context, Drain, Event, NotSynced, ReconcileError, Summary};
+use crate::{Action, Context, Drain, Event, InBackoff, NotSynced, ReconcileError, Summary};
 
 /// How long in-flight reconciles may run after a shutdown request: controller-runtime's default
 /// graceful shutdown timeout.
@@ -162,6 +163,9 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
                 grace: DEFAULT_GRACE_PERIOD,
                 limiter: None,
                 queue_metrics: None,
+                aging: DEFAULT_AGING,
+                in_backoff: InBackoff::RunNow,
+                deadlines: Deadlines::default(),
             },
             #[cfg(feature = "prometheus")]
             metrics: None,
@@ -171,7 +175,9 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
         }
     }
 
-    /// Adds a source: a function returning a stream of keys. With a warm standby (the default
+    /// Adds a source: a function returning a stream of keys, each at
+    /// [`NORMAL`](crate::priority::NORMAL) priority, or of [`Queued`] keys, each at its own
+    /// (see [`priority`](crate::priority)). With a warm standby (the default
     /// with an elector or sharded; see [`warm_standby`](Self::warm_standby)) `subscribe` is
     /// called once per run, and the stream's keys are kept in the warm view and added to the
     /// running term's queue; otherwise it is called at the start of every term and the stream's
@@ -204,10 +210,11 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     pub fn source<F, S>(mut self, mut subscribe: F) -> Self
     where
         F: FnMut() -> S + Send + 'static,
-        S: Stream<Item = K> + Send + 'static,
+        S: Stream + Send + 'static,
+        S::Item: Into<Queued<K>>,
     {
         self.sources
-            .push(Box::new(move || subscribe().map(Ok).boxed()));
+            .push(Box::new(move || subscribe().map(|k| Ok(k.into())).boxed()));
         self
     }
 
@@ -228,15 +235,16 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// # let _ = c;
     /// ```
     #[must_use]
-    pub fn try_source<F, S, Err>(mut self, mut subscribe: F) -> Self
+    pub fn try_source<F, S, T, Err>(mut self, mut subscribe: F) -> Self
     where
         F: FnMut() -> S + Send + 'static,
-        S: Stream<Item = Result<K, Err>> + Send + 'static,
+        S: Stream<Item = Result<T, Err>> + Send + 'static,
+        T: Into<Queued<K>>,
         Err: fmt::Display + Send + 'static,
     {
         self.sources.push(Box::new(move || {
             subscribe()
-                .map(|item| item.map_err(|e| e.to_string()))
+                .map(|item| item.map(Into::into).map_err(|e| e.to_string()))
                 .boxed()
         }));
         self
@@ -282,6 +290,101 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     #[must_use]
     pub fn workers(mut self, n: usize) -> Self {
         self.settings.workers = n.max(1);
+        self
+    }
+
+    /// Sets how fast queued keys age ([`DEFAULT_AGING`], 600 ms, by default): a key ready for
+    /// `d` ranks as if its priority were `priority + d / aging`, so a key queued at
+    /// [`LOW`](crate::priority::LOW) waits at most `100 × aging` (60 s by default) behind
+    /// [`NORMAL`](crate::priority::NORMAL) keys queued after it. See
+    /// [`priority`](crate::priority) for the priorities and why this default. A zero `aging`
+    /// is taken as the smallest, 1 ns (first in, first out within 100 ns).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use ctrlq_controller::{Action, Context, Controller};
+    /// // Reconciles take seconds: live changes first for the first ten minutes of a list.
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .aging(Duration::from_secs(6));
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn aging(mut self, aging: Duration) -> Self {
+        self.settings.aging = aging.max(Duration::from_nanos(1));
+        self
+    }
+
+    /// Sets what a source's key does to a key in failure backoff (waiting for a rate-limited
+    /// requeue, or reconciled again after one): [`InBackoff::RunNow`], the default, reconciles
+    /// it at once, as client-go and controller-runtime do; [`InBackoff::WaitOut`] lets it wait
+    /// out its backoff, reconciled then (from the latest state) at the higher priority. Either
+    /// way a key's failure count is reset only by a success ([`Action::Done`],
+    /// [`Action::RequeueAfter`], [`Action::Requeue`]), never by a key from a source.
+    ///
+    /// The default runs it now because a change is new information that may fix the failure
+    /// (a Secret created, a quota raised) and should not wait for a backoff that may have
+    /// grown to minutes. Choose `WaitOut` for a controller whose failing reconciles cause
+    /// changes of their own (a status written, children updated): with `RunNow` each such
+    /// change retries at once and charges the limiter, which reaches its longest delay within
+    /// seconds (kubernetes/kubernetes#112325).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use ctrlq_controller::{Action, Context, Controller};
+    /// use ctrlq_controller::InBackoff;
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .in_backoff(InBackoff::WaitOut);
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn in_backoff(mut self, in_backoff: InBackoff) -> Self {
+        self.settings.in_backoff = in_backoff;
+        self
+    }
+
+    /// Sets a soft deadline for each reconcile, from its start: when it passes, the
+    /// reconcile's [`Context::token`] fires and [`Context::deadline_passed`] turns true, so the
+    /// reconcile can stop where it chooses. A reconcile still running when it ends (with no
+    /// [hard deadline](Self::hard_deadline)) is reported:
+    /// [`Event::ReconcileOverran`](crate::Event::ReconcileOverran), the summary's `overruns`.
+    /// None by default.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use ctrlq_controller::{Action, Context, Controller};
+    /// let c = Controller::new("pods", |_k: u32, _c: Context| async { Ok::<_, std::io::Error>(Action::Done) })
+    ///     .soft_deadline(Duration::from_secs(30))
+    ///     .hard_deadline(Duration::from_secs(60));
+    /// # let _ = c;
+    /// ```
+    #[must_use]
+    pub fn soft_deadline(mut self, deadline: Duration) -> Self {
+        self.settings.deadlines.soft = Some(deadline);
+        self
+    }
+
+    /// Sets a hard deadline for each reconcile, from its start: when it passes, the
+    /// reconcile's future is dropped (at the `.await` it waits in), the error policy is told
+    /// ([`ReconcileError::TimedOut`](crate::ReconcileError::TimedOut); by default the key is
+    /// requeued rate limited), and it is counted
+    /// ([`ReconcileOutcome::TimedOut`](crate::ReconcileOutcome::TimedOut), the summary's
+    /// `timeouts`, `controller_runtime_reconcile_timeouts_total`). A reconcile that computes
+    /// without awaiting cannot be dropped before it awaits: it runs to its end and is reported
+    /// as an overrun ([`Event::ReconcileOverran`](crate::Event::ReconcileOverran)). None by
+    /// default (controller-runtime's `ReconciliationTimeout` only cancels a context the
+    /// reconciler may ignore; kube-runtime has none).
+    ///
+    /// # Examples
+    ///
+    /// See [`soft_deadline`](Self::soft_deadline).
+    #[must_use]
+    pub fn hard_deadline(mut self, deadline: Duration) -> Self {
+        self.settings.deadlines.hard = Some(deadline);
         self
     }
 

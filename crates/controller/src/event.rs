@@ -65,6 +65,19 @@ pub enum Event<'a, K> {
         /// How long it ran.
         took: Duration,
     },
+    /// A reconcile of `key` ran past a deadline that could not cut it short: its hard deadline
+    /// ([`Controller::hard_deadline`](crate::Controller::hard_deadline)) passed while it ran
+    /// without awaiting (a future is dropped only at an `.await`), or, with no hard deadline,
+    /// its soft one passed before it returned. Emitted after its
+    /// [`ReconcileFinished`](Self::ReconcileFinished).
+    ReconcileOverran {
+        /// The key.
+        key: &'a K,
+        /// The deadline it ran past, from its start.
+        deadline: Duration,
+        /// How long it ran.
+        ran: Duration,
+    },
     /// The lease was lost: in-flight reconciles were dropped at once and the term's queue with
     /// them. The runner stands for election again.
     LeadershipLost {
@@ -171,13 +184,16 @@ pub enum ReconcileOutcome {
     Error(crate::Action),
     /// It panicked; the error policy chose this action.
     Panic(crate::Action),
+    /// It was dropped at its hard deadline; the error policy chose this action.
+    TimedOut(crate::Action),
     /// It was dropped unfinished (lost lease, or the grace period ran out).
     Aborted,
 }
 
 /// What a [`Controller::run`](crate::Controller::run) did, returned after the drain.
 ///
-/// `reconciles` = `successes` + `errors` + `panics`; aborted reconciles are counted apart.
+/// `reconciles` = `successes` + `errors` + `panics` + `timeouts`; aborted reconciles are counted
+/// apart.
 ///
 /// # Examples
 ///
@@ -196,6 +212,11 @@ pub struct Summary {
     pub errors: u64,
     /// Reconciles that panicked.
     pub panics: u64,
+    /// Reconciles dropped at their hard deadline.
+    pub timeouts: u64,
+    /// Reconciles that ran past a deadline that could not cut them short
+    /// ([`Event::ReconcileOverran`]).
+    pub overruns: u64,
     /// Reconciles dropped unfinished: at a lost lease, or when the grace period ran out.
     pub aborted: u64,
     /// Terms led (1 without an elector, if the run started).
@@ -294,6 +315,8 @@ pub(crate) struct Stats {
     successes: AtomicU64,
     errors: AtomicU64,
     panics: AtomicU64,
+    timeouts: AtomicU64,
+    overruns: AtomicU64,
     pub(crate) aborted: AtomicU64,
     terms: AtomicU64,
     leases_lost: AtomicU64,
@@ -313,8 +336,10 @@ impl Stats {
                 ReconcileOutcome::Ok(_) => &self.successes,
                 ReconcileOutcome::Error(_) => &self.errors,
                 ReconcileOutcome::Panic(_) => &self.panics,
+                ReconcileOutcome::TimedOut(_) => &self.timeouts,
                 ReconcileOutcome::Aborted => &self.aborted,
             },
+            Event::ReconcileOverran { .. } => &self.overruns,
             Event::LeadershipLost { .. } => &self.leases_lost,
             Event::SourceError { .. } => &self.source_errors,
             Event::SourceFailed { .. } => &self.source_failures,
@@ -330,16 +355,19 @@ impl Stats {
 
     /// What the run did, with how its drains went.
     pub(crate) fn summary(&self, drain: Drain) -> Summary {
-        let (successes, errors, panics) = (
+        let (successes, errors, panics, timeouts) = (
             self.successes.load(Relaxed),
             self.errors.load(Relaxed),
             self.panics.load(Relaxed),
+            self.timeouts.load(Relaxed),
         );
         Summary {
-            reconciles: successes + errors + panics,
+            reconciles: successes + errors + panics + timeouts,
             successes,
             errors,
             panics,
+            timeouts,
+            overruns: self.overruns.load(Relaxed),
             aborted: self.aborted.load(Relaxed),
             terms: self.terms.load(Relaxed),
             leases_lost: self.leases_lost.load(Relaxed),
@@ -356,10 +384,10 @@ impl Stats {
 }
 
 impl Summary {
-    /// Errors and panics.
+    /// Errors, panics and timeouts.
     #[must_use]
     pub fn failures(&self) -> u64 {
-        self.errors + self.panics
+        self.errors + self.panics + self.timeouts
     }
 }
 
@@ -391,7 +419,13 @@ mod tests {
             finished(ReconcileOutcome::Error(Action::Done)),
             finished(ReconcileOutcome::Panic(Action::Done)),
             finished(ReconcileOutcome::Panic(Action::RequeueRateLimited)),
+            finished(ReconcileOutcome::TimedOut(Action::RequeueRateLimited)),
             finished(ReconcileOutcome::Aborted),
+            Event::ReconcileOverran {
+                key: &7,
+                deadline: Duration::from_secs(1),
+                ran: Duration::from_secs(2),
+            },
             Event::LeadershipLost { aborted: 1 },
             Event::DrainStarted { in_flight: 2 },
             Event::SourceError {
@@ -418,10 +452,12 @@ mod tests {
         assert_eq!(
             summary,
             Summary {
-                reconciles: 5,
+                reconciles: 6,
                 successes: 2,
                 errors: 1,
                 panics: 2,
+                timeouts: 1,
+                overruns: 1,
                 aborted: 1,
                 terms: 1,
                 leases_lost: 1,
@@ -432,7 +468,7 @@ mod tests {
                 not_synced: None,
             }
         );
-        assert_eq!(summary.failures(), 3);
+        assert_eq!(summary.failures(), 4);
     }
 
     #[test]

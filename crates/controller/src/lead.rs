@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use ctrlq_leader::{ElectorStatus, Leadership};
-use ctrlq_queue_async::WorkQueue;
+use ctrlq_queue_async::PriorityQueue;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -42,33 +42,33 @@ pub(crate) struct Terms<'a, K: Key, E> {
 }
 
 impl<K: Key, E: Send + 'static> Terms<'_, K, E> {
-    /// Runs a term on `leadership` until the lease is lost or `cancel` fires. `slot` is the
-    /// view's part the term's queue is filled from, and what the term's events carry as their
-    /// shard.
+    /// Runs a term on `leadership` until the lease is lost or `cancel` fires: the term of
+    /// `shard` when sharded (the view's part the term's queue is filled from, and what the
+    /// term's events carry), `None` under one elector.
     pub(crate) async fn lead(
         &self,
         leadership: Leadership,
         status: watch::Receiver<ElectorStatus>,
-        slot: Option<u32>,
+        shard: Option<u32>,
         cancel: &CancellationToken,
     ) -> TermEnd {
         // Warm: the queue starts with the view's keys and gets the sources' next ones. Cold:
         // the sources are subscribed for this term.
-        let feed = |queue: &WorkQueue<K>| match self.cold {
+        let feed = |queue: &PriorityQueue<K>| match self.cold {
             Some(sources) => pump_all(sources, queue, self.shared),
             None => {
-                let keys = self.view.attach(slot.unwrap_or(0), queue.clone());
-                debug!(keys, shard = slot, "queue filled from the warm view");
-                self.shared.emit(&Event::WarmStart { shard: slot, keys });
+                let keys = self.view.attach(shard.unwrap_or(0), queue.clone());
+                debug!(keys, shard, "queue filled from the warm view");
+                self.shared.emit(&Event::WarmStart { shard, keys });
                 JoinSet::new()
             }
         };
         let lease = Some((leadership, status));
         let end = self
             .settings
-            .term(self.shared, feed, lease, slot, cancel)
+            .term(self.shared, feed, lease, shard, cancel)
             .await;
-        self.view.detach(slot.unwrap_or(0));
+        self.view.detach(shard.unwrap_or(0));
         let mut drain = self.drain.lock();
         if let TermEnd::Drained { finished } = end
             && *drain != Drain::CutShort

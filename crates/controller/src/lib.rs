@@ -4,8 +4,12 @@
 //! [`Controller`] wires what every controller needs and what is easy to get wrong by hand:
 //!
 //! - keys from one or more sources (any [`Stream`](futures::Stream); kube-runtime watchers with
-//!   the `kube` feature) go through a [`WorkQueue`](ctrlq_queue_async::WorkQueue), so a key is never
-//!   reconciled twice at once and a key changed during its reconcile is reconciled again;
+//!   the `kube` feature) go through a [`PriorityQueue`](ctrlq_queue_async::PriorityQueue), so a
+//!   key is never reconciled twice at once, a key changed during its reconcile is reconciled
+//!   again, and live changes go before the keys of a listing, which age so that none starves
+//!   (see [`priority`]);
+//! - a reconcile can be given a soft and a hard deadline
+//!   ([`Controller::soft_deadline`], [`Controller::hard_deadline`]);
 //! - each reconcile returns an [`Action`]; failures and panics go to an error policy (by default
 //!   a rate-limited requeue), and a panic never loses the key;
 //! - with a [`LeaderElector`](ctrlq_leader::LeaderElector), workers run only while leading; a lost
@@ -143,6 +147,7 @@ mod key;
 #[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
 pub mod kube;
 mod lead;
+pub mod priority;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
@@ -157,5 +162,6 @@ mod warm;
 pub use action::{Action, ReconcileError};
 pub use context::Context;
 pub use controller::{Controller, DEFAULT_GRACE_PERIOD, DEFAULT_SYNC_TIMEOUT};
+pub use ctrlq_queue_async::InBackoff;
 pub use event::{Drain, Event, NotSynced, ReconcileOutcome, SourceFailure, Summary};
 pub use key::Key;

@@ -6,6 +6,7 @@
 //! | `controller_runtime_reconcile_total` | counter | `controller`, `result` (`success`, `error`, `requeue`, `requeue_after`) |
 //! | `controller_runtime_reconcile_errors_total` | counter | `controller` |
 //! | `controller_runtime_reconcile_panics_total` | counter | `controller` |
+//! | `controller_runtime_reconcile_timeouts_total` | counter | `controller` (reconciles dropped at their [hard deadline](crate::Controller::hard_deadline)) |
 //! | `controller_runtime_reconcile_time_seconds` | histogram (5 ms … 60 s) | `controller` |
 //! | `controller_runtime_max_concurrent_reconciles` | gauge | `controller` |
 //! | `controller_runtime_active_workers` | gauge | `controller` |
@@ -14,9 +15,10 @@
 //! | `ctrlq_controller_first_reconcile_seconds` | histogram (5 ms … 60 s) | `controller` (per term: the time from winning the lease or the shard to the first reconcile, [`Event::FirstReconcile`]) |
 //! | `ctrlq_controller_source_errors_total` | counter | `controller`, `source` (the source's position, from 0: the error items it yielded, [`Event::SourceError`], a watcher's errors among them) |
 //! | `ctrlq_controller_source_failures_total` | counter | `controller`, `source` (the times it failed and was subscribed again, [`Event::SourceFailed`]) |
+//! | `ctrlq_controller_reconcile_overruns_total` | counter | `controller` (reconciles that ran past a deadline that could not cut them, [`Event::ReconcileOverran`]) |
 //!
 //! As in controller-runtime, a panic counts as a panic, as an error and as a reconcile with
-//! result `error`; every series of a controller exists (at zero) from its first term. The
+//! result `error`, and so does a timeout (as a timeout); every series of a controller exists (at zero) from its first term. The
 //! feature also turns on the metrics that sit next to these: the queue's and the elector's,
 //! `leader_election_master_status` among them ([`ctrlq_leader::prometheus::LeaderMetrics`],
 //! given to [`LeaderElector::metrics`](ctrlq_leader::LeaderElector::metrics)).
@@ -28,10 +30,11 @@
 //! and given to [`Controller::queue_metrics`](crate::Controller::queue_metrics), which hands
 //! them to each term's queue, the controller's queue writes the `workqueue_*` series as a
 //! controller-runtime operator's (v0.24, `pkg/internal/metrics/workqueue.go`): each one
-//! labelled `controller` and `name`, both the controller's name, the depth also `priority="0"`
-//! (the runner's queue is a FIFO work queue: its keys have no priority, which
-//! controller-runtime's priority queue writes as `0`), with its help texts and its duration
-//! buckets, `ExponentialBuckets(10e-9, 10, 12)` (10 ns … 1000 s):
+//! labelled `controller` and `name`, both the controller's name, the depth also `priority`
+//! (the runner's queue is a priority queue, as controller-runtime's: `priority="0"` for live
+//! changes, `priority="-100"` for keys from a listing; see [`priority`](crate::priority)), with
+//! its help texts and its duration buckets, `ExponentialBuckets(10e-9, 10, 12)` (10 ns …
+//! 1000 s):
 //!
 //! | name | type | labels |
 //! |---|---|---|
@@ -42,6 +45,7 @@
 //! | `workqueue_unfinished_work_seconds` | gauge | `controller`, `name` |
 //! | `workqueue_longest_running_processor_seconds` | gauge | `controller`, `name` |
 //! | `workqueue_retries_total` | counter | `controller`, `name` |
+//! | `ctrlq_workqueue_oldest_wait_seconds` | gauge | `controller`, `name`, `priority` (ctrlq's: how long the oldest key of each priority has waited; a listed key's stays under the [aging bound](crate::priority)) |
 //!
 //! [`QueueMetrics::register`](ctrlq_queue_async::prometheus::QueueMetrics::register) writes
 //! them as Kubernetes components do instead (label `name` only, component-base's help texts and
@@ -148,6 +152,8 @@ pub struct ControllerMetrics {
     total: Family<Labels, Counter>,
     errors: Family<Labels, Counter>,
     panics: Family<Labels, Counter>,
+    timeouts: Family<Labels, Counter>,
+    overruns: Family<Labels, Counter>,
     time: Family<Labels, Histogram, Buckets>,
     max_concurrent: Family<Labels, Gauge>,
     active: Family<Labels, Gauge>,
@@ -164,7 +170,7 @@ impl Collector for ControllerMetrics {
         // The help texts are controller-runtime's (`pkg/internal/controller/metrics`), verbatim,
         // and ours in the same style: the collector writes them as they are (a registry's
         // `register` would add a period to each).
-        let families: [(&str, &str, &dyn EncodeMetric); 11] = [
+        let families: [(&str, &str, &dyn EncodeMetric); 13] = [
             (
                 "controller_runtime_reconcile",
                 "Total number of reconciliations per controller",
@@ -179,6 +185,11 @@ impl Collector for ControllerMetrics {
                 "controller_runtime_reconcile_panics",
                 "Total number of reconciliation panics per controller",
                 &self.panics,
+            ),
+            (
+                "controller_runtime_reconcile_timeouts",
+                "Total number of reconciliation timeouts per controller",
+                &self.timeouts,
             ),
             (
                 "controller_runtime_reconcile_time_seconds",
@@ -219,6 +230,11 @@ impl Collector for ControllerMetrics {
                 "ctrlq_controller_source_failures",
                 "Total number of source failures followed by a new subscription per controller and source",
                 &self.source_failures,
+            ),
+            (
+                "ctrlq_controller_reconcile_overruns",
+                "Total number of reconciliations that ran past a deadline that could not cut them per controller",
+                &self.overruns,
             ),
         ];
         for (name, help, family) in families {
@@ -290,6 +306,8 @@ impl ControllerMetrics {
             total: Family::default(),
             errors: Family::default(),
             panics: Family::default(),
+            timeouts: Family::default(),
+            overruns: Family::default(),
             time: Family::new_with_constructor(Buckets),
             max_concurrent: Family::default(),
             active: Family::default(),
@@ -315,6 +333,8 @@ impl ControllerMetrics {
                 let _ = self.active.get_or_create(&l);
                 let _ = self.errors.get_or_create(&l);
                 let _ = self.panics.get_or_create(&l);
+                let _ = self.timeouts.get_or_create(&l);
+                let _ = self.overruns.get_or_create(&l);
                 let _ = self.first_reconcile.get_or_create(&l);
                 for result in ["success", "error", "requeue", "requeue_after"] {
                     let _ = self.total.get_or_create(&with_result(&l, result));
@@ -328,13 +348,19 @@ impl ControllerMetrics {
                 let result = match outcome {
                     ReconcileOutcome::Ok(Action::Done) => "success",
                     ReconcileOutcome::Ok(Action::RequeueRateLimited) => "requeue",
-                    ReconcileOutcome::Ok(Action::RequeueAfter(_)) => "requeue_after",
-                    ReconcileOutcome::Error(_) | ReconcileOutcome::Panic(_) => "error",
+                    ReconcileOutcome::Ok(Action::RequeueAfter(_) | Action::Requeue { .. }) => {
+                        "requeue_after"
+                    }
+                    ReconcileOutcome::Error(_)
+                    | ReconcileOutcome::Panic(_)
+                    | ReconcileOutcome::TimedOut(_) => "error",
                     ReconcileOutcome::Aborted => return,
                 };
-                if let ReconcileOutcome::Panic(_) = outcome {
-                    self.panics.get_or_create(&l).inc();
-                }
+                match outcome {
+                    ReconcileOutcome::Panic(_) => self.panics.get_or_create(&l).inc(),
+                    ReconcileOutcome::TimedOut(_) => self.timeouts.get_or_create(&l).inc(),
+                    _ => 0,
+                };
                 if result == "error" {
                     self.errors.get_or_create(&l).inc();
                 }
@@ -359,6 +385,9 @@ impl ControllerMetrics {
             Event::SourceFailed { source, .. } => {
                 let l = with_label(&l, "source", source.to_string());
                 self.source_failures.get_or_create(&l).inc();
+            }
+            Event::ReconcileOverran { .. } => {
+                self.overruns.get_or_create(&l).inc();
             }
             _ => {}
         }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use ctrlq_queue_async::WorkQueue;
+use ctrlq_queue_async::PriorityQueue;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use parking_lot::Mutex;
@@ -29,6 +29,7 @@ use ctrlq_ratelimit::capped_exponential;
 
 use crate::action::panic_message;
 use crate::key::Key;
+use crate::priority::Queued;
 use crate::term::Reconciler;
 use crate::{Event, SourceFailure};
 
@@ -37,7 +38,7 @@ pub(crate) type SourceError = String;
 
 /// Makes a fresh stream of one source.
 pub(crate) type Subscribe<K> =
-    Box<dyn FnMut() -> BoxStream<'static, Result<K, SourceError>> + Send>;
+    Box<dyn FnMut() -> BoxStream<'static, Result<Queued<K>, SourceError>> + Send>;
 
 /// The most keys a source pump adds together: the keys its source has ready at once, up to
 /// this many.
@@ -154,23 +155,24 @@ where
 
 /// Where a pump puts the keys: a term's queue, or a replica's warm view.
 pub(crate) trait Sink<K>: Send + Sync {
-    /// Adds (and takes) `keys`; `false` once the sink takes no more.
-    fn add(&self, keys: &mut Vec<K>) -> bool;
+    /// Adds (and takes) `keys`, each at its priority; `false` once the sink takes no more.
+    fn add(&self, keys: &mut Vec<Queued<K>>) -> bool;
 }
 
-impl<K: Key> Sink<K> for WorkQueue<K> {
-    fn add(&self, keys: &mut Vec<K>) -> bool {
+impl<K: Key> Sink<K> for PriorityQueue<K> {
+    fn add(&self, keys: &mut Vec<Queued<K>>) -> bool {
         // Refused only once the queue is shutting down.
-        self.add_all(keys.drain(..)).is_ok()
+        self.add_all_with_priority(keys.drain(..).map(|q| (q.key, q.priority)))
+            .is_ok()
     }
 }
 
 /// Moves the keys `stream` has ready into `keys`, up to [`PUMP_BATCH`]; `Pending` only while it
 /// has none ready.
 fn poll_ready_keys<K>(
-    stream: &mut BoxStream<'static, Result<K, SourceError>>,
+    stream: &mut BoxStream<'static, Result<Queued<K>, SourceError>>,
     cx: &mut Context<'_>,
-    keys: &mut Vec<K>,
+    keys: &mut Vec<Queued<K>>,
 ) -> Poll<Step> {
     while keys.len() < PUMP_BATCH {
         match catch_unwind(AssertUnwindSafe(|| stream.poll_next_unpin(cx))) {

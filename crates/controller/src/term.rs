@@ -9,11 +9,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::task::Poll;
 use std::time::Duration;
 
 use ctrlq_leader::{ElectorStatus, Leadership, LeadershipEnd};
-use ctrlq_queue_async::WorkQueue;
 use ctrlq_queue_async::metrics::MetricsProvider;
+use ctrlq_queue_async::priority::AddOptions;
+use ctrlq_queue_async::{InBackoff, PriorityQueue};
 use ctrlq_ratelimit::RateLimiter;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Either};
@@ -21,7 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, Level, debug, debug_span};
+use tracing::{Instrument, Level, debug, debug_span, warn};
 
 use crate::action::panic_message;
 use crate::event::Stats;
@@ -35,6 +37,19 @@ pub(crate) struct TermSettings<K> {
     pub(crate) grace: Duration,
     pub(crate) limiter: Option<Arc<dyn RateLimiter<K>>>,
     pub(crate) queue_metrics: Option<Arc<dyn MetricsProvider>>,
+    /// The queue's aging interval (see [`crate::priority`]).
+    pub(crate) aging: Duration,
+    pub(crate) in_backoff: InBackoff,
+    pub(crate) deadlines: Deadlines,
+}
+
+/// A reconcile's deadlines, from its start.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Deadlines {
+    /// The reconcile's context token fires.
+    pub(crate) soft: Option<Duration>,
+    /// The reconcile is dropped at its next `.await`.
+    pub(crate) hard: Option<Duration>,
 }
 
 /// How a term ended.
@@ -85,7 +100,8 @@ pub(crate) struct Reconciler<K, E> {
 /// One term's queue and tokens, shared by its workers.
 pub(crate) struct Term<K: Key, E> {
     shared: Arc<Reconciler<K, E>>,
-    queue: WorkQueue<K>,
+    queue: PriorityQueue<K>,
+    deadlines: Deadlines,
     /// Workers stop taking keys: `stopping` is set first and read after each `get`; then the
     /// queue is shut down, which wakes the workers waiting in `get`.
     stopping: AtomicBool,
@@ -112,7 +128,7 @@ impl<K: Key> TermSettings<K> {
     pub(crate) async fn term<E: Send + 'static>(
         &self,
         shared: &Arc<Reconciler<K, E>>,
-        feed: impl FnOnce(&WorkQueue<K>) -> JoinSet<()>,
+        feed: impl FnOnce(&PriorityQueue<K>) -> JoinSet<()>,
         leadership: Option<(Leadership, watch::Receiver<ElectorStatus>)>,
         shard: Option<u32>,
         shutdown: &CancellationToken,
@@ -161,7 +177,7 @@ impl<K: Key> TermSettings<K> {
     fn start<E: Send + 'static>(
         &self,
         shared: &Arc<Reconciler<K, E>>,
-        feed: impl FnOnce(&WorkQueue<K>) -> JoinSet<()>,
+        feed: impl FnOnce(&PriorityQueue<K>) -> JoinSet<()>,
         grant: Option<Leadership>,
         shard: Option<u32>,
     ) -> (Arc<Term<K, E>>, JoinSet<()>, JoinSet<()>) {
@@ -170,7 +186,10 @@ impl<K: Key> TermSettings<K> {
         shared.emit(&Event::Leading {
             fencing_token: fencing,
         });
-        let mut queue = WorkQueue::builder().name(self.name.clone());
+        let mut queue = PriorityQueue::builder()
+            .name(self.name.clone())
+            .aging(self.aging)
+            .in_backoff(self.in_backoff);
         if let Some(l) = &self.limiter {
             queue = queue.rate_limiter(l.clone());
         }
@@ -180,6 +199,7 @@ impl<K: Key> TermSettings<K> {
         let term = Arc::new(Term {
             shared: shared.clone(),
             queue: queue.build(),
+            deadlines: self.deadlines,
             stopping: AtomicBool::new(false),
             ctx_token: CancellationToken::new(),
             fencing,
@@ -233,8 +253,6 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
         F: Fn(K, Context) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
     {
-        // The reconciles' token, shared by this worker's contexts.
-        let token = Arc::new(self.ctx_token.clone());
         // The queue alone wakes a waiting worker, at a key or at its shutdown.
         while let Some(item) = self.queue.get().await {
             // A key taken after the stop is dropped unstarted: the term's queue goes with the
@@ -264,20 +282,31 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
             }
             self.shared.emit(&Event::ReconcileStarted { key, attempts });
             self.in_flight.fetch_add(1, Relaxed);
+            let started = Instant::now();
             // Reports the reconcile aborted if the worker is dropped before it ends.
             let aborted = Aborted {
                 term: &self,
                 key,
-                // Only hooks (the metrics among them) read how long a reconcile took.
-                start: (!self.shared.hooks.is_empty()).then(Instant::now),
+                started,
+            };
+            let deadline = self.deadlines.soft.map(|d| started + d);
+            // With a soft deadline, each reconcile has a token of its own, which also fires at
+            // its deadline.
+            let ctx_token = match deadline {
+                Some(_) => self.ctx_token.child_token(),
+                None => self.ctx_token.clone(),
             };
             let ctx = Context {
-                token: token.clone(),
+                token: ctx_token.clone(),
                 attempts,
                 fencing: self.fencing,
+                deadline,
             };
             // Whether the reconcile ever gave the thread back.
             let mut pended = false;
+            let mut soft = deadline.map(|at| Box::pin(tokio::time::sleep_until(at)));
+            let hard = self.deadlines.hard.map(|d| started + d);
+            let mut hard = hard.map(|at| Box::pin(tokio::time::sleep_until(at)));
             let result = match catch_unwind(AssertUnwindSafe(|| reconcile(key.clone(), ctx))) {
                 Ok(fut) => {
                     let fut = AssertUnwindSafe(fut).catch_unwind();
@@ -294,34 +323,69 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
                     poll_fn(|cx| {
                         let poll = fut.as_mut().poll(cx);
                         pended |= poll.is_pending();
-                        poll
+                        if poll.is_ready() {
+                            return poll.map(Finished::Returned);
+                        }
+                        // The deadlines are read only when the reconcile waits: one that never
+                        // awaits runs to its end (reported as an overrun).
+                        if let Some(sleep) = &mut soft
+                            && sleep.as_mut().poll(cx).is_ready()
+                        {
+                            ctx_token.cancel();
+                            soft = None;
+                        }
+                        if let Some(sleep) = &mut hard
+                            && sleep.as_mut().poll(cx).is_ready()
+                        {
+                            return Poll::Ready(Finished::TimedOut);
+                        }
+                        Poll::Pending
                     })
                     .await
                 }
-                Err(payload) => Err(payload),
+                Err(payload) => Finished::Returned(Err(payload)),
             };
-            let took = elapsed(aborted.start);
+            let took = started.elapsed();
             // Disarmed: the reconcile ended.
             std::mem::forget(aborted);
             self.in_flight.fetch_sub(1, Relaxed);
             let (action, outcome) = match result {
-                Ok(Ok(action)) => (action, ReconcileOutcome::Ok(action)),
-                Ok(Err(e)) => {
+                Finished::Returned(Ok(Ok(action))) => (action, ReconcileOutcome::Ok(action)),
+                Finished::Returned(Ok(Err(e))) => {
                     let action = self
                         .shared
                         .policy(key, &ReconcileError::Failed(e), attempts);
                     (action, ReconcileOutcome::Error(action))
                 }
-                Err(payload) => {
+                Finished::Returned(Err(payload)) => {
                     let msg = panic_message(&*payload);
                     debug!(key = ?key, panic = %msg, "reconcile panicked");
                     let err = ReconcileError::Panicked(msg);
                     let action = self.shared.policy(key, &err, attempts);
                     (action, ReconcileOutcome::Panic(action))
                 }
+                Finished::TimedOut => {
+                    let after = self.deadlines.hard.unwrap_or_default();
+                    debug!(key = ?key, ?after, "reconcile dropped at its deadline");
+                    let err = ReconcileError::TimedOut(after);
+                    let action = self.shared.policy(key, &err, attempts);
+                    (action, ReconcileOutcome::TimedOut(action))
+                }
             };
             let finished = Event::ReconcileFinished { key, outcome, took };
             self.shared.emit(&finished);
+            // A reconcile that ran past a deadline that could not cut it: past the hard one
+            // without awaiting in between, or past the soft one with no hard one.
+            if let Some(deadline) = self.deadlines.hard.or(self.deadlines.soft)
+                && !matches!(outcome, ReconcileOutcome::TimedOut(_))
+            {
+                let ran = started.elapsed();
+                if ran > deadline {
+                    warn!(key = ?key, ?ran, ?deadline, "a reconcile ran past its deadline");
+                    let overran = Event::ReconcileOverran { key, deadline, ran };
+                    self.shared.emit(&overran);
+                }
+            }
             let requeued = match action {
                 Action::Done => {
                     item.forget();
@@ -330,6 +394,15 @@ impl<K: Key, E: Send + 'static> Term<K, E> {
                 Action::RequeueAfter(delay) => {
                     self.queue.forget(item.key());
                     item.requeue_after(delay)
+                }
+                Action::Requeue { after, priority } => {
+                    let key = item.key().clone();
+                    self.queue.forget(&key);
+                    // Added before the hand-out ends, as the item's own requeues are.
+                    let options = AddOptions::default().after(after).priority(priority);
+                    let requeued = self.queue.add_with(key, options);
+                    drop(item);
+                    requeued
                 }
                 Action::RequeueRateLimited => item.requeue_rate_limited(),
             };
@@ -374,12 +447,18 @@ async fn join_all(set: &mut JoinSet<()>) {
     }
 }
 
+/// How a reconcile's future ended: it returned (or panicked), or its hard deadline passed.
+enum Finished<T> {
+    Returned(T),
+    TimedOut,
+}
+
 /// Reports a worker's reconcile aborted when dropped: forgotten once the reconcile ends, so
 /// dropped only with a worker aborted in the middle of one.
 struct Aborted<'a, K: Key, E> {
     term: &'a Term<K, E>,
     key: &'a K,
-    start: Option<Instant>,
+    started: Instant,
 }
 
 impl<K: Key, E> Drop for Aborted<'_, K, E> {
@@ -388,12 +467,7 @@ impl<K: Key, E> Drop for Aborted<'_, K, E> {
         self.term.shared.emit(&Event::ReconcileFinished {
             key: self.key,
             outcome: ReconcileOutcome::Aborted,
-            took: elapsed(self.start),
+            took: self.started.elapsed(),
         });
     }
-}
-
-/// The time since `start`; zero without one.
-fn elapsed(start: Option<Instant>) -> Duration {
-    start.map_or(Duration::ZERO, |start| start.elapsed())
 }

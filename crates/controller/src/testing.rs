@@ -472,7 +472,7 @@ impl<K: Key> Observations<K> {
                 after,
                 at,
             },
-            Event::ShardsAssigned { .. } => return,
+            Event::ShardsAssigned { .. } | Event::ReconcileOverran { .. } => return,
         };
         self.records.push(r);
     }

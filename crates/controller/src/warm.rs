@@ -20,10 +20,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use ctrlq_queue_async::WorkQueue;
+use ctrlq_queue_async::PriorityQueue;
 use parking_lot::Mutex;
 
 use crate::key::Key;
+use crate::priority::{LOW, Queued};
 use crate::source::Sink;
 
 /// The shard of a key, as [`shard_of`](crate::shard::shard_of) computes it for the
@@ -41,7 +42,7 @@ struct State<K: Key> {
     /// Every key the sources yielded, by shard.
     keys: HashMap<u32, HashSet<K>>,
     /// The queue of each shard's running term.
-    queues: HashMap<u32, WorkQueue<K>>,
+    queues: HashMap<u32, PriorityQueue<K>>,
 }
 
 impl<K: Key> WarmView<K> {
@@ -61,13 +62,14 @@ impl<K: Key> WarmView<K> {
         self.shard_of.as_ref().map_or(0, |f| f(key))
     }
 
-    /// Fills `queue` with `shard`'s keys and sends it the shard's keys from now on; returns how
-    /// many keys it was filled with.
-    pub(crate) fn attach(&self, shard: u32, queue: WorkQueue<K>) -> usize {
+    /// Fills `queue` with `shard`'s keys, at [`LOW`] priority, and sends it the shard's keys
+    /// from now on, each at the priority its source gave it; returns how many keys it was
+    /// filled with.
+    pub(crate) fn attach(&self, shard: u32, queue: PriorityQueue<K>) -> usize {
         let mut state = self.state.lock();
         let filled = state.keys.get(&shard).map_or(0, |keys| {
             // Refused only by a queue already shut down: its term is over.
-            let _ = queue.add_all(keys.iter().cloned());
+            let _ = queue.add_all_with_priority(keys.iter().map(|k| (k.clone(), LOW)));
             keys.len()
         });
         state.queues.insert(shard, queue);
@@ -87,14 +89,14 @@ impl<K: Key> WarmView<K> {
 }
 
 impl<K: Key> Sink<K> for Arc<WarmView<K>> {
-    fn add(&self, keys: &mut Vec<K>) -> bool {
+    fn add(&self, keys: &mut Vec<Queued<K>>) -> bool {
         let mut state = self.state.lock();
         let State { keys: view, queues } = &mut *state;
-        for key in keys.drain(..) {
+        for Queued { key, priority } in keys.drain(..) {
             let shard = self.shard(&key);
             if let Some(queue) = queues.get(&shard) {
                 // Refused only once the term's queue shuts down: the view keeps the key.
-                let _ = queue.add(key.clone());
+                let _ = queue.add_with_priority(key.clone(), priority);
             }
             view.entry(shard).or_default().insert(key);
         }
@@ -106,17 +108,34 @@ impl<K: Key> Sink<K> for Arc<WarmView<K>> {
 mod tests {
     use super::*;
 
+    fn queued<K, const N: usize>(keys: [K; N]) -> Vec<Queued<K>> {
+        keys.into_iter().map(Queued::from).collect()
+    }
+
+    #[tokio::test]
+    async fn a_fill_is_low_and_a_sent_key_keeps_its_priority() {
+        let view = Arc::new(WarmView::new(None));
+        view.add(&mut queued(["listed"]));
+        let queue = PriorityQueue::new();
+        view.attach(0, queue.clone());
+        view.add(&mut vec![Queued::new("changed", 5)]);
+        let first = queue.get().await.unwrap();
+        assert_eq!((*first.key(), first.priority()), ("changed", 5));
+        let second = queue.get().await.unwrap();
+        assert_eq!((*second.key(), second.priority()), ("listed", LOW));
+    }
+
     #[tokio::test]
     async fn a_queue_attached_is_filled_then_sent_its_shards_keys_only() {
         let view = Arc::new(WarmView::new(Some(Arc::new(|k: &u32| k % 2))));
-        view.add(&mut vec![1, 2, 3, 3]);
+        view.add(&mut queued([1, 2, 3, 3]));
         assert_eq!(view.len(), 3);
-        let odd = WorkQueue::new();
+        let odd = PriorityQueue::new();
         assert_eq!(view.attach(1, odd.clone()), 2);
-        view.add(&mut vec![4, 5, 7]);
+        view.add(&mut queued([4, 5, 7]));
         assert_eq!(odd.len(), 4, "1 and 3 filled, 5 and 7 sent on");
         view.detach(1);
-        view.add(&mut vec![9]);
+        view.add(&mut queued([9]));
         assert_eq!(odd.len(), 4);
         assert_eq!(view.len(), 7);
     }
@@ -124,13 +143,13 @@ mod tests {
     #[tokio::test]
     async fn without_shards_every_key_goes_to_the_one_queue() {
         let view = Arc::new(WarmView::new(None));
-        view.add(&mut vec!["a", "b"]);
-        let queue = WorkQueue::new();
+        view.add(&mut queued(["a", "b"]));
+        let queue = PriorityQueue::new();
         assert_eq!(view.attach(0, queue.clone()), 2);
-        view.add(&mut vec!["b", "c"]);
+        view.add(&mut queued(["b", "c"]));
         assert_eq!(queue.len(), 3, "b is queued once");
         queue.shut_down();
-        view.add(&mut vec!["d"]);
+        view.add(&mut queued(["d"]));
         assert_eq!(view.len(), 4, "kept after the queue shut down");
     }
 }

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctrlq_controller::kube::{Object, Watch, WatchError};
+use ctrlq_controller::priority::{NORMAL, Queued};
 use ctrlq_controller::{Action, Context, Controller, Drain};
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
@@ -48,6 +49,16 @@ fn owner(kind: &str, api_version: &str, name: &str) -> OwnerReference {
 
 fn key(name: &str) -> ObjectRef<Pod> {
     ObjectRef::new(name).within("prod")
+}
+
+/// `key(name)` from a listing.
+fn low(name: &str) -> Queued<ObjectRef<Pod>> {
+    Queued::low(key(name))
+}
+
+/// `key(name)` from a live event.
+fn live(name: &str) -> Queued<ObjectRef<Pod>> {
+    Queued::new(key(name), NORMAL)
 }
 
 fn version<K: Resource>(o: &Object<K>) -> Option<&str> {
@@ -102,18 +113,18 @@ async fn each_key_is_yielded_after_the_store_holds_its_change() {
 
     tx.send(Ok(Event::InitDone)).unwrap();
     let mut listed = ok(ready(&mut keys).await);
-    listed.sort_by(|a, b| a.name.cmp(&b.name));
-    assert_eq!(listed, [key("a"), key("b")]);
+    listed.sort_by(|a, b| a.key.name.cmp(&b.key.name));
+    assert_eq!(listed, [low("a"), low("b")]);
     assert_eq!(version(&pods.get(&key("a"))), Some("1"));
     assert!(pods.status().synced);
     assert_eq!(pods.status().lists, 1);
 
     tx.send(Ok(Event::Apply(pod("a", "3")))).unwrap();
-    assert_eq!(ok(ready(&mut keys).await), [key("a")]);
+    assert_eq!(ok(ready(&mut keys).await), [live("a")]);
     assert_eq!(version(&pods.get(&key("a"))), Some("3"));
 
     tx.send(Ok(Event::Delete(pod("b", "4")))).unwrap();
-    assert_eq!(ok(ready(&mut keys).await), [key("b")]);
+    assert_eq!(ok(ready(&mut keys).await), [live("b")]);
     let b = pods.get(&key("b"));
     assert!(b.present().is_none(), "{b:?}");
     assert_eq!(version(&b), Some("4"), "the deleted state is kept");
@@ -154,8 +165,8 @@ async fn an_object_missing_from_a_relist_is_reconciled_as_deleted() {
             .is_err_and(|e| e.starts_with("watch of Pod failed"))
     );
     let mut relisted = ok(items.into_iter().skip(1).collect());
-    relisted.sort_by(|a, b| a.name.cmp(&b.name));
-    assert_eq!(relisted, [key("a"), key("b"), key("c")]);
+    relisted.sort_by(|a, b| a.key.name.cmp(&b.key.name));
+    assert_eq!(relisted, [low("a"), low("b"), low("c")]);
     let b = pods.get(&key("b"));
     assert!(matches!(b, Object::Deleted(Some(_))), "{b:?}");
     assert_eq!(version(&b), Some("2"));
@@ -164,7 +175,7 @@ async fn an_object_missing_from_a_relist_is_reconciled_as_deleted() {
 
     // b created again: present, its deleted state forgotten.
     tx.send(Ok(Event::Apply(pod("b", "6")))).unwrap();
-    assert_eq!(ok(ready(&mut keys).await), [key("b")]);
+    assert_eq!(ok(ready(&mut keys).await), [live("b")]);
     assert_eq!(
         pods.get(&key("b")),
         Object::Present(Arc::new(pod("b", "6")))
@@ -190,19 +201,19 @@ async fn a_late_subscription_starts_from_the_store_then_follows_the_watch() {
     assert_eq!(ready(&mut first).await.len(), 3);
     let mut late = (pods.keys())();
     let mut snapshot = ok(ready(&mut late).await);
-    snapshot.sort_by(|a, b| a.name.cmp(&b.name));
+    snapshot.sort_by(|a, b| a.key.name.cmp(&b.key.name));
     assert_eq!(
         snapshot,
-        [key("a"), key("b")],
+        [low("a"), low("b")],
         "the store and the deleted b"
     );
     tx.send(Ok(Event::Apply(pod("c", "4")))).unwrap();
-    assert_eq!(ok(ready(&mut late).await), [key("c")]);
-    assert_eq!(ok(ready(&mut first).await), [key("c")]);
+    assert_eq!(ok(ready(&mut late).await), [live("c")]);
+    assert_eq!(ok(ready(&mut first).await), [live("c")]);
     // A subscription dropped stops receiving; the others go on.
     drop(first);
     tx.send(Ok(Event::Apply(pod("a", "5")))).unwrap();
-    assert_eq!(ok(ready(&mut late).await), [key("a")]);
+    assert_eq!(ok(ready(&mut late).await), [live("a")]);
 }
 
 /// A watcher error reaches every source of the watch as an `Err` item and the status; a watch
@@ -302,7 +313,7 @@ async fn the_sources_end_when_the_event_stream_ends() {
             .into_iter()
             .map(|k| k.map_err(|e| e.to_string()))
             .collect()),
-        [key("a")]
+        [low("a")]
     );
     let again: Vec<_> = bounded(Duration::from_secs(1), (pods.keys())().collect::<Vec<_>>()).await;
     assert_eq!(again.len(), 1, "the store's snapshot, then the end");
@@ -339,9 +350,18 @@ async fn owners_map_children_to_their_owners_of_that_kind() {
     let mut keys: Vec<_> = keys.into_iter().map(Result::unwrap).collect();
     let web = ObjectRef::<Deployment>::new("web").within("prod");
     let api = ObjectRef::new("api").within("dev");
-    assert_eq!(keys[..3], [web.clone(), api.clone(), web.clone()]);
-    keys[3..].sort_by(|a, b| a.name.cmp(&b.name));
-    assert_eq!(keys[3..], [api, web], "the relist: rs1 listed, rs2 gone");
+    let live = |key: &ObjectRef<Deployment>| Queued::new(key.clone(), NORMAL);
+    assert_eq!(
+        keys[..3],
+        [Queued::low(web.clone()), live(&api), live(&web)],
+        "listed, then applied and deleted"
+    );
+    keys[3..].sort_by(|a, b| a.key.name.cmp(&b.key.name));
+    assert_eq!(
+        keys[3..],
+        [Queued::low(api), Queued::low(web)],
+        "the relist: rs1 listed, rs2 gone"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -369,7 +389,14 @@ async fn mapped_maps_through_the_function() {
     assert_eq!(items.len(), 5);
     assert!(items[2].is_err());
     let keys: Vec<_> = items.into_iter().filter_map(Result::ok).collect();
-    assert_eq!(keys, ["a", "c", "a", "c"].map(key));
+    assert_eq!(
+        keys,
+        ["a", "c"]
+            .map(low)
+            .into_iter()
+            .chain(["a", "c"].map(live))
+            .collect::<Vec<_>>()
+    );
 }
 
 /// The full wiring: one watch serves the keys, the resync and reconcile's reads. Every pod is
@@ -464,7 +491,11 @@ async fn a_predicate_lets_through_only_the_changes_it_watches() {
         tx.send(Ok(e)).unwrap();
     }
     let web = || ObjectRef::<Deployment>::new("web").within("prod");
-    assert_eq!(ok(ready(&mut spec_keys).await), [web()], "the list only");
+    assert_eq!(
+        ok(ready(&mut spec_keys).await),
+        [Queued::low(web())],
+        "the list only"
+    );
     assert_eq!(ready(&mut all_keys).await.len(), 3);
     assert_eq!(
         version(&specs.get(&web())),
@@ -474,7 +505,11 @@ async fn a_predicate_lets_through_only_the_changes_it_watches() {
 
     tx.send(Ok(Event::Apply(deployment("web", "4", 2))))
         .unwrap();
-    assert_eq!(ok(ready(&mut spec_keys).await), [web()], "a spec change");
+    assert_eq!(
+        ok(ready(&mut spec_keys).await),
+        [Queued::new(web(), NORMAL)],
+        "a spec change"
+    );
     // A relist of the same generation yields nothing; a deletion always yields its key.
     for e in [
         Event::Init,
@@ -486,13 +521,19 @@ async fn a_predicate_lets_through_only_the_changes_it_watches() {
     assert!(ready(&mut spec_keys).await.is_empty());
     tx.send(Ok(Event::Delete(deployment("web", "5", 2))))
         .unwrap();
-    assert_eq!(ok(ready(&mut spec_keys).await), [web()]);
+    assert_eq!(
+        ok(ready(&mut spec_keys).await),
+        [Queued::new(web(), NORMAL)]
+    );
     // Created again with generation 1: its last value was forgotten with the deletion.
     tx.send(Ok(Event::Apply(deployment("web", "6", 1))))
         .unwrap();
-    assert_eq!(ok(ready(&mut spec_keys).await), [web()]);
+    assert_eq!(
+        ok(ready(&mut spec_keys).await),
+        [Queued::new(web(), NORMAL)]
+    );
     // A new subscription yields the snapshot whatever the values.
-    assert_eq!(ok(ready(&mut (specs.keys())()).await), [web()]);
+    assert_eq!(ok(ready(&mut (specs.keys())()).await), [Queued::low(web())]);
     // A kind without a generation passes every change.
     let (pods, tx) = pods();
     let mut keys = (pods.with_predicate(predicates::generation).keys())();
@@ -504,7 +545,7 @@ async fn a_predicate_lets_through_only_the_changes_it_watches() {
     ] {
         tx.send(Ok(e)).unwrap();
     }
-    assert_eq!(ok(ready(&mut keys).await), [key("a"), key("a")]);
+    assert_eq!(ok(ready(&mut keys).await), [live("a"), live("a")]);
 }
 
 /// Predicates apply to owners too: a child's status writes do not reconcile its owner, a label
@@ -724,7 +765,7 @@ fn the_watch_follows_its_model_and_every_change_yields_a_key_after_it() {
             };
             // Per subscription: its stream, and per key the last step it changed since the
             // subscription and the last step the subscription yielded it.
-            type Keys = BoxStream<'static, Result<ObjectRef<Pod>, WatchError>>;
+            type Keys = BoxStream<'static, Result<Queued<ObjectRef<Pod>>, WatchError>>;
             type Steps = BTreeMap<u8, usize>;
             let mut subs: Vec<(Keys, Steps, Steps)> =
                 vec![((pods.keys())(), BTreeMap::new(), BTreeMap::new())];
@@ -789,7 +830,7 @@ fn the_watch_follows_its_model_and_every_change_yields_a_key_after_it() {
                 }
                 for (stream, _, yielded) in &mut subs {
                     for item in ready(stream).await {
-                        let Ok(key) = item else { continue };
+                        let Ok(Queued { key, .. }) = item else { continue };
                         let k: u8 = key.name[1..].parse().unwrap();
                         // The store holds the change before its key comes.
                         assert_eq!(held(&pods.get(&key)), model(&store, &gone, k), "{key:?} at step {at}");

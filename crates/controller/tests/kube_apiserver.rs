@@ -792,3 +792,234 @@ async fn a_finalizer_is_added_then_cleaned_up_before_the_object_goes() {
         1
     );
 }
+
+/// Live changes first on the real API server: 600 ConfigMaps listed, one worker whose
+/// reconcile takes 20 ms (the list drains in about 12 s). A ConfigMap already reconciled from
+/// the list is changed: its reconcile that reads the change comes while most of the list is
+/// still queued (first in, first out, it would come after all of it).
+#[tokio::test]
+async fn a_live_change_is_reconciled_before_the_list_drains() {
+    use futures::StreamExt;
+    let ns = "live-first";
+    let plane = ControlPlane::shared().await;
+    let admin = plane.client(ADMIN);
+    create_namespace(&admin, ns).await;
+    let api = Api::<ConfigMap>::namespaced(admin.clone(), ns);
+    let n = 600;
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| {
+            let api = api.clone();
+            async move {
+                let cm = config_map(&format!("cm-{i}"), "listed");
+                api.create(&PostParams::default(), &cm).await.unwrap();
+            }
+        })
+        .await;
+
+    let config_maps = Watch::new(api.clone(), watcher::Config::default());
+    // Each reconcile's ConfigMap and the value it read.
+    let log: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let l = log.clone();
+    let shutdown = CancellationToken::new();
+    let run = Controller::for_watch(
+        "live-first",
+        &config_maps,
+        move |key, object: Object<ConfigMap>, _ctx| {
+            let value = object
+                .present()
+                .and_then(|cm| cm.data.as_ref()?.get("value").cloned())
+                .unwrap_or_default();
+            l.lock().unwrap().push((key.name.clone(), value));
+            async {
+                sleep(Duration::from_millis(20)).await;
+                Ok::<_, Infallible>(Action::Done)
+            }
+        },
+    )
+    .workers(1)
+    .run(shutdown.clone());
+    let run = tokio::spawn(run);
+
+    let first = bounded(Duration::from_secs(60), async {
+        loop {
+            if let Some((name, _)) = log.lock().unwrap().first() {
+                break name.clone();
+            }
+            sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let mut changed = config_map(&first, "changed");
+    changed.metadata.resource_version = None;
+    api.replace(&first, &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    let position = bounded(Duration::from_secs(120), async {
+        loop {
+            let found = log
+                .lock()
+                .unwrap()
+                .iter()
+                .position(|(name, value)| *name == first && value == "changed");
+            if let Some(p) = found {
+                break p;
+            }
+            sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    shutdown.cancel();
+    bounded(Duration::from_secs(60), run).await.unwrap();
+    assert!(
+        position < n / 2,
+        "the change to {first} was reconciled after {position} listed keys of {n}"
+    );
+}
+
+/// A hard deadline on the real API server: the first reconcile waits on a watch that sees no
+/// event (a request that does not answer) and is dropped at its deadline; the error policy is
+/// told, the key comes back after its backoff and the next reconcile finishes.
+#[tokio::test]
+async fn a_reconcile_stuck_on_a_request_is_dropped_at_its_hard_deadline() {
+    use kube::api::WatchParams;
+    let ns = "hard-deadline";
+    let plane = ControlPlane::shared().await;
+    let admin = plane.client(ADMIN);
+    create_namespace(&admin, ns).await;
+    let api = Api::<ConfigMap>::namespaced(admin.clone(), ns);
+    api.create(&PostParams::default(), &config_map("slow", "1"))
+        .await
+        .unwrap();
+    let config_maps = Watch::new(api.clone(), watcher::Config::default());
+    let attempts: Arc<Mutex<Vec<(u32, std::time::Instant)>>> = Arc::default();
+    let told: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (a, t) = (attempts.clone(), told.clone());
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    let run = Controller::for_watch(
+        "hard-deadline",
+        &config_maps,
+        move |_key, _object: Object<ConfigMap>, ctx: Context| {
+            a.lock()
+                .unwrap()
+                .push((ctx.attempts(), std::time::Instant::now()));
+            let (api, stop) = (api.clone(), stop.clone());
+            async move {
+                if ctx.attempts() == 0 {
+                    // Events of a name that does not exist: none comes.
+                    let params = WatchParams::default().fields("metadata.name=nothing");
+                    let mut events = api.watch(&params, "0").await?.boxed();
+                    while events.next().await.is_some() {}
+                }
+                stop.cancel();
+                Ok::<_, kube::Error>(Action::Done)
+            }
+        },
+    )
+    .hard_deadline(Duration::from_millis(500))
+    .error_policy(move |_key, err, _attempts| {
+        t.lock().unwrap().push(err.to_string());
+        Action::RequeueRateLimited
+    })
+    .run(shutdown);
+    let summary = bounded(Duration::from_secs(60), run).await;
+    let attempts = attempts.lock().unwrap();
+    assert_eq!(attempts.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [0, 1]);
+    assert!(attempts[1].1 - attempts[0].1 >= Duration::from_millis(500));
+    assert_eq!(
+        *told.lock().unwrap(),
+        ["reconcile dropped at its deadline, after 500ms"]
+    );
+    assert_eq!((summary.timeouts, summary.successes), (1, 1));
+}
+
+/// A key that keeps failing while its ConfigMap keeps changing (20 updates, one every 50 ms),
+/// with `InBackoff::WaitOut` and a limiter of 200 ms doubling: it is retried only at the end
+/// of each backoff (at most 1 + log2(t / 200 ms + 1) attempts in t), never once per update,
+/// and once it is fixed, its next reconcile reads the last update.
+#[tokio::test]
+async fn a_failing_key_waits_out_its_backoff_whatever_the_updates() {
+    use ctrlq_controller::InBackoff;
+    use ctrlq_ratelimit::ExponentialRateLimiter;
+    let ns = "wait-out";
+    let plane = ControlPlane::shared().await;
+    let admin = plane.client(ADMIN);
+    create_namespace(&admin, ns).await;
+    let api = Api::<ConfigMap>::namespaced(admin.clone(), ns);
+    api.create(&PostParams::default(), &config_map("broken", "0"))
+        .await
+        .unwrap();
+    let config_maps = Watch::new(api.clone(), watcher::Config::default());
+    // Each reconcile's failures so far, the value it read, and whether it was fixed then.
+    let log: Arc<Mutex<Vec<(u32, String, bool)>>> = Arc::default();
+    let l = log.clone();
+    let fixed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let f = fixed.clone();
+    let limiter =
+        ExponentialRateLimiter::new(Duration::from_millis(200), Duration::from_secs(60)).unwrap();
+    let shutdown = CancellationToken::new();
+    let run = Controller::for_watch(
+        "wait-out",
+        &config_maps,
+        move |_key, object: Object<ConfigMap>, ctx: Context| {
+            let value = object
+                .present()
+                .and_then(|cm| cm.data.as_ref()?.get("value").cloned())
+                .unwrap_or_default();
+            let fixed = f.load(std::sync::atomic::Ordering::SeqCst);
+            l.lock().unwrap().push((ctx.attempts(), value, fixed));
+            async move {
+                if fixed {
+                    Ok(Action::Done)
+                } else {
+                    Err("not yet")
+                }
+            }
+        },
+    )
+    .in_backoff(InBackoff::WaitOut)
+    .rate_limiter(limiter)
+    .run(shutdown.clone());
+    let run = tokio::spawn(run);
+    bounded(Duration::from_secs(60), async {
+        while log.lock().unwrap().is_empty() {
+            sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let start = std::time::Instant::now();
+    for i in 1..=20 {
+        let mut cm = config_map("broken", &i.to_string());
+        cm.metadata.resource_version = None;
+        api.replace("broken", &PostParams::default(), &cm)
+            .await
+            .unwrap();
+        sleep(Duration::from_millis(50)).await;
+    }
+    let elapsed = start.elapsed();
+    let attempts = log.lock().unwrap().len();
+    let bound = 1 + (elapsed.as_secs_f64() / 0.2 + 1.0).log2().floor() as usize + 1;
+    assert!(
+        attempts <= bound,
+        "{attempts} attempts in {elapsed:?} under 20 updates (at most {bound})"
+    );
+    fixed.store(true, std::sync::atomic::Ordering::SeqCst);
+    // Fixed: the key's next attempt, at the end of its current backoff, succeeds.
+    bounded(Duration::from_secs(60), async {
+        while log.lock().unwrap().last().is_none_or(|(.., fixed)| !fixed) {
+            sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let log = log.lock().unwrap().clone();
+    let (_, value, _) = log.last().unwrap();
+    assert_eq!(value, "20", "the success reads the last update");
+    let failures: Vec<u32> = log.iter().map(|(n, ..)| *n).collect();
+    assert!(
+        failures.windows(2).all(|w| w[1] == w[0] + 1),
+        "the failure count only grows, one per attempt: {failures:?}"
+    );
+    shutdown.cancel();
+    let summary = bounded(Duration::from_secs(60), run).await.unwrap();
+    assert!(summary.successes >= 1, "{summary:?}");
+}

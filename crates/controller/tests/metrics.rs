@@ -189,6 +189,7 @@ async fn help_lines_and_bucket_bounds_are_controller_runtimes() {
             "# HELP controller_runtime_reconcile Total number of reconciliations per controller",
             "# HELP controller_runtime_reconcile_errors Total number of reconciliation errors per controller",
             "# HELP controller_runtime_reconcile_panics Total number of reconciliation panics per controller",
+            "# HELP controller_runtime_reconcile_timeouts Total number of reconciliation timeouts per controller",
             "# HELP controller_runtime_reconcile_time_seconds Length of time per reconciliation per controller",
             "# HELP controller_runtime_max_concurrent_reconciles Maximum number of concurrent reconciles per controller",
             "# HELP controller_runtime_active_workers Number of currently used workers per controller",
@@ -197,6 +198,7 @@ async fn help_lines_and_bucket_bounds_are_controller_runtimes() {
             "# HELP ctrlq_controller_first_reconcile_seconds Time from gaining a lease or a shard to the first reconcile of the term per controller",
             "# HELP ctrlq_controller_source_errors Total number of errors yielded per controller and source",
             "# HELP ctrlq_controller_source_failures Total number of source failures followed by a new subscription per controller and source",
+            "# HELP ctrlq_controller_reconcile_overruns Total number of reconciliations that ran past a deadline that could not cut them per controller",
         ],
         "{text}"
     );
@@ -410,7 +412,7 @@ async fn source_errors_and_failures_are_counted_per_source() {
         };
         // The first subscription panics at once; the next one runs.
         assert!(n > 1, "a source that panics");
-        futures::stream::pending()
+        futures::stream::pending::<u32>()
     })
     .metrics(metrics)
     .run(shutdown.clone());

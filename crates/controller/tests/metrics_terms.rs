@@ -15,7 +15,8 @@ use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 
 fn depth(registry: &Registry) -> f64 {
-    value(registry, "workqueue_depth{name=\"pods\"}")
+    // The source's keys (plain keys: the normal priority) reach the term's queue as they come.
+    value(registry, "workqueue_depth{name=\"pods\",priority=\"0\"}")
 }
 
 #[tokio::test(start_paused = true)]

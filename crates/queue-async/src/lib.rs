@@ -157,6 +157,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod backoff;
 mod error;
 
 /// The named futures of the queues' waits: [`Get`](futures::Get) (`WorkQueue::get`,
@@ -179,6 +180,7 @@ mod timer;
 mod wait;
 pub mod workqueue;
 
+pub use backoff::InBackoff;
 pub use error::AddError;
 pub use item::Item;
 pub use parallelize::{ParallelizeError, parallelize_until};

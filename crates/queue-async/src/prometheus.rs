@@ -12,6 +12,13 @@
 //! | `workqueue_unfinished_work_seconds` | gauge | `name` | `controller`, `name` |
 //! | `workqueue_longest_running_processor_seconds` | gauge | `name` | `controller`, `name` |
 //! | `workqueue_retries_total` | counter | `name` | `controller`, `name` |
+//! | `ctrlq_workqueue_oldest_wait_seconds` | gauge | `name`, `priority` (priority queues) | `controller`, `name`, `priority` |
+//!
+//! The last one is ctrlq's (neither client-go nor controller-runtime has it), written once a
+//! priority queue reports to the registry (so a registry of work queues writes exactly the Go
+//! definitions): how long the oldest key of each priority has waited to be handed out,
+//! refreshed with the unfinished-work gauges. Beside `workqueue_depth{priority}` it shows whether low priorities are served: a
+//! controller's listed keys wait at most the aging bound (`ctrlq_controller::priority`).
 //!
 //! `register` follows component-base (`k8s.io/component-base/metrics/prometheus/workqueue`),
 //! which client-go's queues report to in every Kubernetes component. `register_controller_runtime`
@@ -94,7 +101,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -145,9 +152,10 @@ enum Flavour {
 }
 
 impl Flavour {
-    /// The help texts of the seven families, in [`Families`]' order, verbatim: the collector
-    /// writes them as they are (a registry's `register` would add a period to each).
-    fn help(self) -> [&'static str; 7] {
+    /// The help texts of the eight families, in [`Families`]' order, verbatim: the collector
+    /// writes them as they are (a registry's `register` would add a period to each). The last
+    /// is ctrlq's own.
+    fn help(self) -> [&'static str; 8] {
         match self {
             Self::ClientGo => [
                 "Current depth of workqueue",
@@ -159,6 +167,7 @@ impl Flavour {
                  number of stuck threads by observing the rate at which this increases.",
                 "How many seconds has the longest running processor for workqueue been running.",
                 "Total number of retries handled by workqueue",
+                OLDEST_WAIT_HELP,
             ],
             Self::ControllerRuntime => [
                 "Current depth of workqueue by workqueue and priority",
@@ -171,6 +180,7 @@ impl Flavour {
                 "How many seconds has the longest running processor for workqueue been running.",
                 "Total number of items added to the workqueue with a non-zero delay (rate-limited \
                  requeues, explicit RequeueAfter or AddAfter calls)",
+                OLDEST_WAIT_HELP,
             ],
         }
     }
@@ -197,10 +207,13 @@ impl Flavour {
     }
 }
 
+/// The help text of `ctrlq_workqueue_oldest_wait_seconds`, in the style of client-go's.
+const OLDEST_WAIT_HELP: &str = "How many seconds the oldest item of each priority has waited in workqueue before being requested";
+
 type Durations = Family<Labels, Histogram, fn() -> Histogram>;
 type Seconds = Gauge<f64, AtomicU64>;
 
-/// The seven families of one flavour; clones share their series.
+/// The eight families of one flavour; clones share their series.
 #[derive(Clone)]
 struct Families {
     flavour: Flavour,
@@ -211,6 +224,10 @@ struct Families {
     unfinished: Family<Labels, Seconds>,
     longest: Family<Labels, Seconds>,
     retries: Family<Labels, Counter>,
+    oldest_wait: Family<Labels, Seconds>,
+    /// Whether a priority queue reported its oldest waits: until then the family is not
+    /// written, so that the exposition of work queues is exactly the Go definitions'.
+    oldest_wait_used: Arc<AtomicBool>,
 }
 
 impl Families {
@@ -224,6 +241,8 @@ impl Families {
             unfinished: Family::default(),
             longest: Family::default(),
             retries: Family::default(),
+            oldest_wait: Family::default(),
+            oldest_wait_used: Arc::default(),
         }
     }
 }
@@ -237,7 +256,7 @@ impl fmt::Debug for Families {
 impl Collector for Families {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
         // Counters are named without `_total`: the encoder appends it to their samples.
-        let families: [(&str, &dyn EncodeMetric); 7] = [
+        let families: [(&str, &dyn EncodeMetric); 8] = [
             ("workqueue_depth", &self.depth),
             ("workqueue_adds", &self.adds),
             ("workqueue_queue_duration_seconds", &self.queue_duration),
@@ -245,15 +264,21 @@ impl Collector for Families {
             ("workqueue_unfinished_work_seconds", &self.unfinished),
             ("workqueue_longest_running_processor_seconds", &self.longest),
             ("workqueue_retries", &self.retries),
+            ("ctrlq_workqueue_oldest_wait_seconds", &self.oldest_wait),
         ];
-        for ((name, family), help) in families.into_iter().zip(self.flavour.help()) {
+        let used = if self.oldest_wait_used.load(Ordering::Relaxed) {
+            families.len()
+        } else {
+            families.len() - 1
+        };
+        for ((name, family), help) in families.into_iter().zip(self.flavour.help()).take(used) {
             family.encode(encoder.encode_descriptor(name, help, None, family.metric_type())?)?;
         }
         Ok(())
     }
 }
 
-/// The seven metric families, registered once; every queue built with this provider reports
+/// The eight metric families, registered once; every queue built with this provider reports
 /// under its own `name` label (and `controller` label, when registered with
 /// [`register_controller_runtime`](Self::register_controller_runtime)).
 pub struct QueueMetrics {
@@ -268,7 +293,7 @@ impl fmt::Debug for QueueMetrics {
 }
 
 impl QueueMetrics {
-    /// Registers the seven families in `registry` as component-base defines them (client-go's
+    /// Registers the eight families in `registry` as component-base defines them (client-go's
     /// queues in Kubernetes components) and returns the provider to give queues
     /// ([`WorkQueue`](crate::WorkQueue) and [`PriorityQueue`](crate::PriorityQueue) builders'
     /// `metrics`). Register once per registry, with this or
@@ -281,7 +306,7 @@ impl QueueMetrics {
         Self::register_flavour(registry, Flavour::ClientGo)
     }
 
-    /// Registers the seven families in `registry` as controller-runtime defines them, and
+    /// Registers the eight families in `registry` as controller-runtime defines them, and
     /// returns the provider to give a controller's queue (`Controller::queue_metrics` in
     /// `ctrlq-controller`) or any other queue. Each series is labelled `controller` and `name`,
     /// both the queue's name; the depth is also labelled `priority`, `"0"` for a work queue,
@@ -326,6 +351,19 @@ impl QueueMetrics {
             families,
             priorities: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The `priority` label of queue `name`: the priority, or `exceeded_cardinality_limit`
+    /// after [`MAX_PRIORITY_LABELS`] distinct ones.
+    fn priority_label(&self, name: &str, priority: i32) -> String {
+        let mut seen = self.priorities.lock();
+        let set = seen.entry(name.to_owned()).or_default();
+        if set.contains(&priority) || set.len() < MAX_PRIORITY_LABELS {
+            set.insert(priority);
+            priority.to_string()
+        } else {
+            "exceeded_cardinality_limit".to_owned()
+        }
     }
 
     /// The series of queue `name` (and `priority`) in `family`.
@@ -377,16 +415,7 @@ impl MetricsProvider for QueueMetrics {
     }
 
     fn depth_for_priority(&self, name: &str, priority: i32) -> Arc<dyn GaugeMetric> {
-        let label = {
-            let mut seen = self.priorities.lock();
-            let set = seen.entry(name.to_owned()).or_default();
-            if set.contains(&priority) || set.len() < MAX_PRIORITY_LABELS {
-                set.insert(priority);
-                priority.to_string()
-            } else {
-                "exceeded_cardinality_limit".to_owned()
-            }
-        };
+        let label = self.priority_label(name, priority);
         Arc::new(self.series(&self.families.depth, name, Some(label)))
     }
 
@@ -412,6 +441,14 @@ impl MetricsProvider for QueueMetrics {
 
     fn retries(&self, name: &str) -> Arc<dyn CounterMetric> {
         Arc::new(self.series(&self.families.retries, name, None))
+    }
+
+    fn oldest_wait_for_priority(&self, name: &str, priority: i32) -> Arc<dyn SettableGaugeMetric> {
+        let label = self.priority_label(name, priority);
+        self.families
+            .oldest_wait_used
+            .store(true, Ordering::Relaxed);
+        Arc::new(self.series(&self.families.oldest_wait, name, Some(label)))
     }
 }
 

@@ -23,12 +23,13 @@ use std::time::Duration;
 
 use ctrlq_queue_core::{AddOutcome, DoneOutcome, PopOutcome, PriorityState, WorkState};
 use ctrlq_ratelimit::RateLimiter;
-use hashbrown::HashSet;
+use hashbrown::{HashMap, HashSet};
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::{debug, trace};
 
+use crate::InBackoff;
 use crate::error::AddError;
 use crate::metrics::{MetricsProvider, Recorder, UNFINISHED_WORK_UPDATE_PERIOD};
 use crate::timer::{QueueClock, Timed, Timer};
@@ -123,6 +124,13 @@ impl<K: QueueKey> Machine<K> {
         }
     }
 
+    fn is_processing(&self, key: &K) -> bool {
+        match self {
+            Machine::Work(m) => m.is_processing(key),
+            Machine::Priority(m) => m.is_processing(key),
+        }
+    }
+
     /// Whether a delayed add of `key` is absorbed because the key will be handed out without
     /// it: ready, or re-added while processing (the priority queue's rule, controller-runtime's;
     /// the work queue always waits, as client-go's delaying queue).
@@ -139,6 +147,7 @@ pub(crate) struct Options<K> {
     pub(crate) name: String,
     pub(crate) metrics: Option<Arc<dyn MetricsProvider>>,
     pub(crate) limiter: Option<Arc<dyn RateLimiter<K>>>,
+    pub(crate) in_backoff: InBackoff,
 }
 
 impl<K> Default for Options<K> {
@@ -147,6 +156,7 @@ impl<K> Default for Options<K> {
             name: String::new(),
             metrics: None,
             limiter: None,
+            in_backoff: InBackoff::RunNow,
         }
     }
 }
@@ -157,6 +167,7 @@ impl<K> fmt::Debug for Options<K> {
             .field("name", &self.name)
             .field("metrics", &self.metrics.is_some())
             .field("rate_limiter", &self.limiter.is_some())
+            .field("in_backoff", &self.in_backoff)
             .finish()
     }
 }
@@ -177,6 +188,7 @@ pub(crate) struct Shared<K: QueueKey> {
     /// Streams waiting for a key (each registered in `stream_wake`).
     pub(crate) streams_waiting: AtomicUsize,
     limiter: Arc<dyn RateLimiter<K>>,
+    in_backoff: InBackoff,
     /// Set, under the lock, when the state machine starts refusing adds.
     shutting_down: AtomicBool,
     /// A drain is under way (`shut_down_with_drain`).
@@ -198,6 +210,9 @@ struct State<K: QueueKey> {
     detached: HashSet<K>,
     /// The keys waiting for their deadline.
     waiting: Waiting<K>,
+    /// With [`InBackoff::WaitOut`]: keys added while processed after a failure, with the
+    /// priority of the add, held until their processing ends (see [`Shared::done_item`]).
+    held: HashMap<K, i32>,
     /// With metrics, when the timer's task next refreshes the unfinished-work gauges: set at
     /// its first poll.
     refresh_at: Option<Instant>,
@@ -220,6 +235,7 @@ impl<K: QueueKey + 'static> Shared<K> {
             name,
             metrics,
             limiter,
+            in_backoff,
         } = options;
         let recorder = Recorder::new(&name, metrics);
         let limiter =
@@ -233,6 +249,7 @@ impl<K: QueueKey + 'static> Shared<K> {
                 machine,
                 recorder,
                 detached: HashSet::new(),
+                held: HashMap::new(),
                 refresh_at: None,
                 timer: Timer::default(),
             }),
@@ -241,6 +258,7 @@ impl<K: QueueKey + 'static> Shared<K> {
             idle_wake: Notify::new(),
             streams_waiting: AtomicUsize::new(0),
             limiter,
+            in_backoff,
             shutting_down: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             origin: clock.now(),
@@ -305,13 +323,23 @@ impl<K: QueueKey + 'static> Shared<K> {
 
     /// Adds `keys` now, in order, at priority 0 (see `WorkQueue::add_all`).
     pub(crate) fn add_all(&self, keys: Vec<K>) -> Result<(), AddError<Vec<K>>> {
+        self.add_all_at(keys, |key| (key, 0))
+    }
+
+    /// Adds `items` now, in order, each as the key and the priority `split` makes of it.
+    pub(crate) fn add_all_at<T>(
+        &self,
+        items: Vec<T>,
+        split: impl Fn(T) -> (K, i32),
+    ) -> Result<(), AddError<Vec<T>>> {
         self.with_lock(|state, wake| {
             if self.is_shutting_down() {
-                return Err(AddError::ShutDown(keys));
+                return Err(AddError::ShutDown(items));
             }
-            for key in keys {
+            for item in items {
+                let (key, priority) = split(item);
                 // The state is open under this hold of the lock: every add succeeds.
-                let _ = self.add_locked(state, key, 0, true, wake);
+                let _ = self.add_locked(state, key, priority, true, wake);
             }
             Ok(())
         })
@@ -330,6 +358,10 @@ impl<K: QueueKey + 'static> Shared<K> {
         wake: &mut Wake,
     ) -> Result<(), AddError<K>> {
         let priority = if by_caller {
+            if self.in_backoff == InBackoff::WaitOut && self.held_for_backoff(state, &key, priority)
+            {
+                return Ok(());
+            }
             state.end_wait(&key, priority)
         } else {
             priority
@@ -342,6 +374,22 @@ impl<K: QueueKey + 'static> Shared<K> {
         }
         wake.getters += self.added(state, added, metric_key.as_ref(), priority)?;
         Ok(())
+    }
+
+    /// With [`InBackoff::WaitOut`], whether an add of `key` at `priority` is held by its
+    /// backoff: the key waits out a rate-limited add (the wait then takes the higher priority),
+    /// or it is processed while its limiter counts failures (the add is held until it is done).
+    #[inline(never)]
+    fn held_for_backoff(&self, state: &mut State<K>, key: &K, priority: i32) -> bool {
+        if state.waiting.raise_backoff(key, priority) {
+            return true;
+        }
+        if !state.machine.is_processing(key) || self.limiter.num_requeues(key) == 0 {
+            return false;
+        }
+        let held = state.held.entry(key.clone()).or_insert(priority);
+        *held = (*held).max(priority);
+        true
     }
 
     /// Counts what the machine did with an add (`key`: for the metrics, `None` without) and
@@ -360,7 +408,7 @@ impl<K: QueueKey + 'static> Shared<K> {
             AddOutcome::Deferred { newly_dirty } => (0, newly_dirty),
             AddOutcome::Raised { from } => {
                 if let Some(recorder) = &mut state.recorder {
-                    recorder.reprioritize(from, priority);
+                    recorder.reprioritize(key, from, priority);
                 }
                 (0, false)
             }
@@ -384,9 +432,24 @@ impl<K: QueueKey + 'static> Shared<K> {
         priority: i32,
         delay: Duration,
     ) -> Result<(), AddError<K>> {
+        self.add_after_as(key, priority, delay, false)
+    }
+
+    /// Adds `key` at `priority` once `delay` has passed; `backoff`: the delay is a failure's
+    /// backoff (a rate-limited add), which ends a hold of the key (the backoff brings it back).
+    pub(crate) fn add_after_as(
+        &self,
+        key: K,
+        priority: i32,
+        delay: Duration,
+        backoff: bool,
+    ) -> Result<(), AddError<K>> {
         self.with_lock(|state, wake| {
             if self.is_shutting_down() {
                 return Err(AddError::ShutDown(key));
+            }
+            if backoff && !state.held.is_empty() {
+                state.held.remove(&key);
             }
             if let Some(recorder) = &state.recorder
                 && (!delay.is_zero() || !state.machine.has_priority())
@@ -396,7 +459,7 @@ impl<K: QueueKey + 'static> Shared<K> {
             if delay.is_zero() || state.machine.absorbs_delayed(&key) {
                 return self.add_locked(state, key, priority, true, wake);
             }
-            self.wait(state, key, priority, delay.min(MAX_DELAY), wake)
+            self.wait(state, key, priority, delay.min(MAX_DELAY), backoff, wake)
         })
     }
 
@@ -406,7 +469,7 @@ impl<K: QueueKey + 'static> Shared<K> {
             return Err(AddError::ShutDown(key));
         }
         let delay = self.rate_limit_delay(&key);
-        self.add_after(key, priority, delay)
+        self.add_after_as(key, priority, delay, true)
     }
 
     /// Charges the rate limiter for `key` and returns its delay. The limiter reads tokio's
@@ -424,6 +487,7 @@ impl<K: QueueKey + 'static> Shared<K> {
         key: K,
         priority: i32,
         delay: Duration,
+        backoff: bool,
         wake: &mut Wake,
     ) -> Result<(), AddError<K>> {
         if !self.start_timer(state) {
@@ -433,7 +497,7 @@ impl<K: QueueKey + 'static> Shared<K> {
         // The deadline is read by the queue's runtime's clock (paused, in tests), whatever
         // thread this add comes from.
         let at = self.clock.now() + delay;
-        if state.waiting.wait_until(key, priority, at) {
+        if state.waiting.wait_until(key, priority, at, backoff) {
             state.timer.arm(Some(at));
         }
         Ok(())
@@ -476,7 +540,24 @@ impl<K: QueueKey + 'static> Shared<K> {
         if let Some(recorder) = &mut state.recorder {
             recorder.done(key, &self.clock);
         }
-        let wake = if state.machine.done(key, || self.now_nanos()) {
+        let requeued = state.machine.done(key, || self.now_nanos());
+        // An add held while the key was processed after a failure: its processing ended
+        // without a new backoff (it succeeded), so the add is made now.
+        if !state.held.is_empty()
+            && let Some((key, priority)) = state.held.remove_entry(key)
+        {
+            let mut wake = Wake {
+                getters: usize::from(requeued),
+                ..Wake::default()
+            };
+            // The state is open (a shutdown clears the held adds) and the key no longer
+            // processing: the add is made.
+            let _ = self.add_locked(&mut state, key, priority, true, &mut wake);
+            drop(state);
+            self.wake(wake);
+            return;
+        }
+        let wake = if requeued {
             // Counted by the metrics when it became dirty, not again here (as the original).
             Wake {
                 getters: 1,
@@ -516,6 +597,7 @@ impl<K: QueueKey + 'static> Shared<K> {
             let mut state = self.lock();
             // Waiting keys are never added now: drop them; the timer's task, woken, ends.
             state.waiting.clear();
+            state.held.clear();
             state.refresh_at = None;
             state.timer.end();
             // Set under the lock: a step that holds it sees the machine and the flag agree.

@@ -265,14 +265,16 @@ async fn every_family_is_component_bases_definition() {
 
     let text = scrape(&registry);
     let scraped = families(&text);
+    // The seven, and ctrlq's oldest wait, which a priority queue reports.
     let expected_families: BTreeSet<String> = COMPONENT_BASE
         .iter()
         .map(|d| d.name.trim_end_matches("_total").to_owned())
+        .chain(["ctrlq_workqueue_oldest_wait_seconds".to_owned()])
         .collect();
     assert_eq!(
         scraped.keys().cloned().collect::<BTreeSet<_>>(),
         expected_families,
-        "exactly the seven families\n{text}"
+        "exactly the seven families and ctrlq's oldest wait\n{text}"
     );
     let mut bounds: Vec<String> = go_exponential_buckets(10e-7, 10.0, 10)
         .into_iter()
@@ -598,4 +600,52 @@ async fn help_lines_are_controller_runtimes_texts_exactly() {
         .map(|(d, help)| format!("# HELP {} {help}", d.name.trim_end_matches("_total")))
         .collect();
     assert_eq!(help, expected);
+}
+
+/// The oldest wait of each priority of a priority queue: the age of its oldest key waiting to
+/// be handed out, refreshed with the unfinished-work gauges, 0 once none of that priority
+/// waits; a work queue writes none.
+#[tokio::test(start_paused = true)]
+async fn the_oldest_wait_of_each_priority_is_reported() {
+    let mut registry = Registry::default();
+    let metrics = QueueMetrics::register_controller_runtime(&mut registry);
+    let queue: PriorityQueue<&str> = PriorityQueue::builder()
+        .name("pods")
+        .metrics(metrics.clone())
+        .build();
+    let work: WorkQueue<&str> = WorkQueue::builder().name("work").metrics(metrics).build();
+    work.add("w").unwrap();
+    queue.add_with_priority("listed-1", -100).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    queue.add_with_priority("listed-2", -100).unwrap();
+    queue.add_with_priority("live", 0).unwrap();
+    // The gauges are refreshed every 500 ms: the last refresh is at 3 s or just before.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let text = scrape(&registry);
+    let gauge = |p: &str| {
+        format!(
+            r#"ctrlq_workqueue_oldest_wait_seconds{{controller="pods",name="pods",priority="{p}"}}"#
+        )
+    };
+    assert!(
+        line(&text, &gauge("-100")).ends_with(" 3.0")
+            || line(&text, &gauge("-100")).ends_with(" 2.5"),
+        "{text}"
+    );
+    let live = bounded(queue.get()).await.unwrap();
+    assert_eq!(*live.key(), "live");
+    live.done();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let text = scrape(&registry);
+    assert_eq!(line(&text, &gauge("0")), format!("{} 0.0", gauge("0")));
+    let listed = line(&text, &gauge("-100"));
+    let age: f64 = listed.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(
+        (3.0..=4.0).contains(&age),
+        "the oldest listed key's age: {listed}"
+    );
+    assert!(
+        !text.contains(r#"ctrlq_workqueue_oldest_wait_seconds{controller="work""#),
+        "{text}"
+    );
 }

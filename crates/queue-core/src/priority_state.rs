@@ -278,6 +278,20 @@ impl<K: Hash + Eq + Clone> PriorityState<K> {
     pub fn is_idle(&self) -> bool {
         self.ready.is_empty() && self.processing.is_empty()
     }
+
+    /// Whether `key` is being processed (handed out and not done).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut state = ctrlq_queue_core::PriorityState::new(None);
+    /// state.add("a", 0, 0);
+    /// state.pop();
+    /// assert!(state.is_processing(&"a"));
+    /// ```
+    pub fn is_processing(&self, key: &K) -> bool {
+        self.processing.contains_key(key)
+    }
 }
 
 #[cfg(test)]

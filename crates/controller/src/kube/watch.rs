@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::NotSynced;
+use crate::priority::{LOW, NORMAL, Queued};
 
 /// One watch of a resource, shared by its [reflector store](Store) and every key source made
 /// from it ([`keys`](Self::keys), [`owners`](Self::owners), [`mapped`](Self::mapped),
@@ -130,19 +131,20 @@ struct State<K: Watched> {
     ended: bool,
 }
 
-/// What a subscription receives: an object whose key to yield (applied or listed, or deleted),
-/// or a watcher error.
+/// What a subscription receives: an object whose key to yield (applied or listed, or deleted)
+/// with the priority to queue it at ([`LOW`] from a listing, [`NORMAL`] from a live event), or
+/// a watcher error.
 enum Change<K> {
-    Present(Arc<K>),
-    Deleted(Arc<K>),
+    Present(Arc<K>, i32),
+    Deleted(Arc<K>, i32),
     Error(WatchError),
 }
 
 impl<K> Clone for Change<K> {
     fn clone(&self) -> Self {
         match self {
-            Self::Present(o) => Self::Present(o.clone()),
-            Self::Deleted(o) => Self::Deleted(o.clone()),
+            Self::Present(o, p) => Self::Present(o.clone(), *p),
+            Self::Deleted(o, p) => Self::Deleted(o.clone(), *p),
             Self::Error(e) => Self::Error(e.clone()),
         }
     }
@@ -323,7 +325,7 @@ impl<K: Watched> Watch<K> {
     /// pod.metadata.name = Some("web".into());
     /// let events = [Event::Init, Event::InitApply(pod), Event::InitDone];
     /// let pods = Watch::from_events(futures::stream::iter(events.map(Ok::<_, std::io::Error>)));
-    /// let keys: Vec<_> = (pods.keys())().map(Result::unwrap).collect().await;
+    /// let keys: Vec<_> = (pods.keys())().map(|q| q.unwrap().key).collect().await;
     /// assert_eq!(keys, [ObjectRef::<Pod>::new("web")]);
     /// assert!(pods.get(&keys[0]).present().is_some());
     /// # }
@@ -439,14 +441,17 @@ impl<K: Watched> Watch<K> {
     /// A source of the keys of this watch's objects, for
     /// [`Controller::try_source`](crate::Controller::try_source): one per applied, listed or
     /// deleted object (an object missing from a relist counts as deleted), each after the store
-    /// holds the change; watcher errors as `Err` items.
+    /// holds the change; watcher errors as `Err` items. Each key comes with its priority
+    /// ([`crate::priority`]): [`LOW`] from a listing (the initial list, a relist, the snapshot
+    /// a new subscription starts with), [`NORMAL`] from a live event.
     ///
     /// # Examples
     ///
     /// See [`Watch`].
     pub fn keys(
         &self,
-    ) -> impl FnMut() -> BoxStream<'static, Result<ObjectRef<K>, WatchError>> + Send + 'static {
+    ) -> impl FnMut() -> BoxStream<'static, Result<Queued<ObjectRef<K>>, WatchError>> + Send + 'static
+    {
         self.mapped(|o: &K| [ObjectRef::from_obj(o)])
     }
 
@@ -458,6 +463,7 @@ impl<K: Watched> Watch<K> {
     ///
     /// ```
     /// use ctrlq_controller::kube::Watch;
+    /// use ctrlq_controller::priority::Queued;
     /// use futures::StreamExt;
     /// use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
     /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -479,12 +485,13 @@ impl<K: Watched> Watch<K> {
     /// let events = [Event::Init, Event::InitApply(rs), Event::InitDone];
     /// let replica_sets = Watch::from_events(futures::stream::iter(events.map(Ok::<_, std::io::Error>)));
     /// let keys: Vec<_> = (replica_sets.owners::<Deployment>())().map(Result::unwrap).collect().await;
-    /// assert_eq!(keys, [ObjectRef::<Deployment>::new("web").within("prod")]);
+    /// // Listed: at the low priority.
+    /// assert_eq!(keys, [Queued::low(ObjectRef::<Deployment>::new("web").within("prod"))]);
     /// # }
     /// ```
     pub fn owners<Owner>(
         &self,
-    ) -> impl FnMut() -> BoxStream<'static, Result<ObjectRef<Owner>, WatchError>> + Send + 'static
+    ) -> impl FnMut() -> BoxStream<'static, Result<Queued<ObjectRef<Owner>>, WatchError>> + Send + 'static
     where
         Owner: Resource<DynamicType = ()> + Send + Sync + 'static,
     {
@@ -524,7 +531,7 @@ impl<K: Watched> Watch<K> {
     ///     let name = cm.metadata.name.as_deref().unwrap_or_default();
     ///     name.strip_suffix("-config").map(ObjectRef::new)
     /// }))()
-    /// .map(Result::unwrap)
+    /// .map(|q| q.unwrap().key)
     /// .collect()
     /// .await;
     /// assert_eq!(keys, [ObjectRef::new("web")]);
@@ -533,7 +540,7 @@ impl<K: Watched> Watch<K> {
     pub fn mapped<T, F, I>(
         &self,
         map: F,
-    ) -> impl FnMut() -> BoxStream<'static, Result<T, WatchError>> + Send + 'static
+    ) -> impl FnMut() -> BoxStream<'static, Result<Queued<T>, WatchError>> + Send + 'static
     where
         T: Send + 'static,
         F: Fn(&K) -> I + Send + Sync + 'static,
@@ -548,7 +555,9 @@ impl<K: Watched> Watch<K> {
                 .subscribe()
                 .filter_map(move |change| std::future::ready(passed.pass(change)))
                 .flat_map(move |change| match change {
-                    Ok(o) => futures::stream::iter(map(&o)).map(Ok).left_stream(),
+                    Ok((o, priority)) => futures::stream::iter(map(&o))
+                        .map(move |key| Ok(Queued::new(key, priority)))
+                        .left_stream(),
                     Err(e) => futures::stream::iter([Err(e)]).right_stream(),
                 })
                 .boxed()
@@ -585,7 +594,8 @@ impl<K: Watched> Watch<K> {
     pub fn resync(
         &self,
         period: Duration,
-    ) -> impl FnMut() -> BoxStream<'static, Result<ObjectRef<K>, WatchError>> + Send + 'static {
+    ) -> impl FnMut() -> BoxStream<'static, Result<Queued<ObjectRef<K>>, WatchError>> + Send + 'static
+    {
         let watch = self.clone();
         move || {
             // Its keys come from the store, which the watch fills: started by the first
@@ -602,7 +612,7 @@ impl<K: Watched> Watch<K> {
                 let keys: Vec<_> = store
                     .state()
                     .iter()
-                    .map(|o| Ok(ObjectRef::from_obj(&**o)))
+                    .map(|o| Ok(Queued::low(ObjectRef::from_obj(&**o))))
                     .collect();
                 debug!(keys = keys.len(), "resync");
                 futures::stream::iter(keys)
@@ -684,10 +694,10 @@ impl<K: Watched> Watch<K> {
             state.expire(Instant::now());
             if state.synced {
                 for o in self.shared.store.state() {
-                    let _ = tx.send(Change::Present(o));
+                    let _ = tx.send(Change::Present(o, LOW));
                 }
                 for (o, _) in state.deleted.values() {
-                    let _ = tx.send(Change::Deleted(o.clone()));
+                    let _ = tx.send(Change::Deleted(o.clone(), LOW));
                 }
             }
             // A watch that ended sends nothing more: the sender is dropped, the stream ends.
@@ -742,24 +752,24 @@ impl<K: Watched> Passed<K> {
     /// The object of `change` if its key is to be yielded, or its error: a present object
     /// passes when the predicate has no value for it or a value other than the last one
     /// passed for its key; a deleted one always does.
-    fn pass(&mut self, change: Change<K>) -> Option<Result<Arc<K>, WatchError>> {
+    fn pass(&mut self, change: Change<K>) -> Option<Result<(Arc<K>, i32), WatchError>> {
         let Some(predicate) = &self.predicate else {
             return Some(match change {
-                Change::Present(o) | Change::Deleted(o) => Ok(o),
+                Change::Present(o, p) | Change::Deleted(o, p) => Ok((o, p)),
                 Change::Error(e) => Err(e),
             });
         };
         match change {
-            Change::Present(o) => {
+            Change::Present(o, p) => {
                 let Some(value) = predicate(&o) else {
-                    return Some(Ok(o));
+                    return Some(Ok((o, p)));
                 };
                 let changed = self.last.insert(ObjectRef::from_obj(&*o), value) != Some(value);
-                changed.then_some(Ok(o))
+                changed.then_some(Ok((o, p)))
             }
-            Change::Deleted(o) => {
+            Change::Deleted(o, p) => {
                 self.last.remove(&ObjectRef::from_obj(&*o));
-                Some(Ok(o))
+                Some(Ok((o, p)))
             }
             Change::Error(e) => Some(Err(e)),
         }
@@ -833,7 +843,7 @@ impl<K: Watched> Task<K> {
                 self.writer.apply_watcher_event(&Event::Apply(o));
                 state.deleted.remove(&key);
                 if let Some(o) = self.store.get(&key) {
-                    state.send(&Change::Present(o));
+                    state.send(&Change::Present(o, NORMAL));
                 }
             }
             Event::Delete(o) => {
@@ -841,7 +851,7 @@ impl<K: Watched> Task<K> {
                 self.writer.apply_watcher_event(&Event::Delete(o.clone()));
                 let o = Arc::new(o);
                 state.remember(key, o.clone(), now);
-                state.send(&Change::Deleted(o));
+                state.send(&Change::Deleted(o, NORMAL));
             }
             Event::Init => {
                 state.listing = Some(HashSet::new());
@@ -874,10 +884,10 @@ impl<K: Watched> Task<K> {
                 let present = self.store.state();
                 debug!(kind = %self.kind, listed = present.len(), gone = gone.len(), "listed");
                 for o in present {
-                    state.send(&Change::Present(o));
+                    state.send(&Change::Present(o, LOW));
                 }
                 for o in gone {
-                    state.send(&Change::Deleted(o));
+                    state.send(&Change::Deleted(o, LOW));
                 }
                 self.status.send_modify(|s| {
                     s.synced = true;

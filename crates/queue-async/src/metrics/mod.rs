@@ -12,6 +12,7 @@
 //! | work duration | [`HistogramMetric`] (seconds) | from the `get` to the matching `done` |
 //! | unfinished work | [`SettableGaugeMetric`] (seconds) | sum of the ages of the items being processed, refreshed periodically; 0 as soon as none is |
 //! | longest running processor | [`SettableGaugeMetric`] (seconds) | age of the oldest item being processed, refreshed periodically; 0 as soon as none is |
+//! | oldest wait, per priority | [`SettableGaugeMetric`] (seconds) | priority queue only (ctrlq's): how long the oldest key of each priority has waited to be handed out, refreshed with the unfinished-work gauges; 0 when none waits |
 //! | retries | [`CounterMetric`] | work queue: +1 for every delayed or rate-limited add that the queue accepts, a zero delay included (client-go's); priority queue: only those whose delay is above zero (controller-runtime's) |
 //!
 //! Depth therefore counts a key that is dirty while processing, so it can exceed the queue's
@@ -93,7 +94,10 @@ pub(crate) struct Recorder<K> {
     unfinished: Arc<dyn SettableGaugeMetric>,
     longest: Arc<dyn SettableGaugeMetric>,
     retries: Arc<dyn CounterMetric>,
-    add_times: HashMap<K, Instant>,
+    /// The oldest-wait gauge of each priority seen so far (priority queue only).
+    oldest_wait: HashMap<i32, Arc<dyn SettableGaugeMetric>>,
+    /// When each dirty key became dirty, and its priority (priority queue only).
+    add_times: HashMap<K, (Instant, Option<i32>)>,
     start_times: HashMap<K, Instant>,
 }
 
@@ -145,6 +149,7 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
                 longest: provider.longest_running_processor_seconds(name),
                 retries: provider.retries(name),
                 provider,
+                oldest_wait: HashMap::new(),
                 add_times: HashMap::new(),
                 start_times: HashMap::new(),
             })
@@ -162,16 +167,23 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
     pub(crate) fn add_at_priority(&mut self, key: &K, priority: Option<i32>, clock: &QueueClock) {
         self.adds.inc();
         self.depth(priority).inc();
+        if let Some(p) = priority {
+            self.oldest_wait(p);
+        }
         if !self.add_times.contains_key(key) {
-            self.add_times.insert(key.clone(), clock.now());
+            self.add_times.insert(key.clone(), (clock.now(), priority));
         }
     }
 
     /// A dirty `key` moved from one priority's depth to another's (priority raise).
-    pub(crate) fn reprioritize(&mut self, from: i32, to: i32) {
+    pub(crate) fn reprioritize(&mut self, key: Option<&K>, from: i32, to: i32) {
         if from != to {
             self.depth(Some(from)).dec();
             self.depth(Some(to)).inc();
+            self.oldest_wait(to);
+            if let Some((_, p)) = key.and_then(|k| self.add_times.get_mut(k)) {
+                *p = Some(to);
+            }
         }
     }
 
@@ -186,7 +198,7 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
         self.depth(priority).dec();
         let now = clock.now();
         self.start_times.insert(key.clone(), now);
-        if let Some(added) = self.add_times.remove(key) {
+        if let Some((added, _)) = self.add_times.remove(key) {
             self.queue_duration
                 .observe(now.saturating_duration_since(added).as_secs_f64());
         }
@@ -222,6 +234,21 @@ impl<K: Hash + Eq + Clone> Recorder<K> {
             longest = longest.max(age);
         }
         self.set_unfinished_work(total, longest);
+        if !self.oldest_wait.is_empty() {
+            let mut oldest: HashMap<i32, Instant> = HashMap::new();
+            for (added, priority) in self.add_times.values() {
+                if let Some(p) = priority {
+                    let at = oldest.entry(*p).or_insert(*added);
+                    *at = (*at).min(*added);
+                }
+            }
+            for (p, gauge) in &self.oldest_wait {
+                let age = oldest
+                    .get(p)
+                    .map_or(0.0, |at| now.saturating_duration_since(*at).as_secs_f64());
+                gauge.set(age);
+            }
+        }
     }
 }
 
@@ -244,6 +271,19 @@ impl<K> Recorder<K> {
         }
     }
 
+    /// The oldest-wait gauge of `priority`, asked of the provider at its first use.
+    fn oldest_wait(&mut self, priority: i32) {
+        let Self {
+            name,
+            provider,
+            oldest_wait,
+            ..
+        } = self;
+        oldest_wait
+            .entry(priority)
+            .or_insert_with(|| provider.oldest_wait_for_priority(name, priority));
+    }
+
     fn set_unfinished_work(&self, total: f64, longest: f64) {
         self.unfinished.set(total);
         self.longest.set(longest);
@@ -251,10 +291,14 @@ impl<K> Recorder<K> {
 }
 
 impl<K> Drop for Recorder<K> {
-    /// Items still in progress when the queue goes are no longer anybody's unfinished work.
+    /// Items still in progress when the queue goes are no longer anybody's unfinished work,
+    /// and the keys still queued no longer wait.
     fn drop(&mut self) {
         if !self.start_times.is_empty() {
             self.set_unfinished_work(0.0, 0.0);
+        }
+        for gauge in self.oldest_wait.values() {
+            gauge.set(0.0);
         }
     }
 }
@@ -317,7 +361,7 @@ mod tests {
         let clock = QueueClock::new();
         r.add_at_priority(&"a", Some(0), &clock);
         r.add_at_priority(&"b", Some(0), &clock);
-        r.reprioritize(0, 5);
+        r.reprioritize(Some(&"b"), 0, 5);
         r.get_at_priority(&"b", Some(5), &clock);
         let depth = p.recorded().depth;
         assert_eq!(depth[&Some(0)], 1);

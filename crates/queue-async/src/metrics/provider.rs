@@ -121,6 +121,14 @@ pub trait MetricsProvider: Send + Sync {
         let _ = name;
         Arc::new(NoopMetric)
     }
+
+    /// The gauge (seconds) of how long the oldest key of priority `priority` in queue `name`
+    /// has waited to be handed out (priority queues only; asked for at the first add of each
+    /// priority, refreshed with the unfinished-work gauges).
+    fn oldest_wait_for_priority(&self, name: &str, priority: i32) -> Arc<dyn SettableGaugeMetric> {
+        let _ = (name, priority);
+        Arc::new(NoopMetric)
+    }
 }
 
 /// The provider whose every metric is a [`NoopMetric`].

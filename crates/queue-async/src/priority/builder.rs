@@ -9,6 +9,7 @@ use ctrlq_queue_core::PriorityState;
 use ctrlq_ratelimit::RateLimiter;
 
 use super::PriorityQueue;
+use crate::InBackoff;
 use crate::metrics::MetricsProvider;
 use crate::shared::{Machine, Options, Shared};
 
@@ -57,6 +58,12 @@ where
     /// [`WorkQueueBuilder::rate_limiter`](crate::WorkQueueBuilder::rate_limiter).
     pub fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
         self.options.limiter = Some(Arc::new(limiter));
+        self
+    }
+
+    /// [`WorkQueueBuilder::in_backoff`](crate::WorkQueueBuilder::in_backoff).
+    pub fn in_backoff(mut self, in_backoff: InBackoff) -> Self {
+        self.options.in_backoff = in_backoff;
         self
     }
 

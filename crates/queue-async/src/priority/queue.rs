@@ -246,6 +246,8 @@ where
     /// ```
     pub fn add_with(&self, key: K, options: AddOptions) -> Result<(), AddError<K>> {
         let mut delay = options.after.unwrap_or_default();
+        // Whether the delay is the limiter's: a failure's backoff (see `InBackoff`).
+        let mut backoff = false;
         if options.rate_limited {
             if self.inner.is_shutting_down() {
                 return Err(AddError::ShutDown(key));
@@ -254,12 +256,14 @@ where
             let limited = self.inner.rate_limit_delay(&key);
             if delay.is_zero() || limited < delay {
                 delay = limited;
+                backoff = true;
             }
         }
         if delay.is_zero() {
             self.inner.add(key, options.priority)
         } else {
-            self.inner.add_after(key, options.priority, delay)
+            self.inner
+                .add_after_as(key, options.priority, delay, backoff)
         }
     }
 
@@ -283,6 +287,34 @@ where
     /// ```
     pub fn add_with_priority(&self, key: K, priority: i32) -> Result<(), AddError<K>> {
         self.inner.add(key, priority)
+    }
+
+    /// Adds every `(key, priority)` of `keys`, in order, as
+    /// [`add_with_priority`](Self::add_with_priority) would one by one, under one hold of the
+    /// queue's lock (see [`WorkQueue::add_all`](crate::WorkQueue::add_all)).
+    ///
+    /// # Errors
+    ///
+    /// [`AddError::ShutDown`] with every pair of `keys` if the queue is shutting down: none
+    /// was added.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = ctrlq_queue_async::PriorityQueue::new();
+    /// queue.add_all_with_priority([("listed", -100), ("changed", 0), ("listed", -100)]).unwrap();
+    /// assert_eq!(queue.len(), 2);
+    /// assert_eq!(*queue.get().await.unwrap().key(), "changed");
+    /// # }
+    /// ```
+    pub fn add_all_with_priority(
+        &self,
+        keys: impl IntoIterator<Item = (K, i32)>,
+    ) -> Result<(), AddError<Vec<(K, i32)>>> {
+        self.inner
+            .add_all_at(keys.into_iter().collect(), |pair| pair)
     }
 }
 

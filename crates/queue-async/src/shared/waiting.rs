@@ -34,8 +34,9 @@ pub(super) struct Waiting<K> {
 
 /// One key's wait: its deadline, then its priority (higher first), then the number of the
 /// delayed add that orders it among the keys due with it. Every key's number is its own, so
-/// the order of the waiting keys is total.
-type Wait = (Instant, Reverse<i32>, u64);
+/// the order of the waiting keys is total, and the last field, whether the wait is a failure's
+/// backoff (a rate-limited add), never decides it.
+type Wait = (Instant, Reverse<i32>, u64, bool);
 
 impl<K: Hash + Eq + Clone> Waiting<K> {
     pub(super) fn new(ties_by_add_counter: bool) -> Self {
@@ -60,14 +61,16 @@ impl<K: Hash + Eq + Clone> Waiting<K> {
     }
 
     /// Makes `key` wait until `at`, keeping an earlier deadline it already has and the higher
-    /// of the two priorities; `true` if `at` is now its deadline.
-    pub(super) fn wait_until(&mut self, key: K, priority: i32, at: Instant) -> bool {
+    /// of the two priorities; `true` if `at` is now its deadline. The wait is a backoff if
+    /// `backoff` is or it already was.
+    pub(super) fn wait_until(&mut self, key: K, priority: i32, at: Instant, backoff: bool) -> bool {
         self.seq += 1;
         let (seq, ties_by_add_counter) = (self.seq, self.ties_by_add_counter);
         let mut moved = true;
         let waits = self
             .heap
-            .update(&key, |(w_at, Reverse(w_priority), w_seq)| {
+            .update(&key, |(w_at, Reverse(w_priority), w_seq, w_backoff)| {
+                *w_backoff |= backoff;
                 let raised = priority > *w_priority;
                 moved = at < *w_at;
                 if raised {
@@ -81,15 +84,25 @@ impl<K: Hash + Eq + Clone> Waiting<K> {
                 }
             });
         if !waits {
-            self.heap.add(key, (at, Reverse(priority), seq));
+            self.heap.add(key, (at, Reverse(priority), seq, backoff));
         }
         moved
     }
 
     /// Ends `key`'s wait, if it waits, and returns its priority.
     pub(super) fn cancel(&mut self, key: &K) -> Option<i32> {
-        let (_, (_, Reverse(priority), _)) = self.heap.delete(key)?;
+        let (_, (_, Reverse(priority), ..)) = self.heap.delete(key)?;
         Some(priority)
+    }
+
+    /// Raises the priority of `key`'s wait to `priority` if it waits out a backoff; `true` if
+    /// it does.
+    pub(super) fn raise_backoff(&mut self, key: &K, priority: i32) -> bool {
+        let Some(&(at, _, _, true)) = self.heap.get(key) else {
+            return false;
+        };
+        self.wait_until(key.clone(), priority, at, true);
+        true
     }
 
     /// Takes the keys whose deadline is at or before `now`, ordered by deadline, then higher
@@ -102,7 +115,7 @@ impl<K: Hash + Eq + Clone> Waiting<K> {
             if at > now || (due.len() >= limit && last != Some(at)) {
                 break;
             }
-            let Some((key, (_, Reverse(priority), _))) = self.heap.pop() else {
+            let Some((key, (_, Reverse(priority), ..))) = self.heap.pop() else {
                 break;
             };
             due.push((key, priority));
@@ -133,10 +146,10 @@ mod tests {
         // A chunk and 4 more keys due one after another, then 25 due at one instant.
         let spread = CHUNK as u64 + 4;
         for i in 0..spread {
-            waiting.wait_until(i, 0, ms(i + 1));
+            waiting.wait_until(i, 0, ms(i + 1), false);
         }
         for i in spread..spread + 25 {
-            waiting.wait_until(i, 0, ms(spread + 1));
+            waiting.wait_until(i, 0, ms(spread + 1), false);
         }
         let first = waiting.take_due(ms(1000), CHUNK);
         assert_eq!(first.len(), CHUNK);
@@ -152,8 +165,8 @@ mod tests {
         assert_eq!(order, (0..spread + 25).collect::<Vec<_>>());
         assert_eq!(waiting.len(), 0);
         // Only what is due: nothing before the first deadline, then that key alone.
-        waiting.wait_until(50, 0, ms(2000));
-        waiting.wait_until(51, 0, ms(3000));
+        waiting.wait_until(50, 0, ms(2000), false);
+        waiting.wait_until(51, 0, ms(3000), false);
         assert_eq!(waiting.take_due(ms(1999), 1), vec![]);
         assert_eq!(waiting.take_due(ms(2500), 1), vec![(50, 0)]);
         assert_eq!(

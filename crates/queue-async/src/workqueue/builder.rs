@@ -8,6 +8,7 @@ use ctrlq_queue_core::WorkState;
 use ctrlq_ratelimit::RateLimiter;
 
 use super::WorkQueue;
+use crate::InBackoff;
 use crate::metrics::MetricsProvider;
 use crate::shared::{Machine, Options, Shared};
 
@@ -60,6 +61,13 @@ where
     /// an `Arc` (of a limiter type or of `dyn RateLimiter<K>`) to keep a handle to it.
     pub fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
         self.options.limiter = Some(Arc::new(limiter));
+        self
+    }
+
+    /// What an add does to a key in failure backoff: [`InBackoff::RunNow`] (the default)
+    /// or [`InBackoff::WaitOut`].
+    pub fn in_backoff(mut self, in_backoff: InBackoff) -> Self {
+        self.options.in_backoff = in_backoff;
         self
     }
 
