@@ -566,7 +566,8 @@ fn figure(line: &Value, path: &[&str]) -> Option<f64> {
     v.as_f64()
 }
 
-/// Per scenario and side, the medians over rounds, and each median's ratio to ctrlq's.
+/// Per configuration (scenario, ConfigMaps, workers, reconcile time, changes, interval and live
+/// keys) and side, the medians over rounds, and each median's ratio to ctrlq's.
 fn table(lines: &[Value]) -> String {
     let columns: [(&str, &[&str]); 5] = [
         ("live p50 ms", &["live_ms", "p50"]),
@@ -577,7 +578,17 @@ fn table(lines: &[Value]) -> String {
     ];
     let mut groups: BTreeMap<(String, usize), Vec<&Value>> = BTreeMap::new();
     for l in lines {
-        let scenario = l["scenario"].as_str().unwrap_or("?").to_owned();
+        let config = [
+            "configmaps",
+            "workers",
+            "reconcile_ms",
+            "changes",
+            "interval_ms",
+            "live_keys",
+        ]
+        .map(|k| format!("{:>12}", l[k]))
+        .join(" ");
+        let scenario = format!("{} {config}", l["scenario"].as_str().unwrap_or("?"));
         let side = l["side"].as_str().unwrap_or("?");
         let order = SIDES.iter().position(|s| *s == side).unwrap_or(SIDES.len());
         groups.entry((scenario, order)).or_default().push(l);
@@ -589,8 +600,9 @@ fn table(lines: &[Value]) -> String {
         if *scenario != scenario_done {
             let first = rows[0];
             out += &format!(
-                "\n{scenario}: {} ConfigMaps, {} workers, reconcile {} ms, {} changes every {} ms \
+                "\n{}: {} ConfigMaps, {} workers, reconcile {} ms, {} changes every {} ms \
                  over {} keys; medians over rounds (x ctrlq: the median over ctrlq's)\n",
+                first["scenario"].as_str().unwrap_or("?"),
                 first["configmaps"],
                 first["workers"],
                 first["reconcile_ms"],
@@ -619,7 +631,8 @@ fn table(lines: &[Value]) -> String {
                 ours.insert(name, m);
             }
             let ratio = match ours.get(name) {
-                Some(o) if side != "ctrlq" && *o > 0.0 => format!(" ({:.2}x)", m / o),
+                Some(o) if side != "ctrlq" && *o > 0.0 && m / o < 0.001 => " (<0.001x)".into(),
+                Some(o) if side != "ctrlq" && *o > 0.0 => format!(" ({:.3}x)", m / o),
                 _ => String::new(),
             };
             out += &format!("{:>22}", format!("{m:.1}{ratio}"));
