@@ -6,7 +6,7 @@
 //!
 //! One control plane (started here from the binaries `scripts/install-controlplane` builds, or
 //! the cluster of `--kubeconfig`), `--configmaps N` ConfigMaps `cm-000000`… in one namespace,
-//! created once. Then `--rounds R` rounds; each round runs every side of `--side` once, the
+//! created once. Then `--rounds R` rounds (5); each round runs every side of `--side` once, the
 //! order rotating from round to round. A run starts the side's controller as a process of its
 //! own (this binary's `controller` mode for `ctrlq` and `kube-runtime`, the Go program for
 //! `controller-runtime`): `--workers` workers (4), a reconcile that reads the ConfigMap from
@@ -109,7 +109,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Args {
     let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
     let mut a = Args {
         side: "all".into(),
-        rounds: 1,
+        rounds: 5,
         configmaps: 20_000,
         steady: false,
         changes: 50,
