@@ -265,8 +265,9 @@ async fn pods_waiting_for_room_are_bound_when_an_event_makes_it() {
     namespace(&admin, ns).await;
     let hour = Duration::from_secs(3_600);
     let queue_config = SchedulingQueueConfig::default().max_in_unschedulable(hour);
-    let replica = Replica::start(&admin, config(name, ns, "a").queue(queue_config));
+    // In the first list, so the first attempts see its allocatable.
     node(&admin, name, format!("{name}-small"), 1_000, GI).await;
+    let replica = Replica::start(&admin, config(name, ns, "a").queue(queue_config));
     let queue = replica.queue().await;
 
     let mut pods: Vec<Pod> = (0..5)

@@ -81,7 +81,8 @@ pub struct SchedulerConfig {
 pub struct Report {
     /// Terms led.
     pub terms: u64,
-    /// Every bind the API server accepted, in order.
+    /// Every bind the API server accepted, in order (one entry per bind: what the tests and
+    /// the binary's printout read; a scheduler meant to run for months would keep counts).
     pub bound: Vec<Bound>,
     /// Attempts handed back as unschedulable (no node had room).
     pub unschedulable: u64,
