@@ -120,6 +120,16 @@ async fn placements(admin: &Client, ns: &str) -> HashMap<String, String> {
     bound.collect()
 }
 
+/// A process killed (and reaped) when dropped, also when the test panics.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A scheduler replica running in a task of its own.
 struct Replica {
     scheduler: Arc<Scheduler>,
@@ -520,4 +530,48 @@ async fn a_killed_leader_leaves_no_pod_bound_twice_and_none_stranded() {
         .map(|x| x.fencing_token)
         .collect();
     assert_eq!(fencing.len(), 2, "two terms bound pods: {fencing:?}");
+}
+
+/// The binary, as the README runs it: `--kubeconfig` from the control plane, a scheduler name
+/// and a node pool; it prints a line for the pod it binds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_binds_a_pod_through_a_kubeconfig() {
+    let (ns, name) = ("sched-binary", "sched-binary");
+    let plane = ControlPlane::shared().await;
+    let admin = plane.client(ADMIN);
+    namespace(&admin, ns).await;
+    node(&admin, name, format!("{name}-0"), 1_000, GI).await;
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_pod_scheduler"))
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig_file())
+        .args(["--scheduler-name", name, "--id", "binary"])
+        .args(["--nodes", &format!("pool={name}")])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let stdout = child.0.stdout.take().unwrap();
+    let (lines, mut printed) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let _ = lines.send(line.unwrap_or_default());
+        }
+    });
+    create_pods(&admin, ns, vec![pod("p", name, 100, MI, &[])]).await;
+    let expected = format!("bound {ns}/p to {name}-0 (attempt 1)");
+    let found = timeout(Duration::from_secs(60), async {
+        while let Some(line) = printed.recv().await {
+            if line == expected {
+                return true;
+            }
+        }
+        false
+    });
+    let found = found.await;
+    drop(child);
+    assert_eq!(found, Ok(true), "{expected:?} printed within 60 s");
+    assert_eq!(
+        placements(&admin, ns).await.get("p"),
+        Some(&format!("{name}-0"))
+    );
 }

@@ -6,11 +6,12 @@
 //! ```text
 //! cargo run -p examples --features kube --bin pod_scheduler -- \
 //!     [--kubeconfig FILE] [--context NAME] [--scheduler-name ctrlq-scheduler] \
-//!     [--id ID] [--lease-namespace kube-system]
+//!     [--id ID] [--lease-namespace kube-system] [--nodes LABEL_SELECTOR]
 //! ```
 //!
 //! Without `--kubeconfig` it takes the cluster kube-rs finds (`$KUBECONFIG`, `~/.kube/config`,
-//! or the in-cluster service account); `--id` defaults to `$POD_NAME`, then `$HOSTNAME`.
+//! or the in-cluster service account); `--id` defaults to `$POD_NAME`, then `$HOSTNAME`;
+//! `--nodes pool=batch` places pods only on the Nodes with that label.
 
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ use kube::{Client, Config};
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let (mut kubeconfig, mut context) = (None, None);
+    let (mut kubeconfig, mut context, mut nodes) = (None, None, None);
     let mut name = "ctrlq-scheduler".to_owned();
     let mut lease_namespace = "kube-system".to_owned();
     let mut id = std::env::var("POD_NAME")
@@ -36,6 +37,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--scheduler-name" => name = value,
             "--id" => id = value,
             "--lease-namespace" => lease_namespace = value,
+            "--nodes" => nodes = Some(value),
             other => return Err(format!("unknown flag {other}").into()),
         }
     }
@@ -50,7 +52,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         None => Client::try_default().await?,
     };
-    let config = SchedulerConfig::new(&name, &id).lease(lease_namespace, &name);
+    let mut config = SchedulerConfig::new(&name, &id).lease(lease_namespace, &name);
+    if let Some(selector) = nodes {
+        config = config.nodes(selector);
+    }
     let scheduler = Scheduler::new(client, config)?;
     let stop = shutdown_on_signal();
     println!("{id}: scheduling the pods of scheduler {name}");
