@@ -214,12 +214,15 @@ async fn start_side(plane: &ControlPlane, admin: &Client, side: &Side, name: &st
             let config = kube_scheduler_config(plane, name);
             let file = plane.dir().join(format!("{name}.yaml"));
             std::fs::write(&file, config.to_string()).expect("the config file is written");
+            // Its log, for when it does not schedule: it outlives the control plane's directory.
+            let log = std::env::temp_dir().join(format!("scheduler_apiserver-{name}.log"));
+            let log = std::fs::File::create(&log).expect("the log file is created");
             let child = Command::new(path)
                 .arg(format!("--config={}", file.display()))
                 .arg("--secure-port=0")
                 .arg("-v=0")
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(log)
                 .spawn()
                 .expect("kube-scheduler starts");
             Running::Kube(child)
@@ -364,7 +367,8 @@ async fn node(admin: &Client, pool: &str, name: String, cpu: i64, memory: i64) {
         .create(&PostParams::default(), &node)
         .await
         .expect("node created");
-    let list = json!({ "cpu": format!("{cpu}m"), "memory": memory.to_string() });
+    // kube-scheduler's fit also counts pods against `pods`; ours does not: room for all.
+    let list = json!({ "cpu": format!("{cpu}m"), "memory": memory.to_string(), "pods": "100000" });
     let status = json!({ "status": { "capacity": list, "allocatable": list } });
     nodes
         .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
