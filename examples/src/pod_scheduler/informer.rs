@@ -105,7 +105,7 @@ impl Informers {
     fn node_applied(&self, view: &mut View, node: &Node) {
         let name = node.name_any();
         let Ok(allocatable) = Resources::allocatable(node) else {
-            self.term.report.with(|r| r.invalid_pods += 1);
+            self.term.report.with(|r| r.unreadable += 1);
             return;
         };
         let event = match view.cache.set_node(&name, allocatable) {
@@ -125,7 +125,9 @@ impl Informers {
         let mut view = lock(&self.term.view);
         match relist.step(event) {
             Step::Applied(pod) => {
-                let (Some(node), Ok(info)) = (node_of(&pod), PodInfo::from_pod(&pod)) else {
+                let Some(node) = node_of(&pod) else { return };
+                let Ok(info) = PodInfo::from_pod(&pod) else {
+                    self.term.report.with(|r| r.unreadable += 1);
                     return;
                 };
                 let key = info.key();
@@ -169,7 +171,7 @@ impl Informers {
         match relist.step(event) {
             Step::Applied(pod) => {
                 let Ok(info) = PodInfo::from_pod(&pod) else {
-                    self.term.report.with(|r| r.invalid_pods += 1);
+                    self.term.report.with(|r| r.unreadable += 1);
                     return;
                 };
                 let key = info.key();

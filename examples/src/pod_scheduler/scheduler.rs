@@ -92,8 +92,9 @@ pub struct Report {
     pub status_errors: u64,
     /// Errors from the watches (each retried with a backoff).
     pub watch_errors: u64,
-    /// Pods whose requests could not be read (left unscheduled).
-    pub invalid_pods: u64,
+    /// Objects whose quantities could not be read: a pod's requests (left unscheduled, or
+    /// not counted on its node) or a node's allocatable (left out).
+    pub unreadable: u64,
     /// Pods the hints moved out of unschedulable on an event.
     pub moved_by_events: u64,
 }
