@@ -5,6 +5,8 @@
 //! - [`scheduler`]: a scheduling queue placing pods that wait in backoff or unschedulable.
 //! - [`sharded`]: the `--shards N` mode: replicas split the keys into shards held through
 //!   leases, and the shards follow a kill and a join.
+//! - `pod_scheduler` (feature `kube`): a Kubernetes scheduler on the scheduling queue, binding
+//!   real Pods through the API server, leader-elected on a Lease.
 //! - [`cli`]: the main example's flags.
 //! - [`metrics`]: the Prometheus registry the example prints with `--metrics`.
 
@@ -13,6 +15,8 @@ pub mod controller;
 pub mod metrics;
 #[cfg(feature = "kube")]
 pub mod operator;
+#[cfg(feature = "kube")]
+pub mod pod_scheduler;
 pub mod rng;
 pub mod scheduler;
 pub mod sharded;
