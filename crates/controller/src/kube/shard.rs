@@ -160,3 +160,27 @@ impl<K: Watched> Watch<K> {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_selector_joins_the_query_whatever_it_held() {
+        let q = "shardSelector=x";
+        for (uri, want) in [
+            ("/api/v1/pods", "/api/v1/pods?shardSelector=x"),
+            ("/api/v1/pods?", "/api/v1/pods?shardSelector=x"),
+            (
+                "/api/v1/pods?limit=500",
+                "/api/v1/pods?limit=500&shardSelector=x",
+            ),
+            (
+                "https://h:6443/api/v1/pods?watch=true",
+                "https://h:6443/api/v1/pods?watch=true&shardSelector=x",
+            ),
+        ] {
+            assert_eq!(with_query(&uri.parse().unwrap(), q).to_string(), want);
+        }
+    }
+}

@@ -304,6 +304,16 @@ mod tests {
     }
 
     #[test]
+    fn a_range_holds_its_start_and_not_its_end() {
+        let (low, high) = (
+            HashRange::of_shard(0, 2).unwrap(),
+            HashRange::of_shard(1, 2).unwrap(),
+        );
+        assert!(low.contains(0) && low.contains((1 << 63) - 1) && !low.contains(1 << 63));
+        assert!(high.contains(1 << 63) && high.contains(u64::MAX) && !high.contains(0));
+    }
+
+    #[test]
     fn bad_shards_are_typed_errors() {
         assert_eq!(
             ShardSelector::for_shards(ShardField::Uid, [4], 4),

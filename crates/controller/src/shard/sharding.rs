@@ -204,3 +204,32 @@ impl<L> fmt::Debug for Sharding<L> {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::{field_hash, shard_of, shard_of_hash};
+    use ctrlq_leader::MemoryStore;
+
+    fn sharding(shards: u32) -> Sharding<ctrlq_leader::MemoryLock> {
+        let store = MemoryStore::new();
+        let locks = move |name: &str| store.named_lock(name, "a");
+        Sharding::new(shards, "a", locks, LeaderElectionConfig::default()).unwrap()
+    }
+
+    #[test]
+    fn a_key_goes_to_its_namespace_s_shard_once_by_namespace() {
+        let (by_key, by_namespace) = (sharding(64), sharding(64).by_namespace());
+        for key in ["0-team/a", "1-team/b", "2-team/c", "7-team/web"] {
+            assert_eq!(by_key.shard_of_key(key), shard_of(key, 64), "{key}");
+            let namespace = key.split('/').next().unwrap();
+            assert_eq!(
+                by_namespace.shard_of_key(key),
+                shard_of_hash(field_hash(namespace), 64),
+                "{key}"
+            );
+        }
+        assert!(format!("{by_namespace:?}").contains("by_namespace: true"));
+        assert!(format!("{by_key:?}").contains("shards: 64"));
+    }
+}
