@@ -722,3 +722,80 @@ fn sharding_refuses_durations_at_the_edges_with_a_typed_error() {
     ));
     assert!(new(config().grace_period(Duration::MAX)).is_ok());
 }
+
+/// Sharded by namespace, a replica's shards hold the keys of the namespaces the API server's
+/// shard selector would give them: a joining replica fills each shard it takes with exactly the
+/// keys whose namespace hashes into that shard's range (and the split differs from the default
+/// one by whole keys, so the test tells the two apart).
+#[tokio::test(start_paused = true)]
+async fn sharded_by_namespace_each_shard_holds_its_namespaces_keys() {
+    use ctrlq_controller::Event;
+    use ctrlq_controller::shard::{ShardKey, Sharding, field_hash, shard_of, shard_of_hash};
+    use ctrlq_leader::MemoryStore;
+    use tokio_util::sync::CancellationToken;
+
+    /// The shard and key count of each term filled from the warm view.
+    type Fills = Arc<Mutex<Vec<(u32, usize)>>>;
+    const SHARDS: u32 = 4;
+    let keys: Vec<String> = (0..8)
+        .flat_map(|ns| (0..5).map(move |j| format!("{ns}-team/obj-{j}")))
+        .collect();
+    let count = |shard_fn: &dyn Fn(&String) -> u32, shard: u32| {
+        keys.iter().filter(|k| shard_fn(k) == shard).count()
+    };
+    let by_namespace = |k: &String| shard_of_hash(field_hash(&k.shard_namespace()), SHARDS);
+    let by_key = |k: &String| shard_of(k, SHARDS);
+    assert!(
+        (0..SHARDS).any(|s| count(&by_namespace, s) != count(&by_key, s)),
+        "the keys must split differently by namespace and by key"
+    );
+    let store = MemoryStore::new();
+    let replica = |id: &'static str, hook: Option<Fills>| {
+        let s = store.clone();
+        let sharding = Sharding::new(
+            SHARDS,
+            id,
+            move |name: &str| s.named_lock(name, id),
+            config(),
+        )
+        .unwrap()
+        .by_namespace();
+        let source = keys.clone();
+        let controller = Controller::new("objects", |_key: String, _ctx: Context| async {
+            Ok::<_, Infallible>(Action::Done)
+        })
+        .source(move || futures::stream::iter(source.clone()))
+        .sharded(sharding)
+        .on_event(move |e| {
+            if let (
+                Some(fills),
+                Event::WarmStart {
+                    shard: Some(shard),
+                    keys,
+                },
+            ) = (&hook, e)
+            {
+                fills.lock().unwrap().push((*shard, *keys));
+            }
+        });
+        let shutdown = CancellationToken::new();
+        (tokio::spawn(controller.run(shutdown.clone())), shutdown)
+    };
+    let (a, stop_a) = replica("a", None);
+    sleep(Duration::from_secs(30)).await; // a holds every shard
+    let fills: Fills = Arc::default();
+    let (b, stop_b) = replica("b", Some(fills.clone()));
+    sleep(SETTLE_AFTER_A_JOIN * 2).await;
+    let fills = fills.lock().unwrap().clone();
+    assert!(!fills.is_empty(), "b took shards from a");
+    for (shard, filled) in fills {
+        assert_eq!(filled, count(&by_namespace, shard), "shard {shard}");
+    }
+    stop_a.cancel();
+    stop_b.cancel();
+    bounded(LIMIT, async {
+        a.await.unwrap();
+        b.await.unwrap();
+    })
+    .await;
+}

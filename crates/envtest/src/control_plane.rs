@@ -149,6 +149,62 @@ impl ControlPlane {
     /// # }
     /// ```
     pub async fn try_start() -> Result<Self, Error> {
+        Self::try_start_with(Vec::<String>::new()).await
+    }
+
+    /// As [`start`](Self::start), with `flags` passed to kube-apiserver after its own (so a
+    /// flag given here wins), and again at each [restart](Self::restart_apiserver): a feature
+    /// gate, an admission plugin, a runtime config.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use ctrlq_envtest::ControlPlane;
+    ///
+    /// # async fn test() {
+    /// let plane = ControlPlane::start_with(["--feature-gates=ShardedListAndWatch=true"]).await;
+    /// # let _ = plane;
+    /// # }
+    /// ```
+    pub async fn start_with<I, S>(flags: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::try_start_with(flags)
+            .await
+            .unwrap_or_else(|e| panic!("the control plane did not start: {e}"))
+    }
+
+    /// As [`try_start`](Self::try_start), with `flags` passed to kube-apiserver after its own
+    /// ([`start_with`](Self::start_with)).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_start`](Self::try_start); a flag kube-apiserver refuses makes it exit:
+    /// [`Error::Exited`], with its log's tail.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use ctrlq_envtest::ControlPlane;
+    ///
+    /// # async fn test() -> Result<(), ctrlq_envtest::Error> {
+    /// let plane = ControlPlane::try_start_with(["--feature-gates=ShardedListAndWatch=true"]).await?;
+    /// # let _ = plane;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_start_with<I, S>(flags: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let flags: Vec<String> = flags.into_iter().map(Into::into).collect();
         let bin = find_binaries()?;
         let (etcd_port, peer_port, api_port) = (
             process::free_port()?,
@@ -158,8 +214,15 @@ impl ControlPlane {
         let dir =
             std::env::temp_dir().join(format!("ctrlq-envtest-{}-{api_port}", std::process::id()));
         let url = format!("https://127.0.0.1:{api_port}");
-        let spawned = write_files(&dir, &url)
-            .and_then(|()| Self::spawn(bin, dir.clone(), url, etcd_port, peer_port, api_port));
+        let spawned = write_files(&dir, &url).and_then(|()| {
+            Self::spawn(
+                bin,
+                dir.clone(),
+                url,
+                [etcd_port, peer_port, api_port],
+                flags,
+            )
+        });
         let plane = spawned.inspect_err(|_| {
             let _ = std::fs::remove_dir_all(&dir);
         })?;
@@ -172,11 +235,11 @@ impl ControlPlane {
         bin: PathBuf,
         dir: PathBuf,
         url: String,
-        etcd_port: u16,
-        peer_port: u16,
-        api_port: u16,
+        [etcd_port, peer_port, api_port]: [u16; 3],
+        flags: Vec<String>,
     ) -> Result<Self, Error> {
-        let apiserver_args = apiserver_args(&dir, etcd_port, api_port);
+        let mut apiserver_args = apiserver_args(&dir, etcd_port, api_port);
+        apiserver_args.extend(flags);
         let mut etcd = process::spawn_etcd(&bin, &dir, etcd_port, peer_port)?;
         let mut apiserver = match process::spawn_apiserver(&bin, &dir, &apiserver_args) {
             Ok(child) => child,

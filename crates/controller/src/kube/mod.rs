@@ -74,10 +74,12 @@
 mod controller;
 mod finalizer;
 pub mod predicates;
+mod shard;
 mod signal;
 mod watch;
 
 pub use finalizer::{FinalizerError, FinalizerEvent, finalizer};
+pub use shard::shard_client;
 pub use signal::shutdown_on_signal;
 pub use watch::{
     DEFAULT_DELETED_RETENTION, Object, Watch, WatchError, WatchStatus, WatchUnhealthy, Watched,

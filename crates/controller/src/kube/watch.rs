@@ -23,6 +23,7 @@ use tracing::{debug, warn};
 
 use crate::NotSynced;
 use crate::priority::{LOW, NORMAL, Queued};
+use crate::shard::ShardSelector;
 
 /// One watch of a resource, shared by its [reflector store](Store) and every key source made
 /// from it ([`keys`](Self::keys), [`owners`](Self::owners), [`mapped`](Self::mapped),
@@ -108,6 +109,8 @@ struct Shared<K: Watched> {
     pending: Mutex<Option<(Events<K>, Writer<K>)>>,
     /// The watch task, once started.
     task: Mutex<Option<AbortHandle>>,
+    /// The shards whose objects the watch keeps ([`Watch::sharded`]); `None`: every object.
+    shards: Option<ShardSelector>,
 }
 
 /// The watch's event stream, errors boxed.
@@ -265,6 +268,9 @@ pub struct WatchStatus {
     pub failing_since: Option<Instant>,
     /// The last watcher error, kept after recovery.
     pub last_error: Option<WatchError>,
+    /// Objects a [sharded](Watch::sharded) watch received outside its shards and dropped: 0
+    /// while the API server filters by the shard selector, growing when it ignores it.
+    pub outside_shards: u64,
 }
 
 /// [`Watch::check`] failed: the watch has failed without a successful event for longer than
@@ -335,6 +341,15 @@ impl<K: Watched> Watch<K> {
         S: Stream<Item = Result<Event<K>, E>> + Send + 'static,
         E: StdError + Send + Sync + 'static,
     {
+        Self::with_shards(events, None)
+    }
+
+    /// As [`from_events`](Self::from_events), keeping only the objects `shards` selects.
+    pub(super) fn with_shards<S, E>(events: S, shards: Option<ShardSelector>) -> Self
+    where
+        S: Stream<Item = Result<Event<K>, E>> + Send + 'static,
+        E: StdError + Send + Sync + 'static,
+    {
         let writer = Writer::<K>::default();
         let events = events
             .map(|e| e.map_err(|e| Box::new(e) as BoxError))
@@ -355,6 +370,7 @@ impl<K: Watched> Watch<K> {
                 status: watch::Sender::new(WatchStatus::default()),
                 pending: Mutex::new(Some((events, writer))),
                 task: Mutex::new(None),
+                shards,
             }),
             predicate: None,
         }
@@ -720,6 +736,7 @@ impl<K: Watched> Watch<K> {
             kind: self.shared.kind.clone(),
             state: self.shared.state.clone(),
             status: self.shared.status.clone(),
+            shards: self.shared.shards.clone(),
         };
         let task = tokio::spawn(task.run(events));
         *self.shared.task.lock() = Some(task.abort_handle());
@@ -804,12 +821,14 @@ struct Task<K: Watched> {
     kind: String,
     state: Arc<Mutex<State<K>>>,
     status: watch::Sender<WatchStatus>,
+    shards: Option<ShardSelector>,
 }
 
 impl<K: Watched> Task<K> {
     async fn run(mut self, mut events: Events<K>) {
         while let Some(event) = events.next().await {
             match event {
+                Ok(event) if self.outside_shards(&event) => {}
                 Ok(event) => self.apply(event),
                 Err(error) => self.failed(error),
             }
@@ -818,6 +837,29 @@ impl<K: Watched> Task<K> {
         let mut state = self.state.lock();
         state.ended = true;
         state.subscribers.clear();
+    }
+
+    /// Whether `event` carries an object outside the watch's shards: counted, and the first
+    /// one logged, since a server that filters sends none.
+    fn outside_shards(&self, event: &Event<K>) -> bool {
+        let (Some(shards), Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) =
+            (&self.shards, event)
+        else {
+            return false;
+        };
+        if shards.matches_object(o) {
+            return false;
+        }
+        self.status.send_modify(|s| s.outside_shards += 1);
+        if self.status.borrow().outside_shards == 1 {
+            warn!(
+                kind = %self.kind,
+                selector = %shards,
+                "the API server sent an object outside the shard selector: it does not filter \
+                 (is its ShardedListAndWatch feature gate on?); the watch filters instead"
+            );
+        }
+        true
     }
 
     fn failed(&mut self, error: BoxError) {

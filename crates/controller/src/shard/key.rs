@@ -31,6 +31,29 @@ use std::borrow::Cow;
 pub trait ShardKey {
     /// The bytes the shard is computed from.
     fn shard_bytes(&self) -> Cow<'_, [u8]>;
+
+    /// The namespace of the object behind the key, for a controller sharded by namespace
+    /// ([`Sharding::by_namespace`](super::Sharding::by_namespace)): by default, what
+    /// [`shard_bytes`](Self::shard_bytes) holds before its first `/` (so `namespace/name`
+    /// keys work as they are), or empty when it holds no `/` (a cluster-scoped object's
+    /// namespace, as the API server hashes it). A kube-runtime `ObjectRef` gives its namespace.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_controller::shard::ShardKey;
+    ///
+    /// assert_eq!("team-a/web".shard_namespace(), "team-a");
+    /// assert_eq!("a-node".shard_namespace(), "");
+    /// ```
+    fn shard_namespace(&self) -> Cow<'_, str> {
+        let bytes = self.shard_bytes();
+        let namespace = bytes
+            .iter()
+            .position(|b| *b == b'/')
+            .map_or(&[][..], |slash| &bytes[..slash]);
+        Cow::Owned(String::from_utf8_lossy(namespace).into_owned())
+    }
 }
 
 /// The shard of `key` among `shards`: FNV-1a (64-bit) of [`ShardKey::shard_bytes`], through
@@ -112,6 +135,10 @@ where
             None => self.name.clone().into_bytes(),
         })
     }
+
+    fn shard_namespace(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self.namespace.as_deref().unwrap_or(""))
+    }
 }
 
 #[cfg(test)]
@@ -153,6 +180,16 @@ mod tests {
         assert_eq!(shard_of(&pod, 1000), shard_of("default/web-0", 1000));
         let ns = ObjectRef::<Namespace>::new("default");
         assert_eq!(&*ns.shard_bytes(), b"default");
+        assert_eq!(pod.shard_namespace(), "default");
+        assert_eq!(ns.shard_namespace(), "", "cluster-scoped");
+    }
+
+    #[test]
+    fn a_key_s_namespace_is_what_precedes_its_first_slash() {
+        assert_eq!("ns/a/b".to_owned().shard_namespace(), "ns");
+        assert_eq!("/a".shard_namespace(), "");
+        assert_eq!("".shard_namespace(), "");
+        assert_eq!(7u8.shard_namespace(), "");
     }
 
     #[test]

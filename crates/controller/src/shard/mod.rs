@@ -3,7 +3,10 @@
 //!
 //! - **Shards**: a key belongs to shard [`shard_of`]`(key, n)` (FNV-1a of its [`ShardKey`]
 //!   bytes through a finalizer, scaled to `n`), the same in every replica and every version of
-//!   this crate.
+//!   this crate; or, for a controller [sharded by namespace](Sharding::by_namespace), to the
+//!   shard of its namespace as a Kubernetes API server divides objects by a shard selector
+//!   ([`ShardSelector`], KEP-5866), so that a replica's watch can ask the server for the
+//!   objects of its shards only (`Watch::sharded`, feature `kube`).
 //! - **Ownership**: shard `i` is held through the record `{prefix}{name}-shard-{i}` with the
 //!   elector the controller uses for one lease: fencing tokens, drain and the timing budget are
 //!   per shard. A replica runs one term per held shard (a fresh queue and the configured
@@ -103,8 +106,12 @@ mod key;
 mod leases;
 mod members;
 pub(crate) mod run;
+mod server;
 mod sharding;
 mod sightings;
 
 pub use key::{ShardKey, shard_of};
+pub use server::{
+    HashRange, ShardField, ShardSelector, ShardSelectorError, field_hash, shard_of_hash,
+};
 pub use sharding::{Sharding, ShardingError};

@@ -15,10 +15,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::assign::shards_of;
-use super::key::{ShardKey, shard_of};
+use super::key::ShardKey;
 use super::leases::ShardLeases;
 use super::members::{Look, Membership};
 use super::sharding::Sharding;
+use super::sharding::key_shard;
 use crate::key::Key;
 use crate::lead::{Run, Terms};
 use crate::source::pump_all;
@@ -49,10 +50,10 @@ where
         shutdown,
         ..
     } = run;
-    let shards = plan.shards;
-    let view = Arc::new(WarmView::new(Some(Arc::new(move |key: &K| {
-        shard_of(key, shards)
-    }))));
+    let view = Arc::new(WarmView::new(Some(Arc::new(key_shard(
+        plan.by_namespace,
+        plan.shards,
+    )))));
     let mut pumps = pump_all(sources, &view, shared);
     let timing = plan.config.timing();
     let mut members = Membership::new(

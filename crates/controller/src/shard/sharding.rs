@@ -7,6 +7,9 @@ use std::sync::Arc;
 use ctrlq_leader::{ConfigError, LeaderElectionConfig, LeaderElector, Lock};
 use tokio::sync::watch;
 
+use super::key::{ShardKey, shard_of};
+use super::server::{field_hash, shard_of_hash};
+
 /// The shards of a [`Controller`](crate::Controller), this replica's identity, and the locks
 /// its shard and member records are held through: given to
 /// [`Controller::sharded`](crate::Controller::sharded). See the [module docs](super).
@@ -38,6 +41,9 @@ pub struct Sharding<L> {
     pub(crate) locks: Arc<dyn Fn(&str) -> L + Send + Sync>,
     pub(crate) config: LeaderElectionConfig,
     pub(crate) held: watch::Sender<BTreeSet<u32>>,
+    /// Keys go to shards by their namespace's hash, as the API server's shard selector
+    /// divides objects ([`by_namespace`](Self::by_namespace)).
+    pub(crate) by_namespace: bool,
 }
 
 /// A [`Sharding`] that cannot work.
@@ -88,6 +94,7 @@ impl<L: Lock> Sharding<L> {
             locks: Arc::new(locks),
             config,
             held: watch::Sender::new(BTreeSet::new()),
+            by_namespace: false,
         })
     }
 
@@ -96,6 +103,61 @@ impl<L: Lock> Sharding<L> {
     pub fn record_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
+    }
+
+    /// Shards keys by the namespace of their objects ([`ShardKey::shard_namespace`]) as the
+    /// API server's shard selector divides objects: shard `i` holds the keys whose namespace's
+    /// [`field_hash`](super::field_hash) is in [`HashRange::of_shard`](super::HashRange::of_shard)`(i, n)`,
+    /// the objects `ShardSelector::for_shards(ShardField::Namespace, [i], n)` selects. So a
+    /// replica can watch only the namespaces of the shards it holds
+    /// ([`Watch::sharded`](crate::kube::Watch::sharded), feature `kube`).
+    ///
+    /// Namespace, not uid: a key's shard must follow from the key alone, or the object deleted
+    /// and created again under the same `namespace/name` (with a new uid) could land in a shard
+    /// another replica holds while this one still reconciles the old object, and one key would
+    /// be in two reconciles at once. The cost: a namespace is never split, so the shards are only
+    /// as even as the namespaces are many, alike in size, and named apart early: names that differ
+    /// only in their last characters (`team-1` … `team-9`) fall in one shard under the server's
+    /// hash ([`ShardField::Namespace`](super::ShardField::Namespace)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_controller::shard::{ShardField, ShardSelector, Sharding, field_hash, shard_of_hash};
+    /// use ctrlq_leader::{LeaderElectionConfig, MemoryStore};
+    ///
+    /// let store = MemoryStore::new();
+    /// let sharding = Sharding::new(4, "replica-a", move |name: &str| store.named_lock(name, "replica-a"),
+    ///     LeaderElectionConfig::default()).unwrap().by_namespace();
+    /// let shard = sharding.shard_of_key("team-a/web");
+    /// assert_eq!(shard, sharding.shard_of_key("team-a/db"));
+    /// assert_eq!(shard, shard_of_hash(field_hash("team-a"), 4));
+    /// let mine = ShardSelector::for_shards(ShardField::Namespace, [shard], 4).unwrap();
+    /// assert!(mine.matches_value("team-a"));
+    /// ```
+    #[must_use]
+    pub fn by_namespace(mut self) -> Self {
+        self.by_namespace = true;
+        self
+    }
+
+    /// The shard the runner sends `key` to: [`shard_of`](super::shard_of) by default, the shard
+    /// of its namespace once [`by_namespace`](Self::by_namespace).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_controller::shard::{Sharding, shard_of};
+    /// use ctrlq_leader::{LeaderElectionConfig, MemoryStore};
+    ///
+    /// let store = MemoryStore::new();
+    /// let sharding = Sharding::new(12, "replica-a", move |name: &str| store.named_lock(name, "replica-a"),
+    ///     LeaderElectionConfig::default()).unwrap();
+    /// assert_eq!(sharding.shard_of_key("default/pod-1"), shard_of("default/pod-1", 12));
+    /// ```
+    #[must_use]
+    pub fn shard_of_key<K: ShardKey + ?Sized>(&self, key: &K) -> u32 {
+        key_shard(self.by_namespace, self.shards)(key)
     }
 
     /// The shard count.
@@ -117,13 +179,57 @@ impl<L: Lock> Sharding<L> {
     }
 }
 
+/// The runner's shard function for `shards` shards, by namespace or by the whole key.
+pub(crate) fn key_shard<K: ShardKey + ?Sized>(
+    by_namespace: bool,
+    shards: u32,
+) -> impl Fn(&K) -> u32 {
+    move |key: &K| {
+        if by_namespace {
+            shard_of_hash(field_hash(&key.shard_namespace()), shards)
+        } else {
+            shard_of(key, shards)
+        }
+    }
+}
+
 impl<L> fmt::Debug for Sharding<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sharding")
             .field("shards", &self.shards)
             .field("identity", &self.identity)
             .field("prefix", &self.prefix)
+            .field("by_namespace", &self.by_namespace)
             .field("held", &*self.held.borrow())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::{field_hash, shard_of, shard_of_hash};
+    use ctrlq_leader::MemoryStore;
+
+    fn sharding(shards: u32) -> Sharding<ctrlq_leader::MemoryLock> {
+        let store = MemoryStore::new();
+        let locks = move |name: &str| store.named_lock(name, "a");
+        Sharding::new(shards, "a", locks, LeaderElectionConfig::default()).unwrap()
+    }
+
+    #[test]
+    fn a_key_goes_to_its_namespace_s_shard_once_by_namespace() {
+        let (by_key, by_namespace) = (sharding(64), sharding(64).by_namespace());
+        for key in ["0-team/a", "1-team/b", "2-team/c", "7-team/web"] {
+            assert_eq!(by_key.shard_of_key(key), shard_of(key, 64), "{key}");
+            let namespace = key.split('/').next().unwrap();
+            assert_eq!(
+                by_namespace.shard_of_key(key),
+                shard_of_hash(field_hash(namespace), 64),
+                "{key}"
+            );
+        }
+        assert!(format!("{by_namespace:?}").contains("by_namespace: true"));
+        assert!(format!("{by_key:?}").contains("shards: 64"));
     }
 }
