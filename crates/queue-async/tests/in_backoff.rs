@@ -94,3 +94,58 @@ async fn wait_out_raises_the_waiting_key() {
     item.requeue_rate_limited().unwrap_err();
     assert_eq!(queue.len(), 0);
 }
+
+/// `WaitOut` holds an add only for a key waiting out a backoff or processed after a failure:
+/// a key that is neither, though its failures are still counted (processed and done without
+/// `forget`), is queued by an add at once.
+#[tokio::test(start_paused = true)]
+async fn wait_out_lets_an_add_through_to_an_idle_key_with_failures() {
+    let queue = work(InBackoff::WaitOut);
+    queue.add_rate_limited("a").unwrap();
+    advance(Duration::from_millis(5)).await;
+    drop(queue.get().await.unwrap()); // done, its failure still counted
+    assert_eq!(queue.num_requeues(&"a"), 1);
+    queue.add("a").unwrap();
+    assert_eq!((queue.len(), queue.waiting_len()), (1, 0));
+}
+
+/// `WaitOut`: a plain delayed add of a key processed after a failure keeps the add held
+/// before it, which the end of the processing makes at once (only a new backoff ends a hold).
+#[tokio::test(start_paused = true)]
+async fn wait_out_keeps_a_hold_through_a_plain_delayed_add() {
+    let queue = work(InBackoff::WaitOut);
+    queue.add_rate_limited("a").unwrap();
+    advance(Duration::from_millis(5)).await;
+    let item = queue.get().await.unwrap();
+    queue.add("a").unwrap(); // held
+    queue.add_after("a", Duration::from_secs(60)).unwrap();
+    drop(item); // done without a new backoff: the held add is made
+    assert_eq!(queue.len(), 1, "queued at once, not in a minute");
+}
+
+/// `WaitOut`: a wait that is a backoff stays one when a plain delayed add merges into it, so a
+/// later add still waits it out.
+#[tokio::test(start_paused = true)]
+async fn wait_out_a_backoff_stays_one_through_a_plain_delayed_add() {
+    let queue = work(InBackoff::WaitOut);
+    queue.add_rate_limited("a").unwrap();
+    queue.add_after("a", Duration::from_secs(1)).unwrap(); // later: the backoff's deadline stays
+    queue.add("a").unwrap();
+    assert_eq!((queue.len(), queue.waiting_len()), (0, 1));
+}
+
+/// `add_all_with_priority` queues each key at its own priority.
+#[tokio::test(start_paused = true)]
+async fn add_all_with_priority_queues_each_key_at_its_own() {
+    let queue: PriorityQueue<&str> = PriorityQueue::new();
+    queue
+        .add_all_with_priority([("a", -100), ("b", 5), ("c", 0)])
+        .unwrap();
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let got = tokio::time::timeout(Duration::from_secs(1), queue.get()).await;
+        let item = got.expect("every key queued").unwrap();
+        order.push((*item.key(), item.priority()));
+    }
+    assert_eq!(order, [("b", 5), ("c", 0), ("a", -100)]);
+}
