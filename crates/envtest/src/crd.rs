@@ -32,7 +32,7 @@ impl ControlPlane {
     /// ```no_run
     /// # use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
     /// # struct Widget;
-    /// # impl Widget { fn crd() -> apiextensions::CustomResourceDefinition { unimplemented!() } }
+    /// # impl Widget { fn crd() -> apiextensions::CustomResourceDefinition { Default::default() } }
     /// use ctrlq_envtest::ControlPlane;
     /// // use kube::CustomResourceExt; // `crd()` of a `#[derive(CustomResource)]` type
     ///
