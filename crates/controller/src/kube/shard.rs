@@ -13,9 +13,11 @@ use ::kube::runtime::watcher;
 use ::kube::{Api, Client, Resource};
 use http::{Request, Response, Uri};
 
-use crate::shard::{ShardField, ShardSelector};
+use futures::StreamExt;
 
-use super::watch::{Watch, Watched};
+use crate::shard::{ShardField, ShardSelector, Sharding, ShardingError};
+
+use super::watch::{BoxError, Watch, Watched};
 
 /// A client that adds `shardSelector` to every request it sends: build it for list and watch
 /// requests only (a [`Watch::sharded`] does).
@@ -154,10 +156,88 @@ impl<K: Watched> Watch<K> {
         K: k8s_openapi::serde::de::DeserializeOwned,
     {
         let api = Api::<K>::all_with(shard_client(client, &selector), &());
-        Self::with_shards(
-            watcher::watcher(api, config).default_backoff(),
-            Some(selector),
-        )
+        let events = watcher::watcher(api, config)
+            .default_backoff()
+            .map(|e| e.map_err(|e| Box::new(e) as BoxError))
+            .boxed();
+        Self::with_shards(events, selector)
+    }
+
+    /// A watch of the objects in the namespaces of the shards `sharding`'s replica leads, for
+    /// the sources of a controller [sharded](crate::Controller::sharded) on it: one watcher per
+    /// held shard, which the API server filters by the shard's selector
+    /// ([`Watch::sharded`]), started when the replica wins the shard's lease and dropped when
+    /// its term there ends, the other shards' watchers kept without a relist. A shard's term
+    /// reconciles nothing until the shard's watcher has listed. See
+    /// [`follow_events`](Self::follow_events) for the whole behavior; with the API server's
+    /// `ShardedListAndWatch` gate off, each watcher receives every object and the watch drops
+    /// (and counts in [`WatchStatus::outside_shards`](super::WatchStatus::outside_shards)) the
+    /// other shards'.
+    ///
+    /// Shard every watch whose objects map to keys in their own namespace (the controller's
+    /// objects, the objects it owns): their keys go to the replica that watches them. A watch
+    /// whose objects map to keys in other namespaces ([`Controller::watches`](crate::Controller::watches)
+    /// across namespaces) must watch every namespace ([`Watch::new`]), or a key would be
+    /// triggered on a replica that does not hold its shard.
+    ///
+    /// # Errors
+    ///
+    /// [`ShardingError::NotByNamespace`] unless `sharding` routes keys by namespace
+    /// ([`Sharding::by_namespace`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use ctrlq_controller::kube::{Object, Watch};
+    /// use ctrlq_controller::shard::Sharding;
+    /// use ctrlq_controller::{Action, Controller};
+    /// use ctrlq_leader::{LeaderElectionConfig, LeaseLock};
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::runtime::watcher;
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// # async fn run(client: kube::Client, identity: String) -> Result<(), Box<dyn std::error::Error>> {
+    /// let leases = client.clone();
+    /// let me = identity.clone();
+    /// let sharding = Sharding::new(16, identity, move |name: &str| {
+    ///     LeaseLock::new(leases.clone(), "operators", name, &me)
+    /// }, LeaderElectionConfig::default())?
+    /// .by_namespace();
+    /// let configmaps = Watch::<ConfigMap>::for_shards(client, watcher::Config::default(), &sharding)?;
+    /// Controller::for_watch("configmaps", &configmaps, |_key, cm: Object<ConfigMap>, _ctx| async move {
+    ///     let _ = cm; // act on it
+    ///     Ok::<_, kube::Error>(Action::Done)
+    /// })
+    /// .sharded(sharding)
+    /// .run(CancellationToken::new())
+    /// .await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn for_shards<L>(
+        client: Client,
+        config: watcher::Config,
+        sharding: &Sharding<L>,
+    ) -> Result<Self, ShardingError>
+    where
+        K: k8s_openapi::serde::de::DeserializeOwned,
+    {
+        let shards = sharding.shards;
+        let make =
+            move |shard| match ShardSelector::for_shards(ShardField::Namespace, [shard], shards) {
+                Ok(selector) => {
+                    let api = Api::<K>::all_with(shard_client(client.clone(), &selector), &());
+                    watcher::watcher(api, config.clone())
+                        .default_backoff()
+                        .map(|e| e.map_err(|e| Box::new(e) as BoxError))
+                        .boxed()
+                }
+                // A shard the runner holds is below the count: never, but not a panic.
+                Err(e) => {
+                    futures::stream::once(std::future::ready(Err(Box::new(e) as BoxError))).boxed()
+                }
+            };
+        Self::follow_boxed(sharding, Box::new(make))
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ::kube::Resource;
@@ -13,8 +14,9 @@ use ::kube::runtime::WatchStreamExt;
 use ::kube::runtime::reflector::store::Writer;
 use ::kube::runtime::reflector::{ObjectRef, Store};
 use ::kube::runtime::watcher::{self, Event};
-use futures::stream::BoxStream;
-use futures::{Stream, StreamExt};
+use futures::future::BoxFuture;
+use futures::stream::{AbortHandle as StreamAbort, BoxStream, SelectAll};
+use futures::{FutureExt, Stream, StreamExt};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
@@ -23,7 +25,7 @@ use tracing::{debug, warn};
 
 use crate::NotSynced;
 use crate::priority::{LOW, NORMAL, Queued};
-use crate::shard::ShardSelector;
+use crate::shard::{ShardFollower, ShardSelector, field_hash, shard_of_hash};
 
 /// One watch of a resource, shared by its [reflector store](Store) and every key source made
 /// from it ([`keys`](Self::keys), [`owners`](Self::owners), [`mapped`](Self::mapped),
@@ -105,27 +107,72 @@ struct Shared<K: Watched> {
     kind: String,
     state: Arc<Mutex<State<K>>>,
     status: watch::Sender<WatchStatus>,
-    /// The events and the store's writer until the watch starts.
-    pending: Mutex<Option<(Events<K>, Writer<K>)>>,
+    /// What the watch task reads and the store's writer, until the watch starts.
+    pending: Mutex<Option<(Input<K>, Writer<K>)>>,
     /// The watch task, once started.
     task: Mutex<Option<AbortHandle>>,
-    /// The shards whose objects the watch keeps ([`Watch::sharded`]); `None`: every object.
-    shards: Option<ShardSelector>,
+    /// Which objects the watch keeps.
+    filter: Filter,
+    /// How a watch of the held shards is told its shards ([`Watch::follow_events`]).
+    follow: Option<Follow>,
 }
 
 /// The watch's event stream, errors boxed.
-type Events<K> = BoxStream<'static, Result<Event<K>, BoxError>>;
-type BoxError = Box<dyn StdError + Send + Sync>;
+pub(super) type Events<K> = BoxStream<'static, Result<Event<K>, BoxError>>;
+pub(super) type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// Makes the event stream of one shard.
+pub(super) type MakeEvents<K> = Box<dyn Fn(u32) -> Events<K> + Send + Sync>;
+
+/// What the watch task reads: one event stream, or one per held shard.
+enum Input<K: Watched> {
+    Events(Events<K>),
+    Follow {
+        make: MakeEvents<K>,
+        commands: mpsc::UnboundedReceiver<Command>,
+    },
+}
+
+/// Which objects a watch keeps; an object another filter drops is counted in
+/// [`WatchStatus::outside_shards`].
+#[derive(Clone)]
+enum Filter {
+    All,
+    /// The objects a shard selector selects ([`Watch::sharded`]).
+    Selector(ShardSelector),
+    /// Each shard's stream, the objects whose namespace is in that shard of `shards`.
+    Namespaces {
+        shards: u32,
+    },
+}
+
+/// A shard gained (with its incarnation) or lost, as the runner tells the watch task.
+#[derive(Debug, Clone, Copy)]
+enum Command {
+    Gain(u32, u64),
+    Lose(u32),
+}
+
+/// A watch of the held shards: the commands to its task, and what each shard has listed.
+struct Follow {
+    commands: mpsc::UnboundedSender<Command>,
+    /// The last incarnation given out: each gain of a shard is a new one.
+    incarnations: AtomicU64,
+    /// The incarnation of each shard whose stream has listed since its gain.
+    listed: watch::Sender<HashMap<u32, u64>>,
+}
 
 /// What the watch task and the subscriptions share, under one lock: applying an event to the
 /// store and sending its keys happen under it, and so does a new subscription's snapshot, so a
 /// subscriber sees every change exactly from where its snapshot stands.
 struct State<K: Watched> {
     subscribers: Vec<mpsc::UnboundedSender<Change<K>>>,
-    /// Whether the store holds a complete list (the first `InitDone` came).
+    /// Whether the store holds a complete list (the first `InitDone` came; from the start for
+    /// a watch of the held shards, whose terms wait for their own shard's list).
     synced: bool,
-    /// The keys listed since the last `Init`, while a list is under way.
-    listing: Option<HashSet<ObjectRef<K>>>,
+    /// The keys listed since the last `Init` of each part (shard; 0 for one stream), while a
+    /// list is under way.
+    listing: HashMap<u32, HashSet<ObjectRef<K>>>,
     /// Deleted objects as last held, with when they are forgotten.
     deleted: HashMap<ObjectRef<K>, (Arc<K>, Instant)>,
     /// The forget times in order (an entry is stale when the key was deleted again or applied).
@@ -341,19 +388,107 @@ impl<K: Watched> Watch<K> {
         S: Stream<Item = Result<Event<K>, E>> + Send + 'static,
         E: StdError + Send + Sync + 'static,
     {
-        Self::with_shards(events, None)
-    }
-
-    /// As [`from_events`](Self::from_events), keeping only the objects `shards` selects.
-    pub(super) fn with_shards<S, E>(events: S, shards: Option<ShardSelector>) -> Self
-    where
-        S: Stream<Item = Result<Event<K>, E>> + Send + 'static,
-        E: StdError + Send + Sync + 'static,
-    {
-        let writer = Writer::<K>::default();
         let events = events
             .map(|e| e.map_err(|e| Box::new(e) as BoxError))
             .boxed();
+        Self::with_input(Input::Events(events), Filter::All, None)
+    }
+
+    /// As [`from_events`](Self::from_events), keeping only the objects `shards` selects.
+    pub(super) fn with_shards(events: Events<K>, shards: ShardSelector) -> Self {
+        Self::with_input(Input::Events(events), Filter::Selector(shards), None)
+    }
+
+    /// A watch of the shards `sharding`'s replica leads, `make` giving the event stream of one
+    /// shard: the stream of the objects whose namespace is in that shard (the watch checks
+    /// each object again, and drops and counts in
+    /// [`WatchStatus::outside_shards`] the others). [`Watch::for_shards`] is this with a
+    /// watcher per shard that the API server filters.
+    ///
+    /// While the replica leads no shard, the watch holds nothing. When it wins a shard's
+    /// lease, the watch subscribes the shard's stream, and the shard's term reconciles nothing
+    /// until that stream has listed; when the shard's term ends, the stream is dropped and the
+    /// store forgets the shard's objects (without yielding their keys: they were not deleted).
+    /// The other shards' streams run on, with no relist. A key yielded from a shard's list
+    /// comes at [`LOW`] priority, as any listing's.
+    ///
+    /// # Errors
+    ///
+    /// [`ShardingError::NotByNamespace`](crate::shard::ShardingError::NotByNamespace) unless
+    /// `sharding` routes keys by namespace ([`Sharding::by_namespace`](crate::shard::Sharding::by_namespace)),
+    /// as this watch divides objects.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ctrlq_controller::kube::Watch;
+    /// use ctrlq_controller::shard::Sharding;
+    /// use ctrlq_leader::{LeaderElectionConfig, MemoryStore};
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::runtime::watcher::Event;
+    ///
+    /// let store = MemoryStore::new();
+    /// let sharding = Sharding::new(4, "replica-a", move |name: &str| store.named_lock(name, "replica-a"),
+    ///     LeaderElectionConfig::default()).unwrap().by_namespace();
+    /// // Each shard's stream: here a recorded one, listing nothing.
+    /// let configmaps = Watch::<ConfigMap>::follow_events(&sharding, |_shard| {
+    ///     futures::stream::iter([Event::Init, Event::InitDone].map(Ok::<_, std::io::Error>))
+    /// })
+    /// .unwrap();
+    /// assert!(configmaps.store().is_empty());
+    /// ```
+    pub fn follow_events<L, F, S, E>(
+        sharding: &crate::shard::Sharding<L>,
+        make: F,
+    ) -> Result<Self, crate::shard::ShardingError>
+    where
+        F: Fn(u32) -> S + Send + Sync + 'static,
+        S: Stream<Item = Result<Event<K>, E>> + Send + 'static,
+        E: StdError + Send + Sync + 'static,
+    {
+        Self::follow_boxed(
+            sharding,
+            Box::new(move |shard| {
+                make(shard)
+                    .map(|e| e.map_err(|e| Box::new(e) as BoxError))
+                    .boxed()
+            }),
+        )
+    }
+
+    /// [`follow_events`](Self::follow_events) over streams made boxed.
+    pub(super) fn follow_boxed<L>(
+        sharding: &crate::shard::Sharding<L>,
+        make: MakeEvents<K>,
+    ) -> Result<Self, crate::shard::ShardingError> {
+        if !sharding.by_namespace {
+            return Err(crate::shard::ShardingError::NotByNamespace);
+        }
+        let (commands, receiver) = mpsc::unbounded_channel();
+        let follow = Follow {
+            commands,
+            incarnations: AtomicU64::new(0),
+            listed: watch::Sender::new(HashMap::new()),
+        };
+        let input = Input::Follow {
+            make,
+            commands: receiver,
+        };
+        let filter = Filter::Namespaces {
+            shards: sharding.shards,
+        };
+        let watch = Self::with_input(input, filter, Some(follow));
+        // Nothing to list until a shard is held: complete as it is.
+        watch.shared.state.lock().synced = true;
+        watch.shared.status.send_modify(|s| s.synced = true);
+        let follower = Arc::downgrade(&watch.shared);
+        let follower: std::sync::Weak<dyn ShardFollower> = follower;
+        sharding.follow(follower);
+        Ok(watch)
+    }
+
+    fn with_input(input: Input<K>, filter: Filter, follow: Option<Follow>) -> Self {
+        let writer = Writer::<K>::default();
         Self {
             shared: Arc::new(Shared {
                 store: writer.as_reader(),
@@ -361,16 +496,17 @@ impl<K: Watched> Watch<K> {
                 state: Arc::new(Mutex::new(State {
                     subscribers: Vec::new(),
                     synced: false,
-                    listing: None,
+                    listing: HashMap::new(),
                     deleted: HashMap::new(),
                     expiries: VecDeque::new(),
                     retention: DEFAULT_DELETED_RETENTION,
                     ended: false,
                 })),
                 status: watch::Sender::new(WatchStatus::default()),
-                pending: Mutex::new(Some((events, writer))),
+                pending: Mutex::new(Some((input, writer))),
                 task: Mutex::new(None),
-                shards,
+                filter,
+                follow,
             }),
             predicate: None,
         }
@@ -616,7 +752,7 @@ impl<K: Watched> Watch<K> {
         move || {
             // Its keys come from the store, which the watch fills: started by the first
             // subscription of any of its sources.
-            watch.start();
+            watch.shared.start();
             let store = watch.store();
             let start = tokio::time::Instant::now() + period;
             let ticks = tokio::time::interval_at(start, period.max(Duration::from_millis(1)));
@@ -649,7 +785,7 @@ impl<K: Watched> Watch<K> {
     /// See [`resync`](Self::resync).
     pub async fn synced(&self, timeout: Duration) -> Result<(), NotSynced> {
         let mut status = self.shared.status.subscribe();
-        self.start();
+        self.shared.start();
         match tokio::time::timeout(timeout, status.wait_for(|s| s.synced)).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(_)) | Err(_) => Err(NotSynced {
@@ -721,25 +857,55 @@ impl<K: Watched> Watch<K> {
                 state.subscribers.push(tx);
             }
         }
-        self.start();
+        self.shared.start();
         futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
     }
+}
 
+impl<K: Watched> Shared<K> {
     /// Starts the watch task, once.
     fn start(&self) {
-        let Some((events, writer)) = self.shared.pending.lock().take() else {
+        let Some((input, writer)) = self.pending.lock().take() else {
             return;
         };
         let task = Task {
             writer,
-            store: self.shared.store.clone(),
-            kind: self.shared.kind.clone(),
-            state: self.shared.state.clone(),
-            status: self.shared.status.clone(),
-            shards: self.shared.shards.clone(),
+            store: self.store.clone(),
+            kind: self.kind.clone(),
+            state: self.state.clone(),
+            status: self.status.clone(),
+            filter: self.filter.clone(),
+            listed: self.follow.as_ref().map(|f| f.listed.clone()),
         };
-        let task = tokio::spawn(task.run(events));
-        *self.shared.task.lock() = Some(task.abort_handle());
+        let task = tokio::spawn(task.run(input));
+        *self.task.lock() = Some(task.abort_handle());
+    }
+}
+
+impl<K: Watched> ShardFollower for Shared<K> {
+    fn gain(&self, shard: u32) -> BoxFuture<'static, ()> {
+        let Some(follow) = &self.follow else {
+            return futures::future::ready(()).boxed();
+        };
+        let incarnation = follow.incarnations.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut listed = follow.listed.subscribe();
+        // The task outlives every command it is sent while the watch is alive.
+        let _ = follow.commands.send(Command::Gain(shard, incarnation));
+        self.start();
+        async move {
+            let wait = listed.wait_for(|l| l.get(&shard) == Some(&incarnation));
+            if wait.await.is_err() {
+                // The watch is gone: nothing will list the shard.
+                std::future::pending::<()>().await;
+            }
+        }
+        .boxed()
+    }
+
+    fn lose(&self, shard: u32) {
+        if let Some(follow) = &self.follow {
+            let _ = follow.commands.send(Command::Lose(shard));
+        }
     }
 }
 
@@ -821,17 +987,24 @@ struct Task<K: Watched> {
     kind: String,
     state: Arc<Mutex<State<K>>>,
     status: watch::Sender<WatchStatus>,
-    shards: Option<ShardSelector>,
+    filter: Filter,
+    /// A watch of the held shards: the incarnation each shard has listed.
+    listed: Option<watch::Sender<HashMap<u32, u64>>>,
 }
 
+/// One event of a shard's stream (0 for a watch of one stream), with the incarnation of the
+/// shard's gain that made the stream.
+type Tagged<K> = (u32, u64, Result<Event<K>, BoxError>);
+
 impl<K: Watched> Task<K> {
-    async fn run(mut self, mut events: Events<K>) {
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(event) if self.outside_shards(&event) => {}
-                Ok(event) => self.apply(event),
-                Err(error) => self.failed(error),
+    async fn run(mut self, input: Input<K>) {
+        match input {
+            Input::Events(mut events) => {
+                while let Some(event) = events.next().await {
+                    self.handle(0, 0, event);
+                }
             }
+            Input::Follow { make, commands } => self.follow(&make, commands).await,
         }
         debug!(kind = %self.kind, "the watch's event stream ended");
         let mut state = self.state.lock();
@@ -839,22 +1012,85 @@ impl<K: Watched> Task<K> {
         state.subscribers.clear();
     }
 
-    /// Whether `event` carries an object outside the watch's shards: counted, and the first
-    /// one logged, since a server that filters sends none.
-    fn outside_shards(&self, event: &Event<K>) -> bool {
-        let (Some(shards), Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) =
-            (&self.shards, event)
-        else {
+    /// Runs one stream per held shard, as the runner gains and loses them.
+    async fn follow(
+        &mut self,
+        make: &MakeEvents<K>,
+        mut commands: mpsc::UnboundedReceiver<Command>,
+    ) {
+        let mut streams: SelectAll<BoxStream<'static, Tagged<K>>> = SelectAll::new();
+        // Each running shard's incarnation and the handle that ends its stream.
+        let mut running: HashMap<u32, (u64, StreamAbort)> = HashMap::new();
+        loop {
+            tokio::select! {
+                command = commands.recv() => match command {
+                    Some(Command::Gain(shard, incarnation)) => {
+                        if let Some((_, stream)) = running.remove(&shard) {
+                            stream.abort();
+                            self.forget(shard);
+                        }
+                        let (events, stream) = futures::stream::abortable(make(shard));
+                        streams.push(events.map(move |e| (shard, incarnation, e)).boxed());
+                        running.insert(shard, (incarnation, stream));
+                        debug!(kind = %self.kind, shard, "watching a shard");
+                    }
+                    Some(Command::Lose(shard)) => {
+                        if let Some((_, stream)) = running.remove(&shard) {
+                            stream.abort();
+                        }
+                        self.forget(shard);
+                        debug!(kind = %self.kind, shard, "stopped watching a shard");
+                    }
+                    None => return,
+                },
+                Some((shard, incarnation, event)) = streams.next(), if !streams.is_empty() => {
+                    // An aborted stream yields nothing more; a later one of the shard is
+                    // another incarnation.
+                    if running.get(&shard).is_some_and(|(i, _)| *i == incarnation) {
+                        self.handle(shard, incarnation, event);
+                    }
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, part: u32, incarnation: u64, event: Result<Event<K>, BoxError>) {
+        match event {
+            Ok(event) if self.outside(part, &event) => {}
+            Ok(event) => self.apply(part, incarnation, event),
+            Err(error) => self.failed(error),
+        }
+    }
+
+    /// The part (shard) of the watch `object` belongs to: 0 unless the watch follows shards.
+    fn part_of(&self, object: &K) -> u32 {
+        match self.filter {
+            Filter::Namespaces { shards } => {
+                let namespace = object.meta().namespace.as_deref().unwrap_or("");
+                shard_of_hash(field_hash(namespace), shards)
+            }
+            Filter::All | Filter::Selector(_) => 0,
+        }
+    }
+
+    /// Whether `event` carries an object outside the shards of the stream `part` it came in
+    /// on: counted, and the first one logged, since a server that filters sends none.
+    fn outside(&self, part: u32, event: &Event<K>) -> bool {
+        let (Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) = event else {
             return false;
         };
-        if shards.matches_object(o) {
+        let inside = match &self.filter {
+            Filter::All => return false,
+            Filter::Selector(selector) => selector.matches_object(o),
+            Filter::Namespaces { .. } => self.part_of(o) == part,
+        };
+        if inside {
             return false;
         }
         self.status.send_modify(|s| s.outside_shards += 1);
         if self.status.borrow().outside_shards == 1 {
             warn!(
                 kind = %self.kind,
-                selector = %shards,
                 "the API server sent an object outside the shard selector: it does not filter \
                  (is its ShardedListAndWatch feature gate on?); the watch filters instead"
             );
@@ -873,8 +1109,35 @@ impl<K: Watched> Task<K> {
         self.state.lock().send(&Change::Error(error));
     }
 
-    fn apply(&mut self, event: Event<K>) {
+    /// Forgets the objects of a shard no longer watched: out of the store and the deleted
+    /// objects, no key yielded (they were not deleted, only handed to another replica).
+    fn forget(&mut self, part: u32) {
+        let mut state = self.state.lock();
+        state.listing.remove(&part);
+        let shards: Vec<_> = self
+            .store
+            .state()
+            .into_iter()
+            .filter(|o| self.part_of(o) == part)
+            .collect();
+        let forgotten = shards.len();
+        for o in shards {
+            self.writer
+                .apply_watcher_event(&Event::Delete((*o).clone()));
+        }
+        state.deleted.retain(|_, (o, _)| self.part_of(o) != part);
+        drop(state);
+        if let Some(listed) = &self.listed {
+            listed.send_if_modified(|l| l.remove(&part).is_some());
+        }
+        debug!(kind = %self.kind, shard = part, forgotten, "forgot a shard's objects");
+    }
+
+    fn apply(&mut self, part: u32, incarnation: u64, event: Event<K>) {
         let answered = !matches!(event, Event::Init);
+        // A watch of the held shards lists each shard into the store as it goes (the others'
+        // objects stay); one stream lists into the writer's buffer, swapped in at its end.
+        let by_part = self.listed.is_some();
         let now = Instant::now();
         let mut state = self.state.lock();
         state.expire(now);
@@ -896,26 +1159,38 @@ impl<K: Watched> Task<K> {
                 state.send(&Change::Deleted(o, NORMAL));
             }
             Event::Init => {
-                state.listing = Some(HashSet::new());
-                self.writer.apply_watcher_event(&Event::Init);
+                state.listing.insert(part, HashSet::new());
+                if !by_part {
+                    self.writer.apply_watcher_event(&Event::Init);
+                }
             }
             Event::InitApply(o) => {
-                state
-                    .listing
-                    .get_or_insert_with(HashSet::new)
-                    .insert(key(&o));
-                self.writer.apply_watcher_event(&Event::InitApply(o));
+                state.listing.entry(part).or_default().insert(key(&o));
+                let event = if by_part {
+                    Event::Apply(o)
+                } else {
+                    Event::InitApply(o)
+                };
+                self.writer.apply_watcher_event(&event);
             }
             Event::InitDone => {
-                let listed = state.listing.take().unwrap_or_default();
-                // What the store held and the list lacks was deleted while the watch was down.
+                let listed = state.listing.remove(&part).unwrap_or_default();
+                // What the store held of the part and the list lacks was deleted while the
+                // watch was down.
                 let gone: Vec<_> = self
                     .store
                     .state()
                     .into_iter()
-                    .filter(|o| !listed.contains(&key(o)))
+                    .filter(|o| self.part_of(o) == part && !listed.contains(&key(o)))
                     .collect();
-                self.writer.apply_watcher_event(&Event::InitDone);
+                if by_part {
+                    for o in &gone {
+                        self.writer
+                            .apply_watcher_event(&Event::Delete((**o).clone()));
+                    }
+                } else {
+                    self.writer.apply_watcher_event(&Event::InitDone);
+                }
                 for o in &gone {
                     state.remember(key(o), o.clone(), now);
                 }
@@ -923,8 +1198,13 @@ impl<K: Watched> Task<K> {
                     state.deleted.remove(key);
                 }
                 state.synced = true;
-                let present = self.store.state();
-                debug!(kind = %self.kind, listed = present.len(), gone = gone.len(), "listed");
+                let present: Vec<_> = self
+                    .store
+                    .state()
+                    .into_iter()
+                    .filter(|o| self.part_of(o) == part)
+                    .collect();
+                debug!(kind = %self.kind, shard = part, listed = present.len(), gone = gone.len(), "listed");
                 for o in present {
                     state.send(&Change::Present(o, LOW));
                 }
@@ -935,6 +1215,11 @@ impl<K: Watched> Task<K> {
                     s.synced = true;
                     s.lists += 1;
                 });
+                if let Some(l) = &self.listed {
+                    l.send_modify(|l| {
+                        l.insert(part, incarnation);
+                    });
+                }
             }
         }
         drop(state);

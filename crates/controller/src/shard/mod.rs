@@ -114,4 +114,5 @@ pub use key::{ShardKey, shard_of};
 pub use server::{
     HashRange, ShardField, ShardSelector, ShardSelectorError, field_hash, shard_of_hash,
 };
+pub(crate) use sharding::ShardFollower;
 pub use sharding::{Sharding, ShardingError};

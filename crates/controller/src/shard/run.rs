@@ -202,11 +202,25 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
                     self.plan.held.send_modify(|held| {
                         held.insert(shard);
                     });
-                    let end = terms.lead(leadership, status, Some(shard), token).await;
+                    // The watches that follow the held shards list this one before its term
+                    // reconciles anything: its keys in the warm view (from an earlier term)
+                    // must not be read from a store that lacks its objects.
+                    let listed = tokio::select! {
+                        () = self.plan.gain(shard) => true,
+                        () = token.cancelled() => false,
+                        () = leadership.token().cancelled() => false,
+                    };
+                    let lost = if listed {
+                        let end = terms.lead(leadership, status, Some(shard), token).await;
+                        matches!(end, TermEnd::Lost)
+                    } else {
+                        debug!(shard, "the shard's term ended before its watches listed it");
+                        !token.is_cancelled()
+                    };
                     self.plan.held.send_modify(|held| {
                         held.remove(&shard);
                     });
-                    let lost = matches!(end, TermEnd::Lost);
+                    self.plan.lose(shard);
                     terms.shared.emit(&Event::ShardEnded { shard, lost });
                 }
             })

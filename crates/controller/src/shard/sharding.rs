@@ -2,9 +2,11 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use ctrlq_leader::{ConfigError, LeaderElectionConfig, LeaderElector, Lock};
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::key::{ShardKey, shard_of};
@@ -44,6 +46,17 @@ pub struct Sharding<L> {
     /// Keys go to shards by their namespace's hash, as the API server's shard selector
     /// divides objects ([`by_namespace`](Self::by_namespace)).
     pub(crate) by_namespace: bool,
+    /// The watches that follow the shards this replica leads (`Watch::for_shards`).
+    pub(crate) followers: Mutex<Vec<Weak<dyn ShardFollower>>>,
+}
+
+/// What follows the shards a replica leads: a watch that lists and watches only those.
+pub(crate) trait ShardFollower: Send + Sync {
+    /// The replica leads `shard` now: watch it. The future is ready once the shard's objects
+    /// are listed (a watch that fails keeps it pending while it retries).
+    fn gain(&self, shard: u32) -> BoxFuture<'static, ()>;
+    /// The replica's term on `shard` has ended: stop watching it and forget its objects.
+    fn lose(&self, shard: u32);
 }
 
 /// A [`Sharding`] that cannot work.
@@ -56,6 +69,10 @@ pub enum ShardingError {
     /// The replica's identity is empty.
     #[error("the replica identity is empty")]
     EmptyIdentity,
+    /// A watch that follows the held shards needs the keys sharded as the API server divides
+    /// objects: by namespace ([`Sharding::by_namespace`]).
+    #[error("a watch of the held shards needs keys sharded by namespace (Sharding::by_namespace)")]
+    NotByNamespace,
     /// The elector configuration (or a lock's request timeout against it) is invalid.
     #[error("invalid election settings: {0}")]
     Config(#[from] ConfigError),
@@ -95,6 +112,7 @@ impl<L: Lock> Sharding<L> {
             config,
             held: watch::Sender::new(BTreeSet::new()),
             by_namespace: false,
+            followers: Mutex::new(Vec::new()),
         })
     }
 
@@ -176,6 +194,38 @@ impl<L: Lock> Sharding<L> {
     #[must_use]
     pub fn subscribe_held(&self) -> watch::Receiver<BTreeSet<u32>> {
         self.held.subscribe()
+    }
+}
+
+impl<L> Sharding<L> {
+    /// Has `follower` watch the shards this replica leads from now on.
+    pub(crate) fn follow(&self, follower: Weak<dyn ShardFollower>) {
+        self.followers.lock().push(follower);
+    }
+
+    /// Tells the followers that this replica leads `shard`; ready once each has listed it.
+    pub(crate) async fn gain(&self, shard: u32) {
+        let listed: Vec<_> = self
+            .followers
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|f| f.gain(shard))
+            .collect();
+        futures::future::join_all(listed).await;
+    }
+
+    /// Tells the followers that this replica's term on `shard` has ended.
+    pub(crate) fn lose(&self, shard: u32) {
+        let followers: Vec<_> = self
+            .followers
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for follower in followers {
+            follower.lose(shard);
+        }
     }
 }
 
