@@ -145,6 +145,17 @@ pub enum Event<'a, K> {
         /// Whether its lease was lost (else it drained).
         lost: bool,
     },
+    /// Sharded: the shards held by no replica as this replica's last look at the shard leases
+    /// saw them (no lease yet, a lease released, or one unchanged for its duration because its
+    /// holder stopped), after every look that finds some, and once when none are left. Every
+    /// replica reports its own look; after a membership change each shard has a holder again
+    /// within the settling bounds of the [sharding docs](crate::shard).
+    ShardsUnowned {
+        /// The shards, ascending; empty once every shard has a holder.
+        shards: &'a [u32],
+        /// How long the one unowned longest has been so, from the first look that found it.
+        longest: Duration,
+    },
 }
 
 /// How a source failed ([`Event::SourceFailed`]).

@@ -11,6 +11,8 @@
 //! | `controller_runtime_max_concurrent_reconciles` | gauge | `controller` |
 //! | `controller_runtime_active_workers` | gauge | `controller` |
 //! | `ctrlq_controller_shards_held` | gauge | `controller` (sharded: the shards this replica leads) |
+//! | `ctrlq_controller_shards_unowned` | gauge | `controller` (sharded: the shards held by no replica at this replica's last look, [`Event::ShardsUnowned`]) |
+//! | `ctrlq_controller_shards_unowned_seconds` | gauge | `controller` (sharded: how long the one unowned longest has been so) |
 //! | `ctrlq_controller_shard_moves_total` | counter | `controller` (sharded: shards that came to this replica) |
 //! | `ctrlq_controller_first_reconcile_seconds` | histogram (5 ms … 60 s) | `controller` (per term: the time from winning the lease or the shard to the first reconcile, [`Event::FirstReconcile`]) |
 //! | `ctrlq_controller_source_errors_total` | counter | `controller`, `source` (the source's position, from 0: the error items it yielded, [`Event::SourceError`], a watcher's errors among them) |
@@ -114,6 +116,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -158,6 +161,8 @@ pub struct ControllerMetrics {
     max_concurrent: Family<Labels, Gauge>,
     active: Family<Labels, Gauge>,
     shards_held: Family<Labels, Gauge>,
+    shards_unowned: Family<Labels, Gauge>,
+    shards_unowned_seconds: Family<Labels, Gauge<f64, AtomicU64>>,
     shard_moves: Family<Labels, Counter>,
     first_reconcile: Family<Labels, Histogram, Buckets>,
     source_errors: Family<Labels, Counter>,
@@ -170,7 +175,7 @@ impl Collector for ControllerMetrics {
         // The help texts are controller-runtime's (`pkg/internal/controller/metrics`), verbatim,
         // and ours in the same style: the collector writes them as they are (a registry's
         // `register` would add a period to each).
-        let families: [(&str, &str, &dyn EncodeMetric); 13] = [
+        let families: [(&str, &str, &dyn EncodeMetric); 15] = [
             (
                 "controller_runtime_reconcile",
                 "Total number of reconciliations per controller",
@@ -210,6 +215,16 @@ impl Collector for ControllerMetrics {
                 "ctrlq_controller_shards_held",
                 "Number of shards this replica leads per sharded controller",
                 &self.shards_held,
+            ),
+            (
+                "ctrlq_controller_shards_unowned",
+                "Number of shards held by no replica at this replica's last look per sharded controller",
+                &self.shards_unowned,
+            ),
+            (
+                "ctrlq_controller_shards_unowned_seconds",
+                "Time the shard unowned longest has been held by no replica per sharded controller",
+                &self.shards_unowned_seconds,
             ),
             (
                 "ctrlq_controller_shard_moves",
@@ -312,6 +327,8 @@ impl ControllerMetrics {
             max_concurrent: Family::default(),
             active: Family::default(),
             shards_held: Family::default(),
+            shards_unowned: Family::default(),
+            shards_unowned_seconds: Family::default(),
             shard_moves: Family::default(),
             first_reconcile: Family::new_with_constructor(Buckets),
             source_errors: Family::default(),
@@ -377,6 +394,12 @@ impl ControllerMetrics {
             }
             Event::ShardEnded { .. } => {
                 self.shards_held.get_or_create(&l).dec();
+            }
+            Event::ShardsUnowned { shards, longest } => {
+                let count = i64::try_from(shards.len()).unwrap_or(i64::MAX);
+                self.shards_unowned.get_or_create(&l).set(count);
+                let seconds = self.shards_unowned_seconds.get_or_create(&l);
+                seconds.set(longest.as_secs_f64());
             }
             Event::SourceError { source, .. } => {
                 let l = with_label(&l, "source", source.to_string());

@@ -319,6 +319,17 @@ pub enum Record<K> {
         /// When.
         at: Instant,
     },
+    /// Sharded: shards held by no replica at the replica's look ([`Event::ShardsUnowned`]).
+    ShardsUnowned {
+        /// The replica.
+        replica: String,
+        /// The shards; empty once every shard has a holder again.
+        shards: Vec<u32>,
+        /// How long the one unowned longest has been so.
+        longest: Duration,
+        /// When.
+        at: Instant,
+    },
     /// Sharded: the replica took no shard ([`Event::ShardingRefused`]).
     ShardingRefused {
         /// The replica.
@@ -453,6 +464,12 @@ impl<K: Key> Observations<K> {
                 replica,
                 shard,
                 lost,
+                at,
+            },
+            Event::ShardsUnowned { shards, longest } => Record::ShardsUnowned {
+                replica,
+                shards: shards.to_vec(),
+                longest,
                 at,
             },
             Event::ShardingRefused { reason } => Record::ShardingRefused {

@@ -53,8 +53,8 @@ fn value(registry: &Registry, series: &str) -> f64 {
     support::series_value(&text, series)
 }
 
-/// A sharded replica reports the shards it leads and the shards that came to it, and each
-/// shard's time from its lease won to its first reconcile.
+/// A sharded replica reports the shards it leads and the shards that came to it, each shard's
+/// time from its lease won to its first reconcile, and the shards no replica holds.
 #[tokio::test(start_paused = true)]
 async fn a_sharded_replica_reports_its_shards() {
     use ctrlq_controller::shard::Sharding;
@@ -75,16 +75,22 @@ async fn a_sharded_replica_reports_its_shards() {
     let count = reconciled.clone();
     let firsts = Arc::new(std::sync::Mutex::new(Vec::new()));
     let f = firsts.clone();
+    let unowned = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let u = unowned.clone();
     let run = Controller::new("pods", move |_key: u32, _ctx: Context| {
         count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         async { Ok::<_, Infallible>(Action::Done) }
     })
     .source(|| futures::stream::iter(0..10))
     .metrics(metrics)
-    .on_event(move |e| {
-        if let ctrlq_controller::Event::FirstReconcile { shard, .. } = e {
+    .on_event(move |e| match e {
+        ctrlq_controller::Event::FirstReconcile { shard, .. } => {
             f.lock().unwrap().push(shard.expect("a shard's term"));
         }
+        ctrlq_controller::Event::ShardsUnowned { shards, .. } => {
+            u.lock().unwrap().push(shards.to_vec());
+        }
+        _ => {}
     })
     .sharded(sharding)
     .run(shutdown.clone());
@@ -98,6 +104,17 @@ async fn a_sharded_replica_reports_its_shards() {
     let moves_series = "ctrlq_controller_shard_moves_total{controller=\"pods\"}";
     assert_eq!(value(&registry, held_series), 4.0);
     assert_eq!(value(&registry, moves_series), 4.0);
+    // No shard had a lease at the first look; by the look after the wins, every one has.
+    let unowned_series = "ctrlq_controller_shards_unowned{controller=\"pods\"}";
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(value(&registry, unowned_series), 0.0);
+    assert_eq!(
+        *unowned.lock().unwrap(),
+        [vec![0, 1, 2, 3], vec![]],
+        "reported while some are unowned, then once when none are"
+    );
+    let longest = "ctrlq_controller_shards_unowned_seconds{controller=\"pods\"}";
+    assert_eq!(value(&registry, longest), 0.0);
     // The shards' keys are listed once the gains settle; every key once.
     let start = tokio::time::Instant::now();
     while reconciled.load(std::sync::atomic::Ordering::SeqCst) < 10 {

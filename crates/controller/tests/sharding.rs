@@ -144,10 +144,52 @@ fn check_handovers(log: &Observations<u32>, since: Instant) -> usize {
     moves
 }
 
+/// The shards no replica held as the replicas' looks reported them from `since` until
+/// `until`: none reported later than `bound` after `since` nor unowned longer than `bound`,
+/// and (without `until`) each replica's last report empty. Returns the most reported at once.
+fn check_unowned(
+    log: &Observations<u32>,
+    since: Instant,
+    until: Option<Instant>,
+    bound: Duration,
+) -> usize {
+    let mut last: HashMap<&str, &[u32]> = HashMap::new();
+    let mut most = 0;
+    for r in log.records() {
+        if let Record::ShardsUnowned {
+            replica,
+            shards,
+            longest,
+            at,
+        } = r
+            && *at >= since
+            && until.is_none_or(|until| *at < until)
+        {
+            if !shards.is_empty() {
+                assert!(
+                    *at - since <= bound,
+                    "{shards:?} unowned at {:?}",
+                    *at - since
+                );
+            }
+            assert!(*longest <= bound, "{shards:?} unowned for {longest:?}");
+            most = most.max(shards.len());
+            last.insert(replica, shards);
+        }
+    }
+    if until.is_none() {
+        for (replica, shards) in last {
+            assert!(shards.is_empty(), "{replica} last saw {shards:?} unowned");
+        }
+    }
+    most
+}
+
 /// 3 replicas and 12 shards settle at 4/4/4; one killed, the other two hold 6/6 within the
 /// bound; two joining give 3/3/2/2/2, every handed-over shard drained before its new holder
 /// started. Objects change all along; no key is ever in two reconciles, and every object is
-/// reconciled to its last generation.
+/// reconciled to its last generation. The killed replica's shards are reported unowned, and
+/// every shard is owned again within the bounds.
 #[tokio::test(start_paused = true)]
 async fn twelve_shards_follow_kills_and_joins() {
     let api = ScriptedSource::new();
@@ -172,6 +214,7 @@ async fn twelve_shards_follow_kills_and_joins() {
             }
         })
     };
+    let killed = Instant::now();
     h.kill("c");
     let took = settle(&h, &["a", "b"], &[6, 6], SETTLE_AFTER_A_DEATH).await;
     println!("settled at 6/6 after a kill in {took:?} (bound {SETTLE_AFTER_A_DEATH:?})");
@@ -195,6 +238,13 @@ async fn twelve_shards_follow_kills_and_joins() {
 
     let log = h.observations();
     assert_eq!(log.key_overlaps(), 0);
+    let unowned = check_unowned(&log, killed, Some(joined), SETTLE_AFTER_A_DEATH);
+    assert!(
+        unowned >= 4,
+        "the killed replica's 4 shards were reported unowned: {unowned}"
+    );
+    // A join's hand-overs leave a shard unowned from its release to its next holder's take.
+    check_unowned(&log, joined, None, SETTLE_AFTER_A_JOIN);
     let moved_by_joins = check_handovers(&log, joined);
     let moved_by_third = check_handovers(&log, c2);
     println!("shards moved: {moved_by_joins} by the three joins, {moved_by_third} by the last");

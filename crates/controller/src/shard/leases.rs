@@ -3,7 +3,7 @@
 //! not changed for its lease duration is blanked, so that the shard's elector takes it at its
 //! first try instead of starting its own observation then.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +29,19 @@ pub(crate) struct ShardLeases<L> {
     prefix: String,
     /// Each lease's last version and when this replica first saw it, on its own clock.
     seen: Sightings,
+    /// The shards whose lease named a live holder at the last look.
+    owned: BTreeSet<u32>,
+    /// Each shard without a live holder, since when (the look that first found it so).
+    unowned_since: BTreeMap<u32, Instant>,
+}
+
+/// The shards held by nobody, as one replica's last look at the leases saw them: no lease, a
+/// lease released, or one unchanged for its duration (its holder stopped).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Unowned {
+    pub(crate) shards: Vec<u32>,
+    /// How long the one unowned longest has been, from the first look that found it so.
+    pub(crate) longest: Duration,
 }
 
 impl<L: Lock> ShardLeases<L> {
@@ -38,6 +51,8 @@ impl<L: Lock> ShardLeases<L> {
             locks,
             prefix,
             seen: Sightings::default(),
+            owned: BTreeSet::new(),
+            unowned_since: BTreeMap::new(),
         }
     }
 
@@ -67,6 +82,7 @@ impl<L: Lock> ShardLeases<L> {
         let now = Instant::now();
         let mut stale = Vec::new();
         let mut names = BTreeSet::new();
+        self.owned.clear();
         for (name, v) in listed {
             let Some(shard) = name
                 .strip_prefix(&self.prefix)
@@ -77,12 +93,36 @@ impl<L: Lock> ShardLeases<L> {
             names.insert(name.clone());
             let first_seen = self.seen.first_seen(&name, &v.version, now);
             let lease = Duration::from_secs(u64::from(v.record.lease_duration_seconds));
-            if !v.record.holder_identity.is_empty() && first_seen + lease <= now {
+            if v.record.holder_identity.is_empty() {
+                continue;
+            }
+            if first_seen + lease <= now {
                 stale.push((name, shard, v.version));
+            } else {
+                self.owned.insert(shard);
             }
         }
         self.seen.keep(&names);
         stale
+    }
+
+    /// The shards below `shards` that the last look found without a live holder, and how long
+    /// the longest of them has been so, counted from the first look that found it so and
+    /// asked this (the runner asks after every look).
+    pub(crate) fn unowned(&mut self, shards: u32) -> Unowned {
+        let now = Instant::now();
+        let owned = &self.owned;
+        self.unowned_since.retain(|shard, _| !owned.contains(shard));
+        let unowned: Vec<u32> = (0..shards).filter(|s| !owned.contains(s)).collect();
+        let mut longest = Duration::ZERO;
+        for &shard in &unowned {
+            let since = *self.unowned_since.entry(shard).or_insert(now);
+            longest = longest.max(now - since);
+        }
+        Unowned {
+            shards: unowned,
+            longest,
+        }
     }
 
     /// Blanks the lease `name` if it is still at `version` and names a holder, keeping its leader
@@ -172,6 +212,40 @@ mod tests {
         advance(Duration::from_secs(30)).await;
         assert_eq!(look(&mut a, &store, &[0, 1], &[]).await, [1]);
         assert!(look(&mut a, &store, &[0, 1], &[]).await.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shard_without_a_live_holder_is_unowned_from_the_look_that_found_it() {
+        let store = MemoryStore::new();
+        renew(&store, 0, "x", 1).await;
+        write(&store, "x-shard-2", "", 1).await; // released
+        let mut a = leases(&store, "a");
+        look(&mut a, &store, &[], &[]).await;
+        let unowned = |shards: &[u32], secs| Unowned {
+            shards: shards.to_vec(),
+            longest: Duration::from_secs(secs),
+        };
+        assert_eq!(a.unowned(3), unowned(&[1, 2], 0), "absent, released");
+        advance(Duration::from_secs(5)).await;
+        look(&mut a, &store, &[], &[]).await;
+        assert_eq!(a.unowned(3), unowned(&[1, 2], 5));
+        // Shard 0 unchanged for its 15 s: its holder stopped.
+        advance(Duration::from_secs(10)).await;
+        renew(&store, 1, "y", 1).await;
+        look(&mut a, &store, &[], &[]).await;
+        assert_eq!(a.unowned(3), unowned(&[0, 2], 15));
+        renew(&store, 0, "x", 1).await;
+        renew(&store, 2, "y", 2).await;
+        look(&mut a, &store, &[], &[]).await;
+        assert_eq!(a.unowned(3), unowned(&[], 0));
+        // Unowned again: counted from then, not from before.
+        advance(Duration::from_secs(3)).await;
+        write(&store, "x-shard-1", "", 2).await;
+        look(&mut a, &store, &[], &[]).await;
+        assert_eq!(a.unowned(3), unowned(&[1], 0));
+        advance(Duration::from_secs(2)).await;
+        look(&mut a, &store, &[], &[]).await;
+        assert_eq!(a.unowned(3), unowned(&[1], 2));
     }
 
     #[tokio::test(start_paused = true)]

@@ -16,7 +16,7 @@ use tracing::{debug, warn};
 
 use super::assign::shards_of;
 use super::key::ShardKey;
-use super::leases::ShardLeases;
+use super::leases::{ShardLeases, Unowned};
 use super::members::{Look, Membership};
 use super::sharding::Sharding;
 use super::sharding::key_shard;
@@ -83,6 +83,7 @@ where
         // stale leases of the shards this look assigns here are blanked before the look is
         // published, so that a stand it starts takes them at its first try.
         let membership = async {
+            let mut last_unowned = Unowned::default();
             loop {
                 let look = members.look().await;
                 if let Some(listed) = members.take_listing() {
@@ -94,6 +95,14 @@ where
                     leases
                         .look(listed, &mine.into_iter().collect(), &held)
                         .await;
+                    let unowned = leases.unowned(plan.shards);
+                    if !unowned.shards.is_empty() || unowned != last_unowned {
+                        shared.emit(&Event::ShardsUnowned {
+                            shards: &unowned.shards,
+                            longest: unowned.longest,
+                        });
+                    }
+                    last_unowned = unowned;
                 }
                 look_tx.send_if_modified(|v| {
                     let changed = v.as_ref() != Some(&look);
