@@ -1,25 +1,34 @@
 //! Server-side sharded list and watch (KEP-5866) on a real kube-apiserver: the objects the
 //! server returns for a shard selector are exactly those our shard functions put in those
 //! shards, by namespace and by uid; a sharded `Watch` holds only its shards, from the list and
-//! live; and with the feature gate off the watch filters by itself and says so. Control planes
+//! live; with the feature gate off the watch filters by itself and says so; and replicas on
+//! `Watch::for_shards` each watch only the shards they hold, through a join, names re-created,
+//! a restart without the gate and a leave. Control planes
 //! from `ctrlq-envtest` (binaries from `scripts/install-controlplane`); real time, every wait
 //! bounded.
 
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ctrlq_controller::kube::{Watch, shard_client};
-use ctrlq_controller::shard::{ShardField, ShardSelector, field_hash, shard_of_hash};
+use ctrlq_controller::kube::{Object, Watch, shard_client};
+use ctrlq_controller::shard::{ShardField, ShardSelector, Sharding, field_hash, shard_of_hash};
+use ctrlq_controller::{Action, Context, Controller};
 use ctrlq_envtest::{ADMIN, ControlPlane, create_namespace};
+use ctrlq_leader::{LeaderElectionConfig, LeaseLock};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use support::bounded;
 use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
 
 const GATE: &str = "--feature-gates=ShardedListAndWatch=true";
 
@@ -233,4 +242,271 @@ async fn without_the_gate_the_watch_filters_by_itself_and_counts_it() {
         "no shardInfo from a server that ignored the selector"
     );
     assert_eq!(listed.len(), 8 * 4, "every object listed");
+}
+
+/// What the replicas of [`replicas_watch_only_the_shards_they_hold`] share: each reconcile
+/// (replica, key, resource version read), the keys in a reconcile now, and the overlaps found.
+#[derive(Clone, Default)]
+struct Fleet {
+    log: Arc<Mutex<Vec<(&'static str, String, Option<String>)>>>,
+    in_flight: Arc<Mutex<BTreeSet<String>>>,
+    overlaps: Arc<AtomicUsize>,
+    /// Each replica's last report of the shards no replica held.
+    unowned: Arc<Mutex<HashMap<&'static str, Vec<u32>>>>,
+}
+
+struct Replica {
+    watch: Watch<ConfigMap>,
+    held: tokio::sync::watch::Receiver<BTreeSet<u32>>,
+    stop: CancellationToken,
+    run: tokio::task::JoinHandle<()>,
+}
+
+const SHARDS: u32 = 4;
+const LEASES: &str = "follow-leases";
+const SUFFIX: &str = "follow";
+
+fn replica(client: &Client, id: &'static str, fleet: &Fleet) -> Replica {
+    let leases = client.clone();
+    let config = LeaderElectionConfig::default()
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(3))
+        .retry_period(Duration::from_millis(500));
+    let sharding = Sharding::new(
+        SHARDS,
+        id,
+        move |name: &str| LeaseLock::new(leases.clone(), LEASES, name, id),
+        config,
+    )
+    .unwrap()
+    .by_namespace();
+    let watch =
+        Watch::<ConfigMap>::for_shards(client.clone(), watcher::Config::default(), &sharding)
+            .unwrap();
+    let held = sharding.subscribe_held();
+    let (f, unowned) = (fleet.clone(), fleet.unowned.clone());
+    let controller = Controller::for_watch(
+        SUFFIX,
+        &watch,
+        move |key: ObjectRef<ConfigMap>, cm: Object<ConfigMap>, _ctx: Context| {
+            let f = f.clone();
+            let key = format!("{}/{}", key.namespace.unwrap_or_default(), key.name);
+            async move {
+                if !f.in_flight.lock().unwrap().insert(key.clone()) {
+                    f.overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                let version = cm.present().and_then(|cm| cm.resource_version());
+                f.log.lock().unwrap().push((id, key.clone(), version));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                f.in_flight.lock().unwrap().remove(&key);
+                Ok::<_, Infallible>(Action::Done)
+            }
+        },
+    )
+    .workers(2)
+    .grace_period(Duration::from_secs(2))
+    .on_event(move |e| {
+        if let ctrlq_controller::Event::ShardsUnowned { shards, .. } = e {
+            unowned.lock().unwrap().insert(id, shards.to_vec());
+        }
+    })
+    .sharded(sharding);
+    let stop = CancellationToken::new();
+    let run = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            controller.run(stop).await;
+        }
+    });
+    Replica {
+        watch,
+        held,
+        stop,
+        run,
+    }
+}
+
+fn shard_of_namespace(namespace: &str) -> u32 {
+    shard_of_hash(field_hash(namespace), SHARDS)
+}
+
+/// The test's ConfigMaps on the server: `namespace/name` → resource version.
+async fn on_server(admin: &Client) -> BTreeMap<String, String> {
+    let all = Api::<ConfigMap>::all(admin.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let ending = format!("-{SUFFIX}");
+    all.iter()
+        .filter(|cm| cm.namespace().is_some_and(|ns| ns.ends_with(&ending)))
+        .map(|cm| {
+            let key = format!("{}/{}", cm.namespace().unwrap(), cm.name_any());
+            (key, cm.resource_version().unwrap())
+        })
+        .collect()
+}
+
+/// Waits until every test object's last reconcile read its version on the server.
+async fn converged(admin: &Client, fleet: &Fleet) {
+    bounded(Duration::from_secs(90), async {
+        loop {
+            let server = on_server(admin).await;
+            let mut last: HashMap<String, Option<String>> = HashMap::new();
+            for (_, key, version) in fleet.log.lock().unwrap().iter() {
+                last.insert(key.clone(), version.clone());
+            }
+            if server
+                .iter()
+                .all(|(key, v)| last.get(key).is_some_and(|l| l.as_ref() == Some(v)))
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+}
+
+/// Waits until the replicas hold every shard between them, each at least one, and each
+/// store holds exactly the test objects of its shards.
+async fn split(admin: &Client, replicas: &[&Replica]) {
+    bounded(Duration::from_secs(90), async {
+        loop {
+            let server = on_server(admin).await;
+            let held: Vec<BTreeSet<u32>> =
+                replicas.iter().map(|r| r.held.borrow().clone()).collect();
+            let all: BTreeSet<u32> = held.iter().flatten().copied().collect();
+            let disjoint = held.iter().map(BTreeSet::len).sum::<usize>() == all.len();
+            let stores_hold = replicas.iter().zip(&held).all(|(r, held)| {
+                let expected: BTreeSet<String> = server
+                    .keys()
+                    .filter(|k| held.contains(&shard_of_namespace(k.split('/').next().unwrap())))
+                    .cloned()
+                    .collect();
+                keys(r.watch.store().state().iter().map(|cm| &**cm), SUFFIX) == expected
+            });
+            if all.len() == SHARDS as usize
+                && disjoint
+                && held.iter().all(|h| !h.is_empty())
+                && stores_hold
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+}
+
+/// Two replicas of a controller sharded by namespace over 4 shards, each on
+/// `Watch::for_shards`, their shard and member records Leases on the same server: a joining
+/// replica takes shards and each replica's store holds exactly its shards' objects, the server
+/// filtering; names deleted and created again under load are reconciled by one replica at a
+/// time to their last version; after a restart of kube-apiserver with the gate off, each
+/// replica filters by itself and still holds only its shards; after one replica leaves, the
+/// other takes every shard, lists them and reconciles every change; no key is ever in two
+/// reconciles at once, and the shards no replica held are reported until none are left.
+#[tokio::test]
+async fn replicas_watch_only_the_shards_they_hold() {
+    let plane = ControlPlane::start_with([GATE]).await;
+    let admin = plane.client(ADMIN);
+    create_namespace(&admin, LEASES).await;
+    let namespaces = fill(&admin, SUFFIX, 8, 3).await;
+    let spread: BTreeSet<u32> = namespaces.iter().map(|ns| shard_of_namespace(ns)).collect();
+    assert!(
+        spread.len() >= 3,
+        "the namespaces span the shards: {spread:?}"
+    );
+    let fleet = Fleet::default();
+
+    let a = replica(&admin, "a", &fleet);
+    bounded(Duration::from_secs(60), async {
+        let mut held = a.held.clone();
+        held.wait_for(|h| h.len() == SHARDS as usize).await.unwrap();
+    })
+    .await;
+    converged(&admin, &fleet).await;
+
+    let b = replica(&admin, "b", &fleet);
+    split(&admin, &[&a, &b]).await;
+    assert_eq!(a.watch.status().outside_shards, 0, "the server filtered");
+    assert_eq!(b.watch.status().outside_shards, 0, "the server filtered");
+
+    // Names deleted and created again (new uids, the same keys), and changes, under load.
+    for round in 0..4 {
+        for ns in &namespaces {
+            let api = Api::<ConfigMap>::namespaced(admin.clone(), ns);
+            api.delete("cm-0", &DeleteParams::default()).await.unwrap();
+            api.create(&PostParams::default(), &config_map("cm-0"))
+                .await
+                .unwrap();
+            let mut cm = api.get("cm-1").await.unwrap();
+            cm.data = Some([("round".to_owned(), round.to_string())].into());
+            api.replace("cm-1", &PostParams::default(), &cm)
+                .await
+                .unwrap();
+        }
+    }
+    converged(&admin, &fleet).await;
+
+    // kube-apiserver again, without the gate: the replicas' watchers list again, each
+    // receives every object and keeps only its shards'.
+    plane.kill_apiserver();
+    plane.start_apiserver_with::<_, String>([]).await;
+    for ns in &namespaces {
+        Api::<ConfigMap>::namespaced(admin.clone(), ns)
+            .create(&PostParams::default(), &config_map("after-restart"))
+            .await
+            .unwrap();
+    }
+    converged(&admin, &fleet).await;
+    split(&admin, &[&a, &b]).await;
+    let outside = a.watch.status().outside_shards + b.watch.status().outside_shards;
+    assert!(
+        outside > 0,
+        "the server sent every object; the watches dropped the others'"
+    );
+
+    // b leaves: a takes its shards, lists them, and reconciles what changed meanwhile.
+    b.stop.cancel();
+    bounded(Duration::from_secs(30), b.run).await.unwrap();
+    for ns in &namespaces {
+        let api = Api::<ConfigMap>::namespaced(admin.clone(), ns);
+        let mut cm = api.get("cm-2").await.unwrap();
+        cm.data = Some([("after".to_owned(), "b-left".to_owned())].into());
+        api.replace("cm-2", &PostParams::default(), &cm)
+            .await
+            .unwrap();
+    }
+    bounded(Duration::from_secs(60), async {
+        let mut held = a.held.clone();
+        held.wait_for(|h| h.len() == SHARDS as usize).await.unwrap();
+    })
+    .await;
+    converged(&admin, &fleet).await;
+    let everything: BTreeSet<String> = on_server(&admin).await.into_keys().collect();
+    store_holds(&a.watch, &everything, SUFFIX).await;
+    bounded(Duration::from_secs(30), async {
+        while fleet
+            .unowned
+            .lock()
+            .unwrap()
+            .get("a")
+            .is_none_or(|u| !u.is_empty())
+        {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    a.stop.cancel();
+    bounded(Duration::from_secs(30), a.run).await.unwrap();
+    assert_eq!(
+        fleet.overlaps.load(Ordering::SeqCst),
+        0,
+        "a key in two reconciles at once"
+    );
+    let log = fleet.log.lock().unwrap();
+    let by: BTreeSet<&str> = log.iter().map(|(id, ..)| *id).collect();
+    assert_eq!(by, ["a", "b"].into(), "both replicas reconciled");
 }

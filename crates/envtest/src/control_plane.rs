@@ -60,7 +60,8 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// - A kubeconfig for `kubectl` ([`kubeconfig_file`](Self::kubeconfig_file)) and kube-rs
 ///   clients for each identity ([`client`](Self::client)).
 /// - Faults on demand: [`pause_apiserver`](Self::pause_apiserver) (SIGSTOP),
-///   [`kill_apiserver`](Self::kill_apiserver), [`start_apiserver`](Self::start_apiserver),
+///   [`kill_apiserver`](Self::kill_apiserver), [`start_apiserver`](Self::start_apiserver)
+///   (or [`start_apiserver_with`](Self::start_apiserver_with) other flags),
 ///   [`restart_apiserver`](Self::restart_apiserver), and
 ///   [`etcd_delete`](Self::etcd_delete) past the API server.
 /// - Dropping it kills both processes and removes its directory, also when the test panics.
@@ -91,7 +92,10 @@ pub struct ControlPlane {
     etcd: Mutex<Child>,
     /// Behind a lock so that a test sharing the control plane ([`Self::shared`]) can restart it.
     apiserver: Mutex<Child>,
+    /// kube-apiserver's own arguments.
     apiserver_args: Vec<String>,
+    /// The flags passed after them: the start's, or the last restart's.
+    flags: Mutex<Vec<String>>,
     bin: PathBuf,
     watchdog: Child,
     dir: PathBuf,
@@ -238,10 +242,10 @@ impl ControlPlane {
         [etcd_port, peer_port, api_port]: [u16; 3],
         flags: Vec<String>,
     ) -> Result<Self, Error> {
-        let mut apiserver_args = apiserver_args(&dir, etcd_port, api_port);
-        apiserver_args.extend(flags);
+        let apiserver_args = apiserver_args(&dir, etcd_port, api_port);
+        let all: Vec<String> = apiserver_args.iter().chain(&flags).cloned().collect();
         let mut etcd = process::spawn_etcd(&bin, &dir, etcd_port, peer_port)?;
-        let mut apiserver = match process::spawn_apiserver(&bin, &dir, &apiserver_args) {
+        let mut apiserver = match process::spawn_apiserver(&bin, &dir, &all) {
             Ok(child) => child,
             Err(e) => {
                 kill(&mut etcd);
@@ -262,6 +266,7 @@ impl ControlPlane {
             etcd: Mutex::new(etcd),
             apiserver: Mutex::new(apiserver),
             apiserver_args,
+            flags: Mutex::new(flags),
             bin,
             watchdog,
             dir,
@@ -359,8 +364,21 @@ impl ControlPlane {
         &self.bin
     }
 
-    pub(crate) fn apiserver_args(&self) -> &[String] {
-        &self.apiserver_args
+    /// kube-apiserver's arguments: its own, then the flags.
+    pub(crate) fn apiserver_args(&self) -> Vec<String> {
+        let flags = self
+            .flags
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.apiserver_args.iter().chain(&*flags).cloned().collect()
+    }
+
+    /// Sets the flags passed to kube-apiserver after its own, from its next start on.
+    pub(crate) fn set_flags(&self, flags: Vec<String>) {
+        *self
+            .flags
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = flags;
     }
 
     pub(crate) fn apiserver(&self) -> &Mutex<Child> {

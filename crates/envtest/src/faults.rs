@@ -83,7 +83,7 @@ impl ControlPlane {
     /// # }
     /// ```
     pub async fn start_apiserver(&self) {
-        let started = process::spawn_apiserver(self.bin(), self.dir(), self.apiserver_args())
+        let started = process::spawn_apiserver(self.bin(), self.dir(), &self.apiserver_args())
             .and_then(|child| {
                 let etcd = self.etcd().lock().unwrap().id();
                 process::write_pids(self.dir(), &[child.id(), etcd])?;
@@ -95,6 +95,32 @@ impl ControlPlane {
             Err(e) => Err(e),
         };
         ready.unwrap_or_else(|e| panic!("kube-apiserver did not start again: {e}"));
+    }
+
+    /// As [`start_apiserver`](Self::start_apiserver), with `flags` after kube-apiserver's own
+    /// instead of the ones it was started with (and at its later starts): for example a feature
+    /// gate turned off between two runs.
+    ///
+    /// # Panics
+    ///
+    /// As [`start_apiserver`](Self::start_apiserver).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn test() {
+    /// let plane = ctrlq_envtest::ControlPlane::start_with(["--feature-gates=ShardedListAndWatch=true"]).await;
+    /// plane.kill_apiserver();
+    /// plane.start_apiserver_with::<_, String>([]).await; // the gate off now
+    /// # }
+    /// ```
+    pub async fn start_apiserver_with<I, S>(&self, flags: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.set_flags(flags.into_iter().map(Into::into).collect());
+        self.start_apiserver().await;
     }
 
     /// Kills kube-apiserver and starts it again ([`kill_apiserver`](Self::kill_apiserver),
