@@ -244,11 +244,14 @@ async fn without_the_gate_the_watch_filters_by_itself_and_counts_it() {
     assert_eq!(listed.len(), 8 * 4, "every object listed");
 }
 
+/// One reconcile: the replica, the key, and the resource version it read (`None`: absent).
+type Reconciled = (&'static str, String, Option<String>);
+
 /// What the replicas of [`replicas_watch_only_the_shards_they_hold`] share: each reconcile
 /// (replica, key, resource version read), the keys in a reconcile now, and the overlaps found.
 #[derive(Clone, Default)]
 struct Fleet {
-    log: Arc<Mutex<Vec<(&'static str, String, Option<String>)>>>,
+    log: Arc<Mutex<Vec<Reconciled>>>,
     in_flight: Arc<Mutex<BTreeSet<String>>>,
     overlaps: Arc<AtomicUsize>,
     /// Each replica's last report of the shards no replica held.
