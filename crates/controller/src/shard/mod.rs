@@ -5,8 +5,8 @@
 //!   bytes through a finalizer, scaled to `n`), the same in every replica and every version of
 //!   this crate; or, for a controller [sharded by namespace](Sharding::by_namespace), to the
 //!   shard of its namespace as a Kubernetes API server divides objects by a shard selector
-//!   ([`ShardSelector`], KEP-5866), so that a replica's watch can ask the server for the
-//!   objects of its shards only (`Watch::sharded`, feature `kube`).
+//!   ([`ShardSelector`], KEP-5866), so that a replica's watch asks the server for the objects
+//!   of the shards it holds only (`Watch::for_shards`, feature `kube`; below).
 //! - **Ownership**: shard `i` is held through the record `{prefix}{name}-shard-{i}` with the
 //!   elector the controller uses for one lease: fencing tokens, drain and the timing budget are
 //!   per shard. A replica runs one term per held shard (a fresh queue and the configured
@@ -63,6 +63,47 @@
 //! a shard moves once its old holder drained it (at most G) and released its lease, on the new
 //! holder's next try (at most 2.2 × RP after the release), once every replica's look has seen
 //! the join (a retry period): G + 4.2 × RP.
+//!
+//! Every look also finds the shards held by no replica: no lease yet, a lease released (a
+//! hand-over between the release and the next holder's take), or a lease unchanged for its
+//! duration (its holder stopped). Each replica reports them after every look that finds some
+//! and once when none are left ([`Event::ShardsUnowned`](crate::Event::ShardsUnowned), with how
+//! long the one unowned longest has been so; the `ctrlq_controller_shards_unowned` and
+//! `_seconds` gauges): a dead holder's shards are reported from the look that finds their
+//! leases stale until they are taken, within the bound after a death above.
+//!
+//! # Watching only the held shards
+//!
+//! With `Watch::for_shards` (feature `kube`), a replica's watch lists and watches only the
+//! namespaces of the shards it holds, the API server filtering by each shard's
+//! [`ShardSelector`] (kube-apiserver's `ShardedListAndWatch` gate): one watcher per held shard,
+//! started when the replica wins the shard's lease and dropped when its term there ends (after
+//! its drain), the store forgetting the shard's objects without yielding their keys; the other
+//! shards' watchers run on, with no relist. A replica's memory, its watch traffic and the
+//! server's fan-out then fall with the number of replicas (`benches/RESULTS.md`, "Sharded
+//! watches").
+//!
+//! - **Listed before reconciled**: a shard's term starts its workers only once the shard's
+//!   watcher has listed. The warm view keeps the keys of shards this replica held before; a
+//!   reconcile of one of them from a store that has not listed the shard again would read a
+//!   present object as absent.
+//! - **Namespace, not uid**: the server can divide by either, but a key's shard must follow from
+//!   the key alone. With uid shards, a name deleted and created again (a new uid) could land in
+//!   a shard another replica holds while this one still reconciles the old object, and one key
+//!   would be in two reconciles at once; owned objects' keys (their owner's name) and mapped
+//!   keys carry no uid at all. Namespace shards keep a key in one shard for its whole life, and
+//!   an owned object (in its owner's namespace) in its owner's shard, so every watch of the
+//!   controller can be sharded alike. The cost is balance: a namespace is never split, and
+//!   FNV-1a puts names that differ only in their last characters in one shard
+//!   ([`ShardField::Namespace`]).
+//! - **What warm means now**: a replica holds nothing of the shards it does not lead. A
+//!   take-over lists the shards taken (a list of their namespaces, not of the whole collection),
+//!   then reconciles their objects; until that list, the term waits. Watching the shards a
+//!   replica would take next as well would trade the memory the sharding saves for a take-over
+//!   that is already bounded by the lease duration rather than by the list.
+//! - **Without the gate** (or on an older server) each watcher receives every object, and the
+//!   watch keeps only its shard's: correct, at the traffic of the whole collection per held
+//!   shard (`WatchStatus::outside_shards` counts the dropped objects).
 
 //! # Examples
 //!
