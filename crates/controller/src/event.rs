@@ -145,6 +145,15 @@ pub enum Event<'a, K> {
         /// Whether its lease was lost (else it drained).
         lost: bool,
     },
+    /// Sharded: a watch that follows the held shards (`kube::Watch::for_shards`) listed `shard`
+    /// and received objects of other shards with it: the API server ignored the shard selector
+    /// (its `ShardedListAndWatch` feature gate is off, or it is older). The watch keeps only
+    /// the shard's objects, at the traffic of the whole collection. Reported at each such list
+    /// of a shard this replica wins; the first is also logged as a warning.
+    ShardSelectorIgnored {
+        /// The shard.
+        shard: u32,
+    },
     /// Sharded: the shards held by no replica as this replica's last look at the shard leases
     /// saw them (no lease yet, a lease released, or one unchanged for its duration because its
     /// holder stopped), after every look that finds some, and once when none are left. Every

@@ -13,6 +13,7 @@
 //! | `ctrlq_controller_shards_held` | gauge | `controller` (sharded: the shards this replica leads) |
 //! | `ctrlq_controller_shards_unowned` | gauge | `controller` (sharded: the shards held by no replica at this replica's last look, [`Event::ShardsUnowned`]) |
 //! | `ctrlq_controller_shards_unowned_seconds` | gauge | `controller` (sharded: how long the one unowned longest has been so) |
+//! | `ctrlq_controller_shard_selector_ignored_total` | counter | `controller` (sharded: lists of a shard the API server did not filter, [`Event::ShardSelectorIgnored`]) |
 //! | `ctrlq_controller_shard_moves_total` | counter | `controller` (sharded: shards that came to this replica) |
 //! | `ctrlq_controller_first_reconcile_seconds` | histogram (5 ms … 60 s) | `controller` (per term: the time from winning the lease or the shard to the first reconcile, [`Event::FirstReconcile`]) |
 //! | `ctrlq_controller_source_errors_total` | counter | `controller`, `source` (the source's position, from 0: the error items it yielded, [`Event::SourceError`], a watcher's errors among them) |
@@ -163,6 +164,7 @@ pub struct ControllerMetrics {
     shards_held: Family<Labels, Gauge>,
     shards_unowned: Family<Labels, Gauge>,
     shards_unowned_seconds: Family<Labels, Gauge<f64, AtomicU64>>,
+    selector_ignored: Family<Labels, Counter>,
     shard_moves: Family<Labels, Counter>,
     first_reconcile: Family<Labels, Histogram, Buckets>,
     source_errors: Family<Labels, Counter>,
@@ -175,7 +177,7 @@ impl Collector for ControllerMetrics {
         // The help texts are controller-runtime's (`pkg/internal/controller/metrics`), verbatim,
         // and ours in the same style: the collector writes them as they are (a registry's
         // `register` would add a period to each).
-        let families: [(&str, &str, &dyn EncodeMetric); 15] = [
+        let families: [(&str, &str, &dyn EncodeMetric); 16] = [
             (
                 "controller_runtime_reconcile",
                 "Total number of reconciliations per controller",
@@ -225,6 +227,11 @@ impl Collector for ControllerMetrics {
                 "ctrlq_controller_shards_unowned_seconds",
                 "Time the shard unowned longest has been held by no replica per sharded controller",
                 &self.shards_unowned_seconds,
+            ),
+            (
+                "ctrlq_controller_shard_selector_ignored",
+                "Total number of lists of a shard the API server did not filter by its shard selector per sharded controller",
+                &self.selector_ignored,
             ),
             (
                 "ctrlq_controller_shard_moves",
@@ -329,6 +336,7 @@ impl ControllerMetrics {
             shards_held: Family::default(),
             shards_unowned: Family::default(),
             shards_unowned_seconds: Family::default(),
+            selector_ignored: Family::default(),
             shard_moves: Family::default(),
             first_reconcile: Family::new_with_constructor(Buckets),
             source_errors: Family::default(),
@@ -394,6 +402,9 @@ impl ControllerMetrics {
             }
             Event::ShardEnded { .. } => {
                 self.shards_held.get_or_create(&l).dec();
+            }
+            Event::ShardSelectorIgnored { .. } => {
+                self.selector_ignored.get_or_create(&l).inc();
             }
             Event::ShardsUnowned { shards, longest } => {
                 let count = i64::try_from(shards.len()).unwrap_or(i64::MAX);

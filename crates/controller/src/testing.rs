@@ -489,7 +489,9 @@ impl<K: Key> Observations<K> {
                 after,
                 at,
             },
-            Event::ShardsAssigned { .. } | Event::ReconcileOverran { .. } => return,
+            Event::ShardsAssigned { .. }
+            | Event::ReconcileOverran { .. }
+            | Event::ShardSelectorIgnored { .. } => return,
         };
         self.records.push(r);
     }

@@ -196,6 +196,7 @@ async fn help_lines_and_bucket_bounds_are_controller_runtimes() {
             "# HELP ctrlq_controller_shards_held Number of shards this replica leads per sharded controller",
             "# HELP ctrlq_controller_shards_unowned Number of shards held by no replica at this replica's last look per sharded controller",
             "# HELP ctrlq_controller_shards_unowned_seconds Time the shard unowned longest has been held by no replica per sharded controller",
+            "# HELP ctrlq_controller_shard_selector_ignored Total number of lists of a shard the API server did not filter by its shard selector per sharded controller",
             "# HELP ctrlq_controller_shard_moves Total number of shards that came to this replica per sharded controller",
             "# HELP ctrlq_controller_first_reconcile_seconds Time from gaining a lease or a shard to the first reconcile of the term per controller",
             "# HELP ctrlq_controller_source_errors Total number of errors yielded per controller and source",

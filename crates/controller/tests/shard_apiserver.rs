@@ -3,7 +3,7 @@
 //! shards, by namespace and by uid; a sharded `Watch` holds only its shards, from the list and
 //! live; with the feature gate off the watch filters by itself and says so; and replicas on
 //! `Watch::for_shards` each watch only the shards they hold, through a join, names re-created,
-//! a restart without the gate and a leave. Control planes
+//! a restart without the gate and a death. Control planes
 //! from `ctrlq-envtest` (binaries from `scripts/install-controlplane`); real time, every wait
 //! bounded.
 
@@ -256,6 +256,10 @@ struct Fleet {
     overlaps: Arc<AtomicUsize>,
     /// Each replica's last report of the shards no replica held.
     unowned: Arc<Mutex<HashMap<&'static str, Vec<u32>>>>,
+    /// Every shard any report named.
+    unowned_seen: Arc<Mutex<BTreeSet<u32>>>,
+    /// The lists of a shard the server did not filter, as the runners reported them.
+    unfiltered: Arc<AtomicUsize>,
 }
 
 struct Replica {
@@ -287,7 +291,12 @@ fn replica(client: &Client, id: &'static str, fleet: &Fleet) -> Replica {
         Watch::<ConfigMap>::for_shards(client.clone(), watcher::Config::default(), &sharding)
             .unwrap();
     let held = sharding.subscribe_held();
-    let (f, unowned) = (fleet.clone(), fleet.unowned.clone());
+    let (f, unowned, seen, unfiltered) = (
+        fleet.clone(),
+        fleet.unowned.clone(),
+        fleet.unowned_seen.clone(),
+        fleet.unfiltered.clone(),
+    );
     let controller = Controller::for_watch(
         SUFFIX,
         &watch,
@@ -308,10 +317,15 @@ fn replica(client: &Client, id: &'static str, fleet: &Fleet) -> Replica {
     )
     .workers(2)
     .grace_period(Duration::from_secs(2))
-    .on_event(move |e| {
-        if let ctrlq_controller::Event::ShardsUnowned { shards, .. } = e {
+    .on_event(move |e| match e {
+        ctrlq_controller::Event::ShardsUnowned { shards, .. } => {
             unowned.lock().unwrap().insert(id, shards.to_vec());
+            seen.lock().unwrap().extend(shards.iter().copied());
         }
+        ctrlq_controller::Event::ShardSelectorIgnored { .. } => {
+            unfiltered.fetch_add(1, Ordering::SeqCst);
+        }
+        _ => {}
     })
     .sharded(sharding);
     let stop = CancellationToken::new();
@@ -407,9 +421,10 @@ async fn split(admin: &Client, replicas: &[&Replica]) {
 /// replica takes shards and each replica's store holds exactly its shards' objects, the server
 /// filtering; names deleted and created again under load are reconciled by one replica at a
 /// time to their last version; after a restart of kube-apiserver with the gate off, each
-/// replica filters by itself and still holds only its shards; after one replica leaves, the
-/// other takes every shard, lists them and reconciles every change; no key is ever in two
-/// reconciles at once, and the shards no replica held are reported until none are left.
+/// replica filters by itself and still holds only its shards; after one replica dies, its
+/// shards are reported unowned and the other takes them within the bound, lists them and
+/// reconciles every change; no key is ever in two reconciles at once, and the unowned report
+/// ends empty.
 #[tokio::test]
 async fn replicas_watch_only_the_shards_they_hold() {
     let plane = ControlPlane::start_with([GATE]).await;
@@ -435,6 +450,7 @@ async fn replicas_watch_only_the_shards_they_hold() {
     split(&admin, &[&a, &b]).await;
     assert_eq!(a.watch.status().outside_shards, 0, "the server filtered");
     assert_eq!(b.watch.status().outside_shards, 0, "the server filtered");
+    assert_eq!(fleet.unfiltered.load(Ordering::SeqCst), 0);
 
     // Names deleted and created again (new uids, the same keys), and changes, under load.
     for round in 0..4 {
@@ -471,9 +487,14 @@ async fn replicas_watch_only_the_shards_they_hold() {
         "the server sent every object; the watches dropped the others'"
     );
 
-    // b leaves: a takes its shards, lists them, and reconciles what changed meanwhile.
-    b.stop.cancel();
-    bounded(Duration::from_secs(30), b.run).await.unwrap();
+    // b dies (its task dropped at once: no drain, no lease released): a finds its leases
+    // stale, reports its shards unowned, takes them, lists them, and reconciles what changed
+    // meanwhile.
+    let b_shards = b.held.borrow().clone();
+    b.run.abort();
+    let _ = b.run.await;
+    drop(b.watch);
+    let died = std::time::Instant::now();
     for ns in &namespaces {
         let api = Api::<ConfigMap>::namespaced(admin.clone(), ns);
         let mut cm = api.get("cm-2").await.unwrap();
@@ -487,7 +508,23 @@ async fn replicas_watch_only_the_shards_they_hold() {
         held.wait_for(|h| h.len() == SHARDS as usize).await.unwrap();
     })
     .await;
+    // Taken within the bound after a death, LD + 4.2 RP + G = 4 + 2.1 + 2 s; with room.
+    assert!(
+        died.elapsed() < Duration::from_secs(16),
+        "{:?}",
+        died.elapsed()
+    );
+    let reported = fleet.unowned_seen.lock().unwrap().clone();
+    assert!(
+        b_shards.is_subset(&reported),
+        "b's shards {b_shards:?} were reported unowned: {reported:?}"
+    );
     converged(&admin, &fleet).await;
+    // Listed (its keys reconciled): each list of b's shards was unfiltered, and said so.
+    assert!(
+        fleet.unfiltered.load(Ordering::SeqCst) >= b_shards.len(),
+        "a listed b's shards without the gate, and said so"
+    );
     let everything: BTreeSet<String> = on_server(&admin).await.into_keys().collect();
     store_holds(&a.watch, &everything, SUFFIX).await;
     bounded(Duration::from_secs(30), async {

@@ -130,6 +130,8 @@ type Log = Arc<Mutex<Vec<(&'static str, String, Option<String>)>>>;
 
 struct Replica {
     watch: Watch<ConfigMap>,
+    /// The lists of a shard the server did not filter, as the runner reported them.
+    unfiltered: Arc<AtomicUsize>,
     held: tokio::sync::watch::Receiver<BTreeSet<u32>>,
     stop: CancellationToken,
     run: tokio::task::JoinHandle<()>,
@@ -156,6 +158,7 @@ fn replica(
     let watch =
         Watch::<ConfigMap>::follow_events(&sharding, move |shard| source.stream(shard)).unwrap();
     let held = sharding.subscribe_held();
+    let unfiltered = Arc::new(AtomicUsize::new(0));
     let (log, in_flight, overlaps) = (log.clone(), in_flight.clone(), overlaps.clone());
     let controller = Controller::for_watch(
         "configmaps",
@@ -178,6 +181,14 @@ fn replica(
     )
     .workers(2)
     .grace_period(Duration::from_secs(2))
+    .on_event({
+        let unfiltered = unfiltered.clone();
+        move |e| {
+            if let ctrlq_controller::Event::ShardSelectorIgnored { .. } = e {
+                unfiltered.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    })
     .sharded(sharding);
     let stop = CancellationToken::new();
     let run = tokio::spawn({
@@ -188,6 +199,7 @@ fn replica(
     });
     Replica {
         watch,
+        unfiltered,
         held,
         stop,
         run,
@@ -286,10 +298,13 @@ async fn follow(ignores_selector: bool) {
     );
     check_log(&log, &server);
     let outside = a.watch.status().outside_shards;
+    let unfiltered = a.unfiltered.load(Ordering::SeqCst);
     if ignores_selector {
         assert!(outside > 0, "the watch dropped the other shards' objects");
+        // Every shard a won was listed unfiltered: 4 at the start, b's again.
+        assert_eq!(unfiltered, SHARDS as usize + held_b.len());
     } else {
-        assert_eq!(outside, 0);
+        assert_eq!((outside, unfiltered), (0, 0));
     }
     a.stop.cancel();
     bounded(LIMIT, a.run).await.unwrap();

@@ -158,8 +158,9 @@ struct Follow {
     commands: mpsc::UnboundedSender<Command>,
     /// The last incarnation given out: each gain of a shard is a new one.
     incarnations: AtomicU64,
-    /// The incarnation of each shard whose stream has listed since its gain.
-    listed: watch::Sender<HashMap<u32, u64>>,
+    /// Each shard whose stream has listed since its gain: its incarnation, and whether the
+    /// list held objects of other shards (the server did not filter).
+    listed: watch::Sender<HashMap<u32, (u64, bool)>>,
 }
 
 /// What the watch task and the subscriptions share, under one lock: applying an event to the
@@ -876,6 +877,7 @@ impl<K: Watched> Shared<K> {
             status: self.status.clone(),
             filter: self.filter.clone(),
             listed: self.follow.as_ref().map(|f| f.listed.clone()),
+            unfiltered: HashSet::new(),
         };
         let task = tokio::spawn(task.run(input));
         *self.task.lock() = Some(task.abort_handle());
@@ -883,9 +885,9 @@ impl<K: Watched> Shared<K> {
 }
 
 impl<K: Watched> ShardFollower for Shared<K> {
-    fn gain(&self, shard: u32) -> BoxFuture<'static, ()> {
+    fn gain(&self, shard: u32) -> BoxFuture<'static, bool> {
         let Some(follow) = &self.follow else {
-            return futures::future::ready(()).boxed();
+            return futures::future::ready(false).boxed();
         };
         let incarnation = follow.incarnations.fetch_add(1, Ordering::Relaxed) + 1;
         let mut listed = follow.listed.subscribe();
@@ -893,10 +895,15 @@ impl<K: Watched> ShardFollower for Shared<K> {
         let _ = follow.commands.send(Command::Gain(shard, incarnation));
         self.start();
         async move {
-            let wait = listed.wait_for(|l| l.get(&shard) == Some(&incarnation));
-            if wait.await.is_err() {
+            let wait = listed.wait_for(|l| l.get(&shard).is_some_and(|(i, _)| *i == incarnation));
+            let unfiltered = match wait.await {
+                Ok(l) => l.get(&shard).map(|(_, unfiltered)| *unfiltered),
+                Err(_) => None,
+            };
+            match unfiltered {
+                Some(unfiltered) => unfiltered,
                 // The watch is gone: nothing will list the shard.
-                std::future::pending::<()>().await;
+                None => std::future::pending().await,
             }
         }
         .boxed()
@@ -989,7 +996,9 @@ struct Task<K: Watched> {
     status: watch::Sender<WatchStatus>,
     filter: Filter,
     /// A watch of the held shards: the incarnation each shard has listed.
-    listed: Option<watch::Sender<HashMap<u32, u64>>>,
+    listed: Option<watch::Sender<HashMap<u32, (u64, bool)>>>,
+    /// The shards whose current list brought objects of other shards.
+    unfiltered: HashSet<u32>,
 }
 
 /// One event of a shard's stream (0 for a watch of one stream), with the incarnation of the
@@ -1075,7 +1084,7 @@ impl<K: Watched> Task<K> {
 
     /// Whether `event` carries an object outside the shards of the stream `part` it came in
     /// on: counted, and the first one logged, since a server that filters sends none.
-    fn outside(&self, part: u32, event: &Event<K>) -> bool {
+    fn outside(&mut self, part: u32, event: &Event<K>) -> bool {
         let (Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) = event else {
             return false;
         };
@@ -1086,6 +1095,9 @@ impl<K: Watched> Task<K> {
         };
         if inside {
             return false;
+        }
+        if matches!(event, Event::InitApply(_)) {
+            self.unfiltered.insert(part);
         }
         self.status.send_modify(|s| s.outside_shards += 1);
         if self.status.borrow().outside_shards == 1 {
@@ -1160,6 +1172,7 @@ impl<K: Watched> Task<K> {
             }
             Event::Init => {
                 state.listing.insert(part, HashSet::new());
+                self.unfiltered.remove(&part);
                 if !by_part {
                     self.writer.apply_watcher_event(&Event::Init);
                 }
@@ -1217,7 +1230,7 @@ impl<K: Watched> Task<K> {
                 });
                 if let Some(l) = &self.listed {
                     l.send_modify(|l| {
-                        l.insert(part, incarnation);
+                        l.insert(part, (incarnation, self.unfiltered.remove(&part)));
                     });
                 }
             }

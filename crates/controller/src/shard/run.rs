@@ -4,6 +4,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ctrlq_leader::{LeaderElector, Lock};
 use futures::future::BoxFuture;
@@ -32,6 +33,8 @@ struct Ctx<'a, K: Key, E, L> {
     plan: &'a Sharding<L>,
     name: &'a str,
     terms: Terms<'a, K, E>,
+    /// Whether the server's ignoring a shard selector was logged.
+    warned_unfiltered: AtomicBool,
 }
 
 /// Runs a sharded replica until the shutdown fires and every held shard has drained; returns
@@ -77,6 +80,7 @@ where
             cold: None,
             drain: Mutex::new(Drain::NotLeading),
         },
+        warned_unfiltered: AtomicBool::new(false),
     };
     {
         // Looks at the members and the shard leases every retry period until shutdown. The
@@ -184,6 +188,22 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
         }
     }
 
+    /// Reports that the API server sent every shard's objects when a watch listed `shard`;
+    /// logged as a warning once a run.
+    fn unfiltered(&self, shard: u32) {
+        if !self.warned_unfiltered.swap(true, Ordering::Relaxed) {
+            warn!(
+                shard,
+                "the API server ignored the shard selector of a watch of the held shards (is its \
+                 ShardedListAndWatch feature gate on?): each shard's watch receives every object \
+                 and keeps its own"
+            );
+        }
+        self.terms
+            .shared
+            .emit(&Event::ShardSelectorIgnored { shard });
+    }
+
     /// Stands for `shard` until `token` fires: runs a term on its lease each time it is won,
     /// and stands again after a loss. Returns the shard.
     async fn stand(&self, shard: u32, token: CancellationToken) -> u32 {
@@ -215,7 +235,12 @@ impl<K: Key, E: Send + 'static, L: Lock> Ctx<'_, K, E, L> {
                     // reconciles anything: its keys in the warm view (from an earlier term)
                     // must not be read from a store that lacks its objects.
                     let listed = tokio::select! {
-                        () = self.plan.gain(shard) => true,
+                        unfiltered = self.plan.gain(shard) => {
+                            if unfiltered {
+                                self.unfiltered(shard);
+                            }
+                            true
+                        }
                         () = token.cancelled() => false,
                         () = leadership.token().cancelled() => false,
                     };

@@ -53,8 +53,9 @@ pub struct Sharding<L> {
 /// What follows the shards a replica leads: a watch that lists and watches only those.
 pub(crate) trait ShardFollower: Send + Sync {
     /// The replica leads `shard` now: watch it. The future is ready once the shard's objects
-    /// are listed (a watch that fails keeps it pending while it retries).
-    fn gain(&self, shard: u32) -> BoxFuture<'static, ()>;
+    /// are listed (a watch that fails keeps it pending while it retries), with whether the
+    /// list held objects of other shards: the server ignored the shard selector.
+    fn gain(&self, shard: u32) -> BoxFuture<'static, bool>;
     /// The replica's term on `shard` has ended: stop watching it and forget its objects.
     fn lose(&self, shard: u32);
 }
@@ -203,8 +204,9 @@ impl<L> Sharding<L> {
         self.followers.lock().push(follower);
     }
 
-    /// Tells the followers that this replica leads `shard`; ready once each has listed it.
-    pub(crate) async fn gain(&self, shard: u32) {
+    /// Tells the followers that this replica leads `shard`; ready once each has listed it, with
+    /// whether any list was not filtered by the server.
+    pub(crate) async fn gain(&self, shard: u32) -> bool {
         let listed: Vec<_> = self
             .followers
             .lock()
@@ -212,7 +214,8 @@ impl<L> Sharding<L> {
             .filter_map(Weak::upgrade)
             .map(|f| f.gain(shard))
             .collect();
-        futures::future::join_all(listed).await;
+        let unfiltered = futures::future::join_all(listed).await;
+        unfiltered.into_iter().any(|u| u)
     }
 
     /// Tells the followers that this replica's term on `shard` has ended.
