@@ -94,6 +94,31 @@ fn ok<T>(keys: Vec<Result<T, String>>) -> Vec<T> {
     keys.into_iter().map(|k| k.expect("a key")).collect()
 }
 
+/// A list cut short (the watcher started again before its end) leaves nothing behind: the store
+/// holds what the next list holds.
+#[tokio::test(start_paused = true)]
+async fn a_list_cut_short_leaves_nothing_of_itself() {
+    let (pods, tx) = pods();
+    let mut keys = (pods.keys())();
+    for event in [
+        Event::Init,
+        Event::InitApply(pod("a", "1")),
+        Event::Init,
+        Event::InitApply(pod("b", "1")),
+        Event::InitDone,
+    ] {
+        tx.send(Ok(event)).unwrap();
+    }
+    assert_eq!(ok(ready(&mut keys).await), [low("b")]);
+    let names: Vec<String> = pods
+        .store()
+        .state()
+        .iter()
+        .map(|p| p.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["b"]);
+}
+
 /// Listed objects yield keys only once the list is complete and in the store; a change yields
 /// its key once the store holds it; a delete once the store dropped it, with the deleted
 /// state still readable.

@@ -106,7 +106,8 @@ async fn a_sharded_replica_reports_its_shards() {
     assert_eq!(value(&registry, moves_series), 4.0);
     // No shard had a lease at the first look; by the look after the wins, every one has.
     let unowned_series = "ctrlq_controller_shards_unowned{controller=\"pods\"}";
-    sleep(Duration::from_secs(3)).await;
+    // Several looks after: none reported again while none is unowned.
+    sleep(Duration::from_secs(10)).await;
     assert_eq!(value(&registry, unowned_series), 0.0);
     assert_eq!(
         *unowned.lock().unwrap(),

@@ -23,6 +23,7 @@ use kube::ResourceExt;
 use kube::api::ObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
+use prometheus_client::registry::Registry;
 use support::bounded;
 use tokio::sync::mpsc;
 use tokio::time::sleep;
@@ -41,10 +42,21 @@ fn shard(namespace: &str) -> u32 {
 
 /// A scripted API server of ConfigMaps: each stream lists the objects of one shard (or all,
 /// when it ignores the selector) after [`LIST_LATENCY`], then sends their changes.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Server {
     state: Arc<Mutex<ServerState>>,
     ignores_selector: bool,
+    list_latency: Duration,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Self {
+            state: Arc::default(),
+            ignores_selector: false,
+            list_latency: LIST_LATENCY,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -81,6 +93,22 @@ impl Server {
         });
     }
 
+    fn delete(&self, namespace: &str, name: &str) {
+        let mut state = self.state.lock().unwrap();
+        let cm = state
+            .objects
+            .remove(&(namespace.to_owned(), name.to_owned()))
+            .unwrap();
+        let ignores = self.ignores_selector;
+        state.watchers.retain(|(s, tx)| {
+            if ignores || *s == shard(namespace) {
+                tx.send(Event::Delete(cm.clone())).is_ok()
+            } else {
+                !tx.is_closed()
+            }
+        });
+    }
+
     fn version(&self, key: &str) -> Option<String> {
         let (ns, name) = key.split_once('/').unwrap();
         let state = self.state.lock().unwrap();
@@ -104,7 +132,7 @@ impl Server {
         shard_index: u32,
     ) -> impl Stream<Item = Result<Event<ConfigMap>, Infallible>> + use<> {
         let server = self.clone();
-        futures::stream::once(sleep(LIST_LATENCY)).flat_map(move |()| {
+        futures::stream::once(sleep(self.list_latency)).flat_map(move |()| {
             let (tx, mut rx) = mpsc::unbounded_channel();
             let mut state = server.state.lock().unwrap();
             state.lists += 1;
@@ -130,6 +158,9 @@ type Log = Arc<Mutex<Vec<(&'static str, String, Option<String>)>>>;
 
 struct Replica {
     watch: Watch<ConfigMap>,
+    /// Each shard term's end: the shard, and whether it was lost.
+    ended: Arc<Mutex<Vec<(u32, bool)>>>,
+    registry: Registry,
     /// The lists of a shard the server did not filter, as the runner reported them.
     unfiltered: Arc<AtomicUsize>,
     held: tokio::sync::watch::Receiver<BTreeSet<u32>>,
@@ -159,6 +190,9 @@ fn replica(
         Watch::<ConfigMap>::follow_events(&sharding, move |shard| source.stream(shard)).unwrap();
     let held = sharding.subscribe_held();
     let unfiltered = Arc::new(AtomicUsize::new(0));
+    let ended: Arc<Mutex<Vec<(u32, bool)>>> = Arc::default();
+    let mut registry = Registry::default();
+    let metrics = ctrlq_controller::prometheus::ControllerMetrics::register(&mut registry);
     let (log, in_flight, overlaps) = (log.clone(), in_flight.clone(), overlaps.clone());
     let controller = Controller::for_watch(
         "configmaps",
@@ -181,12 +215,17 @@ fn replica(
     )
     .workers(2)
     .grace_period(Duration::from_secs(2))
+    .metrics(metrics)
     .on_event({
-        let unfiltered = unfiltered.clone();
-        move |e| {
-            if let ctrlq_controller::Event::ShardSelectorIgnored { .. } = e {
+        let (unfiltered, ended) = (unfiltered.clone(), ended.clone());
+        move |e| match e {
+            ctrlq_controller::Event::ShardSelectorIgnored { .. } => {
                 unfiltered.fetch_add(1, Ordering::SeqCst);
             }
+            ctrlq_controller::Event::ShardEnded { shard, lost } => {
+                ended.lock().unwrap().push((*shard, *lost));
+            }
+            _ => {}
         }
     })
     .sharded(sharding);
@@ -199,6 +238,8 @@ fn replica(
     });
     Replica {
         watch,
+        ended,
+        registry,
         unfiltered,
         held,
         stop,
@@ -215,22 +256,41 @@ fn store_keys(watch: &Watch<ConfigMap>) -> BTreeSet<String> {
         .collect()
 }
 
-/// Every object's last reconcile read its last version, and no reconcile read a present object
-/// as absent (nothing is deleted here).
+/// Every object's last reconcile read its last version (a deleted one's, absent), and no
+/// reconcile read a present object as absent (the objects deleted here are never created again).
 fn check_log(log: &Log, server: &Server) {
     let log = log.lock().unwrap();
     let mut last: HashMap<&str, &Option<String>> = HashMap::new();
     for (id, key, version) in log.iter() {
-        assert!(
-            version.is_some(),
-            "{id} reconciled {key} from a store without it"
-        );
+        if version.is_none() {
+            assert_eq!(
+                server.version(key),
+                None,
+                "{id} reconciled {key} from a store without it"
+            );
+        }
         last.insert(key, version);
     }
     let all = server.keys(&(0..SHARDS).collect());
-    assert_eq!(last.len(), all.len(), "every object reconciled");
     for key in &all {
         assert_eq!(*last[key.as_str()], server.version(key), "{key}");
+    }
+    for (key, version) in last {
+        if !all.contains(key) {
+            assert_eq!(*version, None, "{key} was deleted");
+        }
+    }
+}
+
+fn unfiltered_lists(r: &Replica) -> f64 {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &r.registry).unwrap();
+    let series = "ctrlq_controller_shard_selector_ignored_total{controller=\"configmaps\"}";
+    // A counter never incremented has no series yet.
+    if text.contains(series) {
+        support::series_value(&text, series)
+    } else {
+        0.0
     }
 }
 
@@ -246,6 +306,7 @@ async fn follow(ignores_selector: bool) {
         for j in 0..3 {
             server.apply(ns, &format!("cm-{j}"));
         }
+        server.apply(ns, "gone");
     }
     let (store, log, in_flight) = (MemoryStore::new(), Log::default(), Arc::default());
     let overlaps = Arc::new(AtomicUsize::new(0));
@@ -257,6 +318,19 @@ async fn follow(ignores_selector: bool) {
         "a holds every shard"
     );
     assert_eq!(store_keys(&a.watch), server.keys(&(0..SHARDS).collect()));
+    check_log(&log, &server);
+    // Deleted: a remembers each one's last state.
+    for ns in &namespaces {
+        server.delete(ns, "gone");
+    }
+    sleep(Duration::from_secs(1)).await;
+    let gone = |ns: &str| ObjectRef::<ConfigMap>::new("gone").within(ns);
+    for ns in &namespaces {
+        assert!(
+            matches!(a.watch.get(&gone(ns)), Object::Deleted(Some(_))),
+            "{ns}"
+        );
+    }
     check_log(&log, &server);
 
     // b joins: each holds only its shards' objects; a forgot the shards it handed over
@@ -273,6 +347,15 @@ async fn follow(ignores_selector: bool) {
     assert_eq!(store_keys(&a.watch), server.keys(&held_a));
     assert_eq!(store_keys(&b.watch), server.keys(&held_b));
     check_log(&log, &server);
+    // What a handed over it forgot, deleted objects too; what it kept, it remembers.
+    for ns in &namespaces {
+        let remembered = matches!(a.watch.get(&gone(ns)), Object::Deleted(Some(_)));
+        assert_eq!(remembered, held_a.contains(&shard(ns)), "{ns}");
+    }
+    assert!(
+        a.ended.lock().unwrap().iter().all(|(_, lost)| !lost),
+        "handed over, not lost"
+    );
 
     // Changes everywhere, then b leaves: a takes its shards back, lists them again before it
     // reconciles their keys (its warm view kept them from its first term), and reconciles every
@@ -306,6 +389,7 @@ async fn follow(ignores_selector: bool) {
     } else {
         assert_eq!((outside, unfiltered), (0, 0));
     }
+    assert_eq!(unfiltered_lists(&a), unfiltered as f64);
     a.stop.cancel();
     bounded(LIMIT, a.run).await.unwrap();
     assert_eq!(
@@ -323,6 +407,37 @@ async fn replicas_hold_their_shards_objects_and_list_a_shard_before_reconciling_
 #[tokio::test(start_paused = true)]
 async fn a_server_that_ignores_the_selector_changes_nothing_but_the_traffic() {
     follow(true).await;
+}
+
+/// A shard handed back before its watcher listed it: its term never reconciled anything, and
+/// it ended drained, not lost.
+#[tokio::test(start_paused = true)]
+async fn a_shard_handed_back_before_its_list_ended_without_a_reconcile() {
+    let server = Server {
+        list_latency: Duration::from_secs(600),
+        ..Server::default()
+    };
+    for i in 0..8 {
+        server.apply(&format!("{i}-ns"), "cm");
+    }
+    let (store, log, in_flight) = (MemoryStore::new(), Log::default(), Arc::default());
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let a = replica("a", &store, &server, &log, &in_flight, &overlaps);
+    sleep(Duration::from_secs(30)).await;
+    assert_eq!(a.held.borrow().len(), SHARDS as usize, "a won every shard");
+    let b = replica("b", &store, &server, &log, &in_flight, &overlaps);
+    sleep(SETTLE).await;
+    let ended = a.ended.lock().unwrap().clone();
+    assert!(!ended.is_empty(), "a handed shards to b");
+    assert!(ended.iter().all(|(_, lost)| !lost), "{ended:?}");
+    assert!(
+        log.lock().unwrap().is_empty(),
+        "nothing listed, nothing reconciled"
+    );
+    for r in [a, b] {
+        r.stop.cancel();
+        bounded(LIMIT, r.run).await.unwrap();
+    }
 }
 
 #[test]

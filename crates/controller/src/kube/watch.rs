@@ -156,7 +156,7 @@ enum Command {
 /// A watch of the held shards: the commands to its task, and what each shard has listed.
 struct Follow {
     commands: mpsc::UnboundedSender<Command>,
-    /// The last incarnation given out: each gain of a shard is a new one.
+    /// The next incarnation to give out: each gain of a shard is a new one.
     incarnations: AtomicU64,
     /// Each shard whose stream has listed since its gain: its incarnation, and whether the
     /// list held objects of other shards (the server did not filter).
@@ -889,7 +889,8 @@ impl<K: Watched> ShardFollower for Shared<K> {
         let Some(follow) = &self.follow else {
             return futures::future::ready(false).boxed();
         };
-        let incarnation = follow.incarnations.fetch_add(1, Ordering::Relaxed) + 1;
+        // A new one at each gain: the stream of an earlier gain of the shard is told apart.
+        let incarnation = follow.incarnations.fetch_add(1, Ordering::Relaxed);
         let mut listed = follow.listed.subscribe();
         // The task outlives every command it is sent while the watch is alive.
         let _ = follow.commands.send(Command::Gain(shard, incarnation));
