@@ -4,4 +4,5 @@
 //! contract: `{"workload", "params", "seconds", "ops_per_sec", "extra"}`.
 
 pub mod common;
+pub mod replicas;
 pub mod workloads;

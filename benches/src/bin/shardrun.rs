@@ -28,21 +28,21 @@
 //! [--kill on|off] [--gate on|off] [--out FILE]`
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use benches::replicas::{ReplicaProcess, client_from, create_config_maps, proc_status_kib};
 use ctrlq_controller::kube::{Object, Watch};
 use ctrlq_controller::priority::NORMAL;
 use ctrlq_controller::shard::{Sharding, field_hash, shard_of_hash};
 use ctrlq_controller::{Action, Context, Controller, Event};
 use ctrlq_leader::{LeaderElectionConfig, LeaseLock};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -147,68 +147,15 @@ fn unix_ms() -> u64 {
     u64::try_from(since.as_millis()).expect("milliseconds fit")
 }
 
-async fn client_from(kubeconfig: &Path) -> kube::Client {
-    let file = kube::config::Kubeconfig::read_from(kubeconfig).expect("the kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-        .await
-        .expect("a config from the kubeconfig");
-    kube::Client::try_from(config).expect("a kube client")
-}
-
 async fn create(client: &kube::Client, a: &Args) {
-    let mut names: Vec<String> = (0..a.namespaces).map(|i| a.namespace(i)).collect();
-    names.push(LEASES.to_owned());
-    for name in names {
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(name),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .expect("a namespace");
-    }
-    futures::stream::iter(0..a.configmaps)
-        .map(|i| {
-            let api = Api::<ConfigMap>::namespaced(client.clone(), &a.namespace(i));
-            async move {
-                let cm = ConfigMap {
-                    metadata: ObjectMeta {
-                        name: Some(format!("cm-{i:06}")),
-                        ..Default::default()
-                    },
-                    data: Some([("value".to_owned(), "0".to_owned())].into()),
-                    ..Default::default()
-                };
-                api.create(&PostParams::default(), &cm)
-                    .await
-                    .expect("a ConfigMap");
-            }
-        })
-        .buffer_unordered(32)
-        .collect::<()>()
-        .await;
+    let mut namespaces: Vec<String> = (0..a.namespaces).map(|i| a.namespace(i)).collect();
+    namespaces.push(LEASES.to_owned());
+    create_config_maps(client, namespaces, a.configmaps, |i| a.namespace(i)).await;
 }
 
 /// The peak resident set of this process, in KiB.
 fn peak_rss_kib() -> u64 {
     proc_status_kib("VmHWM:")
-}
-
-/// A field of `/proc/self/status` in KiB: `VmHWM:` (the peak resident set), `VmRSS:` (now).
-fn proc_status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// What one replica's reconciles and events record.
@@ -386,9 +333,7 @@ async fn replica(mut args: impl Iterator<Item = String>) {
 }
 
 struct Replica {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: std::sync::mpsc::Receiver<Value>,
+    process: ReplicaProcess,
     /// Its last status line.
     last: Value,
 }
@@ -399,33 +344,20 @@ fn spawn(kubeconfig: &Path, mode: &str, name: &str, id: &str, a: &Args) -> Repli
         .iter()
         .map(|(s, n)| format!("{s}:{n}"))
         .collect();
-    let mut child = Command::new(std::env::current_exe().expect("this binary"))
-        .args(["replica", &kubeconfig.display().to_string(), mode, name, id])
-        .args([
-            a.shards.to_string(),
-            a.reconcile_ms.to_string(),
-            expected.join(","),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("a replica process");
-    let stdout = child.stdout.take().expect("its stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if let Ok(v) = serde_json::from_str::<Value>(&line)
-                && tx.send(v).is_err()
-            {
-                return;
-            }
-        }
-    });
+    let kubeconfig = kubeconfig.display().to_string();
+    let (shards, reconcile_ms) = (a.shards.to_string(), a.reconcile_ms.to_string());
+    let args = [
+        "replica",
+        &kubeconfig,
+        mode,
+        name,
+        id,
+        &shards,
+        &reconcile_ms,
+        &expected.join(","),
+    ];
     Replica {
-        stdin: child.stdin.take(),
-        child,
-        lines: rx,
+        process: ReplicaProcess::spawn(args),
         last: json!({}),
     }
 }
@@ -435,7 +367,7 @@ fn spawn(kubeconfig: &Path, mode: &str, name: &str, id: &str, a: &Args) -> Repli
 fn drain_lines(replicas: &mut [Replica]) -> Vec<(usize, u32, u64, u64)> {
     let mut done = Vec::new();
     for (k, r) in replicas.iter_mut().enumerate() {
-        while let Ok(v) = r.lines.try_recv() {
+        while let Ok(v) = r.process.lines.try_recv() {
             if let Some(shard) = v["shard_done"].as_u64() {
                 let shard = u32::try_from(shard).expect("a shard");
                 let at = v["at_unix_ms"].as_u64().unwrap_or(0);
@@ -572,13 +504,17 @@ async fn run(
     // The changes' latencies, asked before the take-over, whose reconciles are no changes.
     let mut latencies: Vec<u64> = Vec::new();
     for r in &mut replicas {
-        let stdin = r.stdin.as_mut().expect("its stdin");
+        let stdin = r.process.stdin.as_mut().expect("its stdin");
         writeln!(stdin, "latencies").expect("ask a replica");
         stdin.flush().expect("ask a replica");
         let until = Instant::now() + Duration::from_secs(30);
         loop {
             let left = until.saturating_duration_since(Instant::now());
-            let v = r.lines.recv_timeout(left).expect("a replica's latencies");
+            let v = r
+                .process
+                .lines
+                .recv_timeout(left)
+                .expect("a replica's latencies");
             if let Some(l) = v["latencies"].as_array() {
                 latencies.extend(l.iter().filter_map(Value::as_u64));
                 break;
@@ -596,8 +532,8 @@ async fn run(
     if m >= 2 && a.kill {
         let dead = held_of(&replicas[0]);
         let killed = unix_ms();
-        replicas[0].child.kill().expect("kill a replica");
-        let _ = replicas[0].child.wait();
+        replicas[0].process.child.kill().expect("kill a replica");
+        let _ = replicas[0].process.child.wait();
         let done = wait(
             &mut replicas[1..],
             Duration::from_secs(300),
@@ -621,12 +557,12 @@ async fn run(
     }
     let mut reports = Vec::new();
     for r in &mut replicas {
-        if let Some(stdin) = r.stdin.take() {
+        if let Some(stdin) = r.process.stdin.take() {
             drop(stdin);
             let until = Instant::now() + Duration::from_secs(30);
             loop {
                 let left = until.saturating_duration_since(Instant::now());
-                match r.lines.recv_timeout(left) {
+                match r.process.lines.recv_timeout(left) {
                     Ok(v) if v.get("report").is_some() => {
                         reports.push(v);
                         break;
@@ -636,7 +572,7 @@ async fn run(
                 }
             }
         }
-        let _ = r.child.wait();
+        let _ = r.process.child.wait();
     }
     let per_replica: Vec<Value> = settled_status
         .iter()

@@ -18,16 +18,16 @@
 //! usage: `shardwatch [--configmaps N] [--namespaces K] [--replicas 1,2,3,4] [--fields uid,namespace]
 //! [--changes C] [--out FILE]`
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use benches::replicas::{ReplicaProcess, client_from, create_config_maps, proc_status_kib};
 use ctrlq_controller::kube::Watch;
 use ctrlq_controller::shard::{ShardField, ShardSelector};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -86,61 +86,17 @@ fn namespace_of(i: usize, namespaces: usize) -> String {
     format!("bench-{:02}", i % namespaces)
 }
 
-async fn client_from(kubeconfig: &Path) -> kube::Client {
-    let file = kube::config::Kubeconfig::read_from(kubeconfig).expect("the kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-        .await
-        .expect("a config from the kubeconfig");
-    kube::Client::try_from(config).expect("a kube client")
-}
-
 async fn create(client: &kube::Client, a: &Args) {
-    for k in 0..a.namespaces {
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(namespace_of(k, a.namespaces)),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .expect("a namespace");
-    }
-    futures::stream::iter(0..a.configmaps)
-        .map(|i| {
-            let api = Api::<ConfigMap>::namespaced(client.clone(), &namespace_of(i, a.namespaces));
-            async move {
-                let cm = ConfigMap {
-                    metadata: ObjectMeta {
-                        name: Some(format!("cm-{i:06}")),
-                        ..Default::default()
-                    },
-                    data: Some([("value".to_owned(), "0".to_owned())].into()),
-                    ..Default::default()
-                };
-                api.create(&PostParams::default(), &cm)
-                    .await
-                    .expect("a ConfigMap");
-            }
-        })
-        .buffer_unordered(32)
-        .collect::<()>()
-        .await;
+    let namespaces = (0..a.namespaces).map(|k| namespace_of(k, a.namespaces));
+    create_config_maps(client, namespaces, a.configmaps, |i| {
+        namespace_of(i, a.namespaces)
+    })
+    .await;
 }
 
 /// The peak resident set of this process, in KiB.
 fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
+    proc_status_kib("VmHWM:")
 }
 
 /// `shardwatch replica KUBECONFIG MODE FIELD SHARD OF`: one replica's watch; prints a line when
@@ -203,49 +159,12 @@ async fn replica(mut args: impl Iterator<Item = String>) {
     );
 }
 
-struct Replica {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: std::sync::mpsc::Receiver<Value>,
-}
+type Replica = ReplicaProcess;
 
 fn spawn(kubeconfig: &Path, mode: &str, field: &str, shard: u32, of: u32) -> Replica {
-    let mut child = Command::new(std::env::current_exe().expect("this binary"))
-        .args(["replica", &kubeconfig.display().to_string(), mode, field])
-        .args([shard.to_string(), of.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("a replica process");
-    let stdout = child.stdout.take().expect("its stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if let Ok(v) = serde_json::from_str::<Value>(&line)
-                && tx.send(v).is_err()
-            {
-                return;
-            }
-        }
-    });
-    Replica {
-        stdin: child.stdin.take(),
-        child,
-        lines: rx,
-    }
-}
-
-/// The next line of `r` that has `key`, within `limit`.
-fn next_with(r: &Replica, key: &str, limit: Duration) -> Value {
-    let until = Instant::now() + limit;
-    loop {
-        let left = until.saturating_duration_since(Instant::now());
-        let v = r.lines.recv_timeout(left).expect("a replica line in time");
-        if v.get(key).is_some() {
-            return v;
-        }
-    }
+    let kubeconfig = kubeconfig.display().to_string();
+    let (shard, of) = (shard.to_string(), of.to_string());
+    ReplicaProcess::spawn(["replica", &kubeconfig, mode, field, &shard, &of])
 }
 
 async fn run(
@@ -260,7 +179,7 @@ async fn run(
         .map(|i| spawn(kubeconfig, mode, field, i, m))
         .collect();
     for r in &replicas {
-        next_with(r, "synced", Duration::from_secs(600));
+        r.next_with("synced", Duration::from_secs(600));
     }
     // The changes: `--changes` merge patches over ConfigMaps drawn evenly.
     // A value no earlier run wrote: a merge patch that changes nothing makes no event.
@@ -291,7 +210,7 @@ async fn run(
     let mut still = Instant::now();
     while still.elapsed() < Duration::from_secs(1) {
         for (k, r) in replicas.iter().enumerate() {
-            let n = next_with(r, "events", Duration::from_secs(30))["events"]
+            let n = r.next_with("events", Duration::from_secs(30))["events"]
                 .as_u64()
                 .unwrap_or(0);
             if n != last[k] {
@@ -303,7 +222,7 @@ async fn run(
     let mut reports = Vec::new();
     for r in &mut replicas {
         drop(r.stdin.take());
-        reports.push(next_with(r, "report", Duration::from_secs(30)));
+        reports.push(r.next_with("report", Duration::from_secs(30)));
         let _ = r.child.wait();
     }
     json!({
