@@ -518,7 +518,10 @@ impl<K: Key, E: Send + 'static> Controller<K, E> {
     /// Splits the keys into shards held through leases, spread over the live replicas (see
     /// [`shard`](crate::shard) for how): this replica runs a term for each shard it holds, and
     /// its sources' keys go to the terms of their shards. Takes the place of
-    /// [`leader_elector`](Self::leader_elector) (which is ignored with it).
+    /// [`leader_elector`](Self::leader_elector) (which is ignored with it). A
+    /// [`Watch::for_shards`](crate::kube::Watch::for_shards) built on `sharding` (feature
+    /// `kube`) watches only the shards this replica holds, each listed before its term
+    /// reconciles; on any other `Watch`, every replica watches everything.
     ///
     /// # Examples
     ///

@@ -128,8 +128,8 @@ impl<L: Lock> Sharding<L> {
     /// API server's shard selector divides objects: shard `i` holds the keys whose namespace's
     /// [`field_hash`](super::field_hash) is in [`HashRange::of_shard`](super::HashRange::of_shard)`(i, n)`,
     /// the objects `ShardSelector::for_shards(ShardField::Namespace, [i], n)` selects. So a
-    /// replica can watch only the namespaces of the shards it holds
-    /// ([`Watch::sharded`](crate::kube::Watch::sharded), feature `kube`).
+    /// replica can watch only the namespaces of the shards it holds, as they move
+    /// ([`Watch::for_shards`](crate::kube::Watch::for_shards), feature `kube`).
     ///
     /// Namespace, not uid: a key's shard must follow from the key alone, or the object deleted
     /// and created again under the same `namespace/name` (with a new uid) could land in a shard
