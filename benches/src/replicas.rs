@@ -94,7 +94,15 @@ pub struct ReplicaProcess {
 impl ReplicaProcess {
     /// Starts this binary with `args`.
     pub fn spawn<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Self {
-        let mut child = Command::new(std::env::current_exe().expect("this binary"))
+        Self::spawn_program(std::env::current_exe().expect("this binary"), args)
+    }
+
+    /// Starts `program` with `args`.
+    pub fn spawn_program<S: AsRef<std::ffi::OsStr>>(
+        program: impl AsRef<std::ffi::OsStr>,
+        args: impl IntoIterator<Item = S>,
+    ) -> Self {
+        let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
