@@ -266,7 +266,7 @@ struct Replica {
     watch: Watch<ConfigMap>,
     held: tokio::sync::watch::Receiver<BTreeSet<u32>>,
     stop: CancellationToken,
-    run: tokio::task::JoinHandle<()>,
+    run: tokio::task::JoinHandle<ctrlq_controller::Summary>,
 }
 
 const SHARDS: u32 = 4;
@@ -329,12 +329,7 @@ fn replica(client: &Client, id: &'static str, fleet: &Fleet) -> Replica {
     })
     .sharded(sharding);
     let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let stop = stop.clone();
-        async move {
-            controller.run(stop).await;
-        }
-    });
+    let run = tokio::spawn(controller.run(stop.clone()));
     Replica {
         watch,
         held,

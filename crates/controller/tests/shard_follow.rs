@@ -165,7 +165,7 @@ struct Replica {
     unfiltered: Arc<AtomicUsize>,
     held: tokio::sync::watch::Receiver<BTreeSet<u32>>,
     stop: CancellationToken,
-    run: tokio::task::JoinHandle<()>,
+    run: tokio::task::JoinHandle<ctrlq_controller::Summary>,
 }
 
 fn replica(
@@ -230,12 +230,7 @@ fn replica(
     })
     .sharded(sharding);
     let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let stop = stop.clone();
-        async move {
-            controller.run(stop).await;
-        }
-    });
+    let run = tokio::spawn(controller.run(stop.clone()));
     Replica {
         watch,
         ended,
