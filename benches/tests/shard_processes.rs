@@ -1,7 +1,8 @@
 //! Replicas of a sharded controller as processes (`shard_replica`, each on `Watch::for_shards`
 //! with Leases) on a real kube-apiserver with `ShardedListAndWatch` on: two settle; one is
-//! killed (SIGKILL) while every object changes and a third joins; kube-apiserver is restarted
-//! without the gate and every object changes again. No key is ever in two reconciles at once
+//! killed (SIGKILL) while every object changes and a third joins; one is frozen (SIGSTOP) past
+//! its leases while every object changes, and resumed; kube-apiserver is restarted without the
+//! gate and every object changes again. No key is ever in two reconciles at once
 //! across the processes, every object's last reconcile read its last version, no shard is
 //! reported unowned for longer than the bound after a death, and once settled none is reported
 //! unowned. Real time, every wait bounded.
@@ -43,6 +44,10 @@ struct Reconciled {
 #[derive(Default)]
 struct Fleet {
     live: Vec<(&'static str, ReplicaProcess)>,
+    /// The live replicas stopped with SIGSTOP.
+    frozen: BTreeSet<&'static str>,
+    /// Each freeze: the replica, and the wall-clock microseconds of its SIGSTOP and SIGCONT.
+    freezes: Vec<(&'static str, u64, u64)>,
     reconciled: Vec<Reconciled>,
     held: HashMap<&'static str, BTreeSet<u32>>,
     /// Each report of unowned shards: the replica, the shards, the longest unowned, when read.
@@ -93,21 +98,46 @@ impl Fleet {
         self.held.remove(id);
     }
 
+    /// Sends `signal` (`-STOP`, `-CONT`) to the process of `id`.
+    fn signal(&mut self, id: &'static str, signal: &str) {
+        let (_, process) = self.live.iter().find(|(i, _)| *i == id).unwrap();
+        let pid = process.child.id().to_string();
+        // The freeze as the process may have seen it: from after the SIGSTOP is sent, until
+        // before the SIGCONT is.
+        let before = unix_us();
+        let sent = std::process::Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill {signal} {pid}");
+        let now = unix_us();
+        if signal == "-STOP" {
+            self.frozen.insert(id);
+            self.freezes.push((id, now, u64::MAX));
+        } else {
+            self.frozen.remove(id);
+            let freeze = self.freezes.iter_mut().rev().find(|(i, ..)| *i == id);
+            freeze.unwrap().2 = before;
+        }
+    }
+
     /// Whether the live replicas hold every shard between them, each some, and every object's
     /// last reconcile read its version on the server.
     fn settled(&self, server: &HashMap<String, String>) -> bool {
-        let held: Vec<&BTreeSet<u32>> = self
+        let running: Vec<&str> = self
             .live
             .iter()
-            .filter_map(|(id, _)| self.held.get(id))
+            .map(|(id, _)| *id)
+            .filter(|id| !self.frozen.contains(id))
             .collect();
+        let held: Vec<&BTreeSet<u32>> = running.iter().filter_map(|id| self.held.get(id)).collect();
         let all: BTreeSet<u32> = held.iter().copied().flatten().copied().collect();
         let count: usize = held.iter().map(|h| h.len()).sum();
         let mut last: HashMap<&str, &Option<String>> = HashMap::new();
         for r in &self.reconciled {
             last.insert(&r.key, &r.version);
         }
-        held.len() == self.live.len()
+        held.len() == running.len()
             && held.iter().all(|h| !h.is_empty())
             && all.len() == SHARDS as usize
             && count == all.len()
@@ -116,6 +146,13 @@ impl Fleet {
                     .is_some_and(|l| l.as_deref() == Some(v))
             })
     }
+}
+
+fn unix_us() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    u64::try_from(since.as_micros()).unwrap()
 }
 
 /// The test's ConfigMaps on the server: `namespace/name` → resource version.
@@ -166,7 +203,8 @@ async fn settle(fleet: &mut Fleet, admin: &kube::Client, what: &str) {
 }
 
 #[tokio::test]
-async fn replica_processes_killed_joined_and_restarted_keep_every_key_single_and_reconciled() {
+async fn replica_processes_killed_frozen_joined_and_restarted_keep_every_key_single_and_reconciled()
+{
     let plane = ControlPlane::start_with([GATE]).await;
     let admin = plane.client(ADMIN);
     create_namespace(&admin, LEASES).await;
@@ -188,10 +226,19 @@ async fn replica_processes_killed_joined_and_restarted_keep_every_key_single_and
     fleet.start(&plane, "c");
     settle(&mut fleet, &admin, "after the kill and the join").await;
 
+    // b frozen (SIGSTOP) past its leases while everything changes: c takes every shard. Resumed
+    // (SIGCONT), b finds its leases gone before it reconciles again, and takes its share back.
+    fleet.signal("b", "-STOP");
+    change_all(&admin, 2).await;
+    settle(&mut fleet, &admin, "with b frozen").await;
+    fleet.signal("b", "-CONT");
+    change_all(&admin, 3).await;
+    settle(&mut fleet, &admin, "after b resumed").await;
+
     // kube-apiserver again, without the gate, and everything changes again.
     plane.kill_apiserver();
     plane.start_apiserver_with::<_, String>([]).await;
-    change_all(&admin, 2).await;
+    change_all(&admin, 4).await;
     settle(&mut fleet, &admin, "after the restart without the gate").await;
     // A few looks after: what the survivors report before they leave (leaving, they release
     // their shards, which the other's last look may see unowned).
@@ -212,24 +259,46 @@ async fn replica_processes_killed_joined_and_restarted_keep_every_key_single_and
     }
     fleet.read();
 
-    // No key in two reconciles at once, across the processes.
+    // No key in two reconciles at once, across the processes, but for a reconcile that was
+    // running when its process was frozen: it started on a current lease, and no lease can
+    // stop a process that does not run (the writes it makes on resuming carry its term's
+    // fencing token, which the store refuses once a newer holder wrote). Every other overlap
+    // fails, a reconcile started by the resumed process before it saw its leases gone among
+    // them.
+    let spanned_a_freeze = |r: &Reconciled| {
+        fleet
+            .freezes
+            .iter()
+            .any(|(id, stop, cont)| *id == r.replica && r.start_us < *stop && r.end_us > *cont)
+    };
     let mut by_key: HashMap<&str, Vec<&Reconciled>> = HashMap::new();
     for r in &fleet.reconciled {
         by_key.entry(&r.key).or_default().push(r);
     }
+    let mut frozen_in_flight = 0;
     for (key, mut spans) in by_key {
         spans.sort_by_key(|r| r.start_us);
         for pair in spans.windows(2) {
+            if pair[1].start_us >= pair[0].end_us {
+                continue;
+            }
             assert!(
-                pair[1].start_us >= pair[0].end_us,
-                "{key}: {} from {} while {} until {}",
+                spanned_a_freeze(pair[0]),
+                "{key}: {} from {} while {} from {} until {} (freezes {:?})",
                 pair[1].replica,
                 pair[1].start_us,
                 pair[0].replica,
-                pair[0].end_us
+                pair[0].start_us,
+                pair[0].end_us,
+                fleet.freezes
             );
+            frozen_in_flight += 1;
         }
     }
+    assert!(
+        frozen_in_flight <= 2,
+        "at most one reconcile per worker of b was frozen"
+    );
     // a's shards reported unowned, none for longer than the bound, and every survivor's last
     // report before leaving empty.
     let after: Vec<_> = fleet
