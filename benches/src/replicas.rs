@@ -146,3 +146,47 @@ impl ReplicaProcess {
         }
     }
 }
+
+/// A bench's result lines: each printed, appended to the `--out` file when there is one, and
+/// kept for the table at the end.
+#[derive(Debug, Default)]
+pub struct ResultLines {
+    out: Option<std::fs::File>,
+    /// The lines so far.
+    pub lines: Vec<Value>,
+}
+
+impl ResultLines {
+    /// Lines appended to `out` (created if missing) as well as printed.
+    ///
+    /// # Panics
+    ///
+    /// When `out` cannot be opened for appending.
+    pub fn new(out: Option<&str>) -> Self {
+        let out = out.map(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .unwrap_or_else(|e| panic!("--out {p}: {e}"))
+        });
+        Self {
+            out,
+            lines: Vec::new(),
+        }
+    }
+
+    /// Prints `line`, appends it to the file, keeps it.
+    ///
+    /// # Panics
+    ///
+    /// When the file cannot be written.
+    pub fn push(&mut self, line: Value) {
+        use std::io::Write;
+        println!("{line}");
+        if let Some(out) = &mut self.out {
+            writeln!(out, "{line}").expect("the --out file");
+        }
+        self.lines.push(line);
+    }
+}

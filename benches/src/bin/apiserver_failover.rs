@@ -73,32 +73,10 @@ fn short() -> LeaderElectionConfig {
         .retry_period(Duration::from_millis(500))
 }
 
-/// Creates `n` ConfigMaps in [`WARM_NS`], 32 requests at a time.
+/// Creates [`WARM_NS`] and `n` ConfigMaps in it, 32 requests at a time.
 async fn create_config_maps(plane: &ControlPlane, n: usize) {
-    use futures::StreamExt;
-    use k8s_openapi::api::core::v1::ConfigMap;
     let admin = plane.client(ADMIN);
-    create_namespace(&admin, WARM_NS).await;
-    let api = kube::Api::<ConfigMap>::namespaced(admin, WARM_NS);
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let api = api.clone();
-            async move {
-                let cm = ConfigMap {
-                    metadata: kube::api::ObjectMeta {
-                        name: Some(format!("cm-{i:06}")),
-                        ..Default::default()
-                    },
-                    data: Some([("value".to_owned(), i.to_string())].into()),
-                    ..Default::default()
-                };
-                api.create(&Default::default(), &cm)
-                    .await
-                    .expect("a ConfigMap");
-            }
-        })
-        .buffer_unordered(32)
-        .collect::<()>()
+    benches::replicas::create_config_maps(&admin, [WARM_NS.to_owned()], n, |_| WARM_NS.to_owned())
         .await;
 }
 

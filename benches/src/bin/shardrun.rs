@@ -34,7 +34,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use benches::replicas::{ReplicaProcess, client_from, create_config_maps, proc_status_kib};
+use benches::replicas::{
+    ReplicaProcess, ResultLines, client_from, create_config_maps, proc_status_kib,
+};
 use ctrlq_controller::kube::{Object, Watch};
 use ctrlq_controller::priority::NORMAL;
 use ctrlq_controller::shard::{Sharding, field_hash, shard_of_hash};
@@ -660,25 +662,14 @@ async fn main() {
         a.namespaces,
         created.elapsed().as_secs_f64()
     );
-    let mut out = a.out.as_ref().map(|p| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .expect("--out")
-    });
-    let mut lines = Vec::new();
+    let mut lines = ResultLines::new(a.out.as_deref());
     for &m in &a.replicas {
         for mode in &a.modes {
             for &rate in &a.rates {
                 let line = run(&a, &plane.kubeconfig_file(), &client, (m, mode, rate)).await;
-                println!("{line}");
-                if let Some(out) = &mut out {
-                    writeln!(out, "{line}").expect("the --out file");
-                }
                 lines.push(line);
             }
         }
     }
-    print!("{}", table(&lines));
+    print!("{}", table(&lines.lines));
 }

@@ -18,11 +18,12 @@
 //! usage: `shardwatch [--configmaps N] [--namespaces K] [--replicas 1,2,3,4] [--fields uid,namespace]
 //! [--changes C] [--out FILE]`
 
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use benches::replicas::{ReplicaProcess, client_from, create_config_maps, proc_status_kib};
+use benches::replicas::{
+    ReplicaProcess, ResultLines, client_from, create_config_maps, proc_status_kib,
+};
 use ctrlq_controller::kube::Watch;
 use ctrlq_controller::shard::{ShardField, ShardSelector};
 use futures::StreamExt;
@@ -285,14 +286,7 @@ async fn main() {
         a.namespaces,
         created.elapsed().as_secs_f64()
     );
-    let mut out = a.out.as_ref().map(|p| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .expect("--out")
-    });
-    let mut lines = Vec::new();
+    let mut lines = ResultLines::new(a.out.as_deref());
     for &m in &a.replicas {
         for field in &a.fields {
             for mode in ["server", "client"] {
@@ -300,13 +294,9 @@ async fn main() {
                     continue; // client-side filtering holds the same whatever the field
                 }
                 let line = run(&a, &plane.kubeconfig_file(), &client, m, field, mode).await;
-                println!("{line}");
-                if let Some(out) = &mut out {
-                    writeln!(out, "{line}").expect("the --out file");
-                }
                 lines.push(line);
             }
         }
     }
-    print!("{}", table(&lines));
+    print!("{}", table(&lines.lines));
 }
